@@ -1,0 +1,136 @@
+// Package apierror maps the gateway's failures to HTTP in one place, in the
+// error shape of the OpenAI API so that agents' SDKs raise their usual
+// exceptions: {"error": {"message", "type", "code", "param"}}.
+//
+// Stages never write error JSON themselves: they return an *Error (or any
+// error, which becomes a generic 500) and the front door calls Write.
+package apierror
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Error is a failure with the status and codes a client sees.
+type Error struct {
+	Status  int
+	Type    string
+	Code    string
+	Message string
+	Param   string
+	// Header holds extra response headers (Retry-After, x-ratelimit-*).
+	Header http.Header
+	// Err is the underlying cause, for logs only; it never reaches the client.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Types and codes of SPEC section 4.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeAuthentication = "authentication_error"
+	TypePermission     = "permission_error"
+	TypeRateLimit      = "rate_limit_error"
+	TypeUpstream       = "upstream_error"
+	TypeServer         = "server_error"
+)
+
+// BadRequest is a 400 for a malformed request; param names the field at fault.
+func BadRequest(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: "invalid_request", Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unauthorized is a 401 for a missing or unknown token.
+func Unauthorized(msg string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: TypeAuthentication, Code: "invalid_api_key", Message: msg}
+}
+
+// Forbidden is a 403 for an RBAC or policy denial.
+func Forbidden(msg string) *Error {
+	return &Error{Status: http.StatusForbidden, Type: TypePermission, Code: "policy_denied", Message: msg}
+}
+
+// ModelNotFound is a 404 for a model the agent may not use or no upstream serves.
+func ModelNotFound(model string) *Error {
+	return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found", Param: "model",
+		Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)}
+}
+
+// TooLarge is a 413 for a body over the agent's max_request_size.
+func TooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: "request_too_large",
+		Message: fmt.Sprintf("Request body exceeds this agent's max_request_size of %d bytes.", limit)}
+}
+
+// RateLimited is a 429; h carries Retry-After and the x-ratelimit-* headers.
+func RateLimited(msg string, h http.Header) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: "rate_limit_exceeded", Message: msg, Header: h}
+}
+
+// Upstream is a 502 (failed) or 504 (timed out) from the provider.
+func Upstream(status int, msg string, cause error) *Error {
+	return &Error{Status: status, Type: TypeUpstream, Code: "upstream_error", Message: msg, Err: cause}
+}
+
+// AuditUnavailable is the 503 of fail_mode closed.
+func AuditUnavailable(cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "audit_unavailable",
+		Message: "The audit trail is unavailable; the request was not served.", Err: cause}
+}
+
+// From returns err as an *Error; anything else is an internal error whose
+// details stay in the logs.
+func From(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error",
+		Message: "The gateway failed to process the request.", Err: err}
+}
+
+type body struct {
+	Error payload `json:"error"`
+}
+
+type payload struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Param   *string `json:"param"`
+}
+
+// Write sends err to the client and returns the *Error it sent.
+func Write(w http.ResponseWriter, err error) *Error {
+	e := From(err)
+	h := w.Header()
+	for k, vs := range e.Header {
+		h[k] = vs
+	}
+	p := payload{Message: e.Message, Type: e.Type, Code: e.Code}
+	if e.Param != "" {
+		p.Param = &e.Param
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // messages quote "<token>" and such literally
+	_ = enc.Encode(body{Error: p})
+	b := buf.Bytes()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(b)
+	return e
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/server"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// usageError marks a refusal to start that is the operator's to fix (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// app is every component, built from one config.
+type app struct {
+	upstreams *upstream.Set
+	server    *server.Server
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// build wires the components; it fails on anything that would leave a
+// half-working server.
+func build(cfg *config.Config, sidecar string, log *slog.Logger) (*app, error) {
+	if sidecar != "" {
+		if _, ok := cfg.Agents[sidecar]; !ok {
+			return nil, &usageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
+		}
+	}
+	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	gw, err := proxy.New(proxy.Deps{
+		Config:       cfg,
+		Upstreams:    ups,
+		Requests:     limit.NewMemory(),
+		Tokens:       limit.NewMemoryBudget(),
+		Log:          log,
+		SidecarAgent: sidecar,
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.Options{
+		Gateway:         gw,
+		Log:             log,
+		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
+		Checks: []server.Check{
+			{Name: "config", Ready: func(context.Context) error { return nil }},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &app{upstreams: ups, server: srv}, nil
+}
+
+// check builds everything a server would, without serving.
+func check(cfg *config.Config) error {
+	_, err := build(cfg, "", slog.New(slog.DiscardHandler))
+	return err
+}
+
+func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Writer) error {
+	log := newLogger(cfg.Gateway.Log, stderr)
+	if sidecar != "" && !loopback(cfg.Gateway.Listen) {
+		return &usageError{fmt.Sprintf("sidecar mode requires a loopback listen address (e.g. 127.0.0.1:8080), not %q: use --listen", cfg.Gateway.Listen)}
+	}
+	a, err := build(cfg, sidecar, log)
+	if err != nil {
+		return err
+	}
+	defer a.upstreams.Close()
+	warnings(cfg, log)
+	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
+	if err != nil {
+		return &usageError{fmt.Sprintf("listen %s: %v", cfg.Gateway.Listen, err)}
+	}
+	log.Info("gateway listening", "addr", ln.Addr().String(), "agents", len(cfg.Agents),
+		"upstreams", len(cfg.Gateway.Upstreams), "sidecar_agent", sidecar, "version", version)
+	return a.server.Serve(ctx, ln)
+}
+
+// warnings says loudly what an operator must not ship.
+func warnings(cfg *config.Config, log *slog.Logger) {
+	if demo := cfg.DemoCredentials(); len(demo) > 0 {
+		log.Warn("!!! DEMO TOKENS ACTIVE: anyone who read the README can act as these identities; replace their token_sha256 before exposing this gateway !!!",
+			"identities", strings.Join(demo, ", "))
+	}
+	for _, u := range cfg.Gateway.Upstreams {
+		if u.Type == "openai" && u.APIKey == "" && strings.Contains(u.BaseURL, "api.openai.com") {
+			log.Warn("upstream has no api_key: requests routed to it will be refused by the provider", "upstream", u.Name)
+		}
+	}
+}
+
+// loopback reports whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

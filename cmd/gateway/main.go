@@ -1,0 +1,155 @@
+// Command gateway is the governance gateway for LLM agent traffic: an
+// OpenAI-compatible reverse proxy that identifies agents, enforces limits
+// and policy, and audits what passes. This file only parses the command line
+// and dispatches; wiring lives in app.go, logic in the packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/sacpgw/gateway/config"
+)
+
+// Set with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// Exit codes of SPEC section 2.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return serveMain(nil, stderr)
+	}
+	switch args[0] {
+	case "serve":
+		return serveMain(args[1:], stderr)
+	case "config":
+		if len(args) < 2 || args[1] != "check" {
+			fmt.Fprintln(stderr, "usage: gateway config check [--config DIR]")
+			return exitUsage
+		}
+		return checkMain(args[2:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
+		return exitOK
+	case "help", "-h", "--help":
+		usage(stdout)
+		return exitOK
+	default:
+		if len(args[0]) > 0 && args[0][0] == '-' {
+			// "gateway --config DIR" is "gateway serve --config DIR".
+			return serveMain(args, stderr)
+		}
+		fmt.Fprintf(stderr, "gateway: unknown command %q\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  gateway [serve] [--config DIR] [--listen ADDR] [--sidecar-agent ID]
+  gateway config check [--config DIR]
+  gateway version
+`)
+}
+
+func serveMain(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("config", "config", "configuration directory")
+	listen := fs.String("listen", "", "listen address (overrides gateway.yaml listen)")
+	sidecar := fs.String("sidecar-agent", "", "sidecar mode: attribute requests without a token to this agent; requires a loopback listen address")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gateway serve: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, err := config.Load(*dir)
+	if err != nil {
+		reportConfig(stderr, err)
+		return exitUsage
+	}
+	if *listen != "" {
+		cfg.Gateway.Listen = *listen
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, *sidecar, stderr); err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
+}
+
+func checkMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("config", "config", "configuration directory")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	cfg, err := config.Load(*dir)
+	if err != nil {
+		reportConfig(stderr, err)
+		return exitFailed
+	}
+	if err := check(cfg); err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "configuration is valid: %d agents, %d upstreams (%s)\n", len(cfg.Agents), len(cfg.Gateway.Upstreams), *dir)
+	return exitOK
+}
+
+func reportConfig(w io.Writer, err error) {
+	var ps config.Problems
+	if errors.As(err, &ps) {
+		for _, p := range ps {
+			fmt.Fprintln(w, p.String())
+		}
+		fmt.Fprintf(w, "gateway: configuration has %d problem(s)\n", len(ps))
+		return
+	}
+	fmt.Fprintf(w, "gateway: %v\n", err)
+}
+
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,235 @@
+// Package config loads and validates the gateway's three configuration files
+// (gateway.yaml, agents.yaml, protocol.yaml) per SPEC section 3.
+//
+// Loading has no side effects: it reads files and the environment and returns
+// either a complete Config or every problem found, each as "file:line: message".
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Config is the whole, validated configuration.
+type Config struct {
+	// Dir is the directory the files were read from.
+	Dir      string
+	Gateway  Gateway
+	Agents   map[string]*Agent
+	Protocol Protocol
+}
+
+// Gateway is config/gateway.yaml: the server itself.
+type Gateway struct {
+	// Listen is the address to serve on. Default ":8080".
+	Listen string `yaml:"listen"`
+	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests. Default 30s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// Log sets the structured log output.
+	Log       Log        `yaml:"log"`
+	Admin     Admin      `yaml:"admin"`
+	Upstreams []Upstream `yaml:"upstreams"`
+	TLS       TLS        `yaml:"tls"`
+	Policy    Policy     `yaml:"policy"`
+	Audit     Audit      `yaml:"audit"`
+	State     State      `yaml:"state"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is json or text. Default json.
+	Format string `yaml:"format"`
+}
+
+// Admin holds the hashes of the operators' and reviewers' tokens.
+type Admin struct {
+	TokenSHA256 string     `yaml:"token_sha256"`
+	Reviewers   []Reviewer `yaml:"reviewers"`
+}
+
+// Reviewer is a person who may decide escalations.
+type Reviewer struct {
+	Name        string `yaml:"name"`
+	TokenSHA256 string `yaml:"token_sha256"`
+}
+
+// Upstream is one model provider.
+type Upstream struct {
+	// Name identifies the upstream in logs and audit entries.
+	Name string `yaml:"name"`
+	// Type selects the implementation: "openai" (any OpenAI-compatible API) or "mock".
+	Type string `yaml:"type"`
+	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
+	// Required for type openai; ignored for mock.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is sent as the bearer token to the provider. Empty sends none
+	// (local models). Never logged.
+	APIKey string `yaml:"api_key"`
+	// Models are globs (path.Match syntax) of the model names routed here;
+	// the first upstream whose glob matches wins. "*" matches any.
+	Models []string `yaml:"models"`
+	// MaxRetries is how many times a connection failure or 5xx is retried,
+	// with backoff, while nothing has reached the client yet. Default 2; 0 disables.
+	MaxRetries *int `yaml:"max_retries"`
+	// MaxIdleConns is the keep-alive pool size to this upstream. Default 512.
+	MaxIdleConns int `yaml:"max_idle_conns"`
+	// CAFile is a PEM bundle trusted for this upstream (self-hosted models). Empty: system roots.
+	CAFile string `yaml:"ca_file"`
+}
+
+// TLS configures TLS termination.
+type TLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+	// MinVersion is "1.2" or "1.3". Default "1.3".
+	MinVersion string `yaml:"min_version"`
+}
+
+// Policy configures the Rego policies.
+type Policy struct {
+	// Dir holds the Rego files, relative to the working directory. Default "rego".
+	Dir string `yaml:"dir"`
+	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
+	ShadowDir string `yaml:"shadow_dir"`
+}
+
+// Audit configures the audit trail.
+type Audit struct {
+	// Dir holds the audit segments. Default "data/audit".
+	Dir string `yaml:"dir"`
+	// FailMode is closed (no audit entry, no response: 503) or open (serve and
+	// count the loss). Default closed.
+	FailMode string `yaml:"fail_mode"`
+	// SigningKeyFile is an ed25519 private key (PEM) for checkpoints. Empty: unsigned.
+	SigningKeyFile string `yaml:"signing_key_file"`
+	// Chain is this instance's chain id. Default: $POD_NAME, else the host name.
+	Chain string `yaml:"chain"`
+	// SegmentMaxSize rotates segments at this size. Default 64MB.
+	SegmentMaxSize Size `yaml:"segment_max_size"`
+	// CheckpointEvery writes a checkpoint every N entries. Default 1000.
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// CheckpointInterval writes a checkpoint at least this often. Default 60s.
+	CheckpointInterval Duration `yaml:"checkpoint_interval"`
+}
+
+// State selects where rate limits and approval states live.
+type State struct {
+	// Backend is memory or redis. Default memory.
+	Backend  string `yaml:"backend"`
+	RedisURL string `yaml:"redis_url"`
+	// OnFailure is closed (503 while Redis is down) or local (fall back to
+	// in-memory limits). Default local.
+	OnFailure string `yaml:"on_failure"`
+}
+
+// Agent is one entry of config/agents.yaml.
+type Agent struct {
+	// ID is the key of the entry in agents.yaml.
+	ID           string   `yaml:"-"`
+	Type         string   `yaml:"type"`
+	Capabilities []string `yaml:"capabilities"`
+	// RateLimit bounds requests. Zero: unlimited.
+	RateLimit Rate `yaml:"rate_limit"`
+	// TokenLimit bounds prompt+completion tokens. Zero: unlimited.
+	TokenLimit Rate `yaml:"token_limit"`
+	// MaxRequestSize bounds the request body. Default 1MB.
+	MaxRequestSize Size     `yaml:"max_request_size"`
+	AllowedTargets []string `yaml:"allowed_targets"`
+	// TokenSHA256 is the lowercase hex SHA-256 of the agent's bearer token.
+	TokenSHA256 string `yaml:"token_sha256"`
+	// ResponseFormat is json_standard, sacp_compact or none. Default none.
+	ResponseFormat      string `yaml:"response_format"`
+	UseStandardProtocol bool   `yaml:"use_standard_protocol"`
+	// DataSchemaFile is a JSON Schema for SACP "data", relative to the config dir.
+	DataSchemaFile string `yaml:"data_schema_file"`
+	// Models is an allow-list of model globs. Empty: any routed model.
+	Models   []string `yaml:"models"`
+	SPIFFEID string   `yaml:"spiffe_id"`
+
+	// TokenHash is TokenSHA256 decoded; set by Load.
+	TokenHash [sha256.Size]byte `yaml:"-"`
+	// DataSchema is the content of DataSchemaFile; set by Load.
+	DataSchema []byte `yaml:"-"`
+}
+
+// Protocol is config/protocol.yaml: seed 004's protocol settings plus the
+// gateway's SACP and redaction settings.
+type Protocol struct {
+	Version    string     `yaml:"version"`
+	Timeouts   Timeouts   `yaml:"timeouts"`
+	Limits     Limits     `yaml:"limits"`
+	Compliance Compliance `yaml:"compliance"`
+	SACP       SACP       `yaml:"sacp"`
+	Redaction  Redaction  `yaml:"redaction"`
+}
+
+// Timeouts of seed 004.
+type Timeouts struct {
+	// Validation bounds a policy decision. Default 5000ms.
+	Validation Duration `yaml:"validation"`
+	// Response bounds an upstream call (headers for streams). Default 10000ms.
+	Response Duration `yaml:"response"`
+	// Escalation: escalations older than this become REJECTED. Default 24h.
+	Escalation Duration `yaml:"escalation"`
+}
+
+// Limits of seed 004.
+type Limits struct {
+	MaxContentSize   Size `yaml:"max_content_size"`
+	MaxReferences    int  `yaml:"max_references"`
+	MaxDeviations    int  `yaml:"max_deviations"`
+	MaxRetryAttempts int  `yaml:"max_retry_attempts"`
+}
+
+// Compliance flags of seed 004.
+type Compliance struct {
+	StrictMode        bool `yaml:"strict_mode"`
+	AllowDeviations   bool `yaml:"allow_deviations"`
+	RequireRationale  bool `yaml:"require_rationale"`
+	EnforceReferences bool `yaml:"enforce_references"`
+}
+
+// SACP configures the JSON response protocol.
+type SACP struct {
+	// TemplateFile overrides the built-in template, relative to the config dir.
+	TemplateFile string `yaml:"template_file"`
+	// Reask asks the model again on invalid output. Default true.
+	Reask *bool `yaml:"reask"`
+}
+
+// Redaction configures the detectors.
+type Redaction struct {
+	Detectors   []string `yaml:"detectors"`
+	Replacement string   `yaml:"replacement"`
+	ApplyTo     []string `yaml:"apply_to"`
+	Block       []string `yaml:"block"`
+	Requests    bool     `yaml:"requests"`
+}
+
+// StandardProtocol reports whether the agent gets the SACP JSON protocol.
+func (a *Agent) StandardProtocol() bool {
+	return a.ResponseFormat == "json_standard" || a.UseStandardProtocol
+}
+
+// ReaskEnabled reports whether invalid SACP answers are re-asked.
+func (s SACP) ReaskEnabled() bool { return s.Reask == nil || *s.Reask }
+
+// Retries is the configured retry count.
+func (u Upstream) Retries() int {
+	if u.MaxRetries == nil {
+		return 2
+	}
+	return *u.MaxRetries
+}
+
+// HashToken returns the SHA-256 of a bearer token, as stored in the config.
+func HashToken(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
+
+// HashTokenHex is HashToken in lowercase hex.
+func HashTokenHex(token string) string {
+	h := HashToken(token)
+	return hex.EncodeToString(h[:])
+}

@@ -1,0 +1,491 @@
+package config
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// File names inside the config directory.
+const (
+	GatewayFile  = "gateway.yaml"
+	AgentsFile   = "agents.yaml"
+	ProtocolFile = "protocol.yaml"
+)
+
+// Problem is one configuration error, located in a file.
+type Problem struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+	}
+	return fmt.Sprintf("%s: %s", p.File, p.Msg)
+}
+
+// Problems is every error found while loading; it is returned as the error of
+// Load so that an operator fixes them all in one pass.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Options change how Load reads its inputs; the zero value uses the process
+// environment.
+type Options struct {
+	// LookupEnv resolves ${VAR}. Nil: os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Known values, shared with the components that implement them (their tests
+// check that the lists agree).
+var (
+	UpstreamTypes   = []string{"mock", "openai"}
+	DetectorNames   = []string{"email", "phone", "credit_card", "iban", "ssn", "api_key", "jwt", "ipv4"}
+	SACPFields      = []string{"thought", "message", "data", "next_step_hint"}
+	TargetTypes     = []string{"architecture", "design", "code", "test", "docs", "all"}
+	ResponseFormats = []string{"none", "json_standard", "sacp_compact"}
+)
+
+// Load reads and validates dir/gateway.yaml, dir/agents.yaml and
+// dir/protocol.yaml. On any problem it returns a nil Config and Problems.
+func Load(dir string, opts ...Options) (*Config, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	l := &loader{dir: dir, env: o.LookupEnv}
+	cfg := &Config{Dir: dir}
+	var agentsDoc struct {
+		Agents map[string]*Agent `yaml:"agents"`
+	}
+	var protocolDoc struct {
+		Protocol Protocol `yaml:"protocol"`
+	}
+	gw := l.decode(GatewayFile, &cfg.Gateway)
+	ag := l.decode(AgentsFile, &agentsDoc)
+	pr := l.decode(ProtocolFile, &protocolDoc)
+	cfg.Agents = agentsDoc.Agents
+	cfg.Protocol = protocolDoc.Protocol
+	if gw != nil {
+		l.gateway(gw, &cfg.Gateway)
+	}
+	if ag != nil {
+		l.agents(ag, cfg.Agents)
+	}
+	if pr != nil {
+		l.protocol(pr, &cfg.Protocol)
+	}
+	if len(l.problems) > 0 {
+		sort.SliceStable(l.problems, func(i, j int) bool {
+			a, b := l.problems[i], l.problems[j]
+			if a.File != b.File {
+				return a.File < b.File
+			}
+			return a.Line < b.Line
+		})
+		return nil, l.problems
+	}
+	return cfg, nil
+}
+
+type loader struct {
+	dir      string
+	env      func(string) (string, bool)
+	problems Problems
+}
+
+func (l *loader) add(file string, line int, format string, args ...any) {
+	l.problems = append(l.problems, Problem{File: filepath.Join(l.dir, file), Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// decode reads one file into out, recording every syntax, key and type
+// problem. It returns the parsed tree for line lookups, or nil when the file
+// could not be read or parsed at all.
+func (l *loader) decode(file string, out any) *yaml.Node {
+	raw, err := os.ReadFile(filepath.Join(l.dir, file))
+	if err != nil {
+		l.add(file, 0, "cannot read: %v", errors.Unwrap(err))
+		return nil
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		for _, m := range splitYAMLError(err) {
+			line, _ := strconv.Atoi(m[0])
+			l.add(file, line, "%s", m[1])
+		}
+		return nil
+	}
+	if root.Kind == 0 {
+		l.add(file, 0, "file is empty")
+		return nil
+	}
+	expandEnv(&root, l.env)
+	checkKeys(&root, reflectTypeOf(out), "", func(line int, msg string) { l.add(file, line, "%s", msg) })
+	if err := root.Decode(out); err != nil {
+		for _, m := range splitYAMLError(err) {
+			line, _ := strconv.Atoi(m[0])
+			l.add(file, line, "%s", m[1])
+		}
+	}
+	return &root
+}
+
+func (l *loader) gateway(n *yaml.Node, g *Gateway) {
+	const f = GatewayFile
+	at := func(p ...string) int { return lineOf(n, p...) }
+	if g.Listen == "" {
+		g.Listen = ":8080"
+	}
+	if g.ShutdownTimeout == 0 {
+		g.ShutdownTimeout = Duration(30 * time.Second)
+	}
+	if g.Log.Level == "" {
+		g.Log.Level = "info"
+	}
+	if !oneOf(g.Log.Level, "debug", "info", "warn", "error") {
+		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error", g.Log.Level)
+	}
+	if g.Log.Format == "" {
+		g.Log.Format = "json"
+	}
+	if !oneOf(g.Log.Format, "json", "text") {
+		l.add(f, at("log", "format"), "log.format %q: want json or text", g.Log.Format)
+	}
+	if g.Admin.TokenSHA256 != "" {
+		if _, err := decodeHash(g.Admin.TokenSHA256); err != nil {
+			l.add(f, at("admin", "token_sha256"), "admin.token_sha256: %v", err)
+		}
+	}
+	names := map[string]bool{}
+	for i, r := range g.Admin.Reviewers {
+		idx := strconv.Itoa(i)
+		if r.Name == "" {
+			l.add(f, at("admin", "reviewers", idx), "admin.reviewers[%d]: name is required", i)
+		} else if names[r.Name] {
+			l.add(f, at("admin", "reviewers", idx, "name"), "admin.reviewers: duplicate reviewer %q", r.Name)
+		}
+		names[r.Name] = true
+		if _, err := decodeHash(r.TokenSHA256); err != nil {
+			l.add(f, at("admin", "reviewers", idx, "token_sha256"), "admin.reviewers[%d].token_sha256: %v", i, err)
+		}
+	}
+	if len(g.Upstreams) == 0 {
+		l.add(f, at(), "upstreams: at least one upstream is required")
+	}
+	seen := map[string]bool{}
+	for i := range g.Upstreams {
+		u := &g.Upstreams[i]
+		idx := strconv.Itoa(i)
+		field := func(name string) int { return at("upstreams", idx, name) }
+		switch {
+		case u.Name == "":
+			l.add(f, at("upstreams", idx), "upstreams[%d].name is required", i)
+		case seen[u.Name]:
+			l.add(f, field("name"), "upstreams: duplicate upstream %q", u.Name)
+		}
+		seen[u.Name] = true
+		if !oneOf(u.Type, UpstreamTypes...) {
+			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s", i, u.Type, strings.Join(UpstreamTypes, ", "))
+		}
+		if u.Type == "openai" {
+			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+				l.add(f, field("base_url"), "upstreams[%d].base_url %q: want an http(s) URL such as https://api.openai.com/v1", i, u.BaseURL)
+			}
+		}
+		if len(u.Models) == 0 {
+			l.add(f, field("models"), "upstreams[%d].models: at least one model glob is required (\"*\" = any)", i)
+		}
+		for j, m := range u.Models {
+			if _, err := path.Match(m, ""); err != nil || m == "" {
+				l.add(f, at("upstreams", idx, "models", strconv.Itoa(j)), "upstreams[%d].models: bad glob %q", i, m)
+			}
+		}
+		if u.MaxRetries != nil && (*u.MaxRetries < 0 || *u.MaxRetries > 10) {
+			l.add(f, field("max_retries"), "upstreams[%d].max_retries %d: want 0 to 10", i, *u.MaxRetries)
+		}
+		if u.MaxIdleConns == 0 {
+			u.MaxIdleConns = 512
+		}
+		if u.MaxIdleConns < 0 {
+			l.add(f, field("max_idle_conns"), "upstreams[%d].max_idle_conns: must be positive", i)
+		}
+		l.fileExists(f, field("ca_file"), "upstreams["+idx+"].ca_file", u.CAFile)
+	}
+	if (g.TLS.CertFile == "") != (g.TLS.KeyFile == "") {
+		l.add(f, at("tls"), "tls: cert_file and key_file must be set together")
+	}
+	if g.TLS.ClientCAFile != "" && g.TLS.CertFile == "" {
+		l.add(f, at("tls", "client_ca_file"), "tls.client_ca_file needs cert_file and key_file (mTLS requires TLS)")
+	}
+	l.fileExists(f, at("tls", "cert_file"), "tls.cert_file", g.TLS.CertFile)
+	l.fileExists(f, at("tls", "key_file"), "tls.key_file", g.TLS.KeyFile)
+	l.fileExists(f, at("tls", "client_ca_file"), "tls.client_ca_file", g.TLS.ClientCAFile)
+	if g.TLS.MinVersion == "" {
+		g.TLS.MinVersion = "1.3"
+	}
+	if !oneOf(g.TLS.MinVersion, "1.2", "1.3") {
+		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3", g.TLS.MinVersion)
+	}
+	if g.Policy.Dir == "" {
+		g.Policy.Dir = "rego"
+	}
+	if g.Audit.Dir == "" {
+		g.Audit.Dir = "data/audit"
+	}
+	if g.Audit.FailMode == "" {
+		g.Audit.FailMode = "closed"
+	}
+	if !oneOf(g.Audit.FailMode, "closed", "open") {
+		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open", g.Audit.FailMode)
+	}
+	l.fileExists(f, at("audit", "signing_key_file"), "audit.signing_key_file", g.Audit.SigningKeyFile)
+	if g.Audit.Chain == "" {
+		g.Audit.Chain = defaultChain(l.env)
+	}
+	if strings.ContainsAny(g.Audit.Chain, `/\ `) {
+		l.add(f, at("audit", "chain"), "audit.chain %q: must not contain slashes or spaces", g.Audit.Chain)
+	}
+	if g.Audit.SegmentMaxSize == 0 {
+		g.Audit.SegmentMaxSize = 64 << 20
+	}
+	if g.Audit.CheckpointEvery == 0 {
+		g.Audit.CheckpointEvery = 1000
+	}
+	if g.Audit.CheckpointEvery < 0 {
+		l.add(f, at("audit", "checkpoint_every"), "audit.checkpoint_every: must be positive")
+	}
+	if g.Audit.CheckpointInterval == 0 {
+		g.Audit.CheckpointInterval = Duration(time.Minute)
+	}
+	if g.State.Backend == "" {
+		g.State.Backend = "memory"
+	}
+	if !oneOf(g.State.Backend, "memory", "redis") {
+		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis", g.State.Backend)
+	}
+	if g.State.Backend == "redis" && g.State.RedisURL == "" {
+		l.add(f, at("state", "redis_url"), "state.redis_url is required with backend redis (is REDIS_URL set?)")
+	}
+	if g.State.OnFailure == "" {
+		g.State.OnFailure = "local"
+	}
+	if !oneOf(g.State.OnFailure, "closed", "local") {
+		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local", g.State.OnFailure)
+	}
+}
+
+func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
+	const f = AgentsFile
+	if len(agents) == 0 {
+		l.add(f, lineOf(n, "agents"), "agents: at least one agent is required")
+		return
+	}
+	byHash := map[[32]byte]string{}
+	bySPIFFE := map[string]string{}
+	for _, id := range sortedKeys(agents) {
+		a := agents[id]
+		if a == nil {
+			l.add(f, lineOf(n, "agents", id), "agent %q: empty entry", id)
+			delete(agents, id)
+			continue
+		}
+		a.ID = id
+		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
+		if a.TokenSHA256 == "" && a.SPIFFEID == "" {
+			l.add(f, at(), "agent %q: token_sha256 or spiffe_id is required", id)
+		}
+		if a.TokenSHA256 != "" {
+			h, err := decodeHash(a.TokenSHA256)
+			if err != nil {
+				l.add(f, at("token_sha256"), "agent %q: token_sha256: %v", id, err)
+			} else if other, dup := byHash[h]; dup {
+				l.add(f, at("token_sha256"), "agent %q: token_sha256 is also agent %q's: each agent needs its own token", id, other)
+			} else {
+				byHash[h] = id
+				a.TokenHash = h
+			}
+		}
+		if a.SPIFFEID != "" {
+			if !strings.HasPrefix(a.SPIFFEID, "spiffe://") {
+				l.add(f, at("spiffe_id"), "agent %q: spiffe_id %q: want spiffe://trust-domain/path", id, a.SPIFFEID)
+			} else if other, dup := bySPIFFE[a.SPIFFEID]; dup {
+				l.add(f, at("spiffe_id"), "agent %q: spiffe_id is also agent %q's", id, other)
+			}
+			bySPIFFE[a.SPIFFEID] = id
+		}
+		if a.ResponseFormat == "" {
+			a.ResponseFormat = "none"
+			if a.UseStandardProtocol {
+				a.ResponseFormat = "json_standard"
+			}
+		}
+		if !oneOf(a.ResponseFormat, ResponseFormats...) {
+			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s", id, a.ResponseFormat, strings.Join(ResponseFormats, ", "))
+		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
+			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
+		}
+		if a.MaxRequestSize == 0 {
+			a.MaxRequestSize = 1 << 20
+		}
+		for i, t := range a.AllowedTargets {
+			if !oneOf(t, TargetTypes...) {
+				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)", id, t, strings.Join(TargetTypes, ", "))
+			}
+		}
+		for i, m := range a.Models {
+			if _, err := path.Match(m, ""); err != nil || m == "" {
+				l.add(f, at("models", strconv.Itoa(i)), "agent %q: models: bad glob %q", id, m)
+			}
+		}
+		if a.DataSchemaFile != "" {
+			p := filepath.Join(l.dir, a.DataSchemaFile)
+			raw, err := os.ReadFile(p)
+			switch {
+			case err != nil:
+				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: %v", id, p, errors.Unwrap(err))
+			case !json.Valid(raw):
+				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: not valid JSON", id, p)
+			default:
+				a.DataSchema = raw
+			}
+		}
+	}
+}
+
+func (l *loader) protocol(n *yaml.Node, p *Protocol) {
+	const f = ProtocolFile
+	at := func(path ...string) int { return lineOf(n, append([]string{"protocol"}, path...)...) }
+	if p.Version == "" {
+		p.Version = "1.0"
+	}
+	if p.Timeouts.Validation == 0 {
+		p.Timeouts.Validation = Duration(5000 * time.Millisecond)
+	}
+	if p.Timeouts.Response == 0 {
+		p.Timeouts.Response = Duration(10000 * time.Millisecond)
+	}
+	if p.Timeouts.Escalation == 0 {
+		p.Timeouts.Escalation = Duration(24 * time.Hour)
+	}
+	lim := &p.Limits
+	if lim.MaxContentSize == 0 {
+		lim.MaxContentSize = 100 << 10
+	}
+	if lim.MaxReferences == 0 {
+		lim.MaxReferences = 20
+	}
+	if lim.MaxDeviations == 0 {
+		lim.MaxDeviations = 5
+	}
+	if lim.MaxRetryAttempts == 0 {
+		lim.MaxRetryAttempts = 3
+	}
+	for name, v := range map[string]int{"max_references": lim.MaxReferences, "max_deviations": lim.MaxDeviations, "max_retry_attempts": lim.MaxRetryAttempts} {
+		if v < 0 {
+			l.add(f, at("limits", name), "protocol.limits.%s: must not be negative", name)
+		}
+	}
+	if lim.MaxRetryAttempts > 10 {
+		l.add(f, at("limits", "max_retry_attempts"), "protocol.limits.max_retry_attempts %d: at most 10 (each attempt is a paid model call)", lim.MaxRetryAttempts)
+	}
+	if p.SACP.TemplateFile != "" {
+		l.fileExists(f, at("sacp", "template_file"), "protocol.sacp.template_file", filepath.Join(l.dir, p.SACP.TemplateFile))
+	}
+	r := &p.Redaction
+	if r.Detectors == nil {
+		r.Detectors = append([]string(nil), DetectorNames...)
+	}
+	for i, d := range r.Detectors {
+		if !oneOf(d, DetectorNames...) {
+			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)", d, strings.Join(DetectorNames, ", "))
+		}
+	}
+	for i, d := range r.Block {
+		if !oneOf(d, r.Detectors...) {
+			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector", d)
+		}
+	}
+	if r.Replacement == "" {
+		r.Replacement = "[REDACTED:{detector}]"
+	}
+	if r.ApplyTo == nil {
+		r.ApplyTo = []string{"message", "data"}
+	}
+	for i, a := range r.ApplyTo {
+		if !oneOf(a, SACPFields...) {
+			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)", a, strings.Join(SACPFields, ", "))
+		}
+	}
+}
+
+func (l *loader) fileExists(file string, line int, field, p string) {
+	if p == "" {
+		return
+	}
+	if _, err := os.Stat(p); err != nil {
+		l.add(file, line, "%s %s: %v", field, p, errors.Unwrap(err))
+	}
+}
+
+func decodeHash(s string) ([32]byte, error) {
+	var h [32]byte
+	if len(s) != 64 {
+		return h, fmt.Errorf("want 64 hex digits (sha256 of the token), got %d characters", len(s))
+	}
+	if _, err := hex.Decode(h[:], []byte(strings.ToLower(s))); err != nil {
+		return h, fmt.Errorf("want 64 hex digits (sha256 of the token)")
+	}
+	return h, nil
+}
+
+func defaultChain(env func(string) (string, bool)) string {
+	if v, ok := env("POD_NAME"); ok && v != "" {
+		return v
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "gateway"
+}
+
+func oneOf(v string, set ...string) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

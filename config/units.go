@@ -1,0 +1,172 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Size is a byte count written with a unit: "512B", "50KB", "1MB", "2GB".
+// Units are binary (1KB = 1024 B), as in seed 004's agent registry.
+type Size int64
+
+// Rate is "N/period": N events allowed per second, minute, hour or day.
+// The zero Rate means "no limit".
+type Rate struct {
+	N      int
+	Period time.Duration
+}
+
+// Duration is a time span written with a unit ("5000ms", "10s", "24h").
+// A bare number is refused: "5000" could mean milliseconds or seconds.
+type Duration time.Duration
+
+// ParseSize parses a size such as "50KB". The unit is required.
+func ParseSize(s string) (Size, error) {
+	t := strings.TrimSpace(s)
+	upper := strings.ToUpper(t)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}}
+	for _, u := range units {
+		if !strings.HasSuffix(upper, u.suffix) {
+			continue
+		}
+		num := strings.TrimSpace(t[:len(t)-len(u.suffix)])
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("invalid size %q: want a non-negative integer and a unit B, KB, MB or GB", s)
+		}
+		if n > math.MaxInt64/u.mult {
+			return 0, fmt.Errorf("invalid size %q: too large", s)
+		}
+		return Size(n * u.mult), nil
+	}
+	return 0, fmt.Errorf("invalid size %q: want a unit B, KB, MB or GB (e.g. 50KB)", s)
+}
+
+var periods = map[string]time.Duration{
+	"second": time.Second, "sec": time.Second, "s": time.Second,
+	"minute": time.Minute, "min": time.Minute, "m": time.Minute,
+	"hour": time.Hour, "h": time.Hour,
+	"day": 24 * time.Hour, "d": 24 * time.Hour,
+}
+
+// ParseRate parses "100/hour". Periods: second, minute, hour, day (or s, m, h, d).
+func ParseRate(s string) (Rate, error) {
+	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("invalid rate %q: want N/period, e.g. 100/hour", s)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if err != nil || n <= 0 {
+		return Rate{}, fmt.Errorf("invalid rate %q: N must be a positive integer", s)
+	}
+	d, ok := periods[strings.ToLower(strings.TrimSpace(per))]
+	if !ok {
+		return Rate{}, fmt.Errorf("invalid rate %q: period must be second, minute, hour or day", s)
+	}
+	return Rate{N: n, Period: d}, nil
+}
+
+// ParseDuration parses a duration with a unit ("5000ms", "10s", "1h30m").
+func ParseDuration(s string) (Duration, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, fmt.Errorf("invalid duration %q: empty", s)
+	}
+	if _, err := strconv.ParseFloat(t, 64); err == nil {
+		return 0, fmt.Errorf("invalid duration %q: a unit is required (ms, s, m, h)", s)
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("invalid duration %q: want e.g. 5000ms, 10s or 24h", s)
+	}
+	return Duration(d), nil
+}
+
+// IsZero reports whether the rate is unset (no limit).
+func (r Rate) IsZero() bool { return r.N == 0 }
+
+// PerSecond is the sustained rate in events per second.
+func (r Rate) PerSecond() float64 {
+	if r.IsZero() {
+		return 0
+	}
+	return float64(r.N) / r.Period.Seconds()
+}
+
+func (r Rate) String() string {
+	if r.IsZero() {
+		return "unlimited"
+	}
+	for name, d := range map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour} {
+		if d == r.Period {
+			return fmt.Sprintf("%d/%s", r.N, name)
+		}
+	}
+	return fmt.Sprintf("%d/%s", r.N, r.Period)
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// scalarError reports a bad value as a yaml.TypeError so that the YAML decoder
+// records it and keeps going: every problem in a file is reported at once.
+func scalarError(n *yaml.Node, err error) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
+}
+
+func scalarValue(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", scalarError(n, fmt.Errorf("want a scalar value"))
+	}
+	return n.Value, nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := scalarValue(n)
+	if err != nil {
+		return err
+	}
+	p, err := ParseSize(v)
+	if err != nil {
+		return scalarError(n, err)
+	}
+	*s = p
+	return nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	v, err := scalarValue(n)
+	if err != nil {
+		return err
+	}
+	p, err := ParseRate(v)
+	if err != nil {
+		return scalarError(n, err)
+	}
+	*r = p
+	return nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := scalarValue(n)
+	if err != nil {
+		return err
+	}
+	p, err := ParseDuration(v)
+	if err != nil {
+		return scalarError(n, err)
+	}
+	*d = p
+	return nil
+}

@@ -1,0 +1,209 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value of the
+// tree. It works on parsed values, not on the raw text, so an environment
+// variable can never inject YAML structure, and line numbers stay exact.
+func expandEnv(n *yaml.Node, lookup func(string) (string, bool)) {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		n.Value = os.Expand(n.Value, func(key string) string {
+			name, def, hasDef := strings.Cut(key, ":-")
+			if v, ok := lookup(name); ok && (v != "" || !hasDef) {
+				return v
+			}
+			return def
+		})
+		return
+	}
+	for _, c := range n.Content {
+		expandEnv(c, lookup)
+	}
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// checkKeys walks the node against the Go type it will be decoded into and
+// reports every unknown or duplicate key. yaml.v3's KnownFields is only
+// available on a Decoder over raw bytes, and we decode from an env-expanded
+// node tree, so the check is done here, reporting all problems, not the first.
+func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int, msg string)) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		checkKeys(n.Content[0], t, where, report)
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // the decoder reports the type mismatch
+		}
+		fields := yamlFields(t)
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if first, dup := seen[k.Value]; dup {
+				report(k.Line, fmt.Sprintf("duplicate key %q%s (first at line %d)", k.Value, in(where), first))
+				continue
+			}
+			seen[k.Value] = k.Line
+			ft, ok := fields[k.Value]
+			if !ok {
+				report(k.Line, fmt.Sprintf("unknown key %q%s", k.Value, in(where)))
+				continue
+			}
+			checkKeys(v, ft, join(where, k.Value), report)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if first, dup := seen[k.Value]; dup {
+				report(k.Line, fmt.Sprintf("duplicate entry %q%s (first at line %d)", k.Value, in(where), first))
+				continue
+			}
+			seen[k.Value] = k.Line
+			checkKeys(v, t.Elem(), join(where, k.Value), report)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, c := range n.Content {
+			checkKeys(c, t.Elem(), join(where, strconv.Itoa(i)), report)
+		}
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func in(where string) string {
+	if where == "" {
+		return ""
+	}
+	return " in " + where
+}
+
+func join(where, key string) string {
+	if where == "" {
+		return key
+	}
+	return where + "." + key
+}
+
+// lineOf returns the line of the value at path (mapping keys, or sequence
+// indexes as decimal strings), or of the deepest node found on the way, so
+// that a semantic error still points at the right neighbourhood.
+func lineOf(root *yaml.Node, path ...string) int {
+	n := root
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, p := range path {
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == p {
+					line = n.Content[i].Line
+					next = n.Content[i+1]
+					break
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(p); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+		line = n.Line
+	}
+	return line
+}
+
+var (
+	yamlLineRE    = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	yamlUnknownRE = regexp.MustCompile(`(already defined at line|already set in type|not found in type)`)
+	yamlTypeRE    = regexp.MustCompile(`cannot unmarshal !!(\w+) ` + "`" + `?([^` + "`" + `]*)` + "`" + `? into (\S+)`)
+)
+
+// splitYAMLError turns a yaml.v3 error into (line, message) pairs, dropping
+// the duplicate/unknown key messages that checkKeys already reported better.
+func splitYAMLError(err error) [][2]string {
+	var msgs []string
+	if te, ok := err.(*yaml.TypeError); ok {
+		msgs = te.Errors
+	} else {
+		msgs = []string{err.Error()}
+	}
+	var out [][2]string
+	for _, m := range msgs {
+		if yamlUnknownRE.MatchString(m) {
+			continue
+		}
+		line, msg := "0", m
+		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
+			line, msg = sm[1], sm[2]
+		}
+		if tm := yamlTypeRE.FindStringSubmatch(msg); tm != nil {
+			msg = fmt.Sprintf("invalid value %q: want %s", tm[2], friendlyType(tm[3]))
+		}
+		out = append(out, [2]string{line, msg})
+	}
+	return out
+}
+
+func friendlyType(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "config."):
+		return "a mapping"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case goType == "bool", goType == "*bool":
+		return "true or false"
+	default:
+		return "a " + goType
+	}
+}
+
+func reflectTypeOf(v any) reflect.Type { return reflect.TypeOf(v) }

@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// Kind is the OpenAI operation a chain serves.
+type Kind int
+
+// The operations with a request body.
+const (
+	KindChat Kind = iota
+	KindEmbeddings
+)
+
+// Request is the part of an OpenAI request body the gateway acts on; the
+// body itself is forwarded as received (plus the gateway's own edits).
+type Request struct {
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Stream   bool      `json:"stream"`
+	// StreamOptions is nil when the client sent none.
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	// Input is the embeddings input.
+	Input json.RawMessage `json:"input"`
+}
+
+// Message is one chat message; Content stays raw (a string or parts).
+type Message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// ReadBody is the stage that reads the request body through the agent's
+// max_request_size (never buffering more than that), checks that it is
+// valid UTF-8 JSON with the fields the operation needs, and records the
+// model, the stream flag and a prompt-size estimate on the Exchange.
+func ReadBody(kind Kind) Stage {
+	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+		ex := scope.Get(r.Context())
+		body, err := readLimited(r, int64(ex.Agent.MaxRequestSize))
+		if err != nil {
+			return err
+		}
+		req, err := DecodeRequest(kind, body)
+		if err != nil {
+			return err
+		}
+		ex.Body = body
+		ex.Model = req.Model
+		ex.Stream = req.Stream
+		ex.TokenEstimate = EstimateTokens(kind, req)
+		next.ServeHTTP(w, r)
+		return nil
+	})
+}
+
+// readLimited reads at most limit bytes; a larger body is a 413 without
+// reading the rest (the declared Content-Length is refused up front).
+func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, apierror.TooLarge(limit)
+	}
+	if r.Body == nil {
+		return nil, apierror.BadRequest("", "We could not parse the JSON body of your request: the body is empty.")
+	}
+	size := 512
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+1))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, apierror.BadRequest("", "We could not read the body of your request: %v", err)
+	}
+	if n > limit {
+		return nil, apierror.TooLarge(limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeRequest parses and checks a request body. It is the parser of
+// untrusted input that FuzzDecodeRequest exercises.
+func DecodeRequest(kind Kind, body []byte) (*Request, error) {
+	if len(body) == 0 {
+		return nil, apierror.BadRequest("", "We could not parse the JSON body of your request: the body is empty.")
+	}
+	// encoding/json silently replaces invalid UTF-8; the gateway refuses it
+	// instead, so that what is audited is what was sent.
+	if !utf8.Valid(body) {
+		return nil, apierror.BadRequest("", "The request body is not valid UTF-8.")
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, apierror.BadRequest(te.Field, "Invalid type for '%s': expected %s.", te.Field, te.Type.String())
+		}
+		return nil, apierror.BadRequest("", "We could not parse the JSON body of your request: %s.", jsonReason(err))
+	}
+	if req.Model == "" {
+		return nil, apierror.BadRequest("model", "Missing required parameter: 'model'.")
+	}
+	switch kind {
+	case KindChat:
+		if len(req.Messages) == 0 {
+			return nil, apierror.BadRequest("messages", "Missing required parameter: 'messages'.")
+		}
+		for i, m := range req.Messages {
+			if m.Role == "" {
+				return nil, apierror.BadRequest("messages["+strconv.Itoa(i)+"].role", "Missing required parameter: 'messages[%d].role'.", i)
+			}
+		}
+	case KindEmbeddings:
+		if len(req.Input) == 0 || string(req.Input) == "null" {
+			return nil, apierror.BadRequest("input", "Missing required parameter: 'input'.")
+		}
+	}
+	return &req, nil
+}
+
+func jsonReason(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
+	}
+	return err.Error()
+}
+
+// EstimateTokens approximates the prompt's tokens before the call (about
+// four bytes of text a token, plus the per-message overhead of the chat
+// format). The upstream's reported usage settles the difference afterwards.
+func EstimateTokens(kind Kind, req *Request) int {
+	if kind == KindEmbeddings {
+		return (len(req.Input) + 3) / 4
+	}
+	n := 3
+	for _, m := range req.Messages {
+		n += 4 + (len(m.Content)+3)/4
+	}
+	return n
+}

@@ -1,0 +1,265 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// maxAnswerSize bounds a non-streaming answer the gateway reads into memory.
+const maxAnswerSize = 64 << 20
+
+// errTimeout is the cancellation cause when timeouts.response expires.
+var errTimeout = errors.New("upstream response timeout")
+
+// Forwarder sends a request to its upstream through httputil.ReverseProxy:
+// Rewrite points it at the provider and swaps the agent's token for the
+// provider's key, ModifyResponse reads usage (and, for whole answers,
+// enforces the answer size), ErrorHandler maps failures to 502/504.
+type Forwarder struct {
+	// Upstreams routes models to providers.
+	Upstreams *upstream.Set
+	// Timeout bounds the wait for the provider's answer: the whole body for
+	// JSON answers, the response headers for streams (a stream may then run
+	// as long as it needs). Zero means no timeout.
+	Timeout time.Duration
+	// Log receives the reverse proxy's own error reports.
+	Log *slog.Logger
+
+	bufPool bufferPool
+	errLog  *log.Logger
+	once    sync.Once
+}
+
+// call is the per-request state of one forward; the reverse proxy is built
+// around it per request because its hooks only see the request or response.
+type call struct {
+	f         *Forwarder
+	ex        *scope.Exchange
+	up        *upstream.Upstream
+	path      string
+	body      []byte
+	dropUsage bool
+	cancel    context.CancelCauseFunc
+	timer     *time.Timer
+}
+
+// Forward is the endpoint of the chat and embeddings chains.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request) error {
+	f.once.Do(func() { f.errLog = slog.NewLogLogger(f.Log.Handler(), slog.LevelWarn) })
+	ex := scope.Get(r.Context())
+	up := f.Upstreams.Route(ex.Model)
+	if up == nil {
+		return apierror.ModelNotFound(ex.Model)
+	}
+	ex.Upstream = up.Name
+	c := &call{f: f, ex: ex, up: up, path: r.URL.Path, body: ex.Body}
+	if ex.Stream && ex.Agent != nil && !ex.Agent.TokenLimit.IsZero() {
+		// Token accounting needs the stream's usage: ask for it, and hide it
+		// from a client that did not.
+		c.body, c.dropUsage = withStreamUsage(c.body)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	c.cancel = cancel
+	defer cancel(nil)
+	if f.Timeout > 0 {
+		c.timer = time.AfterFunc(f.Timeout, func() { cancel(errTimeout) })
+		defer c.timer.Stop()
+	}
+	ex.Attempts++
+	rp := &httputil.ReverseProxy{
+		Rewrite:        c.rewrite,
+		Transport:      up.Transport,
+		FlushInterval:  -1,
+		ModifyResponse: c.modifyResponse,
+		ErrorHandler:   c.errorHandler,
+		BufferPool:     &f.bufPool,
+		ErrorLog:       f.errLog,
+	}
+	rp.ServeHTTP(w, r.WithContext(ctx))
+	return nil
+}
+
+// forwardedHeaders are the only request headers that reach a provider: the
+// agent's credentials, cookies and client fingerprints stay here.
+var forwardedHeaders = []string{"Content-Type", "Accept", "X-Request-Id", "X-Session-Id", "X-Correlation-Id", "Traceparent", "Tracestate", "Openai-Beta"}
+
+func (c *call) rewrite(pr *httputil.ProxyRequest) {
+	out := pr.Out
+	out.URL = c.up.Target(c.path)
+	out.Host = ""
+	h := make(http.Header, len(forwardedHeaders)+2)
+	for _, k := range forwardedHeaders {
+		if v := pr.In.Header[k]; len(v) > 0 {
+			h[k] = v
+		}
+	}
+	if id := c.ex.RequestID; id != "" {
+		h.Set("X-Request-Id", id)
+	}
+	h.Set("Content-Type", "application/json")
+	c.up.Authorize(h)
+	out.Header = h
+	body := c.body
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+}
+
+// answerHeaders are the only response headers passed back from a provider;
+// its rate-limit, organisation and tracing headers describe the gateway's
+// account, not the agent's.
+var answerHeaders = map[string]bool{"Content-Type": true, "Content-Length": true}
+
+func (c *call) modifyResponse(resp *http.Response) error {
+	for k := range resp.Header {
+		if !answerHeaders[k] {
+			delete(resp.Header, k)
+		}
+	}
+	if resp.StatusCode >= 500 {
+		resp.Body.Close()
+		return &upstreamStatusError{status: resp.StatusCode}
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A stream has started: from here it may run as long as it needs.
+		c.stopTimer()
+		resp.Header.Del("Content-Length")
+		resp.Header.Set("Cache-Control", "no-cache")
+		resp.Header.Set("X-Accel-Buffering", "no")
+		resp.Body = newSSEFilter(resp.Body, c.dropUsage, c.recordUsage)
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if len(body) > maxAnswerSize {
+		return &upstreamStatusError{tooLarge: true}
+	}
+	c.stopTimer()
+	if resp.StatusCode == http.StatusOK {
+		var doc struct {
+			Usage *scope.Usage `json:"usage"`
+		}
+		if json.Unmarshal(body, &doc) == nil && doc.Usage != nil {
+			c.recordUsage(*doc.Usage)
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+func (c *call) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+func (c *call) recordUsage(u scope.Usage) {
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	c.ex.Usage = u
+	c.ex.UsageKnown = true
+}
+
+type upstreamStatusError struct {
+	status   int
+	tooLarge bool
+}
+
+func (e *upstreamStatusError) Error() string {
+	if e.tooLarge {
+		return fmt.Sprintf("answer larger than %d bytes", maxAnswerSize)
+	}
+	return fmt.Sprintf("status %d", e.status)
+}
+
+func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	name := c.up.Name
+	switch {
+	case errors.Is(context.Cause(ctx), errTimeout):
+		Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout,
+			fmt.Sprintf("Upstream %s did not answer within %s.", name, c.f.Timeout), err))
+	case ctx.Err() != nil:
+		// The client went away; there is nobody to answer.
+		c.ex.ErrCode = "client_closed_request"
+		c.ex.Err = err
+	default:
+		var se *upstreamStatusError
+		msg := fmt.Sprintf("Upstream %s failed: %s.", name, describe(err))
+		if errors.As(err, &se) {
+			msg = fmt.Sprintf("Upstream %s failed: %s.", name, se.Error())
+		}
+		Fail(w, r, apierror.Upstream(http.StatusBadGateway, msg, err))
+	}
+}
+
+// describe gives the innermost reason of a transport error ("connection
+// refused"), without the request details the outer layers add.
+func describe(err error) string {
+	for {
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			return err.Error()
+		}
+		err = inner
+	}
+}
+
+// withStreamUsage returns body with stream_options.include_usage set, and
+// whether it had to be added (so the usage chunk must be hidden again).
+func withStreamUsage(body []byte) ([]byte, bool) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return body, false
+	}
+	opts := map[string]json.RawMessage{}
+	if raw, ok := doc["stream_options"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &opts) != nil {
+			return body, false
+		}
+	}
+	if string(opts["include_usage"]) == "true" {
+		return body, false
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	doc["stream_options"], _ = json.Marshal(opts)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body, false
+	}
+	return out, true
+}
+
+// bufferPool recycles the reverse proxy's copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// Deps are what the gateway's OpenAI front door needs; every field is required.
+type Deps struct {
+	Config    *config.Config
+	Upstreams *upstream.Set
+	Requests  limit.Limiter
+	Tokens    limit.Budget
+	Log       *slog.Logger
+	// SidecarAgent, when set, is the agent requests without a token act as.
+	SidecarAgent string
+}
+
+// Gateway holds the compiled chains of the OpenAI-compatible API.
+type Gateway struct {
+	chat, embeddings, models http.Handler
+	upstreams                *upstream.Set
+}
+
+// New compiles the chains once, at startup.
+func New(d Deps) (*Gateway, error) {
+	switch {
+	case d.Config == nil, d.Upstreams == nil, d.Requests == nil, d.Tokens == nil, d.Log == nil:
+		return nil, errors.New("proxy: Config, Upstreams, Requests, Tokens and Log are required")
+	}
+	ident, err := NewIdentifier(d.Config.Agents, d.SidecarAgent)
+	if err != nil {
+		return nil, err
+	}
+	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens}
+	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log}
+	g := &Gateway{upstreams: d.Upstreams}
+	// Order matters: identity first (every later stage is per agent), then
+	// the body through the agent's size limit, then the model check (a
+	// request for a forbidden model must not spend the agent's rate), then
+	// the limits, then the upstream call.
+	g.chat = Chain(fwd.Forward, ident, ReadBody(KindChat), StageFunc(g.allowModel), lim)
+	g.embeddings = Chain(fwd.Forward, ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim)
+	g.models = Chain(g.listModels, ident)
+	return g, nil
+}
+
+// ChatCompletions serves POST /v1/chat/completions.
+func (g *Gateway) ChatCompletions() http.Handler { return g.chat }
+
+// Embeddings serves POST /v1/embeddings.
+func (g *Gateway) Embeddings() http.Handler { return g.embeddings }
+
+// Models serves GET /v1/models.
+func (g *Gateway) Models() http.Handler { return g.models }
+
+// allowModel refuses a model outside the agent's allow-list or served by no
+// upstream, with OpenAI's 404 model_not_found.
+func (g *Gateway) allowModel(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	ex := scope.Get(r.Context())
+	if !Allowed(ex.Agent, ex.Model) {
+		return apierror.ModelNotFound(ex.Model)
+	}
+	up := g.upstreams.Route(ex.Model)
+	if up == nil {
+		return apierror.ModelNotFound(ex.Model)
+	}
+	ex.Upstream = up.Name
+	next.ServeHTTP(w, r)
+	return nil
+}
+
+// Allowed reports whether the agent's allow-list admits model (an empty
+// list admits every routed model).
+func Allowed(a *config.Agent, model string) bool {
+	if len(a.Models) == 0 {
+		return true
+	}
+	for _, p := range a.Models {
+		if ok, _ := path.Match(p, model); ok {
+			return true
+		}
+	}
+	return false
+}
+
+type modelList struct {
+	Object string       `json:"object"`
+	Data   []modelEntry `json:"data"`
+}
+
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// listModels answers with the literal model names this agent may use.
+func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) error {
+	a := scope.Get(r.Context()).Agent
+	list := modelList{Object: "list", Data: []modelEntry{}}
+	seen := map[string]bool{}
+	add := func(id, owner string) {
+		if !seen[id] {
+			seen[id] = true
+			list.Data = append(list.Data, modelEntry{ID: id, Object: "model", Created: startEpoch, OwnedBy: owner})
+		}
+	}
+	for _, m := range g.upstreams.Models() {
+		if Allowed(a, m.ID) {
+			add(m.ID, m.Upstream)
+		}
+	}
+	for _, p := range a.Models {
+		if up := g.upstreams.Route(p); up != nil && !isGlob(p) {
+			add(p, up.Name)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(list)
+}
+
+// startEpoch (2024-01-01 UTC) stands in for a model's creation time, which
+// the gateway does not know; a fixed value keeps the listing deterministic.
+const startEpoch = 1704067200
+
+func isGlob(p string) bool {
+	for _, c := range p {
+		switch c {
+		case '*', '?', '[', '\\':
+			return true
+		}
+	}
+	return false
+}

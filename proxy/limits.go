@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// Limits is the stage enforcing the agent's rate_limit (requests) and
+// token_limit (prompt+completion tokens). The token budget is reserved with
+// the prompt estimate before the call and settled with the upstream's
+// reported usage after it, so a burst of concurrent requests cannot overrun
+// the budget by more than their estimates.
+type Limits struct {
+	Requests limit.Limiter
+	Tokens   limit.Budget
+}
+
+func rule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period} }
+
+// Serve implements Stage.
+func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	ex := scope.Get(r.Context())
+	a := ex.Agent
+	h := w.Header()
+	if !a.RateLimit.IsZero() {
+		res, err := l.Requests.Allow(r.Context(), "req:"+a.ID, rule(a.RateLimit), 1)
+		if err != nil {
+			return fmt.Errorf("rate limiter: %w", err)
+		}
+		setLimitHeaders(h, "requests", res)
+		if !res.Allowed {
+			return apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
+				a.ID, a.RateLimit, roundUp(res.RetryAfter)), retryAfter(h, res))
+		}
+	}
+	if a.TokenLimit.IsZero() {
+		next.ServeHTTP(w, r)
+		return nil
+	}
+	tr := rule(a.TokenLimit)
+	reserved := ex.TokenEstimate
+	res, err := l.Tokens.Reserve(r.Context(), "tok:"+a.ID, tr, reserved)
+	if err != nil {
+		return fmt.Errorf("token budget: %w", err)
+	}
+	setLimitHeaders(h, "tokens", res)
+	if !res.Allowed {
+		return apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
+			a.ID, a.TokenLimit, reserved, roundUp(res.RetryAfter)), retryAfter(h, res))
+	}
+	next.ServeHTTP(w, r)
+	actual := reserved
+	if ex.UsageKnown {
+		actual = ex.Usage.TotalTokens
+	}
+	// Settling must happen even when the client went away mid-stream: the
+	// tokens were spent all the same.
+	if err := l.Tokens.Settle(r.Context(), "tok:"+a.ID, tr, reserved, actual); err != nil {
+		ex.Err = fmt.Errorf("token budget settle: %w", err)
+	}
+	return nil
+}
+
+// setLimitHeaders writes OpenAI's x-ratelimit-* headers for one dimension.
+func setLimitHeaders(h http.Header, dim string, res limit.Result) {
+	h.Set("X-Ratelimit-Limit-"+dim, strconv.Itoa(res.Limit))
+	h.Set("X-Ratelimit-Remaining-"+dim, strconv.Itoa(res.Remaining))
+	h.Set("X-Ratelimit-Reset-"+dim, roundUp(res.Reset).String())
+}
+
+// retryAfter returns the headers of a 429: the x-ratelimit-* already set
+// plus Retry-After in whole seconds (at least 1, as clients sleep on it).
+func retryAfter(h http.Header, res limit.Result) http.Header {
+	out := http.Header{}
+	for k, v := range h {
+		if len(k) > 12 && k[:12] == "X-Ratelimit-" {
+			out[k] = v
+		}
+	}
+	secs := int(math.Ceil(res.RetryAfter.Seconds()))
+	out.Set("Retry-After", strconv.Itoa(max(1, secs)))
+	return out
+}
+
+// roundUp rounds d up to whole milliseconds, so "retry after" is never early.
+func roundUp(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}

@@ -1,0 +1,74 @@
+// Package scope holds the per-request state shared by the pipeline stages:
+// one Exchange attached once to the request context, read and extended by
+// each stage, and logged once at the end. No stage invents its own context key.
+package scope
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sacpgw/gateway/config"
+)
+
+// Usage is the token usage the upstream reported (or the gateway estimated).
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Exchange is everything known about one request.
+type Exchange struct {
+	RequestID     string
+	SessionID     string
+	CorrelationID string
+	Start         time.Time
+
+	// Agent is the identified caller; nil until the identify stage ran.
+	Agent *config.Agent
+	// Model and Stream come from the decoded request body.
+	Model  string
+	Stream bool
+	// Body is the request body as read (bounded by the agent's max size) and,
+	// after the request stages, as it will be sent upstream.
+	Body []byte
+	// TokenEstimate is the prompt size estimated before the call.
+	TokenEstimate int
+	// Usage is what the upstream reported; UsageKnown says whether it did.
+	Usage      Usage
+	UsageKnown bool
+	// Upstream is the name of the provider the request was routed to.
+	Upstream string
+	// Attempts counts model calls (SACP re-asks, retries).
+	Attempts int
+	// Redactions counts redacted values by detector (never the values).
+	Redactions map[string]int
+	// ErrCode is the error code sent to the client, if any.
+	ErrCode string
+	// Err is the internal cause of a failure, for the log.
+	Err error
+}
+
+type key struct{}
+
+// Attach returns r with ex on its context.
+func Attach(r *http.Request, ex *Exchange) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), key{}, ex))
+}
+
+// Get returns the request's Exchange. Front doors attach one before any stage
+// runs; Get panics without one because that is a wiring bug, not bad input.
+func Get(ctx context.Context) *Exchange {
+	ex, ok := ctx.Value(key{}).(*Exchange)
+	if !ok {
+		panic("scope: no Exchange on the request context")
+	}
+	return ex
+}
+
+// Lookup returns the request's Exchange, or nil.
+func Lookup(ctx context.Context) *Exchange {
+	ex, _ := ctx.Value(key{}).(*Exchange)
+	return ex
+}

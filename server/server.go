@@ -1,0 +1,278 @@
+// Package server is the HTTP shell around the gateway's front doors: echo
+// routes, the request scope (request id, access log), health and readiness,
+// one error renderer, and graceful shutdown. Handlers stay thin: each route
+// mounts a chain compiled by a front door.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// Check is one readiness condition.
+type Check struct {
+	Name string
+	// Ready returns nil when the component can serve.
+	Ready func(ctx context.Context) error
+}
+
+// Options configure the server; Gateway and Log are required.
+type Options struct {
+	Gateway *proxy.Gateway
+	Log     *slog.Logger
+	// Checks are evaluated by /readyz, in order.
+	Checks []Check
+	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// Server serves the gateway's HTTP API.
+type Server struct {
+	echo     *echo.Echo
+	log      *slog.Logger
+	checks   []Check
+	timeout  time.Duration
+	draining atomic.Bool
+}
+
+// New builds the routes.
+func New(o Options) (*Server, error) {
+	if o.Gateway == nil || o.Log == nil {
+		return nil, errors.New("server: Gateway and Log are required")
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.renderError
+	// The scope comes first so that even a panic or a 404 is logged with its
+	// request id; recovery sits inside it so the log line sees the 500.
+	e.Use(s.scope, s.recover)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	g := o.Gateway
+	e.POST("/v1/chat/completions", echo.WrapHandler(g.ChatCompletions()))
+	e.POST("/v1/embeddings", echo.WrapHandler(g.Embeddings()))
+	e.GET("/v1/models", echo.WrapHandler(g.Models()))
+	s.echo = e
+	return s, nil
+}
+
+// Handler returns the root handler (for tests and custom listeners).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve accepts connections on ln until ctx is done, then stops accepting,
+// lets in-flight requests (streams included) finish within the shutdown
+// timeout, and returns nil on a clean stop.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: a stream may outlive any fixed bound; upstream
+		// timeouts and client disconnects end requests instead.
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("shutting down: draining in-flight requests", "timeout", s.timeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		s.log.Warn("shutdown timeout reached: closing remaining connections", "error", err.Error())
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz reports whether every component can serve; it turns false while
+// draining so that load balancers stop sending traffic before the exit.
+func (s *Server) readyz(c echo.Context) error {
+	status, code := "ready", http.StatusOK
+	checks := map[string]string{}
+	if s.draining.Load() {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	for _, ch := range s.checks {
+		if err := ch.Ready(c.Request().Context()); err != nil {
+			checks[ch.Name] = err.Error()
+			status, code = "not ready", http.StatusServiceUnavailable
+		} else {
+			checks[ch.Name] = "ok"
+		}
+	}
+	return c.JSON(code, map[string]any{"status": status, "checks": checks})
+}
+
+// scope attaches the request's Exchange, sets X-Request-Id, and writes the
+// one access-log line per request. It never logs headers or bodies, so no
+// token or key can reach the log.
+func (s *Server) scope(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		ex := &scope.Exchange{
+			RequestID:     requestID(req.Header.Get("X-Request-Id")),
+			SessionID:     clean(req.Header.Get("X-Session-Id")),
+			CorrelationID: clean(req.Header.Get("X-Correlation-Id")),
+			Start:         time.Now(),
+		}
+		c.Response().Header().Set("X-Request-Id", ex.RequestID)
+		c.SetRequest(scope.Attach(req, ex))
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.access(c, ex)
+		return nil
+	}
+}
+
+func (s *Server) access(c echo.Context, ex *scope.Exchange) {
+	req, res := c.Request(), c.Response()
+	level := slog.LevelInfo
+	switch {
+	case res.Status >= 500:
+		level = slog.LevelError
+	case req.URL.Path == "/healthz" || req.URL.Path == "/readyz":
+		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(req.Context(), level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 16)
+	attrs = append(attrs,
+		slog.String("request_id", ex.RequestID),
+		slog.String("method", req.Method),
+		slog.String("path", req.URL.Path),
+		slog.Int("status", res.Status),
+		slog.Float64("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000),
+		slog.Int64("bytes_in", max(req.ContentLength, int64(len(ex.Body)))),
+		slog.Int64("bytes_out", res.Size),
+	)
+	if ex.Agent != nil {
+		attrs = append(attrs, slog.String("agent", ex.Agent.ID))
+	}
+	if ex.Model != "" {
+		attrs = append(attrs, slog.String("model", ex.Model), slog.Bool("stream", ex.Stream))
+	}
+	if ex.Upstream != "" {
+		attrs = append(attrs, slog.String("upstream", ex.Upstream))
+	}
+	if ex.UsageKnown {
+		attrs = append(attrs, slog.Int("tokens", ex.Usage.TotalTokens))
+	}
+	if ex.SessionID != "" {
+		attrs = append(attrs, slog.String("session_id", ex.SessionID))
+	}
+	if ex.ErrCode != "" {
+		attrs = append(attrs, slog.String("error_code", ex.ErrCode))
+	}
+	if ex.Err != nil {
+		attrs = append(attrs, slog.String("error", ex.Err.Error()))
+	}
+	s.log.LogAttrs(req.Context(), level, "request", attrs...)
+}
+
+// recover turns a panic into a 500 in OpenAI's shape, except
+// http.ErrAbortHandler, which the reverse proxy uses to cut a broken stream
+// and which must reach net/http.
+func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			r := recover()
+			if r == nil {
+				return
+			}
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			s.log.Error("panic serving request", "panic", fmt.Sprint(r), "path", c.Request().URL.Path)
+			if ex := scope.Lookup(c.Request().Context()); ex != nil {
+				ex.Err = fmt.Errorf("panic: %v", r)
+			}
+			if !c.Response().Committed {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// renderError is echo's single error renderer: routing errors and anything
+// a handler returns leave in OpenAI's shape.
+func (s *Server) renderError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		req := c.Request()
+		switch he.Code {
+		case http.StatusNotFound:
+			err = &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "unknown_url",
+				Message: fmt.Sprintf("Unknown request URL: %s %s.", req.Method, req.URL.Path)}
+		case http.StatusMethodNotAllowed:
+			err = &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed",
+				Message: fmt.Sprintf("Method %s is not allowed on %s.", req.Method, req.URL.Path)}
+		default:
+			err = &apierror.Error{Status: he.Code, Type: apierror.TypeInvalidRequest, Code: "invalid_request", Message: fmt.Sprint(he.Message)}
+		}
+	}
+	proxy.Fail(c.Response(), c.Request(), err)
+}
+
+// requestID echoes a client's X-Request-Id when it is a sane token, else
+// makes one; a hostile id could otherwise forge log lines.
+func requestID(given string) string {
+	if given != "" && len(given) <= 128 && printable(given) {
+		return given
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+func clean(v string) string {
+	if len(v) > 256 || !printable(v) {
+		return ""
+	}
+	return v
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
