@@ -1,0 +1,194 @@
+package server_test
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/server"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// upstreamKey is the provider key the gateway holds; agents never see it.
+const upstreamKey = "sk-upstream-secret-key"
+
+// testAgents are the agents of the test config; each token is "tok-" + id.
+const testAgents = `agents:
+  alpha:
+    type: code-generator
+    capabilities: [read, write]
+    rate_limit: 1000/minute
+    token_sha256: "%alpha%"
+  small:
+    type: code-completer
+    max_request_size: 1KB
+    token_sha256: "%small%"
+  limited:
+    type: reviewer
+    rate_limit: 2/minute
+    token_sha256: "%limited%"
+  budget:
+    type: reviewer
+    token_limit: 100/hour
+    token_sha256: "%budget%"
+  restricted:
+    type: reviewer
+    models: ["gpt-4o-mini", "mock-*"]
+    token_sha256: "%restricted%"
+`
+
+type stackOpts struct {
+	// upstreamURL is the base of the OpenAI-compatible test upstream (…/v1).
+	upstreamURL string
+	maxRetries  int
+	// responseTimeout is protocol.yaml timeouts.response (default 5000ms).
+	responseTimeout string
+	sidecar         string
+}
+
+// stack is a whole gateway (config files → loader → proxy → server) served
+// by httptest, as an agent would reach it.
+type stack struct {
+	t    *testing.T
+	srv  *httptest.Server
+	logs *syncBuffer
+}
+
+func newStack(t *testing.T, o stackOpts) *stack {
+	t.Helper()
+	dir := t.TempDir()
+	if o.upstreamURL == "" {
+		o.upstreamURL = "http://127.0.0.1:1/v1"
+	}
+	if o.responseTimeout == "" {
+		o.responseTimeout = "5000ms"
+	}
+	gw := `listen: "127.0.0.1:0"
+upstreams:
+  - name: mock
+    type: mock
+    models: ["mock-1", "mock-*"]
+  - name: test
+    type: openai
+    base_url: ` + o.upstreamURL + `
+    api_key: ` + upstreamKey + `
+    max_retries: ` + strconv.Itoa(o.maxRetries) + `
+    models: ["*"]
+audit:
+  dir: ` + filepath.Join(dir, "audit") + `
+`
+	agents := testAgents
+	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted"} {
+		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
+	}
+	proto := "protocol:\n  timeouts:\n    response: " + o.responseTimeout + "\n"
+	write(t, dir, config.GatewayFile, gw)
+	write(t, dir, config.AgentsFile, agents)
+	write(t, dir, config.ProtocolFile, proto)
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatalf("load test config: %v", err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, SidecarAgent: o.sidecar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Options{Gateway: gwy, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		ups.Close()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	return &stack{t: t, srv: hs, logs: logs}
+}
+
+// client returns the official OpenAI SDK pointed at the gateway, as an
+// agent configures it: base URL and its gateway token, nothing else.
+func (s *stack) client(token string, opts ...option.RequestOption) *openai.Client {
+	base := []option.RequestOption{
+		option.WithBaseURL(s.srv.URL + "/v1/"),
+		option.WithAPIKey(token),
+		option.WithMaxRetries(0),
+	}
+	c := openai.NewClient(append(base, opts...)...)
+	return &c
+}
+
+// post sends a raw request, for what the SDK cannot send (malformed bodies).
+func (s *stack) post(path, token, body string, hdr ...string) *http.Response {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func write(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
