@@ -154,7 +154,9 @@ func lineOf(root *yaml.Node, path ...string) int {
 			return line
 		}
 		n = next
-		line = n.Line
+		if n.Kind == yaml.ScalarNode || n.Kind == yaml.AliasNode {
+			line = n.Line
+		} // for a block mapping or list, the key's line reads better
 	}
 	return line
 }

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+// TestShippedConfigLoads guards the quickstart: the files in this directory
+// are what `go run ./cmd/gateway` serves.
+func TestShippedConfigLoads(t *testing.T) {
+	cfg, err := Load(".", Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatalf("shipped config does not load:\n%v", err)
+	}
+	if len(cfg.Agents) != 3 || cfg.Agents["claude-3"].RateLimit != (Rate{N: 100, Period: time.Hour}) {
+		t.Errorf("agents = %+v", cfg.Agents)
+	}
+	if cfg.Agents["claude-3"].MaxRequestSize != 50*1024 || !cfg.Agents["claude-3"].StandardProtocol() {
+		t.Errorf("claude-3 = %+v", cfg.Agents["claude-3"])
+	}
+	if cfg.Protocol.Timeouts.Escalation.D() != 24*time.Hour || cfg.Protocol.Limits.MaxRetryAttempts != 3 {
+		t.Errorf("protocol = %+v", cfg.Protocol)
+	}
+	if got := cfg.DemoCredentials(); len(got) != 5 {
+		t.Errorf("demo credentials = %v, want all five published tokens flagged", got)
+	}
+}
+
+// TestEveryProblemReportedAtOnce loads a fixture with many mistakes across
+// the three files and wants each one, with its file and line, in one pass.
+func TestEveryProblemReportedAtOnce(t *testing.T) {
+	_, err := Load("testdata/multi", Options{LookupEnv: noEnv})
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("want Problems, got %v", err)
+	}
+	want, _ := os.ReadFile("testdata/multi/want.txt")
+	if got := err.Error() + "\n"; got != string(want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+const (
+	okGateway  = "upstreams:\n  - name: mock\n    type: mock\n    models: [\"*\"]\n"
+	okAgents   = "agents:\n  a1:\n    token_sha256: \"" + "61b89502ba471149636931e887f65a4f785d47e646b2c8521cfd02dbfed43722" + "\"\n"
+	okProtocol = "protocol:\n  version: \"1.0\"\n"
+)
+
+func loadFiles(t *testing.T, gw, ag, pr string, env map[string]string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{GatewayFile: gw, AgentsFile: ag, ProtocolFile: pr} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Load(dir, Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+}
+
+func TestLoadProblems(t *testing.T) {
+	cases := []struct {
+		note       string
+		gw, ag, pr string
+		want       string // "file:line: substring"
+	}{
+		{"duplicate agent", okGateway, okAgents + "  a1:\n    token_sha256: \"" + strings.Repeat("b", 64) + "\"\n", okProtocol, `agents.yaml:4: duplicate entry "a1" in agents (first at line 2)`},
+		{"shared token", okGateway, okAgents + "  a2:\n    token_sha256: \"" + "61b89502ba471149636931e887f65a4f785d47e646b2c8521cfd02dbfed43722" + "\"\n", okProtocol, `agents.yaml:5: agent "a2": token_sha256 is also agent "a1"'s`},
+		{"no identity", okGateway, "agents:\n  a1:\n    type: x\n", okProtocol, `agents.yaml:2: agent "a1": token_sha256 or spiffe_id is required`},
+		{"no upstreams", "listen: \":1\"\n", okAgents, okProtocol, "gateway.yaml:1: upstreams: at least one upstream is required"},
+		{"bad response format", okGateway, okAgents + "    response_format: xml\n", okProtocol, `agents.yaml:4: agent "a1": response_format "xml"`},
+		{"contradiction", okGateway, okAgents + "    response_format: sacp_compact\n    use_standard_protocol: true\n", okProtocol, `agents.yaml:5: agent "a1": use_standard_protocol: true contradicts`},
+		{"redis without url", okGateway + "state:\n  backend: redis\n", okAgents, okProtocol, "gateway.yaml:5: state.redis_url is required"},
+		{"tls half", okGateway + "tls:\n  cert_file: c.pem\n", okAgents, okProtocol, "gateway.yaml:5: tls: cert_file and key_file must be set together"},
+		{"yaml syntax", okGateway + "listen: [\n", okAgents, okProtocol, "gateway.yaml:"},
+		{"empty file", okGateway, "", okProtocol, "agents.yaml: file is empty"},
+		{"unknown protocol key", okGateway, okAgents, "protocol:\n  timeouts:\n    responce: 5s\n", `protocol.yaml:3: unknown key "responce" in protocol.timeouts`},
+		{"bad spiffe", okGateway, okAgents + "    spiffe_id: https://x\n", okProtocol, `agents.yaml:4: agent "a1": spiffe_id "https://x"`},
+		{"apply_to unknown field", okGateway, okAgents, "protocol:\n  redaction:\n    apply_to: [message, secrets]\n", `protocol.yaml:3: protocol.redaction.apply_to: unknown SACP field "secrets"`},
+		{"empty env in unit", okGateway, okAgents + "    rate_limit: ${RATE}\n", okProtocol, `agents.yaml:4: invalid rate ""`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			_, err := loadFiles(t, tc.gw, tc.ag, tc.pr, nil)
+			if err == nil {
+				t.Fatalf("loaded; want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("problems:\n%v\nwant one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	gw := okGateway + "  - name: o\n    type: openai\n    base_url: ${BASE:-https://api.openai.com/v1}\n    api_key: ${KEY}\n    models: [gpt-4o]\n"
+	cfg, err := loadFiles(t, gw, okAgents+"    rate_limit: ${RATE}\n", okProtocol, map[string]string{"KEY": "sk-1: {not yaml}", "RATE": "5/minute"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := cfg.Gateway.Upstreams[1]
+	if u.BaseURL != "https://api.openai.com/v1" || u.APIKey != "sk-1: {not yaml}" {
+		t.Errorf("expanded upstream = %+v", u)
+	}
+	if cfg.Agents["a1"].RateLimit != (Rate{N: 5, Period: time.Minute}) {
+		t.Errorf("rate = %v", cfg.Agents["a1"].RateLimit)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := loadFiles(t, okGateway, okAgents, okProtocol, map[string]string{"POD_NAME": "gw-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, a, p := cfg.Gateway, cfg.Agents["a1"], cfg.Protocol
+	checks := map[string]bool{
+		"listen":        g.Listen == ":8080",
+		"chain":         g.Audit.Chain == "gw-0",
+		"fail mode":     g.Audit.FailMode == "closed",
+		"backend":       g.State.Backend == "memory",
+		"max size":      a.MaxRequestSize == 1<<20,
+		"format":        a.ResponseFormat == "none",
+		"timeout":       p.Timeouts.Response.D() == 10*time.Second,
+		"detectors":     len(p.Redaction.Detectors) == 8,
+		"replacement":   p.Redaction.Replacement == "[REDACTED:{detector}]",
+		"reask":         p.SACP.ReaskEnabled(),
+		"retries":       g.Upstreams[0].Retries() == 2,
+		"tls min":       g.TLS.MinVersion == "1.3",
+		"policy dir":    g.Policy.Dir == "rego",
+		"no rate limit": a.RateLimit.IsZero(),
+	}
+	for name, ok := range checks {
+		if !ok {
+			t.Errorf("default %s not applied: %+v", name, cfg)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseUnits(t *testing.T) {
+	sizes := []struct {
+		in   string
+		want Size
+		ok   bool
+	}{
+		{"50KB", 50 << 10, true}, {"1MB", 1 << 20, true}, {"512B", 512, true}, {"2gb", 2 << 30, true},
+		{" 10 KB ", 10 << 10, true}, {"0B", 0, true},
+		{"50", 0, false}, {"KB", 0, false}, {"-1KB", 0, false}, {"1.5MB", 0, false}, {"10TB", 0, false},
+		{"9999999999999GB", 0, false},
+	}
+	for _, tc := range sizes {
+		got, err := ParseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	rates := []struct {
+		in   string
+		want Rate
+		ok   bool
+	}{
+		{"100/hour", Rate{100, time.Hour}, true}, {"5/second", Rate{5, time.Second}, true},
+		{"60/minute", Rate{60, time.Minute}, true}, {"1000/day", Rate{1000, 24 * time.Hour}, true},
+		{"10/s", Rate{10, time.Second}, true}, {"3/H", Rate{3, time.Hour}, true},
+		{"100", Rate{}, false}, {"0/hour", Rate{}, false}, {"-5/hour", Rate{}, false}, {"5/week", Rate{}, false}, {"x/hour", Rate{}, false},
+	}
+	for _, tc := range rates {
+		got, err := ParseRate(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+	durs := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"5000ms", 5 * time.Second, true}, {"10s", 10 * time.Second, true}, {"86400000ms", 24 * time.Hour, true}, {"1h30m", 90 * time.Minute, true},
+		{"5000", 0, false}, {"", 0, false}, {"-1s", 0, false}, {"soon", 0, false},
+	}
+	for _, tc := range durs {
+		got, err := ParseDuration(tc.in)
+		if (err == nil) != tc.ok || got.D() != tc.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v ok=%v", tc.in, got.D(), err, tc.want, tc.ok)
+		}
+	}
+	if r := (Rate{N: 100, Period: time.Hour}); r.String() != "100/hour" || r.PerSecond() != 100.0/3600 {
+		t.Errorf("Rate helpers: %s %v", r, r.PerSecond())
+	}
+}
