@@ -10,7 +10,7 @@ import (
 
 type clock struct{ t time.Time }
 
-func (c *clock) now() time.Time       { return c.t }
+func (c *clock) now() time.Time      { return c.t }
 func (c *clock) add(d time.Duration) { c.t = c.t.Add(d) }
 
 func TestMemoryAllowsBurstThenRefills(t *testing.T) {
