@@ -49,6 +49,11 @@ const testAgents = `agents:
     type: reviewer
     models: ["gpt-4o-mini", "mock-*"]
     token_sha256: "%restricted%"
+  bench:
+    type: reviewer
+    rate_limit: 1000000000/second
+    token_limit: 1000000000000/hour
+    token_sha256: "%bench%"
 `
 
 type stackOpts struct {
@@ -58,17 +63,19 @@ type stackOpts struct {
 	// responseTimeout is protocol.yaml timeouts.response (default 5000ms).
 	responseTimeout string
 	sidecar         string
+	// discardLogs formats the access log but drops it (benchmarks).
+	discardLogs bool
 }
 
 // stack is a whole gateway (config files → loader → proxy → server) served
 // by httptest, as an agent would reach it.
 type stack struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *httptest.Server
 	logs *syncBuffer
 }
 
-func newStack(t *testing.T, o stackOpts) *stack {
+func newStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	if o.upstreamURL == "" {
@@ -92,7 +99,7 @@ audit:
   dir: ` + filepath.Join(dir, "audit") + `
 `
 	agents := testAgents
-	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted"} {
+	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench"} {
 		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
 	}
 	proto := "protocol:\n  timeouts:\n    response: " + o.responseTimeout + "\n"
@@ -104,7 +111,11 @@ audit:
 		t.Fatalf("load test config: %v", err)
 	}
 	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var sink io.Writer = logs
+	if o.discardLogs {
+		sink = io.Discard
+	}
+	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +170,7 @@ func (s *stack) post(path, token, body string, hdr ...string) *http.Response {
 	return resp
 }
 
-func write(t *testing.T, dir, name, content string) {
+func write(t testing.TB, dir, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 		t.Fatal(err)

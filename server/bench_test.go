@@ -1,0 +1,100 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"strings"
+	"testing"
+
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// The benchmarks compare one request through the whole gateway (auth, body
+// checks, model allow-list, rate and token limits, access log) with the same
+// request through a bare httputil.ReverseProxy, against the same in-process
+// upstream, with the same connection pool. Run:
+//
+//	go test ./server -run '^$' -bench . -benchmem
+func benchUpstream(tb testing.TB) *httptest.Server {
+	jsonAnswer := completion("The answer is forty-two.")
+	var sse strings.Builder
+	for _, w := range []string{"The ", "answer ", "is ", "forty-", "two."} {
+		sse.WriteString(chunk(w))
+	}
+	sse.WriteString("data: [DONE]\n\n")
+	sseAnswer := sse.String()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, sseAnswer)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, jsonAnswer)
+	}))
+	tb.Cleanup(s.Close)
+	return s
+}
+
+func bareProxy(tb testing.TB, target string) *httptest.Server {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = strings.TrimPrefix(target, "http://")
+			pr.Out.Host = ""
+		},
+		Transport:     upstream.NewTransport(512),
+		FlushInterval: -1,
+	}
+	s := httptest.NewServer(rp)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+const (
+	benchJSON = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is six times seven?"}]}`
+	benchSSE  = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is six times seven?"}]}`
+)
+
+func drive(b *testing.B, url, token, body, want string) {
+	client := &http.Client{Transport: upstream.NewTransport(512)}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(got), want) {
+				b.Errorf("status %d: %.200s", resp.StatusCode, got)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkProxy(b *testing.B) {
+	up := benchUpstream(b)
+	bare := bareProxy(b, up.URL)
+	gw := newStack(b, stackOpts{upstreamURL: up.URL + "/v1", discardLogs: true})
+	for _, mode := range []struct{ name, body, want string }{
+		{"json", benchJSON, "forty-two"},
+		{"sse", benchSSE, "[DONE]"},
+	} {
+		b.Run(mode.name+"/bare", func(b *testing.B) { drive(b, bare.URL, "unused", mode.body, mode.want) })
+		// The bench agent has request and token limits that never trigger:
+		// the figure includes auth, size, model and both limit checks.
+		b.Run(mode.name+"/gateway", func(b *testing.B) { drive(b, gw.srv.URL, "tok-bench", mode.body, mode.want) })
+	}
+}
