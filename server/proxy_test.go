@@ -319,7 +319,7 @@ func TestUpstreamFailures(t *testing.T) {
 		var n atomic.Int32
 		_, us := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 			if n.Add(1) == 1 {
-				http.Error(w, "overloaded", 503)
+				http.Error(w, "overloaded", http.StatusServiceUnavailable)
 				return
 			}
 			if !strings.Contains(string(body), `"model":"gpt-4o-mini"`) {
