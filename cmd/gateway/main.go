@@ -49,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return checkMain(args[2:], stdout, stderr)
+	case "audit":
+		return auditMain(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
 		return exitOK
@@ -70,6 +72,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   gateway [serve] [--config DIR] [--listen ADDR] [--sidecar-agent ID]
   gateway config check [--config DIR]
+  gateway audit verify [--dir D] [--pubkey FILE] [--json]
+  gateway audit export [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
+  gateway audit keygen --out PREFIX
   gateway version
 `)
 }

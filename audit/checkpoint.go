@@ -1,0 +1,207 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Checkpoint attests that entry Seq of Chain had hash Hash at time TS. With
+// a signing key, Signature is the standard base64 (with padding) of the
+// ed25519 signature over SignedMessage(); without one it is empty. A
+// checkpoint line is the RFC 8785 form of this object.
+type Checkpoint struct {
+	Chain     string `json:"chain"`
+	Seq       int64  `json:"seq"`
+	Hash      string `json:"hash"`
+	TS        string `json:"ts"` // RFC 3339 UTC, nine fraction digits, as signed
+	Signature string `json:"signature"`
+}
+
+// SignedMessage is the exact byte string a checkpoint signature covers: the
+// RFC 8785 canonical JSON of {"chain","hash","seq","ts"}, i.e.
+//
+//	{"chain":"gw-1","hash":"<64 hex>","seq":1000,"ts":"2026-01-02T03:04:05.000000000Z"}
+//
+// with ts exactly as written in the checkpoint line.
+func (c Checkpoint) SignedMessage() []byte {
+	b := []byte(`{"chain":`)
+	b = appendCanonicalString(b, c.Chain)
+	b = append(b, `,"hash":`...)
+	b = appendCanonicalString(b, c.Hash)
+	b = append(b, `,"seq":`...)
+	b = fmt.Appendf(b, "%d", c.Seq)
+	b = append(b, `,"ts":`...)
+	b = appendCanonicalString(b, c.TS)
+	return append(b, '}')
+}
+
+// line is the checkpoint's line in the checkpoints file, with its newline.
+func (c Checkpoint) line() []byte {
+	b := []byte(`{"chain":`)
+	b = appendCanonicalString(b, c.Chain)
+	b = append(b, `,"hash":`...)
+	b = appendCanonicalString(b, c.Hash)
+	b = append(b, `,"seq":`...)
+	b = fmt.Appendf(b, "%d", c.Seq)
+	b = append(b, `,"signature":`...)
+	b = appendCanonicalString(b, c.Signature)
+	b = append(b, `,"ts":`...)
+	b = appendCanonicalString(b, c.TS)
+	return append(b, "}\n"...)
+}
+
+func signCheckpoint(c Checkpoint, key ed25519.PrivateKey) Checkpoint {
+	if key != nil {
+		c.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, c.SignedMessage()))
+	}
+	return c
+}
+
+// verifySignature reports why c's signature does not verify under pub, or nil.
+func (c Checkpoint) verifySignature(pub ed25519.PublicKey) error {
+	if c.Signature == "" {
+		return errors.New("checkpoint is not signed")
+	}
+	sig, err := base64.StdEncoding.DecodeString(c.Signature)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return errors.New("signature is not base64 of 64 bytes")
+	}
+	if !ed25519.Verify(pub, c.SignedMessage(), sig) {
+		return errors.New("bad signature")
+	}
+	return nil
+}
+
+var checkpointFields = []string{"chain", "hash", "seq", "signature", "ts"}
+
+// parseCheckpoint parses one checkpoints line strictly.
+func parseCheckpoint(line []byte) (Checkpoint, error) {
+	canon, err := jcs.Transform(line)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("not canonicalizable JSON: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &fields); err != nil {
+		return Checkpoint{}, errors.New("not a JSON object")
+	}
+	for _, k := range checkpointFields {
+		if _, ok := fields[k]; !ok {
+			return Checkpoint{}, fmt.Errorf("missing field %q", k)
+		}
+	}
+	if len(fields) != len(checkpointFields) {
+		return Checkpoint{}, errors.New("unknown field")
+	}
+	var c Checkpoint
+	if err := json.Unmarshal(canon, &c); err != nil {
+		return Checkpoint{}, fmt.Errorf("bad field: %w", err)
+	}
+	if c.Seq < 1 || !isHex64(c.Hash) || c.Chain == "" {
+		return Checkpoint{}, errors.New("bad chain, seq or hash")
+	}
+	if _, err := time.Parse(tsLayout, c.TS); err != nil {
+		return Checkpoint{}, fmt.Errorf("ts %q is not in the form %s", c.TS, tsLayout)
+	}
+	return c, nil
+}
+
+// Keygen writes a new ed25519 key pair for signing checkpoints: the private
+// key as PKCS#8 PEM ("PRIVATE KEY", mode 0600) and the public key as PKIX
+// PEM ("PUBLIC KEY", mode 0644). It refuses to overwrite an existing file,
+// so a key that signed checkpoints is never lost by accident.
+func Keygen(privPath, pubPath string) error {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return fmt.Errorf("keygen: encode private key: %w", err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return fmt.Errorf("keygen: encode public key: %w", err)
+	}
+	if err := writeNewFile(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if err := writeNewFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
+		_ = os.Remove(privPath) // no half pair left behind
+		return fmt.Errorf("keygen: %w", err)
+	}
+	return nil
+}
+
+func writeNewFile(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return err
+}
+
+// LoadPrivateKey reads an ed25519 private key from a PKCS#8 PEM file.
+func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	der, err := readPEM(path, "PRIVATE KEY")
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("signing key %s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("signing key %s: not an ed25519 key", path)
+	}
+	return priv, nil
+}
+
+// LoadPublicKey reads an ed25519 public key from a PKIX PEM file.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	der, err := readPEM(path, "PUBLIC KEY")
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("public key %s: %w", path, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("public key %s: not an ed25519 key", path)
+	}
+	return pub, nil
+}
+
+func readPEM(path, typ string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != typ {
+		return nil, fmt.Errorf("key %s: no PEM block of type %q", path, typ)
+	}
+	return block.Bytes, nil
+}

@@ -1,0 +1,511 @@
+package audit
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// queueLen bounds the appends waiting for the writer; beyond it Append
+	// blocks (until its context ends), so memory stays bounded under load.
+	queueLen = 4096
+	// maxBatch bounds one group commit, so one fsync never waits behind an
+	// unbounded write.
+	maxBatch = 4096
+	// repairBackoff spaces the writer's attempts to repair a failed segment:
+	// appends in between fail fast instead of hammering a sick disk.
+	repairBackoff = time.Second
+)
+
+// Log appends entries to one chain. It is safe for concurrent use; all
+// writes go through one goroutine, which batches concurrent appends into
+// one write and one fsync (group commit).
+type Log struct {
+	dir, chain string
+	chainJSON  []byte // chain as a canonical JSON string
+	segMax     int64
+	cpEvery    int64
+	cpInterval time.Duration
+	key        ed25519.PrivateKey // nil: unsigned checkpoints
+	log        *slog.Logger
+	lock       *os.File
+
+	mu     sync.RWMutex // held for reading while sending to reqs, so Close sees every sent request
+	closed bool
+	reqs   chan *request
+	stop   chan struct{}
+	done   chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by the writer goroutine (and by Open before it starts).
+	f           segmentWriter // current segment; nil until the next flush creates one
+	segName     string
+	segSize     int64 // durable size of the current segment
+	seq         int64 // last durable entry
+	prev        string
+	buf         []byte
+	batch       []*request
+	broken      error // set by a failed write; cleared by a successful repair
+	brokenSince time.Time
+	lastRepair  time.Time
+	backoff     time.Duration // repairBackoff; tests shorten it
+	lostSince   int64         // appends failed since broken was set
+	cpFile      *os.File
+	cpSize      int64 // durable size of the checkpoints file
+	cpDirty     bool  // a checkpoint write failed after cpSize
+	cp          Checkpoint
+	finalErr    error
+
+	entries, batches, fsyncs, fsyncNanos, lost, checkpoints, checkpointErrors atomic.Uint64
+}
+
+// segmentWriter is the part of *os.File the writer uses on a segment; tests
+// substitute one that fails.
+type segmentWriter interface {
+	Write([]byte) (int, error)
+	Sync() error
+	Truncate(int64) error
+	Close() error
+}
+
+type request struct {
+	p   *prepared
+	e   Entry
+	res chan result // buffered; nil for entries the log writes on its own
+}
+
+type result struct {
+	e   Entry
+	err error
+}
+
+// Stats are cumulative counters for metrics.
+type Stats struct {
+	Entries          uint64        // entries made durable
+	Batches          uint64        // group commits that wrote entries
+	Fsyncs           uint64        // fsyncs of segments (a batch spanning a rotation makes two)
+	FsyncTime        time.Duration // total time spent in those fsyncs
+	Lost             uint64        // appends refused with ErrUnavailable: records the trail does not have
+	Checkpoints      uint64        // checkpoints written by this process
+	CheckpointErrors uint64        // checkpoint writes that failed (retried at the next trigger)
+}
+
+// Open opens (or creates) cfg.Chain in cfg.Dir and resumes it. If a crash
+// left the end of the last segment or of the checkpoints file torn, the
+// torn bytes are moved aside to a .torn file, the file is cut back to its
+// last whole entry, and an audit.recovery entry records what was moved.
+// Only one process may hold a chain at a time.
+func Open(cfg Config) (*Log, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("open audit log: dir is required")
+	}
+	if err := validChain(cfg.Chain); err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	l := &Log{
+		dir: cfg.Dir, chain: cfg.Chain,
+		chainJSON:  appendCanonicalString(nil, cfg.Chain),
+		segMax:     cfg.SegmentMaxBytes,
+		cpEvery:    int64(cfg.CheckpointEvery),
+		cpInterval: cfg.CheckpointInterval,
+		log:        cfg.Logger,
+		prev:       GenesisHash,
+		backoff:    repairBackoff,
+		reqs:       make(chan *request, queueLen),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	if l.segMax <= 0 {
+		l.segMax = defaultSegmentMaxBytes
+	}
+	if l.cpEvery == 0 {
+		l.cpEvery = defaultCheckpointEvery
+	}
+	if l.cpInterval == 0 {
+		l.cpInterval = defaultCheckpointInterval
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	l.log = l.log.With("component", "audit", "chain", l.chain)
+	if cfg.SigningKeyFile != "" {
+		key, err := LoadPrivateKey(cfg.SigningKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("open audit log: %w", err)
+		}
+		if fi, err := os.Stat(cfg.SigningKeyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			l.log.Warn("audit signing key is readable by group or others", "file", cfg.SigningKeyFile, "mode", fi.Mode().Perm().String())
+		}
+		l.key = key
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	lock, err := lockChain(join(cfg.Dir, cfg.Chain+".lock"))
+	if err != nil {
+		return nil, fmt.Errorf("open audit log: chain %q: %w", cfg.Chain, err)
+	}
+	l.lock = lock
+	if err := l.resume(); err != nil {
+		l.closeFiles()
+		return nil, fmt.Errorf("open audit log %s: %w", cfg.Dir, err)
+	}
+	go l.run()
+	return l, nil
+}
+
+// Append writes r as the chain's next entry and returns it once it is
+// durable (written and fsynced). Concurrent appends share one fsync.
+//
+// Errors: a record that cannot be encoded (empty kind, bad payload hash,
+// unencodable summary, ErrTooLarge) is returned at once. A failed write,
+// fsync or rotation, or a closed log, returns an error wrapping
+// ErrUnavailable; after a failure, each later batch first tries (at most
+// once a second) to cut the segment back to its last durable size, and
+// appends fail fast until that works. The first batch after a repair
+// starts with an audit.loss entry counting the appends that failed. If ctx
+// ends first, Append returns ctx's error, but a request already handed to
+// the writer may still be written.
+func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
+	p, err := prepare(l.chainJSON, r)
+	if err != nil {
+		return Entry{}, err
+	}
+	req := &request{p: p, res: make(chan result, 1)}
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		l.lost.Add(1)
+		return Entry{}, fmt.Errorf("%w: %w", ErrUnavailable, ErrClosed)
+	}
+	select {
+	case l.reqs <- req:
+		l.mu.RUnlock()
+	case <-ctx.Done():
+		l.mu.RUnlock()
+		return Entry{}, fmt.Errorf("audit append: %w", ctx.Err())
+	}
+	select {
+	case res := <-req.res:
+		return res.e, res.err
+	case <-ctx.Done():
+		return Entry{}, fmt.Errorf("audit append: %w (the entry may still be written)", ctx.Err())
+	}
+}
+
+// Close writes every append already accepted, then a final checkpoint if
+// the chain moved since the last one, and releases the chain. Later calls
+// return the same result; later Appends fail with ErrClosed.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.stop)
+		<-l.done
+		l.closeErr = l.finalErr
+	})
+	return l.closeErr
+}
+
+// Stats returns the counters so far.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Entries:          l.entries.Load(),
+		Batches:          l.batches.Load(),
+		Fsyncs:           l.fsyncs.Load(),
+		FsyncTime:        time.Duration(l.fsyncNanos.Load()),
+		Lost:             l.lost.Load(),
+		Checkpoints:      l.checkpoints.Load(),
+		CheckpointErrors: l.checkpointErrors.Load(),
+	}
+}
+
+// Chain returns the chain id this log writes.
+func (l *Log) Chain() string { return l.chain }
+
+// run is the writer goroutine.
+func (l *Log) run() {
+	defer close(l.done)
+	var tick <-chan time.Time
+	if l.cpInterval > 0 {
+		t := time.NewTicker(l.cpInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case req := <-l.reqs:
+			b := l.gather(req)
+			l.commit(b)
+			clear(b) // drop the finished requests' buffers
+		case <-tick:
+			_ = l.checkpoint() // logged and counted inside; retried next time
+		case <-l.stop:
+			// Close set closed under mu before closing stop, so no Append is
+			// mid-send: what is queued now is all there will be.
+			for len(l.reqs) > 0 {
+				l.commit(l.gather(<-l.reqs))
+			}
+			l.finalErr = l.broken
+			if err := l.checkpoint(); err != nil && l.finalErr == nil {
+				l.finalErr = err
+			}
+			l.closeFiles()
+			return
+		}
+	}
+}
+
+// gather takes first plus whatever else is queued, up to maxBatch: the
+// appends that arrived during the previous fsync share the next one.
+func (l *Log) gather(first *request) []*request {
+	b := append(l.batch[:0], first)
+	for len(b) < maxBatch {
+		select {
+		case r := <-l.reqs:
+			b = append(b, r)
+		default:
+			l.batch = b
+			return b
+		}
+	}
+	l.batch = b
+	return b
+}
+
+// commit writes one batch and answers its requests.
+func (l *Log) commit(batch []*request) {
+	if l.broken != nil {
+		now := time.Now()
+		if now.Sub(l.lastRepair) < l.backoff {
+			l.fail(batch, l.broken)
+			return
+		}
+		l.lastRepair = now
+		if err := l.repair(); err != nil {
+			l.log.Debug("audit repair failed", "err", err)
+			l.fail(batch, l.broken)
+			return
+		}
+		// The loss is recorded in the chain itself, ahead of the batch.
+		p, err := prepare(l.chainJSON, Record{Kind: KindLoss, Summary: map[string]any{
+			"lost":  l.lostSince,
+			"since": l.brokenSince.UTC().Format(tsLayout),
+			"error": l.broken.Error(),
+		}})
+		if err == nil {
+			batch = append([]*request{{p: p}}, batch...)
+		}
+	}
+	if err := l.write(batch); err != nil {
+		if l.broken == nil {
+			l.log.Error("audit write failed; appends fail until the log is repaired", "err", err)
+			l.brokenSince = time.Now()
+		}
+		l.broken = err
+		return
+	}
+	if l.broken != nil {
+		l.log.Info("audit log writable again", "lost", l.lostSince, "since", l.brokenSince)
+		l.broken, l.lostSince = nil, 0
+	}
+	if l.cpEvery > 0 && l.seq-l.cp.Seq >= l.cpEvery {
+		_ = l.checkpoint()
+	}
+}
+
+// write encodes batch, appends it to the current segment (rotating first
+// where an entry would take a segment past segMax), fsyncs and answers the
+// requests. Requests in a part that was fsynced before a failure are
+// answered with success; the rest with the error.
+func (l *Log) write(batch []*request) error {
+	buf := l.buf[:0]
+	seq, prev := l.seq, l.prev
+	start := 0 // first request not yet durable
+	for i, r := range batch {
+		seq++
+		ts := time.Now()
+		before := len(buf)
+		var hash string
+		buf, hash = r.p.appendLine(buf, seq, prev, ts)
+		r.e = r.p.entry(l.chain, seq, prev, hash, ts)
+		prev = hash
+		if size := l.segSize + int64(before); size > 0 && size+int64(len(buf)-before) > l.segMax {
+			if before > 0 {
+				if err := l.flush(buf[:before], batch[start].e.Seq); err != nil {
+					l.fail(batch[start:], err)
+					return err
+				}
+				l.ack(batch[start:i])
+				start = i
+			}
+			l.rotate()
+			buf = append(buf[:0], buf[before:]...)
+		}
+	}
+	l.buf = buf[:0]
+	if err := l.flush(buf, batch[start].e.Seq); err != nil {
+		l.fail(batch[start:], err)
+		return err
+	}
+	l.ack(batch[start:])
+	l.batches.Add(1)
+	return nil
+}
+
+// flush appends data (whose first entry has seq firstSeq) to the current
+// segment, creating it if there is none, and fsyncs it.
+func (l *Log) flush(data []byte, firstSeq int64) error {
+	if l.f == nil {
+		name := segmentName(l.chain, firstSeq)
+		f, err := os.OpenFile(join(l.dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return fmt.Errorf("%w: create segment: %w", ErrUnavailable, err)
+		}
+		// A segment is named after its first entry, which is not written
+		// yet, so a non-empty file by that name is not ours to append to.
+		if fi, err := f.Stat(); err != nil || fi.Size() != 0 {
+			_ = f.Close()
+			return fmt.Errorf("%w: segment %s already exists and is not empty", ErrUnavailable, name)
+		}
+		if err := syncDir(l.dir); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("%w: sync audit dir: %w", ErrUnavailable, err)
+		}
+		l.f, l.segName, l.segSize = f, name, 0
+	}
+	if _, err := l.f.Write(data); err != nil {
+		return fmt.Errorf("%w: write %s: %w", ErrUnavailable, l.segName, err)
+	}
+	t := time.Now()
+	err := l.f.Sync()
+	l.fsyncNanos.Add(uint64(time.Since(t)))
+	l.fsyncs.Add(1)
+	if err != nil {
+		return fmt.Errorf("%w: fsync %s: %w", ErrUnavailable, l.segName, err)
+	}
+	l.segSize += int64(len(data))
+	return nil
+}
+
+// rotate closes the current segment; the next flush starts a new one.
+func (l *Log) rotate() {
+	if l.f == nil {
+		return
+	}
+	if err := l.f.Close(); err != nil {
+		// Its data is already fsynced; a failed close loses nothing.
+		l.log.Warn("audit close segment", "segment", l.segName, "err", err)
+	}
+	l.log.Debug("audit segment rotated", "segment", l.segName, "bytes", l.segSize)
+	l.f, l.segName, l.segSize = nil, "", 0
+}
+
+// repair cuts the current segment back to its durable size, removing
+// whatever a failed write left after it.
+func (l *Log) repair() error {
+	if l.f == nil {
+		return nil
+	}
+	if err := l.f.Truncate(l.segSize); err != nil {
+		return err
+	}
+	return l.f.Sync()
+}
+
+func (l *Log) ack(reqs []*request) {
+	if len(reqs) == 0 {
+		return
+	}
+	last := reqs[len(reqs)-1].e
+	l.seq, l.prev = last.Seq, last.Hash
+	l.entries.Add(uint64(len(reqs)))
+	for _, r := range reqs {
+		if r.res != nil {
+			r.res <- result{e: r.e}
+		}
+	}
+}
+
+func (l *Log) fail(reqs []*request, err error) {
+	for _, r := range reqs {
+		if r.res != nil {
+			l.lost.Add(1)
+			l.lostSince++
+			r.res <- result{err: err}
+		}
+	}
+}
+
+// checkpoint appends a (signed) checkpoint of the last durable entry if the
+// chain moved since the last checkpoint.
+func (l *Log) checkpoint() error {
+	if l.seq == 0 || l.seq == l.cp.Seq || l.broken != nil {
+		return nil
+	}
+	cp := signCheckpoint(Checkpoint{Chain: l.chain, Seq: l.seq, Hash: l.prev, TS: time.Now().UTC().Format(tsLayout)}, l.key)
+	if err := l.writeCheckpoint(cp); err != nil {
+		l.checkpointErrors.Add(1)
+		l.log.Error("audit checkpoint failed", "seq", cp.Seq, "err", err)
+		return err
+	}
+	l.cp = cp
+	l.checkpoints.Add(1)
+	return nil
+}
+
+func (l *Log) writeCheckpoint(cp Checkpoint) error {
+	name := checkpointName(l.chain)
+	if l.cpFile == nil {
+		f, err := os.OpenFile(join(l.dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", name, err)
+		}
+		if err := syncDir(l.dir); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("sync audit dir: %w", err)
+		}
+		l.cpFile = f
+	}
+	if l.cpDirty {
+		if err := l.cpFile.Truncate(l.cpSize); err != nil {
+			return fmt.Errorf("repair %s: %w", name, err)
+		}
+		l.cpDirty = false
+	}
+	line := cp.line()
+	_, err := l.cpFile.Write(line)
+	if err == nil {
+		err = l.cpFile.Sync()
+	}
+	if err != nil {
+		l.cpDirty = true
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	l.cpSize += int64(len(line))
+	return nil
+}
+
+func (l *Log) closeFiles() {
+	if l.f != nil {
+		_ = l.f.Close()
+	}
+	if l.cpFile != nil {
+		_ = l.cpFile.Close()
+	}
+	l.f, l.cpFile = nil, nil
+	if l.lock != nil {
+		unlockChain(l.lock)
+		l.lock = nil
+	}
+}

@@ -1,0 +1,318 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gowebpki/jcs"
+)
+
+// recompute is an independent verifier: it decodes each line generically,
+// drops "hash", canonicalizes with jcs and checks hash, seq and prev_hash.
+func recompute(t *testing.T, lines [][]byte) {
+	t.Helper()
+	prev := strings.Repeat("0", 64)
+	for i, line := range lines {
+		var m map[string]any
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if len(m) != 11 {
+			t.Errorf("line %d has %d fields, want 11", i+1, len(m))
+		}
+		hash, _ := m["hash"].(string)
+		delete(m, "hash")
+		raw, _ := json.Marshal(m)
+		canon, err := jcs.Transform(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(canon)
+		if got := hex.EncodeToString(sum[:]); got != hash {
+			t.Errorf("line %d: hash %s, recomputed %s", i+1, hash, got)
+		}
+		if m["prev_hash"] != prev {
+			t.Errorf("line %d: prev_hash %v, want %s", i+1, m["prev_hash"], prev)
+		}
+		if m["seq"] != json.Number(fmt.Sprint(i+1)) {
+			t.Errorf("line %d: seq %v", i+1, m["seq"])
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, m["ts"].(string)); err != nil || ts.Location() != time.UTC {
+			t.Errorf("line %d: ts %v (%v)", i+1, m["ts"], err)
+		}
+		prev = hash
+	}
+}
+
+func TestAppendChain(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Config{Dir: dir})
+	records := []Record{
+		{Kind: KindLLMRequest, AgentID: "claude-3", SessionID: "s", RequestID: "r1",
+			PayloadSHA256: strings.Repeat("ab", 32), Summary: map[string]any{"model": "gpt-4o", "checks": map[string]any{"auth": "pass"}}},
+		{Kind: KindLLMResponse, AgentID: "claude-3", RequestID: "r1", Summary: map[string]any{"tokens": map[string]any{"total": 42}, "thought": "é \"x\" <&>"}},
+		{Kind: KindAuthFailure, Summary: nil},
+		{Kind: KindConfigReload, Summary: map[string]any{"ok": true, "latency_ms": 1.25}},
+	}
+	var got []Entry
+	for _, r := range records {
+		e, err := l.Append(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := allLines(t, dir, "gw-test")
+	if len(lines) != len(records) {
+		t.Fatalf("%d lines, want %d", len(lines), len(records))
+	}
+	recompute(t, lines)
+	for i, e := range got {
+		if e.Seq != int64(i+1) || e.Chain != "gw-test" || e.Kind != records[i].Kind {
+			t.Errorf("entry %d = %+v", i, e)
+		}
+		if !bytes.Contains(lines[i], []byte(`"hash":"`+e.Hash+`"`)) {
+			t.Errorf("entry %d: returned hash not in line", i)
+		}
+	}
+	if string(got[2].Summary) != "{}" {
+		t.Errorf("nil summary written as %s", got[2].Summary)
+	}
+	rep := mustVerify(t, dir)
+	if rep.Entries != 4 || rep.Chains[0].LastHash != got[3].Hash {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+func TestConcurrentAppends(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		writers, perWriter  int
+		segMax              int64
+		wantSegmentsAtLeast int
+	}{
+		{"64x50", 64, 50, 0, 1},
+		{"1000x3", 1000, 3, 0, 1},
+		{"64x20 rotating", 64, 20, 16 << 10, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, Config{Dir: dir, SegmentMaxBytes: tc.segMax})
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			seen := map[int64]string{}
+			for w := 0; w < tc.writers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < tc.perWriter; i++ {
+						e, err := l.Append(context.Background(), rec(w*tc.perWriter+i))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						seen[e.Seq] = e.Hash
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			st := l.Stats()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			n := tc.writers * tc.perWriter
+			if len(seen) != n || st.Entries != uint64(n) {
+				t.Fatalf("%d distinct seqs, %d entries, want %d", len(seen), st.Entries, n)
+			}
+			if st.Fsyncs >= uint64(n) {
+				t.Errorf("%d fsyncs for %d entries: no group commit", st.Fsyncs, n)
+			}
+			rep := mustVerify(t, dir)
+			if rep.Entries != int64(n) || rep.Chains[0].LastHash != seen[int64(n)] {
+				t.Errorf("verify: %d entries, last %s", rep.Entries, rep.Chains[0].LastHash)
+			}
+			if got := len(segments(t, dir, "gw-test")); got < tc.wantSegmentsAtLeast {
+				t.Errorf("%d segments, want >= %d", got, tc.wantSegmentsAtLeast)
+			}
+			recompute(t, allLines(t, dir, "gw-test"))
+			t.Logf("%d entries, %d fsyncs, %d segments", n, st.Fsyncs, len(segments(t, dir, "gw-test")))
+		})
+	}
+}
+
+func TestRotationAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, SegmentMaxBytes: 1024, CheckpointEvery: -1}
+	l := openLog(t, cfg)
+	first := appendN(t, l, 20)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs := segments(t, dir, "gw-test")
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want several", len(segs))
+	}
+	for _, p := range segs {
+		fi, _ := os.Stat(p)
+		lines := bytes.Count(must(os.ReadFile(p)), []byte("\n"))
+		if fi.Size() > 1024 && lines > 1 {
+			t.Errorf("%s: %d bytes over the limit with %d lines", p, fi.Size(), lines)
+		}
+		e, err := parseEntry(bytes.SplitN(must(os.ReadFile(p)), []byte("\n"), 2)[0])
+		if err != nil || filepath.Base(p) != segmentName("gw-test", e.Seq) {
+			t.Errorf("%s: first entry seq %d (%v)", p, e.Seq, err)
+		}
+	}
+	l = openLog(t, cfg)
+	e, err := l.Append(context.Background(), rec(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Seq != 21 || e.PrevHash != first[19].Hash {
+		t.Errorf("after reopen: seq %d prev %s, want 21 %s", e.Seq, e.PrevHash, first[19].Hash)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recompute(t, allLines(t, dir, "gw-test"))
+	if rep := mustVerify(t, dir); rep.Entries != 21 {
+		t.Errorf("entries %d", rep.Entries)
+	}
+}
+
+func TestCloseAndAppendAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Config{Dir: dir})
+	appendN(t, l, 3)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, err := l.Append(context.Background(), rec(0))
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close: %v", err)
+	}
+	if l.Stats().Lost != 1 {
+		t.Errorf("lost = %d", l.Stats().Lost)
+	}
+	// Close released the chain: it can be opened again.
+	l2 := openLog(t, Config{Dir: dir})
+	if e := appendN(t, l2, 1)[0]; e.Seq != 4 {
+		t.Errorf("seq %d after reopen", e.Seq)
+	}
+}
+
+func TestOpenTwiceRefused(t *testing.T) {
+	dir := t.TempDir()
+	openLog(t, Config{Dir: dir})
+	if _, err := Open(Config{Dir: dir, Chain: "gw-test", Logger: quietLogger()}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second Open: %v", err)
+	}
+	if _, err := Open(Config{Dir: dir, Chain: "../evil"}); err == nil {
+		t.Fatal("bad chain name accepted")
+	}
+}
+
+func TestAppendContextCancelled(t *testing.T) {
+	l := openLog(t, Config{Dir: t.TempDir()})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Either outcome is allowed (the request may already be queued), but a
+	// cancelled context must not hang and must not break the log.
+	_, _ = l.Append(ctx, rec(0))
+	if _, err := l.Append(context.Background(), rec(1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faultyFile fails writes (after writing half) and syncs while fail is set.
+type faultyFile struct {
+	*os.File
+	fail atomic.Bool
+}
+
+func (f *faultyFile) Write(p []byte) (int, error) {
+	if f.fail.Load() {
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, errors.New("injected: no space left on device")
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultyFile) Sync() error {
+	if f.fail.Load() {
+		return errors.New("injected: input/output error")
+	}
+	return f.File.Sync()
+}
+
+func TestWriteFailureAndRepair(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Config{Dir: dir, CheckpointEvery: -1})
+	appendN(t, l, 2) // creates the segment
+	// Set before the next Append: the channel send orders it before the writer reads it.
+	ff := &faultyFile{File: l.f.(*os.File)}
+	l.f = ff
+	l.backoff = time.Hour
+	ff.fail.Store(true)
+	for i := 0; i < 3; i++ {
+		_, err := l.Append(context.Background(), rec(i))
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("append %d while failing: %v", i, err)
+		}
+	}
+	if st := l.Stats(); st.Lost != 3 {
+		t.Errorf("lost = %d, want 3", st.Lost)
+	}
+	ff.fail.Store(false)
+	// Still within the backoff: fails fast without touching the file.
+	if _, err := l.Append(context.Background(), rec(0)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("append within backoff: %v", err)
+	}
+	l.backoff = 0 // ordered before the writer's read by the next Append's send
+	e, err := l.Append(context.Background(), rec(9))
+	if err != nil {
+		t.Fatalf("append after repair: %v", err)
+	}
+	if e.Seq != 4 {
+		t.Errorf("seq %d, want 4 (3 is the audit.loss entry)", e.Seq)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := allLines(t, dir, "gw-test")
+	recompute(t, lines)
+	loss, err := parseEntry(lines[2])
+	if err != nil || loss.Kind != KindLoss || !bytes.Contains(loss.Summary, []byte(`"lost":4`)) {
+		t.Errorf("entry 3 = %s (%v)", lines[2], err)
+	}
+	mustVerify(t, dir)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

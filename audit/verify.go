@@ -1,0 +1,342 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"time"
+)
+
+// Report is the outcome of Verify.
+type Report struct {
+	Chains   []ChainReport `json:"chains"`
+	Entries  int64         `json:"entries"`  // in all chains
+	Failures []Failure     `json:"failures"` // at most one per chain, in chain order
+}
+
+// ChainReport describes one chain as far as it verified.
+type ChainReport struct {
+	Chain          string      `json:"chain"`
+	Segments       int         `json:"segments"`
+	Entries        int64       `json:"entries"`
+	LastSeq        int64       `json:"last_seq"`
+	LastHash       string      `json:"last_hash"`
+	FirstTS        time.Time   `json:"first_ts"`
+	LastTS         time.Time   `json:"last_ts"`
+	Checkpoints    int         `json:"checkpoints"`
+	LastCheckpoint *Checkpoint `json:"last_checkpoint,omitempty"`
+	// SignaturesChecked is true when Verify was given a public key (every
+	// checkpoint's signature then verified, else the chain failed).
+	SignaturesChecked bool       `json:"signatures_checked"`
+	Recoveries        []Recovery `json:"recoveries,omitempty"`
+	Failure           *Failure   `json:"failure,omitempty"`
+}
+
+// Recovery is an audit.recovery entry: bytes a crash left torn, moved aside
+// by Open. It is a recorded event, not a failure.
+type Recovery struct {
+	Seq      int64  `json:"seq"` // of the audit.recovery entry
+	File     string `json:"file"`
+	TornFile string `json:"torn_file"`
+	Offset   int64  `json:"offset"`
+	Length   int64  `json:"length"`
+	SHA256   string `json:"sha256"`
+	// Present is true when the torn file is still in the directory (its
+	// content then matched the recorded length and sha256).
+	Present bool `json:"present"`
+}
+
+// Failure locates the first problem in a chain. Line is 1-based within
+// File (0 when the problem is the file itself); Seq is the entry's seq when
+// known, else 0.
+type Failure struct {
+	Chain  string `json:"chain"`
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Seq    int64  `json:"seq"`
+	Reason string `json:"reason"`
+}
+
+func (f *Failure) Error() string {
+	loc := f.File
+	if f.Line > 0 {
+		loc = fmt.Sprintf("%s line %d", loc, f.Line)
+	}
+	if f.Seq > 0 {
+		loc = fmt.Sprintf("%s (seq %d)", loc, f.Seq)
+	}
+	return fmt.Sprintf("audit chain %q broken at %s: %s", f.Chain, loc, f.Reason)
+}
+
+// Verify recomputes every chain in dir on its own: each entry's hash, its
+// link to the previous entry, gap-free seqs from 1, the segment names, the
+// checkpoints (hash at their seq, none beyond the end, signatures when pub
+// is not nil) and the .torn files (each must match an audit.recovery
+// entry). It returns the report and, when a chain is broken, a *Failure
+// for the first broken chain; other errors are I/O errors.
+//
+// Run on a directory a gateway is writing, the entry being written at that
+// instant may show as a torn line; verify a copy or run it again.
+func Verify(dir string, pub ed25519.PublicKey) (Report, error) {
+	chains, err := scanDir(dir)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Chains: make([]ChainReport, 0, len(chains))}
+	for _, cf := range chains {
+		cr, err := verifyChain(dir, cf, pub)
+		if err != nil {
+			return rep, err
+		}
+		rep.Entries += cr.Entries
+		if cr.Failure != nil {
+			rep.Failures = append(rep.Failures, *cr.Failure)
+		}
+		rep.Chains = append(rep.Chains, cr)
+	}
+	if len(rep.Failures) > 0 {
+		return rep, &rep.Failures[0]
+	}
+	return rep, nil
+}
+
+// IsFailure reports whether err (from Verify or Export) is a broken chain
+// rather than an I/O or usage problem.
+func IsFailure(err error) bool {
+	var f *Failure
+	return errors.As(err, &f)
+}
+
+type cpLine struct {
+	cp   Checkpoint
+	line int
+}
+
+func verifyChain(dir string, cf *chainFiles, pub ed25519.PublicKey) (ChainReport, error) {
+	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: pub != nil}
+	fail := func(file string, line int, seq int64, format string, args ...any) (ChainReport, error) {
+		cr.Failure = &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+		return cr, nil
+	}
+	cps, cpFail, err := loadCheckpoints(dir, cf, pub)
+	if err != nil {
+		return cr, err
+	}
+	bySeq := map[int64][]cpLine{}
+	for _, c := range cps {
+		bySeq[c.cp.Seq] = append(bySeq[c.cp.Seq], c)
+	}
+	if n := len(cps); n > 0 {
+		cr.Checkpoints = n
+		last := cps[n-1].cp
+		cr.LastCheckpoint = &last
+	}
+
+	expect, prev := int64(1), GenesisHash
+	for _, seg := range cf.segments {
+		if seg.firstSeq != expect {
+			return fail(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed", seg.firstSeq, expect)
+		}
+		var bad *Failure
+		err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+			f := func(seq int64, format string, args ...any) bool {
+				bad = &Failure{Chain: cf.chain, File: seg.name, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+				return false
+			}
+			if !complete {
+				return f(0, "torn line (no newline at end of file) where seq %d was expected", expect)
+			}
+			e, err := parseEntry(line)
+			switch {
+			case errors.Is(err, errHashMismatch):
+				return f(e.Seq, "%v", err)
+			case err != nil:
+				return f(0, "malformed entry where seq %d was expected: %v", expect, err)
+			case e.Chain != cf.chain:
+				return f(e.Seq, "entry of chain %q in a segment of chain %q", e.Chain, cf.chain)
+			case e.Seq > expect:
+				return f(e.Seq, "seq gap: expected seq %d, found seq %d (entries missing or reordered)", expect, e.Seq)
+			case e.Seq < expect:
+				return f(e.Seq, "seq %d repeated or out of order (expected seq %d)", e.Seq, expect)
+			case e.PrevHash != prev:
+				return f(e.Seq, "broken link: prev_hash is not the hash of seq %d", e.Seq-1)
+			}
+			for _, c := range bySeq[e.Seq] {
+				if c.cp.Hash != e.Hash {
+					bad = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: c.line, Seq: e.Seq,
+						Reason: fmt.Sprintf("checkpoint hash does not match the hash of seq %d in %s line %d", e.Seq, seg.name, num)}
+					return false
+				}
+			}
+			if e.Kind == KindRecovery {
+				cr.Recoveries = append(cr.Recoveries, recoveryOf(e))
+			}
+			if cr.Entries == 0 {
+				cr.FirstTS = e.TS
+			}
+			cr.Entries++
+			cr.LastSeq, cr.LastHash, cr.LastTS = e.Seq, e.Hash, e.TS
+			expect, prev = e.Seq+1, e.Hash
+			return true
+		})
+		if err != nil {
+			return cr, err
+		}
+		if bad != nil {
+			cr.Failure = bad
+			return cr, nil
+		}
+	}
+	if cpFail != nil {
+		cr.Failure = cpFail
+		return cr, nil
+	}
+	for _, c := range cps {
+		if c.cp.Seq > cr.LastSeq {
+			return fail(cf.checkpoints, c.line, c.cp.Seq, "checkpoint at seq %d is beyond the end of the chain (last seq %d): entries are missing", c.cp.Seq, cr.LastSeq)
+		}
+	}
+	if pub != nil && cr.Entries > 0 && len(cps) == 0 {
+		return fail(checkpointName(cf.chain), 0, 0, "no checkpoint: the chain's signatures cannot be checked")
+	}
+	for _, t := range cf.torn {
+		i := -1
+		for j, r := range cr.Recoveries {
+			if r.TornFile == t.name {
+				i = j
+			}
+		}
+		if i < 0 {
+			return fail(t.name, 0, 0, "torn file with no audit.recovery entry")
+		}
+		data, err := os.ReadFile(join(dir, t.name))
+		if err != nil {
+			return cr, fmt.Errorf("read torn file: %w", err)
+		}
+		r := &cr.Recoveries[i]
+		if int64(len(data)) != r.Length || sha256Hex(data) != r.SHA256 {
+			return fail(t.name, 0, r.Seq, "torn file differs from what the audit.recovery entry at seq %d recorded", r.Seq)
+		}
+		r.Present = true
+	}
+	return cr, nil
+}
+
+// loadCheckpoints parses a chain's checkpoints file. A malformed line, a
+// seq going backwards or (with pub) a bad signature is returned as fail,
+// with the checkpoints read before it.
+func loadCheckpoints(dir string, cf *chainFiles, pub ed25519.PublicKey) (cps []cpLine, fail *Failure, err error) {
+	if cf.checkpoints == "" {
+		return nil, nil, nil
+	}
+	err = eachLine(join(dir, cf.checkpoints), func(num int, line []byte, complete bool) bool {
+		f := func(seq int64, format string, args ...any) bool {
+			fail = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+			return false
+		}
+		if !complete {
+			return f(0, "torn checkpoint line (no newline at end of file)")
+		}
+		cp, err := parseCheckpoint(line)
+		if err != nil {
+			return f(0, "malformed checkpoint: %v", err)
+		}
+		if cp.Chain != cf.chain {
+			return f(cp.Seq, "checkpoint of chain %q in the checkpoints of chain %q", cp.Chain, cf.chain)
+		}
+		if n := len(cps); n > 0 && cp.Seq < cps[n-1].cp.Seq {
+			return f(cp.Seq, "checkpoint seq goes back from %d", cps[n-1].cp.Seq)
+		}
+		if pub != nil {
+			if err := cp.verifySignature(pub); err != nil {
+				return f(cp.Seq, "%v", err)
+			}
+		}
+		cps = append(cps, cpLine{cp: cp, line: num})
+		return true
+	})
+	return cps, fail, err
+}
+
+// eachLine calls fn for each line of the file at path until fn returns false.
+func eachLine(path string, fn func(num int, line []byte, complete bool) bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lr := newLineReader(f)
+	for {
+		line, complete, err := lr.line()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if !fn(lr.num, line, complete) {
+			return nil
+		}
+	}
+}
+
+// entries yields a chain's entries with their lines, in seq order, up to
+// and including seq upTo. It trusts files Verify has just checked.
+func entries(dir string, cf *chainFiles, upTo int64) iter.Seq2[lineEntry, error] {
+	return func(yield func(lineEntry, error) bool) {
+		for _, seg := range cf.segments {
+			if seg.firstSeq > upTo {
+				return
+			}
+			var ierr error
+			stopped := false
+			err := eachLine(join(dir, seg.name), func(_ int, line []byte, complete bool) bool {
+				e, err := parseOwnEntry(line)
+				if err != nil || !complete {
+					ierr = fmt.Errorf("%s changed after it was verified", seg.name)
+					return false
+				}
+				if e.Seq > upTo {
+					stopped = true
+					return false
+				}
+				if !yield(lineEntry{e: e, line: line}, nil) {
+					stopped = true
+					return false
+				}
+				return true
+			})
+			if err == nil {
+				err = ierr
+			}
+			if err != nil {
+				yield(lineEntry{}, err)
+				return
+			}
+			if stopped {
+				return
+			}
+		}
+	}
+}
+
+type lineEntry struct {
+	e    Entry
+	line []byte // without its newline
+}
+
+func recoveryOf(e Entry) Recovery {
+	var s struct {
+		File     string `json:"file"`
+		TornFile string `json:"torn_file"`
+		Offset   int64  `json:"offset"`
+		Length   int64  `json:"length"`
+		SHA256   string `json:"sha256"`
+	}
+	_ = json.Unmarshal(e.Summary, &s) // a malformed summary leaves zero values, which no torn file matches
+	return Recovery{Seq: e.Seq, File: s.File, TornFile: s.TornFile, Offset: s.Offset, Length: s.Length, SHA256: s.SHA256}
+}

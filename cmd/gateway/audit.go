@@ -1,0 +1,239 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sacpgw/gateway/audit"
+)
+
+const defaultAuditDir = "data/audit"
+
+const auditUsage = `usage:
+  gateway audit verify [--dir D] [--pubkey FILE] [--json]
+  gateway audit export [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
+  gateway audit keygen --out PREFIX | --private FILE --public FILE
+
+D defaults to data/audit. T is an RFC 3339 time, a date (UTC) or a duration ago (24h).
+Exit codes: 0 ok, 1 a check failed, 2 usage error.
+`
+
+// auditMain runs `gateway audit ...`; args are the arguments after "audit".
+// It returns the process exit code: 0 ok, 1 a check failed, 2 usage error.
+func auditMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, auditUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "verify":
+		return auditVerify(args[1:], stdout, stderr)
+	case "export":
+		return auditExport(args[1:], stdout, stderr)
+	case "keygen":
+		return auditKeygen(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, auditUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "gateway audit: unknown command %q (want verify, export or keygen)\n", args[0])
+	return exitUsage
+}
+
+// parseFlags parses args into flags; it returns an exit code and false when
+// the caller should stop (help asked for, or a usage error already printed).
+func parseFlags(flags *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false // the flag package has printed the problem and the usage
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "gateway audit %s: unexpected argument %q\n", flags.Name(), flags.Arg(0))
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	flags := flag.NewFlagSet(name, flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	return flags
+}
+
+// checkDir turns a missing or unreadable --dir into a usage error.
+func checkDir(cmd, dir string, stderr io.Writer) bool {
+	fi, err := os.Stat(dir)
+	if err == nil && fi.IsDir() {
+		return true
+	}
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "gateway audit %s: --dir %s: no such directory\n", cmd, dir)
+	} else {
+		fmt.Fprintf(stderr, "gateway audit %s: --dir %s: %v\n", cmd, dir, err)
+	}
+	return false
+}
+
+func auditVerify(args []string, stdout, stderr io.Writer) int {
+	flags := newFlagSet("verify", stderr)
+	dir := flags.String("dir", defaultAuditDir, "audit directory")
+	pubFile := flags.String("pubkey", "", "ed25519 public key (PEM) to check checkpoint signatures with")
+	asJSON := flags.Bool("json", false, "print the full report as JSON")
+	if code, ok := parseFlags(flags, args, stderr); !ok {
+		return code
+	}
+	if !checkDir("verify", *dir, stderr) {
+		return exitUsage
+	}
+	var pub ed25519.PublicKey
+	if *pubFile != "" {
+		var err error
+		if pub, err = audit.LoadPublicKey(*pubFile); err != nil {
+			fmt.Fprintf(stderr, "gateway audit verify: --pubkey: %v\n", err)
+			return exitUsage
+		}
+	}
+	rep, err := audit.Verify(*dir, pub)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	}
+	var f *audit.Failure
+	switch {
+	case errors.As(err, &f):
+		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s line %d (seq %d): %s\n", f.File, f.Line, f.Seq, f.Reason)
+		return exitFailed
+	case err != nil:
+		fmt.Fprintf(stderr, "gateway audit verify: %v\n", err)
+		return exitFailed
+	}
+	if !*asJSON {
+		fmt.Fprintln(stdout, verifySummary(rep))
+	}
+	return exitOK
+}
+
+// verifySummary is the one-line result of a successful verify.
+func verifySummary(rep audit.Report) string {
+	var b strings.Builder
+	recoveries := 0
+	fmt.Fprintf(&b, "ok: %d chains, %d entries", len(rep.Chains), rep.Entries)
+	for _, c := range rep.Chains {
+		recoveries += len(c.Recoveries)
+		fmt.Fprintf(&b, "; %s: last seq %d hash %s", c.Chain, c.LastSeq, c.LastHash)
+		switch cp := c.LastCheckpoint; {
+		case cp == nil:
+			b.WriteString(", no checkpoint")
+		case c.SignaturesChecked:
+			fmt.Fprintf(&b, ", checkpoint seq %d signature ok", cp.Seq)
+		case cp.Signature == "":
+			fmt.Fprintf(&b, ", checkpoint seq %d unsigned", cp.Seq)
+		default:
+			fmt.Fprintf(&b, ", checkpoint seq %d signature not checked (no --pubkey)", cp.Seq)
+		}
+	}
+	if recoveries > 0 {
+		fmt.Fprintf(&b, "; %d recorded crash recoveries", recoveries)
+	}
+	return b.String()
+}
+
+func auditExport(args []string, stdout, stderr io.Writer) int {
+	flags := newFlagSet("export", stderr)
+	dir := flags.String("dir", defaultAuditDir, "audit directory")
+	format := flags.String("format", "", "jsonl (original lines) or csv (summary flattened into columns)")
+	since := flags.String("since", "", "only entries at or after T")
+	until := flags.String("until", "", "only entries before T")
+	agent := flags.String("agent", "", "only entries of this agent_id")
+	kind := flags.String("kind", "", `only entries of this kind ("llm.*" for a prefix)`)
+	out := flags.String("out", "", "export file; the manifest goes to FILE.manifest.json")
+	if code, ok := parseFlags(flags, args, stderr); !ok {
+		return code
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "gateway audit export: "+format+"\n", a...)
+		return exitUsage
+	}
+	if *format != "jsonl" && *format != "csv" {
+		return usage("--format %q: want jsonl or csv", *format)
+	}
+	if *out == "" {
+		return usage("--out is required")
+	}
+	f := audit.Filter{Agent: *agent, Kind: *kind}
+	var err error
+	if f.Since, err = parseTime(*since, time.Now()); err != nil {
+		return usage("--since %v", err)
+	}
+	if f.Until, err = parseTime(*until, time.Now()); err != nil {
+		return usage("--until %v", err)
+	}
+	if !checkDir("export", *dir, stderr) {
+		return exitUsage
+	}
+	m, err := audit.Export(*dir, f, *format, *out)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "exported %d entries to %s (sha256 %s); manifest %s.manifest.json\n", m.Count, *out, m.SHA256, *out)
+	return exitOK
+}
+
+// parseTime reads a --since/--until value: RFC 3339, a date (midnight UTC)
+// or a duration before now. Empty means no bound.
+func parseTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-01-02T15:04:05Z), a date (2026-01-02) or a duration ago (24h)", s)
+}
+
+func auditKeygen(args []string, stdout, stderr io.Writer) int {
+	flags := newFlagSet("keygen", stderr)
+	prefix := flags.String("out", "", "write PREFIX.key (private) and PREFIX.pub (public)")
+	priv := flags.String("private", "", "private key file (with --public)")
+	pub := flags.String("public", "", "public key file (with --private)")
+	if code, ok := parseFlags(flags, args, stderr); !ok {
+		return code
+	}
+	switch {
+	case *prefix != "" && (*priv != "" || *pub != ""):
+		fmt.Fprintln(stderr, "gateway audit keygen: give either --out or --private and --public, not both")
+		return exitUsage
+	case *prefix != "":
+		*priv, *pub = *prefix+".key", *prefix+".pub"
+	case *priv == "" || *pub == "":
+		fmt.Fprintln(stderr, "gateway audit keygen: --out PREFIX (or --private and --public) is required")
+		return exitUsage
+	}
+	if err := audit.Keygen(*priv, *pub); err != nil {
+		fmt.Fprintf(stderr, "gateway audit keygen: %v\n", err)
+		if errors.Is(err, fs.ErrExist) {
+			return exitUsage // never overwrite a key: the caller named the wrong file
+		}
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "wrote %s (private, 0600: set audit.signing_key_file to it) and %s (public: give it to auditors for verify --pubkey)\n", *priv, *pub)
+	return exitOK
+}
