@@ -58,6 +58,7 @@ func ReadBody(kind Kind) Stage {
 			return err
 		}
 		ex.Body = body
+		ex.PayloadSHA256 = sha256Hex(body)
 		ex.Model = req.Model
 		ex.Stream = req.Stream
 		ex.TokenEstimate = EstimateTokens(kind, req)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/scope"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -40,6 +41,8 @@ type Forwarder struct {
 	Timeout time.Duration
 	// Log receives the reverse proxy's own error reports.
 	Log *slog.Logger
+	// Audit writes the llm.request and llm.response entries.
+	Audit *Recorder
 
 	bufPool bufferPool
 	errLog  *log.Logger
@@ -57,6 +60,10 @@ type call struct {
 	dropUsage bool
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
+	// waitRequest returns once the llm.request entry is durable (or failed).
+	waitRequest func() error
+	// responseAudited is set once an llm.response entry was attempted.
+	responseAudited bool
 }
 
 // Forward is the endpoint of the chat and embeddings chains.
@@ -82,6 +89,8 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request) error {
 		defer c.timer.Stop()
 	}
 	ex.Attempts++
+	ex.Audited = true
+	c.waitRequest = f.Audit.Start(ctx, record(ex, audit.KindLLMRequest, ex.PayloadSHA256, requestSummary(ex, r)))
 	rp := &httputil.ReverseProxy{
 		Rewrite:        c.rewrite,
 		Transport:      up.Transport,
@@ -136,13 +145,27 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		resp.Body.Close()
 		return &upstreamStatusError{status: resp.StatusCode}
 	}
+	// No answer leaves before the request is on record.
+	if err := c.waitRequest(); err != nil {
+		resp.Body.Close()
+		return err
+	}
+	ctx := resp.Request.Context()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A stream has started: from here it may run as long as it needs.
 		c.stopTimer()
 		resp.Header.Del("Content-Length")
 		resp.Header.Set("Cache-Control", "no-cache")
 		resp.Header.Set("X-Accel-Buffering", "no")
-		resp.Body = newSSEFilter(resp.Body, c.dropUsage, c.recordUsage)
+		status := resp.StatusCode
+		filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage)
+		filter.finish = func(sum string, complete bool) error {
+			if !complete && c.ex.ErrCode == "" {
+				c.ex.ErrCode = "stream_incomplete"
+			}
+			return c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, sum, responseSummary(c.ex, status)))
+		}
+		resp.Body = filter
 		return nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
@@ -162,6 +185,12 @@ func (c *call) modifyResponse(resp *http.Response) error {
 			c.recordUsage(*doc.Usage)
 		}
 	}
+	// Closed fail mode: the answer waits for its entry.
+	if err := c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, sha256Hex(body), responseSummary(c.ex, resp.StatusCode))); err != nil {
+		c.responseAudited = true
+		return err
+	}
+	c.responseAudited = true
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
@@ -197,6 +226,21 @@ func (e *upstreamStatusError) Error() string {
 func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	name := c.up.Name
+	defer func() {
+		if !c.responseAudited {
+			c.responseAudited = true
+			status := c.ex.Status
+			if status == 0 {
+				status = 499 // client closed the request
+			}
+			_ = c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, "", responseSummary(c.ex, status)))
+		}
+	}()
+	var ae *apierror.Error
+	if errors.As(err, &ae) {
+		Fail(w, r, ae) // an audit failure: 503
+		return
+	}
 	switch {
 	case errors.Is(context.Cause(ctx), errTimeout):
 		Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout,

@@ -8,6 +8,7 @@ import (
 	"path"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/scope"
@@ -21,6 +22,8 @@ type Deps struct {
 	Requests  limit.Limiter
 	Tokens    limit.Budget
 	Log       *slog.Logger
+	// Audit is the audit trail; nil disables auditing (tests of other stages only).
+	Audit Appender
 	// SidecarAgent, when set, is the agent requests without a token act as.
 	SidecarAgent string
 }
@@ -29,6 +32,7 @@ type Deps struct {
 type Gateway struct {
 	chat, embeddings, models http.Handler
 	upstreams                *upstream.Set
+	audit                    *Recorder
 }
 
 // New compiles the chains once, at startup.
@@ -41,15 +45,21 @@ func New(d Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens}
-	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log}
-	g := &Gateway{upstreams: d.Upstreams}
-	// Order matters: identity first (every later stage is per agent), then
-	// the body through the agent's size limit, then the model check (a
-	// request for a forbidden model must not spend the agent's rate), then
-	// the limits, then the upstream call.
-	g.chat = Chain(fwd.Forward, ident, ReadBody(KindChat), StageFunc(g.allowModel), lim)
-	g.embeddings = Chain(fwd.Forward, ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim)
+	var rec *Recorder
+	if d.Audit != nil {
+		rec = &Recorder{Log: d.Audit, FailClosed: d.Config.Gateway.Audit.FailMode == "closed", Logger: d.Log}
+	}
+	ident.Audit = rec
+	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec}
+	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec}
+	g := &Gateway{upstreams: d.Upstreams, audit: rec}
+	// Order matters: the rejection audit wraps everything so no refusal goes
+	// unrecorded; identity next (every later stage is per agent), then the
+	// body through the agent's size limit, then the model check (a request
+	// for a forbidden model must not spend the agent's rate), then the
+	// limits, then the upstream call.
+	g.chat = Chain(fwd.Forward, StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim)
+	g.embeddings = Chain(fwd.Forward, StageFunc(g.auditRejection), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim)
 	g.models = Chain(g.listModels, ident)
 	return g, nil
 }
@@ -62,6 +72,21 @@ func (g *Gateway) Embeddings() http.Handler { return g.embeddings }
 
 // Models serves GET /v1/models.
 func (g *Gateway) Models() http.Handler { return g.models }
+
+// auditRejection records a request the gateway refused before any upstream
+// call (400, 404, 413...). The refusal has already been sent: the entry is
+// written after it, because there is no answer left to withhold.
+func (g *Gateway) auditRejection(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	next.ServeHTTP(w, r)
+	ex := scope.Get(r.Context())
+	if ex.Audited || ex.ErrCode == "" {
+		return nil
+	}
+	s := requestSummary(ex, r)
+	s["status"], s["error_code"] = ex.Status, ex.ErrCode
+	_ = g.audit.Write(r.Context(), record(ex, audit.KindLLMRequest, ex.PayloadSHA256, s))
+	return nil
+}
 
 // allowModel refuses a model outside the agent's allow-list or served by no
 // upstream, with OpenAI's 404 model_not_found.

@@ -3,10 +3,12 @@ package proxy
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"strings"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/scope"
 )
@@ -19,6 +21,8 @@ import (
 type Identifier struct {
 	agents  []tokenEntry
 	sidecar *config.Agent
+	// Audit records failed authentications (never the token).
+	Audit *Recorder
 }
 
 type tokenEntry struct {
@@ -53,11 +57,23 @@ func (e *unknownAgentError) Error() string {
 
 // Serve implements Stage.
 func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	ex := scope.Get(r.Context())
 	a, err := s.Identify(r)
 	if err != nil {
+		ex.Audited = true
+		e := apierror.From(err)
+		summary := map[string]any{"route": r.URL.Path, "method": r.Method, "reason": e.Message, "remote": clientIP(r)}
+		if aerr := s.Audit.Write(r.Context(), record(ex, audit.KindAuthFailure, "", summary)); aerr != nil {
+			return aerr
+		}
 		return err
 	}
-	scope.Get(r.Context()).Agent = a
+	ex.Agent = a
+	method := "token"
+	if _, present := bearer(r); !present {
+		method = "sidecar"
+	}
+	ex.Check("auth", map[string]any{"verdict": "pass", "method": method})
 	next.ServeHTTP(w, r)
 	return nil
 }
@@ -89,6 +105,16 @@ func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
 		return nil, apierror.Unauthorized("This sidecar gateway serves agent " + s.sidecar.ID + " only.")
 	}
 	return match, nil
+}
+
+// clientIP is the peer address without the port; proxies in front of the
+// gateway are not trusted to rewrite it.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // bearer extracts the token from "Authorization: Bearer <t>" or Azure's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/scope"
@@ -21,6 +22,19 @@ import (
 type Limits struct {
 	Requests limit.Limiter
 	Tokens   limit.Budget
+	// Audit records rejections.
+	Audit *Recorder
+}
+
+// reject audits a 429 and returns it.
+func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error) error {
+	ex.Audited = true
+	ex.Check("limits", map[string]any{"verdict": "reject", "dimension": dim})
+	summary := map[string]any{"route": r.URL.Path, "model": ex.Model, "dimension": dim, "checks": cloneChecks(ex.Checks)}
+	if err := l.Audit.Write(r.Context(), record(ex, audit.KindRateLimitReject, ex.PayloadSHA256, summary)); err != nil {
+		return err
+	}
+	return e
 }
 
 func rule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period} }
@@ -37,11 +51,13 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		}
 		setLimitHeaders(h, "requests", res)
 		if !res.Allowed {
-			return apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
-				a.ID, a.RateLimit, roundUp(res.RetryAfter)), retryAfter(h, res))
+			return l.reject(r, ex, "requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
+				a.ID, a.RateLimit, roundUp(res.RetryAfter)), retryAfter(h, res)))
 		}
 	}
+	verdict := map[string]any{"verdict": "pass", "requests": a.RateLimit.String(), "tokens": a.TokenLimit.String()}
 	if a.TokenLimit.IsZero() {
+		ex.Check("limits", verdict)
 		next.ServeHTTP(w, r)
 		return nil
 	}
@@ -53,9 +69,11 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	setLimitHeaders(h, "tokens", res)
 	if !res.Allowed {
-		return apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
-			a.ID, a.TokenLimit, reserved, roundUp(res.RetryAfter)), retryAfter(h, res))
+		return l.reject(r, ex, "tokens", apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
+			a.ID, a.TokenLimit, reserved, roundUp(res.RetryAfter)), retryAfter(h, res)))
 	}
+	verdict["tokens_reserved"] = reserved
+	ex.Check("limits", verdict)
 	next.ServeHTTP(w, r)
 	actual := reserved
 	if ex.UsageKnown {

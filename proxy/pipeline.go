@@ -53,6 +53,7 @@ func Fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := apierror.Write(w, err)
 	if ex := scope.Lookup(r.Context()); ex != nil {
 		ex.ErrCode = e.Code
+		ex.Status = e.Status
 		if e.Err != nil {
 			ex.Err = e.Err
 		}

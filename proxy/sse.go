@@ -3,8 +3,11 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"io"
 
 	"github.com/sacpgw/gateway/scope"
@@ -22,6 +25,13 @@ type sseFilter struct {
 	// dropUsage removes usage-only chunks (no choices) the client did not ask for.
 	dropUsage bool
 	onUsage   func(scope.Usage)
+	// finish, if set, is called once: when the [DONE] event is about to be
+	// sent (complete), or when the stream ends or is closed without one.
+	// sum is the SHA-256 of every byte sent, [DONE] included. An error at
+	// [DONE] replaces it with an error event: the stream is not completed.
+	finish   func(sum string, complete bool) error
+	finished bool
+	hash     hash.Hash
 
 	ev  []byte // the event being assembled
 	out []byte // bytes ready for Read
@@ -30,7 +40,7 @@ type sseFilter struct {
 }
 
 func newSSEFilter(body io.ReadCloser, dropUsage bool, onUsage func(scope.Usage)) *sseFilter {
-	return &sseFilter{src: bufio.NewReaderSize(body, 16<<10), closer: body, dropUsage: dropUsage, onUsage: onUsage}
+	return &sseFilter{src: bufio.NewReaderSize(body, 16<<10), closer: body, dropUsage: dropUsage, onUsage: onUsage, hash: sha256.New()}
 }
 
 func (f *sseFilter) Read(p []byte) (int, error) {
@@ -46,7 +56,25 @@ func (f *sseFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (f *sseFilter) Close() error { return f.closer.Close() }
+func (f *sseFilter) Close() error {
+	f.end(false)
+	return f.closer.Close()
+}
+
+// end calls finish once.
+func (f *sseFilter) end(complete bool) error {
+	if f.finished || f.finish == nil {
+		return nil
+	}
+	f.finished = true
+	return f.finish(hex.EncodeToString(f.hash.Sum(nil)), complete)
+}
+
+// send queues bytes for the client and hashes them.
+func (f *sseFilter) send(b []byte) {
+	f.out = append(f.out, b...)
+	f.hash.Write(b)
+}
 
 // next reads one event (up to and including its blank line) into f.out.
 func (f *sseFilter) next() {
@@ -61,6 +89,7 @@ func (f *sseFilter) next() {
 			// End of stream (or a cut upstream): pass what there is, then the error.
 			f.emit()
 			f.err = err
+			f.end(false)
 			return
 		}
 		if isBlank(line) {
@@ -70,10 +99,24 @@ func (f *sseFilter) next() {
 	}
 }
 
-var usageKey = []byte(`"usage"`)
+var (
+	usageKey  = []byte(`"usage"`)
+	doneData  = []byte("[DONE]")
+	auditFail = []byte(`data: {"error":{"message":"The audit trail is unavailable; the answer was not completed.","type":"server_error","code":"audit_unavailable","param":null}}` + "\n\n")
+)
 
 func (f *sseFilter) emit() {
 	if len(f.ev) == 0 {
+		return
+	}
+	if f.finish != nil && bytes.Contains(f.ev, doneData) && bytes.Equal(eventData(f.ev), doneData) {
+		f.hash.Write(f.ev)
+		f.finished = true
+		if err := f.finish(hex.EncodeToString(f.hash.Sum(nil)), true); err != nil {
+			f.out = append(f.out, auditFail...)
+			return
+		}
+		f.out = append(f.out, f.ev...)
 		return
 	}
 	if bytes.Contains(f.ev, usageKey) {
@@ -90,7 +133,7 @@ func (f *sseFilter) emit() {
 			}
 		}
 	}
-	f.out = append(f.out, f.ev...)
+	f.send(f.ev)
 }
 
 func isBlank(line []byte) bool {

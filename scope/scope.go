@@ -44,10 +44,57 @@ type Exchange struct {
 	Attempts int
 	// Redactions counts redacted values by detector (never the values).
 	Redactions map[string]int
+	// PayloadSHA256 is the hex SHA-256 of the request body exactly as received.
+	PayloadSHA256 string
+	// Checks records every governance check that ran and its verdict, so the
+	// audit entry attests what was checked (and what was not).
+	Checks map[string]any
+	// TemplateSHA256 is the hash of the protocol template injected, if any.
+	TemplateSHA256 string
+	// SACP is the outcome of protocol enforcement; nil for other agents.
+	SACP *SACPOutcome
+	// Status is the HTTP status of an error the gateway sent, if any.
+	Status int
+	// Audited is set once the request's outcome is in the audit trail.
+	Audited bool
 	// ErrCode is the error code sent to the client, if any.
 	ErrCode string
 	// Err is the internal cause of a failure, for the log.
 	Err error
+}
+
+// SACPOutcome is what the protocol stage decided about an answer.
+type SACPOutcome struct {
+	Status   string
+	Valid    bool
+	Attempts int
+	// ToolCalls is set when the answer was a tool call, passed unchanged.
+	ToolCalls bool
+	// Thought and Message are the (redacted) fields, for the audit trail.
+	Thought string
+	Message string
+	Errors  []string
+}
+
+// Check records a check's verdict.
+func (ex *Exchange) Check(name string, verdict any) {
+	if ex.Checks == nil {
+		ex.Checks = make(map[string]any, 6)
+	}
+	ex.Checks[name] = verdict
+}
+
+// Redacted adds redaction counts by detector.
+func (ex *Exchange) Redacted(counts map[string]int) {
+	for k, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if ex.Redactions == nil {
+			ex.Redactions = map[string]int{}
+		}
+		ex.Redactions[k] += n
+	}
 }
 
 type key struct{}

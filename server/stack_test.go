@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/proxy"
@@ -65,14 +68,20 @@ type stackOpts struct {
 	sidecar         string
 	// discardLogs formats the access log but drops it (benchmarks).
 	discardLogs bool
+	// failMode is audit.fail_mode (default closed, as shipped).
+	failMode string
+	// brokenAudit hands the gateway an audit log that can no longer write.
+	brokenAudit bool
 }
 
 // stack is a whole gateway (config files → loader → proxy → server) served
 // by httptest, as an agent would reach it.
 type stack struct {
-	t    testing.TB
-	srv  *httptest.Server
-	logs *syncBuffer
+	t        testing.TB
+	srv      *httptest.Server
+	logs     *syncBuffer
+	auditDir string
+	audit    *audit.Log
 }
 
 func newStack(t testing.TB, o stackOpts) *stack {
@@ -80,6 +89,9 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	dir := t.TempDir()
 	if o.upstreamURL == "" {
 		o.upstreamURL = "http://127.0.0.1:1/v1"
+	}
+	if o.failMode == "" {
+		o.failMode = "closed"
 	}
 	if o.responseTimeout == "" {
 		o.responseTimeout = "5000ms"
@@ -97,6 +109,8 @@ upstreams:
     models: ["*"]
 audit:
   dir: ` + filepath.Join(dir, "audit") + `
+  chain: test
+  fail_mode: ` + o.failMode + `
 `
 	agents := testAgents
 	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench"} {
@@ -120,7 +134,14 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, SidecarAgent: o.sidecar})
+	auditLog, err := audit.Open(audit.Config{Dir: cfg.Gateway.Audit.Dir, Chain: cfg.Gateway.Audit.Chain, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.brokenAudit {
+		auditLog.Close()
+	}
+	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, SidecarAgent: o.sidecar, Audit: auditLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +153,12 @@ audit:
 	t.Cleanup(func() {
 		hs.Close()
 		ups.Close()
+		auditLog.Close()
 		if t.Failed() {
 			t.Logf("gateway log:\n%s", logs.String())
 		}
 	})
-	return &stack{t: t, srv: hs, logs: logs}
+	return &stack{t: t, srv: hs, logs: logs, auditDir: cfg.Gateway.Audit.Dir, audit: auditLog}
 }
 
 // client returns the official OpenAI SDK pointed at the gateway, as an
@@ -202,4 +224,9 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/proxy"
@@ -24,6 +29,38 @@ func (e *usageError) Error() string { return e.msg }
 type app struct {
 	upstreams *upstream.Set
 	server    *server.Server
+	audit     *audit.Log
+}
+
+// openAudit opens this instance's chain of the audit trail.
+func openAudit(cfg *config.Config, log *slog.Logger) (*audit.Log, error) {
+	a := cfg.Gateway.Audit
+	l, err := audit.Open(audit.Config{
+		Dir:                a.Dir,
+		Chain:              a.Chain,
+		SigningKeyFile:     a.SigningKeyFile,
+		SegmentMaxBytes:    int64(a.SegmentMaxSize),
+		CheckpointEvery:    a.CheckpointEvery,
+		CheckpointInterval: a.CheckpointInterval.D(),
+		Logger:             log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit trail (%s): %w", a.Dir, err)
+	}
+	return l, nil
+}
+
+// configDigest is the SHA-256 of each config file, recorded at startup so
+// the trail shows which rules were in force.
+func configDigest(dir string) map[string]any {
+	out := map[string]any{"dir": dir}
+	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+			sum := sha256.Sum256(b)
+			out[name] = hex.EncodeToString(sum[:])
+		}
+	}
+	return out
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
@@ -38,7 +75,7 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 
 // build wires the components; it fails on anything that would leave a
 // half-working server.
-func build(cfg *config.Config, sidecar string, log *slog.Logger) (*app, error) {
+func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit.Log) (*app, error) {
 	if sidecar != "" {
 		if _, ok := cfg.Agents[sidecar]; !ok {
 			return nil, &usageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
@@ -55,6 +92,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger) (*app, error) {
 		Tokens:       limit.NewMemoryBudget(),
 		Log:          log,
 		SidecarAgent: sidecar,
+		Audit:        appender(auditLog),
 	})
 	if err != nil {
 		return nil, err
@@ -70,12 +108,27 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &app{upstreams: ups, server: srv}, nil
+	return &app{upstreams: ups, server: srv, audit: auditLog}, nil
 }
 
-// check builds everything a server would, without serving.
+// appender keeps a nil *audit.Log from becoming a non-nil interface.
+func appender(l *audit.Log) proxy.Appender {
+	if l == nil {
+		return nil
+	}
+	return l
+}
+
+// check builds everything a server would, without serving. It does not
+// open the audit trail (a running gateway holds its lock), but it loads the
+// signing key.
 func check(cfg *config.Config) error {
-	_, err := build(cfg, "", slog.New(slog.DiscardHandler))
+	if f := cfg.Gateway.Audit.SigningKeyFile; f != "" {
+		if _, err := audit.LoadPrivateKey(f); err != nil {
+			return fmt.Errorf("%s: audit.signing_key_file: %w", filepath.Join(cfg.Dir, config.GatewayFile), err)
+		}
+	}
+	_, err := build(cfg, "", slog.New(slog.DiscardHandler), nil)
 	return err
 }
 
@@ -84,11 +137,26 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 	if sidecar != "" && !loopback(cfg.Gateway.Listen) {
 		return &usageError{fmt.Sprintf("sidecar mode requires a loopback listen address (e.g. 127.0.0.1:8080), not %q: use --listen", cfg.Gateway.Listen)}
 	}
-	a, err := build(cfg, sidecar, log)
+	auditLog, err := openAudit(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Closed last, after the server drained: it writes the final checkpoint.
+	defer func() {
+		if err := auditLog.Close(); err != nil {
+			log.Error("closing the audit trail", "error", err.Error())
+		}
+	}()
+	a, err := build(cfg, sidecar, log, auditLog)
 	if err != nil {
 		return err
 	}
 	defer a.upstreams.Close()
+	if _, err := auditLog.Append(ctx, audit.Record{Kind: audit.KindConfigReload, Summary: map[string]any{
+		"event": "startup", "version": version, "files": configDigest(cfg.Dir), "agents": len(cfg.Agents), "sidecar_agent": sidecar,
+	}}); err != nil {
+		return fmt.Errorf("audit trail: first entry: %w", err)
+	}
 	warnings(cfg, log)
 	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
 	if err != nil {
