@@ -18,6 +18,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -43,6 +44,8 @@ type Forwarder struct {
 	Log *slog.Logger
 	// Audit writes the llm.request and llm.response entries.
 	Audit *Recorder
+	// Redactor, if set, redacts chat answers (whole or streamed).
+	Redactor *redact.Redactor
 
 	bufPool bufferPool
 	errLog  *log.Logger
@@ -60,14 +63,24 @@ type call struct {
 	dropUsage bool
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
+	kind      Kind
 	// waitRequest returns once the llm.request entry is durable (or failed).
 	waitRequest func() error
 	// responseAudited is set once an llm.response entry was attempted.
 	responseAudited bool
 }
 
-// Forward is the endpoint of the chat and embeddings chains.
+// Forward is the endpoint of the embeddings chain.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request) error {
+	return f.forward(w, r, KindEmbeddings)
+}
+
+// ForwardChat is the endpoint of the chat chain for agents without the protocol.
+func (f *Forwarder) ForwardChat(w http.ResponseWriter, r *http.Request) error {
+	return f.forward(w, r, KindChat)
+}
+
+func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) error {
 	f.once.Do(func() { f.errLog = slog.NewLogLogger(f.Log.Handler(), slog.LevelWarn) })
 	ex := scope.Get(r.Context())
 	up := f.Upstreams.Route(ex.Model)
@@ -75,7 +88,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request) error {
 		return apierror.ModelNotFound(ex.Model)
 	}
 	ex.Upstream = up.Name
-	c := &call{f: f, ex: ex, up: up, path: r.URL.Path, body: ex.Body}
+	c := &call{f: f, ex: ex, up: up, path: r.URL.Path, body: ex.Body, kind: kind}
 	if ex.Stream && ex.Agent != nil && !ex.Agent.TokenLimit.IsZero() {
 		// Token accounting needs the stream's usage: ask for it, and hide it
 		// from a client that did not.
@@ -112,22 +125,27 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 	out := pr.Out
 	out.URL = c.up.Target(c.path)
 	out.Host = ""
-	h := make(http.Header, len(forwardedHeaders)+2)
-	for _, k := range forwardedHeaders {
-		if v := pr.In.Header[k]; len(v) > 0 {
-			h[k] = v
-		}
-	}
-	if id := c.ex.RequestID; id != "" {
-		h.Set("X-Request-Id", id)
-	}
-	h.Set("Content-Type", "application/json")
-	c.up.Authorize(h)
-	out.Header = h
+	out.Header = outboundHeader(pr.In.Header, c.ex, c.up)
 	body := c.body
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.ContentLength = int64(len(body))
+}
+
+// outboundHeader builds the headers of a request to a provider.
+func outboundHeader(in http.Header, ex *scope.Exchange, up *upstream.Upstream) http.Header {
+	h := make(http.Header, len(forwardedHeaders)+2)
+	for _, k := range forwardedHeaders {
+		if v := in[k]; len(v) > 0 {
+			h[k] = v
+		}
+	}
+	if ex.RequestID != "" {
+		h.Set("X-Request-Id", ex.RequestID)
+	}
+	h.Set("Content-Type", "application/json")
+	up.Authorize(h)
+	return h
 }
 
 // answerHeaders are the only response headers passed back from a provider;
@@ -159,7 +177,14 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		resp.Header.Set("X-Accel-Buffering", "no")
 		status := resp.StatusCode
 		filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage)
+		if c.redacts() {
+			filter.content = newStreamRedactor(c.f.Redactor)
+		}
 		filter.finish = func(sum string, complete bool) error {
+			if filter.content != nil {
+				filter.content.collect()
+				c.noteRedactions(filter.content.res)
+			}
 			if !complete && c.ex.ErrCode == "" {
 				c.ex.ErrCode = "stream_incomplete"
 			}
@@ -184,6 +209,11 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		if json.Unmarshal(body, &doc) == nil && doc.Usage != nil {
 			c.recordUsage(*doc.Usage)
 		}
+		if c.redacts() {
+			var res redact.Result
+			body, res = redactCompletion(c.f.Redactor, body)
+			c.noteRedactions(res)
+		}
 	}
 	// Closed fail mode: the answer waits for its entry.
 	if err := c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, sha256Hex(body), responseSummary(c.ex, resp.StatusCode))); err != nil {
@@ -195,6 +225,21 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
+}
+
+// redacts reports whether this answer is scanned: chat answers of agents
+// without the protocol (the protocol stage redacts its own fields).
+func (c *call) redacts() bool {
+	return c.f.Redactor != nil && c.kind == KindChat
+}
+
+func (c *call) noteRedactions(res redact.Result) {
+	c.ex.Redacted(res.Counts)
+	verdict := map[string]any{"verdict": "applied", "count": res.Total()}
+	if res.Blocked != "" {
+		verdict["blocked"] = res.Blocked
+	}
+	c.ex.Check("redaction", verdict)
 }
 
 func (c *call) stopTimer() {

@@ -3,14 +3,17 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path"
+	"time"
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -26,6 +29,9 @@ type Deps struct {
 	Audit Appender
 	// SidecarAgent, when set, is the agent requests without a token act as.
 	SidecarAgent string
+	// KeepAlive is the SSE keep-alive interval while a protocol answer is
+	// gathered and validated. Zero: 5s.
+	KeepAlive time.Duration
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -51,14 +57,41 @@ func New(d Deps) (*Gateway, error) {
 	}
 	ident.Audit = rec
 	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec}
-	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec}
+	red, err := redact.New(redact.Config{
+		Detectors:   d.Config.Protocol.Redaction.Detectors,
+		Replacement: d.Config.Protocol.Redaction.Replacement,
+		Block:       d.Config.Protocol.Redaction.Block,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redaction: %w", err)
+	}
+	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec, Redactor: red}
+	proto, err := NewProtocol(d.Config, d.Upstreams, red, rec)
+	if err != nil {
+		return nil, err
+	}
+	if d.KeepAlive > 0 {
+		proto.KeepAlive = d.KeepAlive
+	}
 	g := &Gateway{upstreams: d.Upstreams, audit: rec}
+	chatStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
+	if d.Config.Protocol.Redaction.Requests {
+		// Before the template goes in: only the agent's own text is scanned.
+		chatStages = append(chatStages, RedactRequests(red))
+	}
+	chatStages = append(chatStages, StageFunc(proto.Inject))
+	complete := func(w http.ResponseWriter, r *http.Request) error {
+		if proto.Applies(scope.Get(r.Context()).Agent) {
+			return proto.Serve(w, r)
+		}
+		return fwd.ForwardChat(w, r)
+	}
 	// Order matters: the rejection audit wraps everything so no refusal goes
 	// unrecorded; identity next (every later stage is per agent), then the
 	// body through the agent's size limit, then the model check (a request
 	// for a forbidden model must not spend the agent's rate), then the
 	// limits, then the upstream call.
-	g.chat = Chain(fwd.Forward, StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim)
+	g.chat = Chain(complete, chatStages...)
 	g.embeddings = Chain(fwd.Forward, StageFunc(g.auditRejection), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim)
 	g.models = Chain(g.listModels, ident)
 	return g, nil

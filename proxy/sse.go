@@ -32,6 +32,8 @@ type sseFilter struct {
 	finish   func(sum string, complete bool) error
 	finished bool
 	hash     hash.Hash
+	// content, if set, redacts the content deltas across chunks.
+	content *streamRedactor
 
 	ev  []byte // the event being assembled
 	out []byte // bytes ready for Read
@@ -88,7 +90,14 @@ func (f *sseFilter) next() {
 		if err != nil {
 			// End of stream (or a cut upstream): pass what there is, then the error.
 			f.emit()
-			f.err = err
+			if f.content != nil && !f.finished && f.err == nil {
+				if out, blocked := f.content.flush(); !blocked {
+					f.send(out)
+				}
+			}
+			if f.err == nil {
+				f.err = err
+			}
 			f.end(false)
 			return
 		}
@@ -109,7 +118,33 @@ func (f *sseFilter) emit() {
 	if len(f.ev) == 0 {
 		return
 	}
-	if f.finish != nil && bytes.Contains(f.ev, doneData) && bytes.Equal(eventData(f.ev), doneData) {
+	done := bytes.Contains(f.ev, doneData) && bytes.Equal(eventData(f.ev), doneData)
+	if f.content != nil {
+		var out []byte
+		var blocked bool
+		if done {
+			out, blocked = f.content.flush()
+			if !blocked {
+				f.send(out)
+			}
+		} else {
+			out, blocked = f.content.event(f.ev, eventData(f.ev))
+		}
+		if blocked {
+			// The content_filter ending carries its own [DONE]; nothing more
+			// is read from the upstream.
+			f.ev = out
+			f.err = io.EOF
+			done = true
+		} else if !done {
+			f.ev = out
+		}
+	}
+	if done {
+		if f.finish == nil || f.finished {
+			f.send(f.ev)
+			return
+		}
 		f.hash.Write(f.ev)
 		f.finished = true
 		if err := f.finish(hex.EncodeToString(f.hash.Sum(nil)), true); err != nil {

@@ -113,11 +113,11 @@ func TestChatPassThrough(t *testing.T) {
 	if resp.Header.Get("Openai-Organization") != "" || resp.Header.Get("X-Ratelimit-Remaining-Requests") == "9999" {
 		t.Errorf("provider account headers leaked to the agent: %v", resp.Header)
 	}
+	if !st.waitLog(`"agent":"alpha"`) {
+		t.Errorf("access log lacks the agent: %s", st.logs.String())
+	}
 	if strings.Contains(st.logs.String(), "tok-alpha") || strings.Contains(st.logs.String(), upstreamKey) {
 		t.Error("a token or key reached the log")
-	}
-	if !strings.Contains(st.logs.String(), `"agent":"alpha"`) {
-		t.Errorf("access log lacks the agent: %s", st.logs.String())
 	}
 }
 

@@ -175,7 +175,7 @@ func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 		slog.String("path", req.URL.Path),
 		slog.Int("status", res.Status),
 		slog.Float64("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000),
-		slog.Int64("bytes_in", max(req.ContentLength, int64(len(ex.Body)))),
+		slog.Int64("bytes_in", bytesIn(req, ex)),
 		slog.Int64("bytes_out", res.Size),
 	)
 	if ex.Agent != nil {
@@ -200,6 +200,15 @@ func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 		attrs = append(attrs, slog.String("error", ex.Err.Error()))
 	}
 	s.log.LogAttrs(req.Context(), level, "request", attrs...)
+}
+
+// bytesIn is the size of the body as received (not as forwarded, which may
+// carry the protocol template).
+func bytesIn(r *http.Request, ex *scope.Exchange) int64 {
+	if r.ContentLength >= 0 {
+		return r.ContentLength
+	}
+	return int64(len(ex.Body))
 }
 
 // recover turns a panic into a 500 in OpenAI's shape, except

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
@@ -52,6 +53,11 @@ const testAgents = `agents:
     type: reviewer
     models: ["gpt-4o-mini", "mock-*"]
     token_sha256: "%restricted%"
+  proto:
+    type: code-generator
+    response_format: json_standard
+    data_schema_file: schemas/proto.json
+    token_sha256: "%proto%"
   bench:
     type: reviewer
     rate_limit: 1000000000/second
@@ -72,7 +78,14 @@ type stackOpts struct {
 	failMode string
 	// brokenAudit hands the gateway an audit log that can no longer write.
 	brokenAudit bool
+	// protocolExtra is appended under "protocol:" in protocol.yaml.
+	protocolExtra string
+	// keepAlive is the SACP stream keep-alive interval (default 5s).
+	keepAlive time.Duration
 }
+
+// protoSchema is the proto agent's data schema: an amount is required.
+const protoSchema = `{"type":"object","properties":{"amount":{"type":"number"}},"required":["amount"]}`
 
 // stack is a whole gateway (config files → loader → proxy → server) served
 // by httptest, as an agent would reach it.
@@ -113,10 +126,14 @@ audit:
   fail_mode: ` + o.failMode + `
 `
 	agents := testAgents
-	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench"} {
+	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto"} {
 		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
 	}
-	proto := "protocol:\n  timeouts:\n    response: " + o.responseTimeout + "\n"
+	proto := "protocol:\n  timeouts:\n    response: " + o.responseTimeout + "\n" + o.protocolExtra
+	if err := os.MkdirAll(filepath.Join(dir, "schemas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "schemas/proto.json", protoSchema)
 	write(t, dir, config.GatewayFile, gw)
 	write(t, dir, config.AgentsFile, agents)
 	write(t, dir, config.ProtocolFile, proto)
@@ -141,7 +158,7 @@ audit:
 	if o.brokenAudit {
 		auditLog.Close()
 	}
-	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, SidecarAgent: o.sidecar, Audit: auditLog})
+	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +207,17 @@ func (s *stack) post(path, token, body string, hdr ...string) *http.Response {
 	}
 	s.t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// waitLog waits for the access log line, written once the handler returns
+// (which can be just after the client has its answer).
+func (s *stack) waitLog(substr string) bool {
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(s.logs.String(), substr) {
+			return true
+		}
+	}
+	return false
 }
 
 func write(t testing.TB, dir, name, content string) {

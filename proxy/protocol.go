@@ -1,0 +1,706 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/redact"
+	"github.com/sacpgw/gateway/sacp"
+	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// Protocol enforces the SACP JSON response protocol (seed 000) for agents
+// with response_format json_standard: it injects the template, calls the
+// model, sanitizes and validates the answer, asks again with the errors
+// while attempts remain, falls back to seed 000 7.2's wrapper, redacts the
+// fields in apply_to, and answers with the validated object.
+type Protocol struct {
+	Template  sacp.Template
+	Upstreams *upstream.Set
+	// Validators holds each protocol agent's validator, compiled at startup.
+	Validators map[string]*sacp.Validator
+	Redactor   *redact.Redactor
+	// ApplyTo names the SACP fields redacted (message, data, thought, next_step_hint).
+	ApplyTo map[string]bool
+	// MaxAttempts bounds model calls in all, the first included.
+	MaxAttempts int
+	Reask       bool
+	// Timeout bounds all attempts together.
+	Timeout time.Duration
+	// KeepAlive is the idle time after which a gathering stream sends an
+	// SSE comment, so idle-timeout proxies do not cut the client off.
+	KeepAlive time.Duration
+	Audit     *Recorder
+}
+
+// NewProtocol builds the protocol stage from config, compiling every
+// protocol agent's data schema once.
+func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, rec *Recorder) (*Protocol, error) {
+	tplPath := ""
+	if f := cfg.Protocol.SACP.TemplateFile; f != "" {
+		tplPath = cfg.Dir + "/" + f
+	}
+	tpl, err := sacp.LoadTemplate(tplPath)
+	if err != nil {
+		return nil, fmt.Errorf("protocol template: %w", err)
+	}
+	p := &Protocol{
+		Template: tpl, Upstreams: ups, Redactor: red, Audit: rec,
+		Validators:  map[string]*sacp.Validator{},
+		ApplyTo:     map[string]bool{},
+		MaxAttempts: max(1, cfg.Protocol.Limits.MaxRetryAttempts),
+		Reask:       cfg.Protocol.SACP.ReaskEnabled(),
+		Timeout:     cfg.Protocol.Timeouts.Response.D(),
+		KeepAlive:   5 * time.Second,
+	}
+	for _, f := range cfg.Protocol.Redaction.ApplyTo {
+		p.ApplyTo[f] = true
+	}
+	for id, a := range cfg.Agents {
+		if !a.StandardProtocol() {
+			continue
+		}
+		v, err := sacp.NewValidator(a.DataSchema, a.DataSchemaFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: data_schema_file: %w", id, err)
+		}
+		p.Validators[id] = v
+	}
+	return p, nil
+}
+
+// Applies reports whether the agent speaks the protocol.
+func (p *Protocol) Applies(a *config.Agent) bool { return a.StandardProtocol() }
+
+// Inject is the request stage that appends the template to the system
+// prompt of a protocol agent's request and records the template's hash.
+func (p *Protocol) Inject(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	ex := scope.Get(r.Context())
+	if !p.Applies(ex.Agent) {
+		ex.Check("protocol", map[string]any{"verdict": "not_applicable"})
+		next.ServeHTTP(w, r)
+		return nil
+	}
+	var opts struct {
+		N *int `json:"n"`
+	}
+	_ = json.Unmarshal(ex.Body, &opts)
+	if opts.N != nil && *opts.N > 1 {
+		return apierror.BadRequest("n", "n > 1 is not supported for agents with the SACP protocol: each answer is validated and re-asked on its own.")
+	}
+	body, err := sacp.Inject(ex.Body, p.Template)
+	if err != nil {
+		return apierror.BadRequest("messages", "Cannot add the protocol instructions to this request: %v.", err)
+	}
+	ex.Body = body
+	ex.TemplateSHA256 = p.Template.SHA256
+	next.ServeHTTP(w, r)
+	return nil
+}
+
+// answer is one model answer, from a JSON body or a gathered stream.
+type answer struct {
+	status    int
+	id, model string
+	created   int64
+	content   string
+	finish    string
+	toolCalls bool
+	usage     scope.Usage
+	hasUsage  bool
+	// raw is the upstream body (JSON) or the SSE events (stream), replayed
+	// unchanged for tool calls and upstream errors.
+	raw    []byte
+	events [][]byte
+}
+
+// Serve is the endpoint for protocol agents.
+func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
+	ex := scope.Get(r.Context())
+	up := p.Upstreams.Route(ex.Model)
+	if up == nil {
+		return apierror.ModelNotFound(ex.Model)
+	}
+	ex.Upstream = up.Name
+	ctx, cancel := context.WithTimeoutCause(r.Context(), p.Timeout, errTimeout)
+	defer cancel()
+	ex.Audited = true
+	waitRequest := p.Audit.Start(ctx, record(ex, audit.KindLLMRequest, ex.PayloadSHA256, requestSummary(ex, r)))
+
+	var out *sseOut
+	body := ex.Body
+	dropUsage := false
+	if ex.Stream {
+		body, dropUsage = withStreamUsage(body)
+		out = newSSEOut(w, p.KeepAlive)
+		defer out.stop()
+	}
+	v := p.Validators[ex.Agent.ID]
+	var (
+		ans     *answer
+		outcome sacp.Outcome
+		total   scope.Usage
+		err     error
+	)
+	for attempt := 1; ; attempt++ {
+		ex.Attempts = attempt
+		ans, err = p.call(ctx, r, ex, up, body)
+		if err != nil {
+			return p.fail(w, r, out, ex, upstreamError(ctx, up.Name, p.Timeout, err))
+		}
+		total.PromptTokens += ans.usage.PromptTokens
+		total.CompletionTokens += ans.usage.CompletionTokens
+		total.TotalTokens += ans.usage.TotalTokens
+		ex.Usage, ex.UsageKnown = total, ex.UsageKnown || ans.hasUsage
+		if ans.status != http.StatusOK || ans.toolCalls {
+			break
+		}
+		outcome = v.Check(ans.content)
+		if outcome.Valid || !p.Reask || attempt >= p.MaxAttempts {
+			break
+		}
+		body, err = reaskBody(body, ans.content, outcome.Errors)
+		if err != nil {
+			return p.fail(w, r, out, ex, fmt.Errorf("re-ask: %w", err))
+		}
+	}
+	if err := waitRequest(); err != nil {
+		return p.fail(w, r, out, ex, err)
+	}
+	switch {
+	case ans.status != http.StatusOK:
+		// The provider refused (4xx): pass its error on unchanged.
+		ex.ErrCode = "upstream_status_" + strconv.Itoa(ans.status)
+		return p.replay(w, r, out, ex, ans, dropUsage)
+	case ans.toolCalls:
+		// Tool loop (seed 000 8, phase 1): not yet the final synthesis.
+		ex.SACP = &scope.SACPOutcome{Status: "tool_calls", Valid: true, Attempts: ex.Attempts, ToolCalls: true}
+		ex.Check("protocol", map[string]any{"verdict": "tool_calls", "template_sha256": p.Template.SHA256})
+		return p.replay(w, r, out, ex, ans, dropUsage)
+	}
+	resp := outcome.Response
+	verdict := "valid"
+	if !outcome.Valid {
+		resp = sacp.Fallback(ans.content)
+		verdict = "fallback"
+	}
+	blocked := p.redactResponse(ex, &resp)
+	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: outcome.Errors,
+		Thought: p.auditText(resp.Thought), Message: resp.Message}
+	ex.Check("protocol", map[string]any{"verdict": verdict, "attempts": ex.Attempts, "template_sha256": p.Template.SHA256})
+	content, finish := string(resp.Compact()), ans.finish
+	if finish == "" {
+		finish = "stop"
+	}
+	if blocked != "" {
+		content, finish = "", "content_filter"
+		ex.SACP.Message = ""
+	}
+	h := map[string]string{"X-SACP-Status": resp.Status, "X-SACP-Valid": strconv.FormatBool(outcome.Valid), "X-SACP-Attempts": strconv.Itoa(ex.Attempts)}
+	if out == nil {
+		b := completionJSON(ans, content, finish, total, ex.UsageKnown)
+		if err := p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, sha256Hex(b), responseSummary(ex, http.StatusOK))); err != nil {
+			return err
+		}
+		for k, v := range h {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		_, _ = w.Write(b)
+		return nil
+	}
+	events := streamEvents(ans, content, finish, total, ex.UsageKnown && !dropUsage)
+	var all []byte
+	for _, e := range events {
+		all = append(all, e...)
+	}
+	if err := p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, sha256Hex(all), responseSummary(ex, http.StatusOK))); err != nil {
+		return p.fail(w, r, out, ex, err)
+	}
+	out.finish(h, http.StatusOK, all)
+	return nil
+}
+
+// auditText redacts a field for the audit trail, whatever apply_to says:
+// the trail never holds a value the detectors find.
+func (p *Protocol) auditText(s string) string {
+	out, _ := p.Redactor.String(s)
+	return out
+}
+
+// redactResponse redacts the apply_to fields in place, counting on the
+// Exchange; it returns the blocking detector's name if one matched.
+func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) string {
+	var res redact.Result
+	text := func(field string, s *string) {
+		if p.ApplyTo[field] {
+			out, r := p.Redactor.String(*s)
+			*s = out
+			res.Add(r)
+		}
+	}
+	text("thought", &resp.Thought)
+	text("message", &resp.Message)
+	text("next_step_hint", &resp.NextStepHint)
+	if p.ApplyTo["data"] && len(resp.Data) > 0 {
+		if out, r, err := p.Redactor.JSON(resp.Data); err == nil {
+			resp.Data = out
+			res.Add(r)
+		}
+	}
+	ex.Redacted(res.Counts)
+	ex.Check("redaction", map[string]any{"verdict": "applied", "count": res.Total(), "fields": sortedFields(p.ApplyTo)})
+	return res.Blocked
+}
+
+func sortedFields(m map[string]bool) []string {
+	var out []string
+	for _, f := range config.SACPFields {
+		if m[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// call makes one model call; a stream is gathered whole.
+func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange, up *upstream.Upstream, body []byte) (*answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.Target(r.URL.Path).String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = outboundHeader(r.Header, ex, up)
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	resp, err := up.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return nil, &upstreamStatusError{status: resp.StatusCode}
+	}
+	ans := &answer{status: resp.StatusCode}
+	if ans.status == http.StatusOK && bytes.HasPrefix([]byte(resp.Header.Get("Content-Type")), []byte("text/event-stream")) {
+		return ans, gather(resp.Body, ans)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if len(raw) > maxAnswerSize {
+		return nil, &upstreamStatusError{tooLarge: true}
+	}
+	ans.raw = raw
+	if ans.status != http.StatusOK {
+		return ans, nil
+	}
+	var doc struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct {
+				Content   *string         `json:"content"`
+				ToolCalls json.RawMessage `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *scope.Usage `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("answer is not a chat completion: %w", err)
+	}
+	ans.id, ans.created, ans.model = doc.ID, doc.Created, doc.Model
+	if doc.Usage != nil {
+		ans.usage, ans.hasUsage = *doc.Usage, true
+	}
+	if len(doc.Choices) > 0 {
+		c := doc.Choices[0]
+		if c.Message.Content != nil {
+			ans.content = *c.Message.Content
+		}
+		ans.toolCalls = hasToolCalls(c.Message.ToolCalls)
+		ans.finish = c.FinishReason
+	}
+	return ans, nil
+}
+
+func hasToolCalls(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null" && string(raw) != "[]"
+}
+
+// gather reads a whole SSE answer: the content deltas of choice 0, tool
+// calls, finish reason and usage, keeping the raw events for replay.
+func gather(body io.Reader, ans *answer) error {
+	br := bufio.NewReaderSize(body, 16<<10)
+	var content bytes.Buffer
+	var ev []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		ev = append(ev, line...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read stream: %w", err)
+		}
+		if isBlank(line) || (err != nil && len(ev) > 0) {
+			if len(bytes.TrimSpace(ev)) > 0 {
+				ans.events = append(ans.events, ev)
+				gatherEvent(eventData(ev), ans, &content)
+			}
+			ev = nil
+		}
+		if err != nil {
+			break
+		}
+	}
+	ans.content = content.String()
+	return nil
+}
+
+func gatherEvent(data []byte, ans *answer, content *bytes.Buffer) {
+	if len(data) == 0 || bytes.Equal(data, doneData) {
+		return
+	}
+	var c struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+		Model   string `json:"model"`
+		Choices []struct {
+			Index int `json:"index"`
+			Delta struct {
+				Content   *string         `json:"content"`
+				ToolCalls json.RawMessage `json:"tool_calls"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *scope.Usage `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return
+	}
+	if ans.id == "" {
+		ans.id, ans.created, ans.model = c.ID, c.Created, c.Model
+	}
+	if c.Usage != nil {
+		ans.usage, ans.hasUsage = *c.Usage, true
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.Delta.Content != nil {
+			content.WriteString(*ch.Delta.Content)
+		}
+		if hasToolCalls(ch.Delta.ToolCalls) {
+			ans.toolCalls = true
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			ans.finish = *ch.FinishReason
+		}
+	}
+}
+
+// reaskBody appends the invalid answer and the validation errors to the
+// conversation, keeping every other field of the request.
+func reaskBody(body []byte, invalid string, errs []string) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, err
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(doc["messages"], &msgs); err != nil {
+		return nil, err
+	}
+	a, _ := json.Marshal(map[string]string{"role": "assistant", "content": invalid})
+	u, _ := json.Marshal(map[string]string{"role": "user", "content": sacp.ReaskPrompt(errs)})
+	msgs = append(msgs, a, u)
+	doc["messages"], _ = json.Marshal(msgs)
+	return json.Marshal(doc)
+}
+
+// upstreamError maps a failed call to 504 (our deadline) or 502.
+func upstreamError(ctx context.Context, name string, timeout time.Duration, err error) error {
+	if errors.Is(context.Cause(ctx), errTimeout) {
+		return apierror.Upstream(http.StatusGatewayTimeout, fmt.Sprintf("Upstream %s did not answer within %s.", name, timeout), err)
+	}
+	var se *upstreamStatusError
+	if errors.As(err, &se) {
+		return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, se.Error()), err)
+	}
+	return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, describe(err)), err)
+}
+
+// fail answers with err: in OpenAI's error shape before anything was sent,
+// or as an SSE error event once keep-alives committed the stream.
+func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, ex *scope.Exchange, err error) error {
+	if r.Context().Err() != nil {
+		ex.ErrCode, ex.Err = "client_closed_request", err
+		p.auditFailure(r.Context(), ex, 499)
+		return nil
+	}
+	if out == nil || !out.started() {
+		if out != nil {
+			out.stop()
+		}
+		e := apierror.From(err)
+		ex.Status = e.Status
+		ex.ErrCode = e.Code
+		p.auditFailure(r.Context(), ex, e.Status)
+		return err
+	}
+	e := apierror.From(err)
+	ex.ErrCode, ex.Err = e.Code, err
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "code": e.Code, "param": nil}})
+	out.finish(nil, e.Status, append(append([]byte("data: "), b...), '\n', '\n'))
+	p.auditFailure(r.Context(), ex, e.Status)
+	return nil
+}
+
+func (p *Protocol) auditFailure(ctx context.Context, ex *scope.Exchange, status int) {
+	if _, ok := ex.Checks["protocol"]; !ok {
+		ex.Check("protocol", map[string]any{"verdict": "no_answer", "template_sha256": p.Template.SHA256})
+	}
+	_ = p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, "", responseSummary(ex, status)))
+}
+
+// replay sends an upstream answer unchanged: a provider's 4xx error or a
+// tool-call turn.
+func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, ex *scope.Exchange, ans *answer, dropUsage bool) error {
+	var b []byte
+	if out != nil && ans.raw == nil {
+		for _, e := range ans.events {
+			if dropUsage && usageOnly(eventData(e)) {
+				continue
+			}
+			b = append(b, e...)
+		}
+	} else {
+		b = ans.raw
+	}
+	if err := p.Audit.Write(r.Context(), record(ex, audit.KindLLMResponse, sha256Hex(b), responseSummary(ex, ans.status))); err != nil {
+		return p.fail(w, r, out, ex, err)
+	}
+	if out != nil && ans.raw == nil {
+		out.finish(nil, ans.status, b)
+		return nil
+	}
+	if out != nil {
+		if out.started() {
+			// An error answer after keep-alives: it can only be an event now.
+			out.finish(nil, ans.status, append(append([]byte("data: "), bytes.TrimSpace(b)...), '\n', '\n'))
+			return nil
+		}
+		out.stop()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(ans.status)
+	_, _ = w.Write(b)
+	return nil
+}
+
+func usageOnly(data []byte) bool {
+	var c struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   *scope.Usage      `json:"usage"`
+	}
+	return json.Unmarshal(data, &c) == nil && c.Usage != nil && len(c.Choices) == 0
+}
+
+type completionMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type completionChoice struct {
+	Index        int               `json:"index"`
+	Message      completionMessage `json:"message"`
+	FinishReason string            `json:"finish_reason"`
+}
+
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *scope.Usage       `json:"usage,omitempty"`
+}
+
+func completionJSON(ans *answer, content, finish string, usage scope.Usage, withUsage bool) []byte {
+	c := completion{ID: ans.id, Object: "chat.completion", Created: ans.created, Model: ans.model,
+		Choices: []completionChoice{{Message: completionMessage{Role: "assistant", Content: content}, FinishReason: finish}}}
+	if withUsage {
+		c.Usage = &usage
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// streamChunkSize is how much content one re-emitted chunk carries.
+const streamChunkSize = 64
+
+// streamEvents renders the validated answer as an OpenAI SSE stream: a role
+// chunk, content chunks, the finish chunk, a usage chunk if the client
+// asked for one, and [DONE].
+func streamEvents(ans *answer, content, finish string, usage scope.Usage, withUsage bool) [][]byte {
+	type delta struct {
+		Role    string  `json:"role,omitempty"`
+		Content *string `json:"content,omitempty"`
+	}
+	type choice struct {
+		Index        int     `json:"index"`
+		Delta        delta   `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	}
+	type chunk struct {
+		ID      string       `json:"id"`
+		Object  string       `json:"object"`
+		Created int64        `json:"created"`
+		Model   string       `json:"model"`
+		Choices []choice     `json:"choices"`
+		Usage   *scope.Usage `json:"usage,omitempty"`
+	}
+	var out [][]byte
+	emit := func(c chunk) {
+		c.ID, c.Object, c.Created, c.Model = ans.id, "chat.completion.chunk", ans.created, ans.model
+		b, _ := json.Marshal(c)
+		out = append(out, append(append([]byte("data: "), b...), '\n', '\n'))
+	}
+	empty := ""
+	emit(chunk{Choices: []choice{{Delta: delta{Role: "assistant", Content: &empty}}}})
+	for i := 0; i < len(content); {
+		j := min(len(content), i+streamChunkSize)
+		for j < len(content) && j > i && !utf8Start(content[j]) {
+			j-- // never split a UTF-8 sequence across chunks
+		}
+		piece := content[i:j]
+		emit(chunk{Choices: []choice{{Delta: delta{Content: &piece}}}})
+		i = j
+	}
+	emit(chunk{Choices: []choice{{Delta: delta{}, FinishReason: &finish}}})
+	if withUsage {
+		u := usage
+		emit(chunk{Choices: []choice{}, Usage: &u})
+	}
+	out = append(out, []byte("data: [DONE]\n\n"))
+	return out
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// sseOut writes a protocol agent's stream: nothing until the answer is
+// ready, except SSE comment keep-alives while the model is being asked
+// (and asked again). Headers are committed by the first keep-alive, so the
+// X-SACP-* values then travel as HTTP trailers.
+type sseOut struct {
+	w       http.ResponseWriter
+	mu      sync.Mutex
+	timer   *time.Timer
+	every   time.Duration
+	begun   bool
+	stopped bool
+}
+
+const sacpTrailers = "X-SACP-Status, X-SACP-Valid, X-SACP-Attempts"
+
+func newSSEOut(w http.ResponseWriter, every time.Duration) *sseOut {
+	o := &sseOut{w: w, every: every}
+	if every > 0 {
+		// The timer may fire before AfterFunc returns: publish it under the lock.
+		o.mu.Lock()
+		o.timer = time.AfterFunc(every, o.keepAlive)
+		o.mu.Unlock()
+	}
+	return o
+}
+
+func (o *sseOut) keepAlive() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopped {
+		return
+	}
+	if !o.begun {
+		// Declared before the headers go out, so the X-SACP-* values can
+		// follow the body as trailers.
+		o.w.Header().Set("Trailer", sacpTrailers)
+		o.begin(http.StatusOK)
+	}
+	// A comment line without the blank line that would end an event: some
+	// SDKs (openai-go v1) dispatch an empty event on ": x\n\n" and fail to
+	// decode it, while every SSE parser skips a lone comment line.
+	_, _ = io.WriteString(o.w, ": keep-alive\n")
+	_ = http.NewResponseController(o.w).Flush()
+	o.timer.Reset(o.every)
+}
+
+// begin writes the stream's headers; o.mu must be held.
+func (o *sseOut) begin(status int) {
+	h := o.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	o.begun = true
+	o.w.WriteHeader(status)
+}
+
+func (o *sseOut) started() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.begun
+}
+
+func (o *sseOut) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopped = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+}
+
+// finish stops the keep-alives and writes the final events; h are the
+// X-SACP-* values (headers if nothing was sent yet, else trailers).
+func (o *sseOut) finish(h map[string]string, status int, body []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopped = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	if !o.begun {
+		for k, v := range h {
+			o.w.Header().Set(k, v)
+		}
+		if status != http.StatusOK {
+			o.w.Header().Set("Content-Type", "text/event-stream")
+			o.begun = true
+			o.w.WriteHeader(status)
+		} else {
+			o.begin(status)
+		}
+	} else {
+		for k, v := range h {
+			o.w.Header().Set(k, v) // declared in Trailer: sent after the body
+		}
+	}
+	_, _ = o.w.Write(body)
+	_ = http.NewResponseController(o.w).Flush()
+}
