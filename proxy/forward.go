@@ -163,15 +163,20 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		resp.Body.Close()
 		return &upstreamStatusError{status: resp.StatusCode}
 	}
-	// No answer leaves before the request is on record.
-	if err := c.waitRequest(); err != nil {
-		resp.Body.Close()
-		return err
-	}
 	ctx := resp.Request.Context()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A stream has started: from here it may run as long as it needs.
-		c.stopTimer()
+		// The timer stops before the audit wait below, which is the
+		// gateway's own time, not the provider's.
+		if err := c.stopTimer(); err != nil {
+			resp.Body.Close()
+			return err
+		}
+		// No answer leaves before the request is on record.
+		if err := c.waitRequest(); err != nil {
+			resp.Body.Close()
+			return err
+		}
 		resp.Header.Del("Content-Length")
 		resp.Header.Set("Cache-Control", "no-cache")
 		resp.Header.Set("X-Accel-Buffering", "no")
@@ -201,7 +206,12 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	if len(body) > maxAnswerSize {
 		return &upstreamStatusError{tooLarge: true}
 	}
-	c.stopTimer()
+	if err := c.stopTimer(); err != nil {
+		return err
+	}
+	if err := c.waitRequest(); err != nil {
+		return err
+	}
 	if resp.StatusCode == http.StatusOK {
 		var doc struct {
 			Usage *scope.Usage `json:"usage"`
@@ -242,10 +252,13 @@ func (c *call) noteRedactions(res redact.Result) {
 	c.ex.Check("redaction", verdict)
 }
 
-func (c *call) stopTimer() {
-	if c.timer != nil {
-		c.timer.Stop()
+// stopTimer ends the response timeout; it reports errTimeout when the
+// timer had already fired (the context is cancelled: nothing may follow).
+func (c *call) stopTimer() error {
+	if c.timer != nil && !c.timer.Stop() {
+		return errTimeout
 	}
+	return nil
 }
 
 func (c *call) recordUsage(u scope.Usage) {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -178,7 +179,8 @@ type sseChunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Content *string `json:"content"`
+			// Content stays raw so the event can be edited in place.
+			Content json.RawMessage `json:"content"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
@@ -195,16 +197,19 @@ func (s *streamRedactor) event(ev, data []byte) (out []byte, blocked bool) {
 	if c.ID != "" {
 		s.id, s.model, s.created = c.ID, c.Model, c.Created
 	}
-	changed := map[int]string{}
+	var changed map[int]string
+	var raw json.RawMessage // the single changed content, for an in-place edit
 	for _, ch := range c.Choices {
-		if ch.Delta.Content == nil && ch.FinishReason == nil {
+		hasContent := len(ch.Delta.Content) > 0 && string(ch.Delta.Content) != "null"
+		if !hasContent && ch.FinishReason == nil {
+			continue
+		}
+		var in string
+		if hasContent && json.Unmarshal(ch.Delta.Content, &in) != nil {
 			continue
 		}
 		st := s.stream(ch.Index)
-		text := ""
-		if ch.Delta.Content != nil {
-			text = st.Write(*ch.Delta.Content)
-		}
+		text := st.Write(in)
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			text += st.Flush()
 		}
@@ -212,17 +217,45 @@ func (s *streamRedactor) event(ev, data []byte) (out []byte, blocked bool) {
 			s.collect()
 			return s.blockedEnd(ch.Index), true
 		}
-		if ch.Delta.Content == nil && text == "" {
+		if (!hasContent && text == "") || (hasContent && text == in) {
 			continue
 		}
-		if ch.Delta.Content == nil || text != *ch.Delta.Content {
-			changed[ch.Index] = text
+		if changed == nil {
+			changed = map[int]string{}
 		}
+		changed[ch.Index] = text
+		raw = ch.Delta.Content
 	}
 	if len(changed) == 0 {
 		return ev, false
 	}
+	if len(changed) == 1 && len(raw) > 0 {
+		for _, text := range changed {
+			if out, ok := spliceContent(ev, raw, text); ok {
+				return out, false
+			}
+		}
+	}
 	return s.rewrite(ev, data, changed), false
+}
+
+// spliceContent replaces the one "content" value of an event in place,
+// which is far cheaper than decoding and re-encoding the chunk; it declines
+// (ok=false) unless the value occurs exactly once.
+func spliceContent(ev []byte, raw json.RawMessage, text string) ([]byte, bool) {
+	key := []byte(`"content":`)
+	i := bytes.Index(ev, raw)
+	if i < 0 || bytes.Contains(ev[i+len(raw):], raw) || !bytes.HasSuffix(bytes.TrimRight(ev[:i], " "), key) {
+		return nil, false
+	}
+	enc, err := json.Marshal(text)
+	if err != nil {
+		return nil, false
+	}
+	out := make([]byte, 0, len(ev)-len(raw)+len(enc))
+	out = append(out, ev[:i]...)
+	out = append(out, enc...)
+	return append(out, ev[i+len(raw):]...), true
 }
 
 func (s *streamRedactor) stream(i int) *redact.Stream {

@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/redact"
+)
+
+// runStream feeds text split at the given cut points through the stream
+// redactor as SSE chunk events and returns the content the client sees.
+func runStream(t testing.TB, r *redact.Redactor, text string, cuts []int) (string, bool) {
+	s := newStreamRedactor(r)
+	var out []byte
+	prev := 0
+	pieces := []string{}
+	for _, c := range cuts {
+		for c > 0 && c < len(text) && !utf8.RuneStart(text[c]) {
+			c-- // an SSE chunk's content is a JSON string: whole runes only
+		}
+		if c > prev && c < len(text) {
+			pieces = append(pieces, text[prev:c])
+			prev = c
+		}
+	}
+	pieces = append(pieces, text[prev:])
+	for _, p := range pieces {
+		b, _ := json.Marshal(map[string]any{"id": "x", "choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": p}, "finish_reason": nil}}})
+		ev := sseEvent(b)
+		o, blocked := s.event(ev, eventData(ev))
+		out = append(out, o...)
+		if blocked {
+			return collectContent(t, out), true
+		}
+	}
+	o, blocked := s.flush()
+	out = append(out, o...)
+	return collectContent(t, out), blocked
+}
+
+func collectContent(t testing.TB, sse []byte) string {
+	var b strings.Builder
+	for _, ev := range strings.Split(string(sse), "\n\n") {
+		data := strings.TrimPrefix(ev, "data: ")
+		if data == "" || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("emitted a bad event %q: %v", data, err)
+		}
+		for _, ch := range c.Choices {
+			b.WriteString(ch.Delta.Content)
+		}
+	}
+	return b.String()
+}
+
+func TestStreamRedactorMatchesWholeText(t *testing.T) {
+	r, _ := redact.New(redact.Config{})
+	text := `Mail "jane.doe@example.com", card 4111 1111 1111 1111 <b>, key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789 done`
+	want, _ := r.String(text)
+	for cut := 1; cut < len(text); cut++ {
+		got, _ := runStream(t, r, text, []int{cut, cut + 7})
+		if got != want {
+			t.Fatalf("cut at %d:\n got %q\nwant %q", cut, got, want)
+		}
+	}
+}
+
+func TestSpliceContent(t *testing.T) {
+	ev := []byte(`data: {"id":"a","choices":[{"index":0,"delta":{"content":"hi bob"},"finish_reason":null}]}` + "\n\n")
+	out, ok := spliceContent(ev, json.RawMessage(`"hi bob"`), `hi "[x]"`)
+	if !ok || string(out) != `data: {"id":"a","choices":[{"index":0,"delta":{"content":"hi \"[x]\""},"finish_reason":null}]}`+"\n\n" {
+		t.Fatalf("splice = %q %v", out, ok)
+	}
+	// The same value elsewhere in the event: decline, the caller re-encodes.
+	dup := []byte(`data: {"id":"hi","choices":[{"index":0,"delta":{"content":"hi"}}]}`)
+	if _, ok := spliceContent(dup, json.RawMessage(`"hi"`), "x"); ok {
+		t.Fatal("spliced an ambiguous value")
+	}
+}
+
+// FuzzStreamRedactor: whatever the text and however it is cut into SSE
+// chunks, the client sees exactly what redacting the whole text gives, so
+// no detected value (or a piece of one) ever reaches it.
+func FuzzStreamRedactor(f *testing.F) {
+	f.Add("write to bob@example.com now", 9, 17)
+	f.Add("card 4111111111111111 ssn 123-45-6789", 3, 30)
+	f.Add("ip 10.0.0.1 and eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc_DEF-123", 5, 40)
+	f.Add("\"quoted\" \\ <html> \u00e9\u4e16", 2, 4)
+	r, _ := redact.New(redact.Config{})
+	f.Fuzz(func(t *testing.T, text string, a, b int) {
+		if !utf8.ValidString(text) {
+			return // JSON decoding turns invalid UTF-8 into U+FFFD before redaction
+		}
+		want, res := r.String(text)
+		got, blocked := runStream(t, r, text, []int{abs(a) % (len(text) + 1), abs(b) % (len(text) + 1)})
+		if blocked {
+			return
+		}
+		if got != want {
+			t.Fatalf("stream %q != whole %q (findings %v)", got, want, res.Counts)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
