@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/profile.sh — CPU profiles of the gateway and of the bare proxy under
+# the same wrk load as bench/run.sh, to see where the gateway's extra CPU per
+# request goes.
+#
+#   bash bench/profile.sh                    # sse at 128 connections, 10s
+#   MODE=json CONNS=1 bash bench/profile.sh
+#
+# The gateway is a profiling build: bench/pprof/gateway_pprof.go is compiled
+# into cmd/gateway with `go build -overlay` (tag benchpprof); the gateway's
+# sources are not touched. Profiles and their top lists land in bench/out/.
+# Run bench/run.sh first once (it installs wrk and builds the helpers).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=$ROOT/bench/out
+MODE=${MODE:-sse}
+CONNS=${CONNS:-128}
+SECONDS_=${DURATION:-10}
+SECONDS_=${SECONDS_%s}
+UPSTREAM_PORT=${UPSTREAM_PORT:-18181}
+BARE_PORT=${BARE_PORT:-18182}
+GATEWAY_PORT=${GATEWAY_PORT:-18183}
+TOKEN=bench-token
+command -v wrk >/dev/null || { echo "profile.sh: wrk missing: run bench/run.sh once first" >&2; exit 1; }
+mkdir -p "$OUT"
+
+TMPD=$(mktemp -d "${TMPDIR:-/tmp}/gwprof.XXXXXX")
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$TMPD"
+}
+trap cleanup EXIT
+
+cat >"$TMPD/overlay.json" <<EOF
+{"Replace": {"$ROOT/cmd/gateway/zz_bench_pprof.go": "$ROOT/bench/pprof/gateway_pprof.go"}}
+EOF
+(
+	cd "$ROOT"
+	go build -tags benchpprof -overlay "$TMPD/overlay.json" -o "$OUT/gateway-pprof" ./cmd/gateway
+	go build -o "$OUT/upstream" ./bench/upstream
+	go build -o "$OUT/bareproxy" ./bench/bareproxy
+)
+
+mkdir -p "$TMPD/config" "$TMPD/work"
+cat >"$TMPD/config/gateway.yaml" <<EOF
+listen: "127.0.0.1:$GATEWAY_PORT"
+log:
+  level: warn
+upstreams:
+  - name: bench
+    type: openai
+    base_url: http://127.0.0.1:$UPSTREAM_PORT/v1
+    models: ["*"]
+    max_retries: 0
+audit:
+  dir: ${BENCH_AUDIT_DIR:-$TMPD/work/audit}
+EOF
+cat >"$TMPD/config/agents.yaml" <<EOF
+agents:
+  bench:
+    type: benchmark
+    rate_limit: 100000000/second
+    token_limit: 1000000000/second
+    token_sha256: "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
+EOF
+printf 'protocol:\n  version: "1.0"\n' >"$TMPD/config/protocol.yaml"
+
+"$OUT/upstream" -listen "127.0.0.1:$UPSTREAM_PORT" 2>"$OUT/profile-upstream.log" &
+PIDS+=($!)
+"$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$UPSTREAM_PORT" -pprof "127.0.0.1:$((BARE_PORT + 10))" 2>"$OUT/profile-bareproxy.log" &
+PIDS+=($!)
+(cd "$TMPD/work" && GATEWAY_PPROF_ADDR="127.0.0.1:$((GATEWAY_PORT + 10))" exec "$OUT/gateway-pprof" serve --config "$TMPD/config") 2>"$OUT/profile-gateway.log" &
+PIDS+=($!)
+for port in "$UPSTREAM_PORT" "$BARE_PORT" "$GATEWAY_PORT" "$((BARE_PORT + 10))" "$((GATEWAY_PORT + 10))"; do
+	for _ in $(seq 100); do
+		(: </dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
+		sleep 0.1
+	done
+done
+
+script=$ROOT/bench/post.lua
+[ "$MODE" = sse ] && script=$ROOT/bench/post_sse.lua
+threads=2
+[ "$CONNS" -lt 2 ] && threads=1
+for t in bare gateway; do
+	port=$BARE_PORT
+	[ "$t" = gateway ] && port=$GATEWAY_PORT
+	url=http://127.0.0.1:$port/v1/chat/completions
+	BENCH_TOKEN=$TOKEN wrk -t2 -c32 -d2s -s "$script" "$url" >/dev/null # warm-up
+	BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$MODE-c$CONNS.wrk.txt" &
+	wrkpid=$!
+	sleep 1
+	prof=$OUT/profile-$t-$MODE-c$CONNS.pprof
+	curl -s -o "$prof" "http://127.0.0.1:$((port + 10))/debug/pprof/profile?seconds=$SECONDS_"
+	wait "$wrkpid"
+	{
+		echo "=== $t, $MODE, $CONNS connections: $(grep -E 'Requests/sec' "$OUT/profile-$t-$MODE-c$CONNS.wrk.txt")"
+		echo "--- flat"
+		go tool pprof -top -nodecount=35 "$prof" 2>/dev/null | sed -n '1,45p'
+		echo "--- cumulative"
+		go tool pprof -top -cum -nodecount=45 "$prof" 2>/dev/null | sed -n '6,55p'
+	} | tee "$OUT/profile-$t-$MODE-c$CONNS.txt"
+done
+echo "profiles: $OUT/profile-*.pprof (go tool pprof -http=: FILE for a graph)"
