@@ -59,12 +59,9 @@ func prepare(chain []byte, r Record) (*prepared, error) {
 	}
 	summary := []byte("{}")
 	if r.Summary != nil {
-		raw, err := json.Marshal(r.Summary)
-		if err != nil {
-			return nil, fmt.Errorf("audit record: encode summary: %w", err)
-		}
-		if summary, err = jcs.Transform(raw); err != nil {
-			return nil, fmt.Errorf("audit record: canonicalize summary: %w", err)
+		var err error
+		if summary, err = canonicalSummary(r.Summary); err != nil {
+			return nil, fmt.Errorf("audit record: %w", err)
 		}
 	}
 	size := 160 + len(chain) + len(summary) + len(r.Kind) + len(r.AgentID) + len(r.SessionID) + len(r.RequestID) + len(r.PayloadSHA256)

@@ -82,6 +82,8 @@ type stackOpts struct {
 	protocolExtra string
 	// keepAlive is the SACP stream keep-alive interval (default 5s).
 	keepAlive time.Duration
+	// auditDir overrides the audit directory (benchmarks put it on tmpfs).
+	auditDir string
 }
 
 // protoSchema is the proto agent's data schema: an amount is required.
@@ -103,6 +105,9 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.upstreamURL == "" {
 		o.upstreamURL = "http://127.0.0.1:1/v1"
 	}
+	if o.auditDir == "" {
+		o.auditDir = filepath.Join(dir, "audit")
+	}
 	if o.failMode == "" {
 		o.failMode = "closed"
 	}
@@ -121,7 +126,7 @@ upstreams:
     max_retries: ` + strconv.Itoa(o.maxRetries) + `
     models: ["*"]
 audit:
-  dir: ` + filepath.Join(dir, "audit") + `
+  dir: ` + o.auditDir + `
   chain: test
   fail_mode: ` + o.failMode + `
 `

@@ -1,0 +1,159 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// canonicalSummary returns the RFC 8785 form of a summary. The summaries
+// the gateway writes are trees of maps, slices, strings, numbers and bools:
+// those are encoded directly (numbers through jcs.NumberToJSON, strings
+// through appendCanonicalString), which saves the marshal-then-reparse of
+// jcs.Transform on every entry. Anything else takes the general path.
+// TestCanonicalSummaryMatchesJCS holds both paths to the same bytes.
+func canonicalSummary(s map[string]any) ([]byte, error) {
+	if b, ok := appendCanonical(make([]byte, 0, 512), s, 0); ok {
+		return b, nil
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode summary: %w", err)
+	}
+	out, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalize summary: %w", err)
+	}
+	return out, nil
+}
+
+// maxCanonicalDepth bounds recursion; deeper trees take the general path.
+const maxCanonicalDepth = 32
+
+// appendCanonical appends v's canonical JSON; ok=false means "type not
+// handled here" and the caller falls back to jcs.Transform.
+func appendCanonical(b []byte, v any, depth int) ([]byte, bool) {
+	if depth > maxCanonicalDepth {
+		return b, false
+	}
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case string:
+		if !utf8.ValidString(x) {
+			return b, false // let the general path apply encoding/json's rules
+		}
+		return appendCanonicalString(b, x), true
+	case bool:
+		if x {
+			return append(b, "true"...), true
+		}
+		return append(b, "false"...), true
+	case int:
+		return appendNumber(b, float64(x), int64(x) == int64(float64(x)))
+	case int64:
+		return appendNumber(b, float64(x), x == int64(float64(x)))
+	case float64:
+		return appendNumber(b, x, true)
+	case []string:
+		b = append(b, '[')
+		for i, s := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendCanonical(b, s, depth+1); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case []any:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendCanonical(b, e, depth+1); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case map[string]any:
+		return appendObject(b, x, depth)
+	case map[string]int:
+		m := make(map[string]any, len(x))
+		for k, n := range x {
+			m[k] = n
+		}
+		return appendObject(b, m, depth)
+	default:
+		return b, false
+	}
+}
+
+// appendNumber formats like ECMAScript (RFC 8785 3.2.2.3); exact=false (an
+// integer beyond 2^53) takes the general path, which rounds the same way
+// encoding/json does.
+func appendNumber(b []byte, f float64, exact bool) ([]byte, bool) {
+	if !exact {
+		return b, false
+	}
+	s, err := jcs.NumberToJSON(f)
+	if err != nil {
+		return b, false
+	}
+	return append(b, s...), true
+}
+
+func appendObject(b []byte, m map[string]any, depth int) ([]byte, bool) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if !utf8.ValidString(k) {
+			return b, false
+		}
+		keys = append(keys, k)
+	}
+	// RFC 8785 sorts member names by their UTF-16 code units.
+	slices.SortFunc(keys, compareUTF16)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendCanonicalString(b, k)
+		b = append(b, ':')
+		var ok bool
+		if b, ok = appendCanonical(b, m[k], depth+1); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// compareUTF16 orders strings by UTF-16 code units; for ASCII (the usual
+// case) that is byte order, which is checked first.
+func compareUTF16(a, b string) int {
+	ascii := true
+	for i := 0; i < len(a) && ascii; i++ {
+		ascii = a[i] < utf8.RuneSelf
+	}
+	for i := 0; i < len(b) && ascii; i++ {
+		ascii = b[i] < utf8.RuneSelf
+	}
+	if ascii {
+		switch {
+		case a < b:
+			return -1
+		case a > b:
+			return 1
+		}
+		return 0
+	}
+	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	return slices.Compare(ua, ub)
+}
