@@ -47,8 +47,10 @@ const (
 // Limits. They bound how far any detector looks, which is what bounds the
 // text a Stream has to hold back (see MaxValueLen for the unbounded kinds).
 const (
-	maxLocal       = 64  // RFC 5321 local-part length; longer runs are cut to the last 64
-	maxDomain      = 253 // RFC 1035 name length
+	maxDomain = 253 // RFC 1035 name length
+	// maxLocal is far above RFC 5321's 64, and only there to bound the hold:
+	// an address (local part, '@', domain, one byte after) fits MaxValueLen.
+	maxLocal       = MaxValueLen - maxDomain - 2
 	minCardDigits  = 13
 	maxCardDigits  = 19
 	minPhoneDigits = 8  // with the country code
@@ -58,212 +60,14 @@ const (
 	minJWTHeader   = 10 // "eyJhbGciOi" is the shortest realistic header prefix
 )
 
-// Character classes, one bit each, so that one table lookup answers "may this
-// byte continue a local part / a JWT / a key body …".
-const (
-	cDigit   uint16 = 1 << iota
-	cUpper          // A-Z
-	cLower          // a-z
-	cLocal          // email local part: alnum . _ % + -
-	cDomain         // email domain label: alnum -
-	cB64            // base64url: alnum _ - (sk-, AIza bodies; keyword letters)
-	cJWT            // base64url and the segment dot
-	cWord           // alnum _ (github_pat_ bodies)
-	cSlack          // alnum - (xox… bodies)
-	cSecret         // keyword-introduced values: base64, base64url, . ~
-	cNumTrig        // bytes where a number-shaped value can start: digits + (
-
-	cAlnum = cDigit | cUpper | cLower
-)
-
-var class = buildClasses()
-
-func buildClasses() (t [256]uint16) {
-	set := func(chars string, bits uint16) {
-		for i := 0; i < len(chars); i++ {
-			t[chars[i]] |= bits
-		}
-	}
-	const all = cLocal | cDomain | cB64 | cJWT | cWord | cSlack | cSecret
-	for c := '0'; c <= '9'; c++ {
-		t[c] |= cDigit | cNumTrig | all
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] |= cUpper | all
-		t[c+'a'-'A'] |= cLower | all
-	}
-	set(".", cLocal|cJWT|cSecret)
-	set("-", cLocal|cDomain|cB64|cJWT|cSlack|cSecret)
-	set("_", cLocal|cB64|cJWT|cWord|cSecret)
-	set("%", cLocal)
-	set("+", cLocal|cSecret|cNumTrig)
-	set("/=~", cSecret)
-	set("(", cNumTrig)
-	return t
-}
-
-func isDigit(c byte) bool { return class[c]&cDigit != 0 }
-func isAlnum(c byte) bool { return class[c]&cAlnum != 0 }
-
-// before returns the byte before s[i], or 0 at the start of s.
-func before(s string, i int) byte {
-	if i > 0 {
-		return s[i-1]
-	}
-	return 0
-}
-
-// A match is one candidate value, s[start:end].
-type match struct {
-	start, end int
-	det        detector
-	rank       uint8
-}
-
-// A scanner finds the candidate values of one text. It is also what makes
-// streaming exact: every detector reads forward through at, which notes when
-// the answer depends on bytes not received yet, and the detector then reports
-// a hold instead of a match. Everything before the earliest hold is final.
-type scanner struct {
-	s     string
-	n     int
-	lo    int  // candidates start at s[lo:]; bytes before are context only
-	final bool // s is the whole text; otherwise more may follow
-	on    *[numDetectors]bool
-
-	unsure bool // the current attempt read past the end of a partial text
-
-	hold     int // earliest start whose outcome needs more text; n when none
-	holdDet  detector
-	holdRank uint8
-	holdRun  uint16 // classes of the unbounded runs unsure at hold
-
-	// The last secret run read (see secretEnd): s[secretLo:secretHi],
-	// secretTrim without trailing dots, secretUnsure if it reached the end
-	// of a partial text.
-	secretLo, secretHi, secretTrim int
-	secretUnsure                   bool
-
-	cands []match
-}
-
-func (sc *scanner) reset(s string, lo int, final bool, on *[numDetectors]bool) {
-	sc.s, sc.n, sc.lo, sc.final, sc.on = s, len(s), lo, final, on
-	sc.unsure = false
-	sc.hold, sc.holdDet, sc.holdRank, sc.holdRun = len(s), 0, 0, 0
-	sc.secretLo, sc.secretHi = -1, -2
-	sc.cands = sc.cands[:0]
-}
-
-// at returns s[j], or 0 past the end; past the end of a partial text it also
-// marks the current attempt as unsure. 0 is in no class, so a detector sees
-// the end of the text as a separator.
-func (sc *scanner) at(j int) byte {
-	if j < sc.n {
-		return sc.s[j]
-	}
-	if !sc.final {
-		sc.unsure = true
-	}
-	return 0
-}
-
-// runEnd returns the end of the run of bytes in class mask starting at j.
-func (sc *scanner) runEnd(j int, mask uint16) int {
-	for class[sc.at(j)]&mask != 0 {
-		j++
-	}
-	return j
-}
-
-// digits reports whether s[j:j+k] are all digits.
-func (sc *scanner) digits(j, k int) bool {
-	for ; k > 0; k-- {
-		if !isDigit(sc.at(j)) {
-			return false
-		}
-		j++
-	}
-	return true
-}
-
-// settle closes one attempt at start: a match s[start:end] when end > start,
-// or a hold when the attempt read past the end of a partial text. run names
-// the class of an unbounded run (keys, JWTs), so that a Stream can drop the
-// rest of an oversized one.
-func (sc *scanner) settle(start, end int, d detector, rank uint8, run uint16) {
-	if sc.unsure {
-		sc.unsure = false
-		sc.holdAt(start, d, rank, run)
-		return
-	}
-	if end > start {
-		sc.cands = append(sc.cands, match{start: start, end: end, det: d, rank: rank})
-	}
-}
-
-func (sc *scanner) holdAt(p int, d detector, rank uint8, run uint16) {
-	switch {
-	case p < sc.hold:
-		sc.hold, sc.holdDet, sc.holdRank, sc.holdRun = p, d, rank, run
-	case p == sc.hold:
-		sc.holdRun |= run
-		if rank < sc.holdRank || rank == sc.holdRank && d < sc.holdDet {
-			sc.holdDet, sc.holdRank = d, rank
-		}
-	}
-}
-
-// tailHold holds a proper prefix of prefix at the end of a partial text.
-func (sc *scanner) tailHold(prefix string, d detector, run uint16) {
-	if sc.final {
-		return
-	}
-	for k := 1; k < len(prefix); k++ {
-		p := sc.n - k
-		if p >= sc.lo && sc.s[p:] == prefix[:k] && !isAlnum(before(sc.s, p)) {
-			sc.holdAt(p, d, rankSpecific, run)
-		}
-	}
-}
-
-// scan collects the candidates of the enabled detectors, sorted by start,
-// longest first, then by rank and canonical order.
-func (sc *scanner) scan() {
-	on := sc.on
-	if on[detEmail] {
-		sc.emails()
-	}
-	if on[detPhone] || on[detCard] || on[detIBAN] || on[detSSN] || on[detIPv4] {
-		sc.numbers()
-	}
-	if on[detAPIKey] {
-		sc.keys()
-		sc.keyed()
-	}
-	if on[detJWT] {
-		sc.jwts()
-	}
-	if len(sc.cands) > 1 {
-		slices.SortFunc(sc.cands, func(a, b match) int {
-			switch {
-			case a.start != b.start:
-				return a.start - b.start
-			case a.end != b.end:
-				return b.end - a.end
-			case a.rank != b.rank:
-				return int(a.rank) - int(b.rank)
-			}
-			return int(a.det) - int(b.det)
-		})
-	}
-}
-
 // --- email -------------------------------------------------------------
 
 // emails finds addresses from their '@', the one byte every address has.
-// The local part is the run of local-part bytes before it, cut to the last
-// 64: a fixed bound keeps both the hold-back and re-redaction stable.
+// The local part is the whole run of local-part bytes before it: starting
+// where the run starts, as every other value starts at a word boundary, is
+// what keeps redaction idempotent (a value is never cut off from a neighbour
+// it touches). A run longer than maxLocal is not taken for a local part, so
+// a Stream never holds back more than MaxValueLen for an address.
 func (sc *scanner) emails() {
 	s := sc.s
 	for i := sc.lo; i < sc.n; {
@@ -274,10 +78,10 @@ func (sc *scanner) emails() {
 		a := i + k
 		i = a + 1
 		l := a
-		for l > 0 && a-l < maxLocal && class[s[l-1]]&cLocal != 0 {
+		for l > 0 && a-l <= maxLocal && class[s[l-1]]&cLocal != 0 {
 			l--
 		}
-		if l == a || l < sc.lo {
+		if l == a || l < sc.lo || a-l > maxLocal {
 			continue
 		}
 		sc.settle(l, sc.domainEnd(a+1), detEmail, rankSpecific, 0)
@@ -285,11 +89,11 @@ func (sc *scanner) emails() {
 	// The last run may still be followed by an '@'.
 	if !sc.final {
 		l := sc.n
-		for l > 0 && sc.n-l < maxLocal && class[s[l-1]]&cLocal != 0 {
+		for l > sc.lo && sc.n-l <= maxLocal && class[s[l-1]]&cLocal != 0 {
 			l--
 		}
-		if l < sc.n {
-			sc.holdAt(max(l, sc.lo), detEmail, rankSpecific, 0)
+		if l < sc.n && sc.n-l <= maxLocal {
+			sc.holdAt(l, detEmail, rankSpecific, 0)
 		}
 	}
 }
@@ -545,9 +349,10 @@ func keywordBefore(s string, p int, sep byte) bool {
 }
 
 // secretAt settles the value that follows a separator at j: up to two
-// spaces, an optional quote, then a run of secret bytes that is long, mixes
-// letters and digits, and has high Shannon entropy (judged on its first
-// secretSample bytes).
+// spaces, an optional quote, then a run of secret bytes, at least
+// minSecretLen long, whose first secretSample bytes mix letters and digits
+// and have high Shannon entropy. A run that fails only that test waits in
+// pending (see keepPending).
 func (sc *scanner) secretAt(j int) {
 	for n := 0; n < 2 && sc.at(j) == ' '; n++ {
 		j++
@@ -562,14 +367,64 @@ func (sc *scanner) secretAt(j int) {
 		return
 	}
 	e := sc.secretEnd(j)
-	end := -1
-	if v := sc.s[j:max(j, e)]; len(v) >= minSecretLen {
-		v = v[:min(len(v), secretSample)]
-		if hasDigitAndLetter(v) && entropy(v) >= minEntropy {
-			end = e
+	v := sc.s[j:max(j, e)]
+	switch {
+	case len(v) < minSecretLen, sc.unsure && len(v) < secretSample:
+		sc.settle(j, -1, detAPIKey, rankKeyword, cSecret) // too short, or not known yet
+	case plausibleSecret(v[:min(len(v), secretSample)]):
+		sc.settle(j, e, detAPIKey, rankKeyword, cSecret)
+	default:
+		sc.pending = append(sc.pending, pendingRun{start: j, end: e, open: sc.unsure})
+		sc.unsure = false
+	}
+}
+
+func plausibleSecret(v string) bool { return hasDigitAndLetter(v) && entropy(v) >= minEntropy }
+
+// A pendingRun is a keyword-introduced run that failed the entropy test;
+// open when it reaches the end of a partial text.
+type pendingRun struct {
+	start, end int
+	open       bool
+}
+
+// keepPending takes a pending run after all when another value overlaps its
+// first secretSample bytes. Entropy is not monotone: once the other value is
+// replaced, the rest of the run could pass the test, and redacting the
+// output again would find it; taking the whole run avoids that (and a run
+// holding a detected value is worth hiding anyway). A value starting past
+// the sample cannot change the sample, so it does not count; that bounds
+// how long a Stream waits to reject a run.
+//
+// The decision is final only if the overlapping candidate is, so runs at or
+// after the hold wait, and so does a run whose sample may still be
+// overlapped, or whose end is not known yet.
+func (sc *scanner) keepPending() {
+	slices.SortFunc(sc.pending, func(a, b pendingRun) int { return a.start - b.start })
+	n, k, maxEnd, added := len(sc.cands), 0, -1, false
+runs:
+	for _, p := range sc.pending {
+		if p.start >= sc.hold {
+			break
+		}
+		// Runs of one class that start in order also end in order, so the
+		// limit only grows.
+		window := min(p.end, p.start+secretSample)
+		for limit := min(window, sc.hold); k < n && sc.cands[k].start < limit; k++ {
+			maxEnd = max(maxEnd, sc.cands[k].end)
+		}
+		switch {
+		case maxEnd > p.start && !p.open:
+			sc.cands = append(sc.cands, match{start: p.start, end: p.end, det: detAPIKey, rank: rankKeyword})
+			added = true
+		case maxEnd > p.start, sc.hold < window:
+			sc.holdAt(p.start, detAPIKey, rankKeyword, cSecret)
+			break runs
 		}
 	}
-	sc.settle(j, end, detAPIKey, rankKeyword, cSecret)
+	if added {
+		sc.sort()
+	}
 }
 
 // secretSample bounds the bytes a secret's entropy is measured on, so that

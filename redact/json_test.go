@@ -23,6 +23,7 @@ func TestJSON(t *testing.T) {
 		{"unchanged string keeps its escapes", `"tab\there \u00e9 \/"`, `"tab\there \u00e9 \/"`, 0},
 		{"redacted string re-escaped", `"line\n\"a@b.co\"\u2028"`, `"line\n\"` + rEmail + `\"\u2028"`, 1},
 		{"surrogate pair", `"\ud83d\ude00 a@b.co"`, "\"\U0001F600 " + rEmail + `"`, 1},
+		{"every escape", `"\b\f\r\t\u0001\/\\ a@b.co \ud800x"`, `"\u0008\u000c\r\t\u0001/\\ ` + rEmail + " \ufffdx\"", 1},
 		{"empty containers", `{"a":[],"b":{}}`, `{"a":[],"b":{}}`, 0},
 		{"number is not redacted", `{"card": 4111111111111111}`, `{"card":4111111111111111}`, 0},
 	} {

@@ -8,13 +8,21 @@
 // checked), ssn, api_key (vendor prefixes, and high-entropy values after
 // "Bearer " or a keyword such as api_key= or token:), jwt and ipv4.
 //
-// All detectors run in one scan with cheap prefilters: email starts from
-// '@', number-shaped values from a digit run, '+' or '(', keys and tokens
-// from their fixed prefixes, found with the vectorised strings.Index. Where
-// two candidates overlap, the one that starts first wins (the longer one at
-// the same start, then the more specific one); bytes of the other that stick
-// out past the winner are replaced under the other's name, so no detected
-// byte is ever left over.
+// All detectors run in one scan with cheap prefilters, not one regular
+// expression each: addresses are found from their '@', number-shaped values
+// from the first digit of a run (eight bytes tested at a time) or '+' or '(',
+// keys and tokens from a rare byte of their prefix ('-' of sk-, '_' of ghp_,
+// 'J' of eyJ, ':' or '=' after a keyword) with the vectorised
+// strings.IndexByte. Only there are the formats tried, with their checksums
+// (Luhn, mod 97) and entropy. The cost is linear in the text, a couple of
+// nanoseconds a byte on prose, whatever the input (TestLinearTime).
+//
+// Where two candidates overlap, the one that starts first wins (the longer
+// one at the same start, then the more specific one); bytes of the other
+// that stick out past the winner are replaced under the other's name, so no
+// detected byte is ever left over. Every value starts and ends at a word
+// boundary, and no detector looks into a neighbouring value, so redacting
+// the output again finds nothing new (with a replacement like the default).
 //
 // A detected value never appears in an error or in a Result; a Result holds
 // only counts per detector name.

@@ -16,8 +16,8 @@ import (
 const MaxValueLen = 4096
 
 // lookBehind is how far before the first possible start detectors read
-// (a keyword before its value, the 64-byte local part before an '@'), and
-// so how much already emitted text a Stream keeps as context.
+// (at most a 64-byte keyword and its separator before a value), and so how
+// much already emitted text a Stream keeps as context.
 const lookBehind = 96
 
 // A Stream redacts a text that arrives in chunks, such as the content deltas
@@ -138,8 +138,11 @@ func (st *Stream) process(text string, final bool) string {
 // keepContext appends dropped bytes to the context, as they precede
 // whatever comes next.
 func (st *Stream) keepContext(dropped string) {
-	text := st.buf + dropped
-	keep := max(0, len(text)-lookBehind)
-	st.buf = text[keep:]
+	if len(dropped) >= lookBehind {
+		st.buf = strings.Clone(dropped[len(dropped)-lookBehind:])
+	} else {
+		text := st.buf + dropped
+		st.buf = text[max(0, len(text)-lookBehind):]
+	}
 	st.lo, st.from = len(st.buf), len(st.buf)
 }
