@@ -137,6 +137,9 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 	if sidecar != "" && !loopback(cfg.Gateway.Listen) {
 		return &usageError{fmt.Sprintf("sidecar mode requires a loopback listen address (e.g. 127.0.0.1:8080), not %q: use --listen", cfg.Gateway.Listen)}
 	}
+	if _, ok := cfg.Agents[sidecar]; sidecar != "" && !ok {
+		return &usageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
+	}
 	auditLog, err := openAudit(cfg, log)
 	if err != nil {
 		return err
