@@ -31,6 +31,7 @@ type Gateway struct {
 	Upstreams []Upstream `yaml:"upstreams"`
 	TLS       TLS        `yaml:"tls"`
 	Policy    Policy     `yaml:"policy"`
+	Approval  Approval   `yaml:"approval"`
 	Audit     Audit      `yaml:"audit"`
 	State     State      `yaml:"state"`
 }
@@ -94,6 +95,20 @@ type Policy struct {
 	Dir string `yaml:"dir"`
 	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
 	ShadowDir string `yaml:"shadow_dir"`
+}
+
+// Approval configures the approval protocol (seed 004).
+type Approval struct {
+	// CatalogueDir holds the specification catalogue (Markdown files with an
+	// id in front matter), relative to the config dir. Default "specs".
+	CatalogueDir string `yaml:"catalogue_dir"`
+	// BaseURL is the gateway's external URL, for human_review_url. Empty:
+	// the review URL is a path ("/review/{id}").
+	BaseURL string `yaml:"base_url"`
+	// Webhook receives a Slack-compatible notification per escalation. Empty: none.
+	Webhook string `yaml:"webhook"`
+	// RateLimit bounds /agent/request per agent. Default 60/minute (seed 004).
+	RateLimit Rate `yaml:"rate_limit"`
 }
 
 // Audit configures the audit trail.

@@ -253,6 +253,23 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.Policy.Dir == "" {
 		g.Policy.Dir = "rego"
 	}
+	if g.Approval.CatalogueDir == "" {
+		// The default may be absent (an empty catalogue); a configured one must exist.
+		g.Approval.CatalogueDir = "specs"
+	} else {
+		l.fileExists(f, at("approval", "catalogue_dir"), "approval.catalogue_dir", filepath.Join(l.dir, g.Approval.CatalogueDir))
+	}
+	if g.Approval.RateLimit.IsZero() {
+		g.Approval.RateLimit = Rate{N: 60, Period: time.Minute}
+	}
+	for name, u := range map[string]string{"base_url": g.Approval.BaseURL, "webhook": g.Approval.Webhook} {
+		if u == "" {
+			continue
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			l.add(f, at("approval", name), "approval.%s %q: want an http(s) URL", name, u)
+		}
+	}
 	if g.Audit.Dir == "" {
 		g.Audit.Dir = "data/audit"
 	}

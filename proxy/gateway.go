@@ -32,6 +32,9 @@ type Deps struct {
 	// KeepAlive is the SSE keep-alive interval while a protocol answer is
 	// gathered and validated. Zero: 5s.
 	KeepAlive time.Duration
+	// Policies is the Rego engine (chat.deny, guardrails); nil: no policy
+	// stage, and the audit entries say "not_evaluated".
+	Policies Policies
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -39,6 +42,7 @@ type Gateway struct {
 	chat, embeddings, models http.Handler
 	upstreams                *upstream.Set
 	audit                    *Recorder
+	ident                    *Identifier
 }
 
 // New compiles the chains once, at startup.
@@ -73,8 +77,13 @@ func New(d Deps) (*Gateway, error) {
 	if d.KeepAlive > 0 {
 		proto.KeepAlive = d.KeepAlive
 	}
-	g := &Gateway{upstreams: d.Upstreams, audit: rec}
+	proto.Policies = d.Policies
+	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident}
 	chatStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
+	if d.Policies != nil {
+		// After the limits: a flood of requests must not buy policy evaluations.
+		chatStages = append(chatStages, ChatPolicy(d.Policies))
+	}
 	if d.Config.Protocol.Redaction.Requests {
 		// Before the template goes in: only the agent's own text is scanned.
 		chatStages = append(chatStages, RedactRequests(red))
@@ -105,6 +114,15 @@ func (g *Gateway) Embeddings() http.Handler { return g.embeddings }
 
 // Models serves GET /v1/models.
 func (g *Gateway) Models() http.Handler { return g.models }
+
+// Authenticated puts h behind the identify stage (and its audit of
+// failures), for the other front doors of the gateway (the approval API).
+func (g *Gateway) Authenticated(h http.Handler) http.Handler {
+	return Chain(func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}, g.ident)
+}
 
 // auditRejection records a request the gateway refused before any upstream
 // call (400, 404, 413...). The refusal has already been sent: the entry is

@@ -44,6 +44,8 @@ type Protocol struct {
 	// SSE comment, so idle-timeout proxies do not cut the client off.
 	KeepAlive time.Duration
 	Audit     *Recorder
+	// Policies applies the guardrails to validated answers; nil: none.
+	Policies Policies
 }
 
 // NewProtocol builds the protocol stage from config, compiling every
@@ -197,6 +199,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		resp = sacp.Fallback(ans.content)
 		verdict = "fallback"
 	}
+	guard(ctx, p.Policies, ex, &resp)
 	blocked := p.redactResponse(ex, &resp)
 	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: outcome.Errors,
 		Thought: p.auditText(resp.Thought), Message: resp.Message}

@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
 )
@@ -34,6 +35,8 @@ type Check struct {
 type Options struct {
 	Gateway *proxy.Gateway
 	Log     *slog.Logger
+	// Approval is the approval protocol's front door; nil: not served.
+	Approval *approval.Service
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
@@ -70,6 +73,15 @@ func New(o Options) (*Server, error) {
 	e.POST("/v1/chat/completions", echo.WrapHandler(g.ChatCompletions()))
 	e.POST("/v1/embeddings", echo.WrapHandler(g.Embeddings()))
 	e.GET("/v1/models", echo.WrapHandler(g.Models()))
+	if o.Approval != nil {
+		for _, rt := range o.Approval.Routes() {
+			h := rt.Handler
+			if rt.AgentAuth {
+				h = g.Authenticated(h)
+			}
+			e.Add(rt.Method, rt.Path, withPathValues(h))
+		}
+	}
 	s.echo = e
 	return s, nil
 }
@@ -108,6 +120,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// withPathValues mounts a net/http handler that reads r.PathValue: echo
+// keeps its parameters to itself, so they are copied onto the request.
+func withPathValues(h http.Handler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		for _, name := range c.ParamNames() {
+			r.SetPathValue(name, c.Param(name))
+		}
+		h.ServeHTTP(c.Response(), r)
+		return nil
+	}
 }
 
 func (s *Server) healthz(c echo.Context) error {

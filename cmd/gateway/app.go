@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
+	policyfs "github.com/sacpgw/gateway/rego"
 	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -30,6 +33,14 @@ type app struct {
 	upstreams *upstream.Set
 	server    *server.Server
 	audit     *audit.Log
+	policies  *policy.Engine
+	approval  *approval.Service
+}
+
+// close releases what build started (the policy watcher, pooled connections).
+func (a *app) close() {
+	a.policies.Close()
+	a.upstreams.Close()
 }
 
 // openAudit opens this instance's chain of the audit trail.
@@ -85,30 +96,125 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if err != nil {
 		return nil, &usageError{err.Error()}
 	}
+	engine, err := newPolicies(cfg, log, auditLog)
+	if err != nil {
+		ups.Close()
+		return nil, &usageError{err.Error()}
+	}
+	a := &app{upstreams: ups, audit: auditLog, policies: engine}
+	fail := func(err error) (*app, error) {
+		a.close()
+		return nil, err
+	}
+	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
+	for _, r := range cfg.Gateway.Admin.Reviewers {
+		reviewers = append(reviewers, r.Name)
+	}
+	model := filepath.Join(cfg.Dir, "rbac_model.conf")
+	if _, err := os.Stat(model); os.IsNotExist(err) {
+		model = "" // the built-in model, the same as the shipped file
+	}
+	rbac, err := policy.NewRBAC(model, cfg.Agents, reviewers)
+	if err != nil {
+		return fail(&usageError{fmt.Sprintf("rbac: %v", err)})
+	}
+	catalogue, err := loadCatalogue(cfg)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
+	limiter := limit.NewMemory()
+	if auditLog != nil {
+		a.approval, err = approval.New(approval.Deps{
+			Config: cfg, Decider: engine, Authorizer: rbac, Store: approval.NewMemoryStore(),
+			Limiter: limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
+			Audit: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
+			BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: log,
+		})
+		if err != nil {
+			return fail(err)
+		}
+	}
 	gw, err := proxy.New(proxy.Deps{
 		Config:       cfg,
 		Upstreams:    ups,
-		Requests:     limit.NewMemory(),
+		Requests:     limiter,
 		Tokens:       limit.NewMemoryBudget(),
 		Log:          log,
 		SidecarAgent: sidecar,
 		Audit:        appender(auditLog),
+		Policies:     engine,
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	srv, err := server.New(server.Options{
+	a.server, err = server.New(server.Options{
 		Gateway:         gw,
 		Log:             log,
+		Approval:        a.approval,
 		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
 		Checks: []server.Check{
 			{Name: "config", Ready: func(context.Context) error { return nil }},
+			{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }},
 		},
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	return &app{upstreams: ups, server: srv, audit: auditLog}, nil
+	return a, nil
+}
+
+// newPolicies loads the Rego of policy.dir; with an audit trail (serving),
+// it watches the directory and audits every reload and shadow disagreement.
+func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*policy.Engine, error) {
+	opts := policy.Options{
+		Dir:       cfg.Gateway.Policy.Dir,
+		ShadowDir: cfg.Gateway.Policy.ShadowDir,
+		Logger:    log,
+		Timeout:   cfg.Protocol.Timeouts.Validation.D(),
+		NoWatch:   auditLog == nil,
+	}
+	if _, err := os.Stat(opts.Dir); os.IsNotExist(err) && opts.Dir == "rego" {
+		// Only the default location may be absent (a binary run outside the
+		// repository): it then serves the policies built into the binary.
+		// A configured directory that is missing is an error.
+		log.Warn("policy dir rego not found: serving the built-in default policies (not hot-reloaded)")
+		opts.Dir, opts.FS = "", policyfs.FS
+	}
+	if auditLog != nil {
+		record := func(kind string, summary map[string]any) {
+			if _, err := auditLog.Append(context.Background(), audit.Record{Kind: kind, Summary: summary}); err != nil {
+				log.Error("audit entry not written", "kind", kind, "error", err.Error())
+			}
+		}
+		opts.OnReload = func(ev policy.ReloadEvent) {
+			record("policy.reload", map[string]any{"ok": ev.OK, "shadow": ev.Shadow, "dir": ev.Dir, "revision": ev.Revision,
+				"attempted": ev.Attempted, "error": ev.Error, "files": ev.Files})
+		}
+		opts.OnShadowDisagreement = func(ev policy.ShadowEvent) {
+			record("policy.shadow", map[string]any{"point": ev.Point, "live": ev.Live, "shadow": ev.Shadow,
+				"live_decision_id": ev.LiveDecisionID, "shadow_decision_id": ev.ShadowDecisionID,
+				"live_revision": ev.LiveRevision, "shadow_revision": ev.ShadowRevision})
+		}
+	}
+	e, err := policy.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("policies (%s): %w", cfg.Gateway.Policy.Dir, err)
+	}
+	return e, nil
+}
+
+// loadCatalogue reads the specification catalogue; the default directory
+// may be absent (an empty catalogue).
+func loadCatalogue(cfg *config.Config) (*approval.Catalogue, error) {
+	dir := filepath.Join(cfg.Dir, cfg.Gateway.Approval.CatalogueDir)
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return approval.NewCatalogue(), nil
+	}
+	c, err := approval.LoadCatalogue(dir)
+	if err != nil {
+		return nil, fmt.Errorf("approval.catalogue_dir: %w", err)
+	}
+	return c, nil
 }
 
 // appender keeps a nil *audit.Log from becoming a non-nil interface.
@@ -128,8 +234,12 @@ func check(cfg *config.Config) error {
 			return fmt.Errorf("%s: audit.signing_key_file: %w", filepath.Join(cfg.Dir, config.GatewayFile), err)
 		}
 	}
-	_, err := build(cfg, "", slog.New(slog.DiscardHandler), nil)
-	return err
+	a, err := build(cfg, "", slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		return err
+	}
+	a.close()
+	return nil
 }
 
 func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Writer) error {
@@ -154,7 +264,10 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	defer a.upstreams.Close()
+	defer a.close()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go a.approval.Run(runCtx)
 	if _, err := auditLog.Append(ctx, audit.Record{Kind: audit.KindConfigReload, Summary: map[string]any{
 		"event": "startup", "version": version, "files": configDigest(cfg.Dir), "agents": len(cfg.Agents), "sidecar_agent": sidecar,
 	}}); err != nil {

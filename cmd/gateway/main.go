@@ -51,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return checkMain(args[2:], stdout, stderr)
 	case "audit":
 		return auditMain(args[1:], stdout, stderr)
+	case "policy":
+		return policyMain(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
 		return exitOK
@@ -75,6 +77,7 @@ func usage(w io.Writer) {
   gateway audit verify [--dir D] [--pubkey FILE] [--json]
   gateway audit export [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
   gateway audit keygen --out PREFIX
+  gateway policy test [DIR]
   gateway version
 `)
 }

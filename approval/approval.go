@@ -1,0 +1,269 @@
+// Package approval implements the Librarian approval protocol of seed 004
+// (SPEC 4.2): agents ask for approval of a change, the Rego policy decides,
+// people decide what the policy escalates, and every step is audited.
+//
+// A request moves PENDING → VALIDATING → APPROVED | REJECTED | ESCALATED;
+// an ESCALATED one is approved or rejected by a reviewer (or rejected by
+// expiry after timeouts.escalation), and an APPROVED one becomes COMPLETED
+// when its agent REPORTs it done. An approval is bound to the SHA-256 of the
+// approved content: a REPORT claiming other content is a deviation and goes
+// back to a person.
+//
+// The handlers are plain net/http. Agent routes expect the gateway's
+// identify stage in front of them (scope.Get(ctx).Agent is the caller);
+// admin and review routes authenticate admin and reviewer tokens here.
+package approval
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// Decider evaluates data.gateway.approval.decision (SPEC 6). The policy
+// package's engine implements it; an error or undefined decision must be
+// returned as an error, which the service turns into a rejection.
+type Decider interface {
+	Approval(ctx context.Context, input map[string]any) (policy.ApprovalDecision, error)
+}
+
+// Authz is the RBAC verdict passed to the policy as input.authz. It is the
+// policy package's type, so its casbin enforcer (*policy.RBAC) is an
+// Authorizer as it is.
+type Authz = policy.Authz
+
+// Authorizer is the RBAC check: may agentID perform action on a target of
+// type target? action is policy.ActionFor's: "query" for a QUERY (target
+// may then be empty), else the request's action (a REPORT's is the
+// reported request's).
+type Authorizer interface {
+	Authorize(agentID, action, target string) Authz
+}
+
+// AuthorizerFunc adapts a function to Authorizer.
+type AuthorizerFunc func(agentID, action, target string) Authz
+
+// Authorize implements Authorizer.
+func (f AuthorizerFunc) Authorize(agentID, action, target string) Authz {
+	return f(agentID, action, target)
+}
+
+// Appender is what the service needs of the audit trail (audit.Log).
+type Appender interface {
+	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
+}
+
+// Deps are the service's dependencies. Config, Decider, Authorizer, Store,
+// Limiter, Audit, Catalogue and Log are required; the rest have defaults.
+type Deps struct {
+	Config     *config.Config
+	Decider    Decider
+	Authorizer Authorizer
+	Store      Store
+	// Limiter enforces Rate on POST /agent/request, keyed per agent.
+	Limiter limit.Limiter
+	// Rate is the per-agent limit of POST /agent/request. Zero: seed 004's
+	// 60/minute.
+	Rate limit.Rule
+	// Audit receives agent.request, agent.decision and escalation.decision.
+	Audit Appender
+	// FailClosed: an entry that cannot be written stops the request (503
+	// audit_unavailable) and nothing is approved. Otherwise the failure is
+	// logged and the request served.
+	FailClosed bool
+	Catalogue  *Catalogue
+	// BaseURL is the gateway's external URL (https://gw.example.org), used in
+	// human_review_url and webhook messages. Empty: relative URLs.
+	BaseURL string
+	// Webhook is a Slack-compatible incoming-webhook URL notified of each
+	// escalation. Empty: no notification.
+	Webhook string
+	// HTTPClient posts to Webhook. Nil: a client with a 5s timeout.
+	HTTPClient *http.Client
+	// Log receives failures the client does not see (webhook, expiry,
+	// audit errors in open mode).
+	Log *slog.Logger
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+	// SessionTTL bounds a reviewer's sign-in. Zero: 8 hours.
+	SessionTTL time.Duration
+	// Retention is how long a REJECTED or COMPLETED record stays readable in
+	// a store that prunes (the memory store). Zero: 7 days.
+	Retention time.Duration
+}
+
+// Service serves the approval API. Create it with New.
+type Service struct {
+	cfg        *config.Config
+	decider    Decider
+	authz      Authorizer
+	store      Store
+	limiter    limit.Limiter
+	rate       limit.Rule
+	audit      Appender
+	failClosed bool
+	cat        *Catalogue
+	baseURL    string
+	webhook    string
+	client     *http.Client
+	log        *slog.Logger
+	now        func() time.Time
+	sessions   *sessions
+	retention  time.Duration
+	// notifying bounds and tracks webhook goroutines.
+	notifySlots chan struct{}
+	notifying   sync.WaitGroup
+	// creds are the admin's and reviewers' token hashes.
+	creds []credential
+	// knownRefs and protocolIn are parts of the policy input that do not
+	// change per request, built once.
+	knownRefs  []any
+	protocolIn map[string]any
+}
+
+// New checks d and builds the service.
+func New(d Deps) (*Service, error) {
+	var missing []string
+	for name, ok := range map[string]bool{
+		"Config": d.Config != nil, "Decider": d.Decider != nil, "Authorizer": d.Authorizer != nil,
+		"Store": d.Store != nil, "Limiter": d.Limiter != nil, "Audit": d.Audit != nil,
+		"Catalogue": d.Catalogue != nil, "Log": d.Log != nil,
+	} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, errors.New("approval: missing dependencies: " + strings.Join(missing, ", "))
+	}
+	s := &Service{
+		cfg: d.Config, decider: d.Decider, authz: d.Authorizer, store: d.Store,
+		limiter: d.Limiter, rate: d.Rate, audit: d.Audit, failClosed: d.FailClosed,
+		cat: d.Catalogue, baseURL: strings.TrimRight(d.BaseURL, "/"), webhook: d.Webhook,
+		client: d.HTTPClient, log: d.Log, now: d.Now, retention: d.Retention,
+		notifySlots: make(chan struct{}, 8),
+	}
+	if s.rate.IsZero() {
+		s.rate = limit.Rule{N: 60, Period: time.Minute}
+	}
+	if s.client == nil {
+		s.client = &http.Client{Timeout: 5 * time.Second}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.retention <= 0 {
+		s.retention = 7 * 24 * time.Hour
+	}
+	ttl := d.SessionTTL
+	if ttl <= 0 {
+		ttl = 8 * time.Hour
+	}
+	s.sessions = newSessions(ttl, s.now)
+	s.knownRefs = policy.StringsInput(s.cat.IDs())
+	s.protocolIn = policy.ProtocolInput(s.cfg.Protocol)
+	s.creds = s.credentials()
+	return s, nil
+}
+
+// Route is one endpoint for the HTTP shell to mount.
+type Route struct {
+	Method string
+	// Path is in echo's syntax; every parameter is named "id" and the
+	// handler reads it with r.PathValue("id").
+	Path    string
+	Handler http.Handler
+	// AgentAuth routes must run behind the identify stage; the others
+	// authenticate admin and reviewer tokens themselves.
+	AgentAuth bool
+}
+
+// Pattern is the route as a net/http ServeMux pattern ("GET /review/{id}").
+func (r Route) Pattern() string {
+	parts := strings.Split(r.Path, "/")
+	for i, p := range parts {
+		if name, ok := strings.CutPrefix(p, ":"); ok {
+			parts[i] = "{" + name + "}"
+		}
+	}
+	return r.Method + " " + strings.Join(parts, "/")
+}
+
+// Routes lists every endpoint of the service.
+func (s *Service) Routes() []Route {
+	return []Route{
+		{http.MethodPost, "/agent/request", s.Submit(), true},
+		{http.MethodGet, "/agent/status/:id", s.Status(), true},
+		{http.MethodPost, "/agent/context", s.Context(), true},
+		{http.MethodGet, "/agent/capabilities", s.Capabilities(), true},
+		{http.MethodGet, "/admin/escalations", s.Escalations(), false},
+		{http.MethodPost, "/admin/escalations/:id/decision", s.Decide(), false},
+		{http.MethodGet, "/review/login", s.ReviewLogin(), false},
+		{http.MethodPost, "/review/login", s.ReviewLogin(), false},
+		{http.MethodGet, "/review/:id", s.ReviewPage(), false},
+		{http.MethodPost, "/review/:id", s.ReviewSubmit(), false},
+	}
+}
+
+// endpoint adapts a handler that returns an error; the error is written in
+// OpenAI's shape in this one place and recorded on the Exchange.
+type endpoint func(w http.ResponseWriter, r *http.Request) error
+
+func (e endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	err := e(w, r)
+	if err == nil {
+		return
+	}
+	ae := apierror.Write(w, err)
+	if ex := scope.Lookup(r.Context()); ex != nil {
+		ex.ErrCode, ex.Status = ae.Code, ae.Status
+		if ae.Err != nil {
+			ex.Err = ae.Err
+		}
+	}
+}
+
+// notFound is the 404 for an unknown request, or another agent's: both
+// look the same so that ids of other agents' requests leak nothing.
+func notFound(id string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: "request_id",
+		Message: "No approval request " + quoteID(id) + " exists for this caller."}
+}
+
+func conflict(msg string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "conflict", Message: msg}
+}
+
+// quoteID shows an id in a message without letting a hostile one through
+// unbounded.
+func quoteID(id string) string {
+	if len(id) > 80 {
+		id = id[:80] + "…"
+	}
+	return "`" + id + "`"
+}
+
+// newID returns an unguessable request id: knowing another agent's id must
+// not be possible by enumeration.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return "req-" + hex.EncodeToString(b[:])
+}
+
+func (s *Service) reviewURL(id string) string { return s.baseURL + "/review/" + id }

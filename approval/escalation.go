@@ -1,0 +1,420 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// principal is a person authenticated by an admin or reviewer token.
+type principal struct {
+	Name  string
+	Admin bool
+}
+
+// role is how a principal appears in history and audit entries.
+func (p principal) role() string {
+	if p.Admin {
+		return "admin"
+	}
+	return "reviewer"
+}
+
+type credential struct {
+	hash [sha256.Size]byte
+	who  principal
+}
+
+// credentials returns the admin's and reviewers' token hashes, decoded.
+// The config loader has already checked them (64 hex digits); one that
+// does not decode is skipped rather than matching a zero hash.
+func (s *Service) credentials() []credential {
+	var out []credential
+	add := func(hexHash string, p principal) {
+		b, err := hex.DecodeString(hexHash)
+		if err != nil || len(b) != sha256.Size {
+			return
+		}
+		c := credential{who: p}
+		copy(c.hash[:], b)
+		out = append(out, c)
+	}
+	add(s.cfg.Gateway.Admin.TokenSHA256, principal{Name: "admin", Admin: true})
+	for _, r := range s.cfg.Gateway.Admin.Reviewers {
+		add(r.TokenSHA256, principal{Name: r.Name})
+	}
+	return out
+}
+
+// authenticate finds the person a token belongs to. Every hash is compared
+// in constant time and the loop never exits early, so timing tells nothing
+// about which hash, or how much of one, matched. isAgent reports an agent's
+// token, which is a valid identity with no right here (403, not 401).
+func (s *Service) authenticate(token string) (who principal, ok, isAgent bool) {
+	h := sha256.Sum256([]byte(token))
+	for _, c := range s.creds {
+		if subtle.ConstantTimeCompare(h[:], c.hash[:]) == 1 {
+			who, ok = c.who, true
+		}
+	}
+	for _, a := range s.cfg.Agents {
+		if a.TokenSHA256 != "" && subtle.ConstantTimeCompare(h[:], a.TokenHash[:]) == 1 {
+			isAgent = true
+		}
+	}
+	return who, ok, isAgent
+}
+
+// adminAuth authenticates the bearer token of an /admin request.
+func (s *Service) adminAuth(r *http.Request) (principal, error) {
+	auth := r.Header.Get("Authorization")
+	token, found := strings.CutPrefix(auth, "Bearer ")
+	if !found || token == "" {
+		return principal{}, apierror.Unauthorized("An admin or reviewer bearer token is required.")
+	}
+	who, ok, isAgent := s.authenticate(token)
+	switch {
+	case ok:
+		return who, nil
+	case isAgent:
+		return principal{}, apierror.Forbidden("Agent tokens cannot list or decide escalations: a person must (admin or reviewer token).")
+	}
+	return principal{}, apierror.Unauthorized("The token is not an admin or reviewer token.")
+}
+
+// auditAuthFailure records a refused admin or reviewer authentication
+// (never the token).
+func (s *Service) auditAuthFailure(r *http.Request, err error) error {
+	e := apierror.From(err)
+	rid := ""
+	if ex := scope.Lookup(r.Context()); ex != nil {
+		rid = ex.RequestID
+	}
+	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid,
+		Summary: map[string]any{"route": r.URL.Path, "method": r.Method, "status": e.Status, "reason": e.Message}})
+}
+
+// EscalationItem is one entry of GET /admin/escalations.
+type EscalationItem struct {
+	RequestID     string       `json:"request_id"`
+	AgentID       string       `json:"agent_id"`
+	Request       AgentRequest `json:"request"`
+	ContentSHA256 string       `json:"content_sha256"`
+	Escalation    *Escalation  `json:"escalation"`
+	Decision      *Decision    `json:"decision,omitempty"`
+	ExpiresAt     time.Time    `json:"expires_at"`
+	ReviewURL     string       `json:"review_url"`
+}
+
+// EscalationList is the answer of GET /admin/escalations.
+type EscalationList struct {
+	RequestID        string           `json:"request_id"`
+	ProcessingTimeMS int64            `json:"processing_time_ms"`
+	Count            int              `json:"count"`
+	Escalations      []EscalationItem `json:"escalations"`
+}
+
+// Escalations serves GET /admin/escalations (admin or reviewer token): the
+// requests waiting for a person, oldest first.
+func (s *Service) Escalations() http.Handler { return endpoint(s.escalations) }
+
+func (s *Service) escalations(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	if _, err := s.adminAuth(r); err != nil {
+		if aerr := s.auditAuthFailure(r, err); aerr != nil {
+			return aerr
+		}
+		return err
+	}
+	items, err := s.pending(r.Context())
+	if err != nil {
+		return err
+	}
+	rid := ""
+	if ex := scope.Lookup(r.Context()); ex != nil {
+		rid = ex.RequestID
+	}
+	return writeJSON(w, http.StatusOK, &EscalationList{RequestID: rid, ProcessingTimeMS: time.Since(start).Milliseconds(), Count: len(items), Escalations: items})
+}
+
+func (s *Service) pending(ctx context.Context) ([]EscalationItem, error) {
+	recs, err := s.store.Escalated(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list escalations: %w", err)
+	}
+	timeout := s.cfg.Protocol.Timeouts.Escalation.D()
+	items := make([]EscalationItem, 0, len(recs))
+	for _, rec := range recs {
+		it := EscalationItem{RequestID: rec.ID, AgentID: rec.AgentID, Request: rec.Request, ContentSHA256: rec.ContentSHA256,
+			Escalation: rec.Escalation, Decision: rec.Decision, ReviewURL: s.reviewURL(rec.ID)}
+		if rec.Escalation != nil {
+			it.ExpiresAt = rec.Escalation.At.Add(timeout)
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// Decide serves POST /admin/escalations/{id}/decision with a
+// DecisionRequest. A reviewer decides under their own name (a different
+// "reviewer" is refused); the admin token may name the person it acts for.
+func (s *Service) Decide() http.Handler { return endpoint(s.decide) }
+
+func (s *Service) decide(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	who, err := s.adminAuth(r)
+	if err != nil {
+		if aerr := s.auditAuthFailure(r, err); aerr != nil {
+			return aerr
+		}
+		return err
+	}
+	body, err := readBody(w, r, 16<<10)
+	if err != nil {
+		return err
+	}
+	var d DecisionRequest
+	if err := decodeStrict(body, &d); err != nil {
+		return err
+	}
+	if d.Decision != reviewDecisionApprove && d.Decision != reviewDecisionReject {
+		return apierror.BadRequest("decision", "decision must be \"approve\" or \"reject\"; got %q.", d.Decision)
+	}
+	if err := checkComment(d.Comment); err != nil {
+		return err
+	}
+	name := who.Name
+	switch {
+	case !who.Admin && d.Reviewer != "" && d.Reviewer != who.Name:
+		return apierror.Forbidden(fmt.Sprintf("reviewer %s does not match the token, which belongs to reviewer %s.", quoteID(d.Reviewer), who.Name))
+	case who.Admin && d.Reviewer != "":
+		if err := checkName(d.Reviewer); err != nil {
+			return err
+		}
+		name = d.Reviewer
+	}
+	rec, err := s.resolve(r.Context(), r.PathValue("id"), d.Decision, who.role()+":"+name, d.Comment, "api")
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, statusOf(rec, start))
+}
+
+func checkComment(c string) error {
+	if len(c) > maxComment {
+		return apierror.BadRequest("comment", "comment is limited to %d bytes.", maxComment)
+	}
+	if !utf8.ValidString(c) {
+		return apierror.BadRequest("comment", "comment is not valid UTF-8.")
+	}
+	return nil
+}
+
+func checkName(n string) error {
+	if len(n) > 128 || strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return apierror.BadRequest("reviewer", "reviewer must be a name of at most 128 printable characters.")
+	}
+	return nil
+}
+
+// resolve applies a person's (or the expiry's) decision to an escalation.
+// by is who decided, as "reviewer:NAME", "admin:NAME" or "system:expiry";
+// via says through which door ("api", "review_page", "expiry").
+//
+// The decision is audited before it takes effect (fail closed: no entry,
+// no change), then applied only if the request is still ESCALATED; if it
+// changed in between, a second entry says the first did not apply.
+func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via string) (*Record, error) {
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load request %s: %w", id, err)
+	}
+	if rec.State != StateEscalated || rec.Escalation == nil {
+		return nil, conflict(fmt.Sprintf("Request %s is %s, not ESCALATED: there is nothing to decide.", quoteID(id), rec.State))
+	}
+	esc := rec.Escalation
+	to := StateRejected
+	if decision == reviewDecisionApprove {
+		// Approving a deviation (or an escalated REPORT) accepts the
+		// change as made, which was already applied: the request is done. Approving a policy
+		// escalation authorises the change, which the agent then reports.
+		to = StateApproved
+		if esc.Kind == escalationKindDeviation || esc.Kind == escalationKindReport {
+			to = StateCompleted
+		}
+	}
+	now := s.now().UTC()
+	sum := map[string]any{
+		"reviewer": by, "decision": decision, "comment": comment, "via": via,
+		"escalation_kind": esc.Kind, "escalation_reason": esc.Reason, "escalated_at": esc.At.Format(time.RFC3339Nano),
+		"from": string(rec.State), "to": string(to), "content_sha256": rec.ContentSHA256,
+	}
+	if esc.ReportedSHA256 != "" {
+		sum["reported_sha256"] = esc.ReportedSHA256
+	}
+	entry := audit.Record{Kind: audit.KindEscalationDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: id, Summary: sum}
+	if err := s.record(ctx, entry); err != nil {
+		return nil, err
+	}
+	stored, err := s.store.Update(ctx, id, func(r *Record) error {
+		if r.State != StateEscalated || r.Escalation == nil {
+			return errStateChanged
+		}
+		r.Escalation.Review = &Review{Decision: decision, Reviewer: by, Comment: comment, At: now}
+		if r.Response != nil {
+			// The stored response is what a polling agent reads: it
+			// now carries the person's verdict.
+			resp := *r.Response
+			resp.Timestamp, resp.State = now, to
+			resp.Status, resp.Feedback = StatusRejected, "Rejected by "+by+"."
+			if to != StateRejected {
+				resp.Status, resp.Feedback = StatusApproved, "Approved by "+by+"."
+			}
+			if comment != "" {
+				resp.Feedback += " " + comment
+			}
+			r.Response = &resp
+		}
+		r.move(to, now, by, clip(comment, 200))
+		return nil
+	})
+	if errors.Is(err, errStateChanged) {
+		_ = s.record(ctx, audit.Record{Kind: audit.KindEscalationDecision, AgentID: rec.AgentID, RequestID: id,
+			Summary: map[string]any{"reviewer": by, "decision": decision, "applied": false, "reason": "the request was decided concurrently"}})
+		return nil, conflict("Request " + quoteID(id) + " was decided by someone else in the meantime.")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store decision on %s: %w", id, err)
+	}
+	return stored, nil
+}
+
+// ExpireEscalations rejects every escalation older than
+// timeouts.escalation (by "system:expiry") and returns how many it
+// rejected. Failures are logged; the next run retries them.
+func (s *Service) ExpireEscalations(ctx context.Context) int {
+	recs, err := s.store.Escalated(ctx)
+	if err != nil {
+		s.log.Error("escalation expiry: list escalations", "error", err.Error())
+		return 0
+	}
+	timeout := s.cfg.Protocol.Timeouts.Escalation.D()
+	deadline := s.now().Add(-timeout)
+	n := 0
+	for _, rec := range recs {
+		if rec.Escalation == nil || !rec.Escalation.At.Before(deadline) {
+			continue
+		}
+		_, err := s.resolve(ctx, rec.ID, reviewDecisionReject, byExpiry, fmt.Sprintf("No decision within %s: rejected by expiry.", timeout), "expiry")
+		if err != nil {
+			s.log.Warn("escalation expiry", "request_id", rec.ID, "error", err.Error())
+			continue
+		}
+		s.log.Info("escalation expired", "request_id", rec.ID, "agent_id", rec.AgentID)
+		n++
+	}
+	return n
+}
+
+// Run expires escalations, and drops expired review sessions and old
+// records, until ctx is done. The lead starts it once per process; with
+// several replicas each may run it, because resolve only applies to a
+// request that is still ESCALATED.
+func (s *Service) Run(ctx context.Context) {
+	every := s.cfg.Protocol.Timeouts.Escalation.D() / 24
+	every = min(max(every, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.notifying.Wait()
+			return
+		case <-t.C:
+		}
+		s.ExpireEscalations(ctx)
+		s.sessions.prune()
+		if p, ok := s.store.(Pruner); ok {
+			if n, err := p.Prune(ctx, s.now().Add(-s.retention)); err != nil {
+				s.log.Warn("approval store prune", "error", err.Error())
+			} else if n > 0 {
+				s.log.Info("approval store pruned", "records", n)
+			}
+		}
+	}
+}
+
+// notify posts the escalation to the webhook in the background. It never
+// blocks a request: at most cap(notifySlots) posts are in flight, and an
+// escalation beyond that is logged and not posted (it is in the queue and
+// the audit trail either way). The text names the agent, the change and
+// the reason, never the content, which may be confidential.
+func (s *Service) notify(rec *Record) {
+	if s.webhook == "" || rec.Escalation == nil {
+		return
+	}
+	select {
+	case s.notifySlots <- struct{}{}:
+	default:
+		s.log.Warn("escalation webhook skipped: too many notifications in flight", "request_id", rec.ID)
+		return
+	}
+	req := rec.Request
+	target := req.TargetType
+	if req.TargetPath != "" {
+		target += " " + req.TargetPath
+	}
+	text := fmt.Sprintf("Escalation (%s): agent %s asks to %s %s. Reason: %s Review: %s",
+		rec.Escalation.Kind, slackEscape(rec.AgentID), slackEscape(req.Action), slackEscape(target),
+		slackEscape(rec.Escalation.Reason), s.reviewURL(rec.ID))
+	body, _ := json.Marshal(map[string]string{"text": text})
+	s.notifying.Add(1)
+	go func() {
+		defer s.notifying.Done()
+		defer func() { <-s.notifySlots }()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.webhook, bytes.NewReader(body))
+		if err != nil {
+			s.log.Warn("escalation webhook", "request_id", rec.ID, "error", err.Error())
+			return
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		res, err := s.client.Do(hr)
+		if err != nil {
+			// A Slack webhook URL is a credential: log the cause without it.
+			if ue, ok := errors.AsType[*url.Error](err); ok {
+				err = ue.Err
+			}
+			s.log.Warn("escalation webhook", "request_id", rec.ID, "error", err.Error())
+			return
+		}
+		_ = res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			s.log.Warn("escalation webhook refused", "request_id", rec.ID, "status", res.StatusCode)
+		}
+	}()
+}
+
+// slackEscape escapes the three characters Slack's mrkdwn treats as markup,
+// so an agent's text cannot forge links or mentions in the notification.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,303 @@
+package approval
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+)
+
+// The review pages are server-rendered HTML without JavaScript. A reviewer
+// signs in with their token once; the browser then holds only an opaque,
+// random session id in an HttpOnly, SameSite=Strict cookie (Secure when the
+// gateway is reached over TLS), never the token. Every form that changes
+// state carries a CSRF token bound to the session, and POSTs from another
+// origin are refused outright.
+
+// cookieName is the review session cookie.
+const cookieName = "gw_review"
+
+//go:embed review.html
+var reviewHTML string
+
+var pages = template.Must(template.New("review").Funcs(template.FuncMap{
+	"short": func(s string) string {
+		if len(s) > 12 {
+			return s[:12]
+		}
+		return s
+	},
+	"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"lower": strings.ToLower,
+}).Parse(reviewHTML))
+
+// session is one signed-in reviewer.
+type session struct {
+	who     principal
+	csrf    string
+	expires time.Time
+}
+
+// sessions is the server-side session map. It is per process: with several
+// replicas, sticky sessions or a shared store are needed (see the docs).
+type sessions struct {
+	mu  sync.Mutex
+	m   map[string]*session
+	ttl time.Duration
+	now func() time.Time
+}
+
+func newSessions(ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{m: map[string]*session{}, ttl: ttl, now: now}
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
+}
+
+func (ss *sessions) create(who principal) (string, *session) {
+	id := randomToken()
+	s := &session{who: who, csrf: randomToken(), expires: ss.now().Add(ss.ttl)}
+	ss.mu.Lock()
+	ss.m[id] = s
+	ss.mu.Unlock()
+	return id, s
+}
+
+func (ss *sessions) get(id string) (*session, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s, ok := ss.m[id]
+	if !ok {
+		return nil, false
+	}
+	if !ss.now().Before(s.expires) {
+		delete(ss.m, id)
+		return nil, false
+	}
+	return s, true
+}
+
+func (ss *sessions) prune() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	now := ss.now()
+	for id, s := range ss.m {
+		if !now.Before(s.expires) {
+			delete(ss.m, id)
+		}
+	}
+}
+
+// session returns the request's review session, if any.
+func (s *Service) session(r *http.Request) (*session, bool) {
+	c, err := r.Cookie(cookieName)
+	if err != nil || c.Value == "" {
+		return nil, false
+	}
+	return s.sessions.get(c.Value)
+}
+
+// secure reports whether cookies must be Secure: the request came over TLS,
+// or the gateway's external URL is https (TLS ends at a proxy in front).
+func (s *Service) secure(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(s.baseURL, "https://")
+}
+
+// sameOrigin refuses a state-changing request whose Origin (or, without
+// one, Referer) names another site. Browsers send Origin on every POST;
+// a request with neither is not from a browser form and may proceed (the
+// session cookie and CSRF token still apply).
+func sameOrigin(r *http.Request) bool {
+	src := r.Header.Get("Origin")
+	if src == "" {
+		src = r.Header.Get("Referer")
+	}
+	if src == "" {
+		return true
+	}
+	u, err := url.Parse(src)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+func forbiddenCSRF(msg string) error {
+	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypePermission, Code: "csrf_failed", Message: msg}
+}
+
+// safeNext accepts only a path into the review pages as a redirect target,
+// so the login form cannot be used as an open redirect.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, "/review/") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") {
+		if u, err := url.Parse(next); err == nil && u.Host == "" && u.Scheme == "" {
+			return u.Path
+		}
+	}
+	return "/review/login"
+}
+
+// render writes a page with the headers every review page carries: no
+// caching, no framing, no scripts, no referrer (the URL names a request).
+func render(w http.ResponseWriter, status int, name string, data any) error {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+		return fmt.Errorf("render %s: %w", name, err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// same-origin, not no-referrer: under no-referrer browsers send
+	// "Origin: null" with the page's own form posts, which sameOrigin must
+	// refuse. Other sites still never see the review URL.
+	h.Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+	return nil
+}
+
+type loginPage struct {
+	Next    string
+	Error   string
+	Who     *principal
+	Pending []EscalationItem
+}
+
+// ReviewLogin serves GET and POST /review/login. GET shows the sign-in
+// form, or, when signed in, the queue of pending escalations; POST checks
+// the token and starts a session.
+func (s *Service) ReviewLogin() http.Handler { return endpoint(s.reviewLogin) }
+
+func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
+	if r.Method == http.MethodGet {
+		if sess, ok := s.session(r); ok {
+			items, err := s.pending(r.Context())
+			if err != nil {
+				return err
+			}
+			return render(w, http.StatusOK, "login", loginPage{Who: &sess.who, Pending: items})
+		}
+		return render(w, http.StatusOK, "login", loginPage{Next: safeNext(r.URL.Query().Get("next"))})
+	}
+	if r.Method != http.MethodPost {
+		return &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: "Use GET or POST."}
+	}
+	if !sameOrigin(r) {
+		return forbiddenCSRF("Cross-origin sign-in refused.")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		return apierror.BadRequest("", "The form could not be read.")
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	who, ok, _ := s.authenticate(r.PostForm.Get("token"))
+	if !ok {
+		if err := s.auditAuthFailure(r, apierror.Unauthorized("review sign-in with an unknown token")); err != nil {
+			return err
+		}
+		return render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Error: "That token is not a reviewer's or the admin's."})
+	}
+	id, _ := s.sessions.create(who)
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: id, Path: "/review/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
+		MaxAge: int(s.sessions.ttl.Seconds()),
+	})
+	s.log.Info("reviewer signed in", "reviewer", who.Name, "role", who.role())
+	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
+}
+
+type reviewPage struct {
+	Rec       *Record
+	Who       principal
+	CSRF      string
+	ExpiresAt time.Time
+	Known     map[string]bool
+	Open      bool
+}
+
+// ReviewPage serves GET /review/{id}: the request, the policy's verdict and
+// the escalation, with approve/reject buttons while it is ESCALATED.
+// Without a session it redirects to the sign-in form.
+func (s *Service) ReviewPage() http.Handler { return endpoint(s.reviewPage) }
+
+func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	sess, ok := s.session(r)
+	if !ok {
+		http.Redirect(w, r, "/review/login?next="+url.QueryEscape("/review/"+id), http.StatusSeeOther)
+		return nil
+	}
+	rec, err := s.store.Get(r.Context(), id)
+	if errors.Is(err, ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("load request %s: %w", id, err)
+	}
+	known := map[string]bool{}
+	for _, ref := range rec.Request.References {
+		_, known[ref] = s.cat.Get(ref)
+	}
+	page := reviewPage{Rec: rec, Who: sess.who, CSRF: sess.csrf, Known: known, Open: rec.State == StateEscalated && rec.Escalation != nil}
+	if rec.Escalation != nil {
+		page.ExpiresAt = rec.Escalation.At.Add(s.cfg.Protocol.Timeouts.Escalation.D())
+	}
+	return render(w, http.StatusOK, "review", page)
+}
+
+// ReviewSubmit serves POST /review/{id}: the reviewer's decision from the
+// page's form (fields csrf, decision, comment). Then it shows the page
+// again, with the new state (post/redirect/get).
+func (s *Service) ReviewSubmit() http.Handler { return endpoint(s.reviewSubmit) }
+
+func (s *Service) reviewSubmit(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if !sameOrigin(r) {
+		return forbiddenCSRF("Cross-origin form submission refused.")
+	}
+	sess, ok := s.session(r)
+	if !ok {
+		err := apierror.Unauthorized("Sign in at /review/login first.")
+		if aerr := s.auditAuthFailure(r, err); aerr != nil {
+			return aerr
+		}
+		return err
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 2*maxComment+1024)
+	if err := r.ParseForm(); err != nil {
+		return apierror.BadRequest("", "The form could not be read.")
+	}
+	token := r.PostForm.Get("csrf")
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.csrf)) != 1 {
+		return forbiddenCSRF("Missing or invalid CSRF token: reload the review page and try again.")
+	}
+	decision := r.PostForm.Get("decision")
+	if decision != reviewDecisionApprove && decision != reviewDecisionReject {
+		return apierror.BadRequest("decision", "decision must be approve or reject.")
+	}
+	comment := strings.TrimSpace(r.PostForm.Get("comment"))
+	if err := checkComment(comment); err != nil {
+		return err
+	}
+	if _, err := s.resolve(r.Context(), id, decision, sess.who.role()+":"+sess.who.Name, comment, "review_page"); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/review/"+url.PathEscape(id), http.StatusSeeOther)
+	return nil
+}

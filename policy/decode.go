@@ -1,0 +1,380 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Decoding of the decision rules' values. A value of the wrong shape is a
+// policy bug; it fails closed exactly like an error or an undefined result.
+
+// summary is what shadow evaluation compares: key decides agreement, text
+// is reported.
+type summary struct {
+	key        string
+	text       string
+	failClosed bool
+	cause      string
+}
+
+// malformed is a decision value of the wrong shape.
+type malformed struct{ msg string }
+
+func (m *malformed) Error() string { return m.msg }
+
+func badShape(format string, args ...any) error {
+	return &malformed{msg: fmt.Sprintf(format, args...)}
+}
+
+// failCause returns the violation rule and message of a failed outcome.
+func failCause(out outcome, err error) (rule, msg string) {
+	if out.err != nil {
+		return out.rule, out.err.Error()
+	}
+	return RulePolicyMalformed, err.Error()
+}
+
+var approvalStatuses = map[string]bool{"approved": true, "rejected": true, "escalated": true, "clarification_needed": true}
+
+func approvalFrom(out outcome) ApprovalDecision {
+	d := ApprovalDecision{DecisionID: out.id, Revision: out.revision}
+	err := out.err
+	if err == nil {
+		err = decodeApproval(out.value, &d)
+	}
+	if err != nil {
+		rule, msg := failCause(out, err)
+		d = ApprovalDecision{
+			Status:     "rejected",
+			Confidence: 0,
+			Feedback:   "rejected because the approval policy could not decide (fail closed): " + msg,
+			Violations: []Violation{{
+				Rule:        rule,
+				Description: "the approval policy could not decide: " + msg,
+				Suggestion:  "retry later; if this persists, the gateway's operators must fix the policy",
+			}},
+			Suggestions: []string{"retry later; if this persists, the gateway's operators must fix the policy"},
+			Constraints: []string{},
+			DecisionID:  out.id,
+			Revision:    out.revision,
+			FailClosed:  true,
+			Error:       rule + ": " + msg,
+		}
+	}
+	return d
+}
+
+func decodeApproval(v any, d *ApprovalDecision) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return badShape("approval decision is %s, want an object", kind(v))
+	}
+	var err error
+	if d.Status, err = reqString(m, "status"); err != nil {
+		return err
+	}
+	if !approvalStatuses[d.Status] {
+		return badShape("approval decision status %q is not approved, rejected, escalated or clarification_needed", d.Status)
+	}
+	if d.Confidence, err = optNumber(m, "confidence"); err != nil {
+		return err
+	}
+	if d.Confidence < 0 || d.Confidence > 1 {
+		return badShape("approval decision confidence %v is outside 0..1", d.Confidence)
+	}
+	if d.Feedback, err = optString(m, "feedback"); err != nil {
+		return err
+	}
+	if d.ApprovedLocation, err = optString(m, "approved_location"); err != nil {
+		return err
+	}
+	if d.EscalationReason, err = optString(m, "escalation_reason"); err != nil {
+		return err
+	}
+	if d.Suggestions, err = optStrings(m, "suggestions"); err != nil {
+		return err
+	}
+	if d.Constraints, err = optStrings(m, "constraints"); err != nil {
+		return err
+	}
+	d.Violations = []Violation{}
+	if raw, ok := m["violations"]; ok && raw != nil {
+		list, ok := raw.([]any)
+		if !ok {
+			return badShape("approval decision violations is %s, want an array", kind(raw))
+		}
+		for i, x := range list {
+			vm, ok := x.(map[string]any)
+			if !ok {
+				return badShape("approval decision violations[%d] is %s, want an object", i, kind(x))
+			}
+			var vi Violation
+			if vi.Rule, err = reqString(vm, "rule"); err != nil {
+				return err
+			}
+			if vi.Description, err = optString(vm, "description"); err != nil {
+				return err
+			}
+			if vi.Suggestion, err = optString(vm, "suggestion"); err != nil {
+				return err
+			}
+			d.Violations = append(d.Violations, vi)
+		}
+	}
+	if d.Status == "approved" && len(d.Violations) > 0 {
+		return badShape("approval decision is approved with %d violation(s)", len(d.Violations))
+	}
+	if d.Status == "rejected" && len(d.Violations) == 0 {
+		return badShape("approval decision is rejected without a violation")
+	}
+	return nil
+}
+
+func approvalSummary(d ApprovalDecision) summary {
+	rules := make([]string, len(d.Violations))
+	for i, v := range d.Violations {
+		rules[i] = v.Rule
+	}
+	text := d.Status
+	if len(rules) > 0 {
+		text += " [" + strings.Join(rules, ", ") + "]"
+	}
+	return summary{key: d.Status, text: text, failClosed: d.FailClosed, cause: d.Error}
+}
+
+func chatFrom(out outcome) ChatDecision {
+	d := ChatDecision{DecisionID: out.id, Revision: out.revision}
+	err := out.err
+	if err == nil {
+		d.Reasons, err = stringList(out.value, "chat.deny")
+		sort.Strings(d.Reasons)
+		d.Deny = len(d.Reasons) > 0
+	}
+	if err != nil {
+		rule, msg := failCause(out, err)
+		d = ChatDecision{
+			Deny:       true,
+			Reasons:    []string{"the chat policy could not decide (fail closed): " + msg},
+			DecisionID: out.id,
+			Revision:   out.revision,
+			FailClosed: true,
+			Error:      rule + ": " + msg,
+		}
+	}
+	return d
+}
+
+func chatSummary(d ChatDecision) summary {
+	if !d.Deny {
+		return summary{key: "allow", text: "allow"}
+	}
+	return summary{key: "deny", text: "deny [" + strings.Join(d.Reasons, "; ") + "]", failClosed: d.FailClosed, cause: d.Error}
+}
+
+var sacpStatuses = map[string]bool{"success": true, "failure": true, "clarification_needed": true, "completed": true}
+
+func guardrailsFrom(out outcome) GuardrailDecision {
+	d := GuardrailDecision{DecisionID: out.id, Revision: out.revision}
+	err := out.err
+	if err == nil {
+		err = decodeGuardrails(out.value, &d)
+	}
+	if err != nil {
+		rule, msg := failCause(out, err)
+		d = GuardrailDecision{
+			Status:        "failure",
+			RedactMessage: true,
+			Reason:        "the guardrails policy could not decide (fail closed): " + msg,
+			DecisionID:    out.id,
+			Revision:      out.revision,
+			FailClosed:    true,
+			Error:         rule + ": " + msg,
+		}
+	}
+	return d
+}
+
+func decodeGuardrails(v any, d *GuardrailDecision) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return badShape("guardrails response is %s, want an object", kind(v))
+	}
+	var err error
+	if d.Status, err = reqString(m, "status"); err != nil {
+		return err
+	}
+	if !sacpStatuses[d.Status] {
+		return badShape("guardrails response status %q is not success, failure, clarification_needed or completed", d.Status)
+	}
+	if raw, ok := m["redact_message"]; ok && raw != nil {
+		b, ok := raw.(bool)
+		if !ok {
+			return badShape("guardrails response redact_message is %s, want a boolean", kind(raw))
+		}
+		d.RedactMessage = b
+	}
+	d.Reason, err = optString(m, "reason")
+	return err
+}
+
+func guardrailsSummary(d GuardrailDecision) summary {
+	key := d.Status
+	if d.RedactMessage {
+		key += "+redact"
+	}
+	text := key
+	if d.Reason != "" {
+		text += " [" + d.Reason + "]"
+	}
+	return summary{key: key, text: text, failClosed: d.FailClosed, cause: d.Error}
+}
+
+var spawnStatuses = map[string]bool{"approved": true, "rejected": true, "escalated": true}
+
+func spawnFrom(out outcome) SpawnDecision {
+	d := SpawnDecision{DecisionID: out.id, Revision: out.revision}
+	err := out.err
+	if err == nil {
+		err = decodeSpawn(out.value, &d)
+	}
+	if err != nil {
+		rule, msg := failCause(out, err)
+		d = SpawnDecision{
+			Status:     "rejected",
+			Reasons:    []string{"the spawn policy could not decide (fail closed): " + msg},
+			DecisionID: out.id,
+			Revision:   out.revision,
+			FailClosed: true,
+			Error:      rule + ": " + msg,
+		}
+	}
+	return d
+}
+
+func decodeSpawn(v any, d *SpawnDecision) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return badShape("spawn decision is %s, want an object", kind(v))
+	}
+	var err error
+	if d.Status, err = reqString(m, "status"); err != nil {
+		return err
+	}
+	if !spawnStatuses[d.Status] {
+		return badShape("spawn decision status %q is not approved, rejected or escalated", d.Status)
+	}
+	d.Reasons, err = optStrings(m, "reasons")
+	return err
+}
+
+func spawnSummary(d SpawnDecision) summary {
+	text := d.Status
+	if len(d.Reasons) > 0 {
+		text += " [" + strings.Join(d.Reasons, "; ") + "]"
+	}
+	return summary{key: d.Status, text: text, failClosed: d.FailClosed, cause: d.Error}
+}
+
+// summarize decodes a shadow outcome of pt into its summary.
+func summarize(pt point, out outcome) summary {
+	switch pt {
+	case ptApproval:
+		return approvalSummary(approvalFrom(out))
+	case ptChat:
+		return chatSummary(chatFrom(out))
+	case ptGuardrails:
+		return guardrailsSummary(guardrailsFrom(out))
+	default:
+		return spawnSummary(spawnFrom(out))
+	}
+}
+
+func reqString(m map[string]any, key string) (string, error) {
+	raw, ok := m[key]
+	if !ok || raw == nil {
+		return "", badShape("decision has no %q", key)
+	}
+	s, ok := raw.(string)
+	if !ok {
+		return "", badShape("decision %q is %s, want a string", key, kind(raw))
+	}
+	return s, nil
+}
+
+func optString(m map[string]any, key string) (string, error) {
+	raw, ok := m[key]
+	if !ok || raw == nil {
+		return "", nil
+	}
+	s, ok := raw.(string)
+	if !ok {
+		return "", badShape("decision %q is %s, want a string", key, kind(raw))
+	}
+	return s, nil
+}
+
+func optNumber(m map[string]any, key string) (float64, error) {
+	raw, ok := m[key]
+	if !ok || raw == nil {
+		return 0, nil
+	}
+	switch n := raw.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		if err != nil {
+			return 0, badShape("decision %q: %v", key, err)
+		}
+		return f, nil
+	case float64:
+		return n, nil
+	case int:
+		return float64(n), nil
+	}
+	return 0, badShape("decision %q is %s, want a number", key, kind(raw))
+}
+
+// optStrings reads an array (or set) of strings; absent is empty.
+func optStrings(m map[string]any, key string) ([]string, error) {
+	raw, ok := m[key]
+	if !ok || raw == nil {
+		return []string{}, nil
+	}
+	return stringList(raw, key)
+}
+
+// stringList reads an array (a Rego set arrives as an array, sorted) of strings.
+func stringList(v any, what string) ([]string, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badShape("%s is %s, want an array or set of strings", what, kind(v))
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			return nil, badShape("%s[%d] is %s, want a string", what, i, kind(x))
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number, float64, int:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,82 @@
+package policy
+
+import (
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/sacpgw/gateway/config"
+)
+
+// Helpers that build the parts of the input documents that come from the
+// configuration, with the names the policies read (docs/policy-authoring.md).
+// Lists are []any and numbers int64 so that OPA converts them without a JSON
+// round trip.
+
+// AgentInput is input.agent: the registry entry without secrets.
+func AgentInput(a *config.Agent) map[string]any {
+	if a == nil {
+		return map[string]any{}
+	}
+	return map[string]any{
+		"id":               a.ID,
+		"type":             a.Type,
+		"capabilities":     anyList(a.Capabilities),
+		"allowed_targets":  anyList(a.AllowedTargets),
+		"models":           anyList(a.Models),
+		"max_request_size": int64(a.MaxRequestSize),
+		"response_format":  a.ResponseFormat,
+	}
+}
+
+// ProtocolInput is input.protocol: protocol.yaml's seed 004 settings, sizes
+// in bytes and timeouts in milliseconds.
+func ProtocolInput(p config.Protocol) map[string]any {
+	return map[string]any{
+		"version": p.Version,
+		"timeouts": map[string]any{
+			"validation_ms": p.Timeouts.Validation.D().Milliseconds(),
+			"response_ms":   p.Timeouts.Response.D().Milliseconds(),
+			"escalation_ms": p.Timeouts.Escalation.D().Milliseconds(),
+		},
+		"limits": map[string]any{
+			"max_content_size":   int64(p.Limits.MaxContentSize),
+			"max_references":     int64(p.Limits.MaxReferences),
+			"max_deviations":     int64(p.Limits.MaxDeviations),
+			"max_retry_attempts": int64(p.Limits.MaxRetryAttempts),
+		},
+		"compliance": map[string]any{
+			"strict_mode":        p.Compliance.StrictMode,
+			"allow_deviations":   p.Compliance.AllowDeviations,
+			"require_rationale":  p.Compliance.RequireRationale,
+			"enforce_references": p.Compliance.EnforceReferences,
+		},
+	}
+}
+
+// AuthzInput is input.authz: the RBAC verdict.
+func AuthzInput(a Authz) map[string]any {
+	return map[string]any{"allowed": a.Allowed, "reason": a.Reason}
+}
+
+// StringsInput converts a string list (e.g. known_references) for the input.
+func StringsInput(s []string) []any { return anyList(s) }
+
+func anyList(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// Preconvert converts a part of an input document that does not change
+// between decisions (ProtocolInput, an agent's AgentInput, the known
+// references) to OPA's representation once, so that decisions stop paying
+// for it: put the result in the input map in place of v. The result is
+// immutable and safe to share between concurrent decisions. A value OPA
+// cannot represent is returned unchanged (the decision then fails closed).
+func Preconvert(v any) any {
+	if av, err := ast.InterfaceToValue(v); err == nil {
+		return av
+	}
+	return v
+}

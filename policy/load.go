@@ -1,0 +1,193 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+)
+
+// point indexes the decision points in a prepared set.
+type point int
+
+const (
+	ptApproval point = iota
+	ptChat
+	ptGuardrails
+	ptSpawn
+	numPoints
+)
+
+// queries are the decision rules of SPEC 6, one prepared query each.
+var queries = [numPoints]string{
+	ptApproval:   "data.gateway.approval.decision",
+	ptChat:       "data.gateway.chat.deny",
+	ptGuardrails: "data.gateway.guardrails.response",
+	ptSpawn:      "data.gateway.spawn.decision",
+}
+
+var pointNames = [numPoints]string{
+	ptApproval:   PointApproval,
+	ptChat:       PointChat,
+	ptGuardrails: PointGuardrails,
+	ptSpawn:      PointSpawn,
+}
+
+// regoFile is one policy file as read from a directory.
+type regoFile struct {
+	rel  string // slash-separated, relative to the directory
+	name string // as shown in errors: the directory joined with rel
+	data []byte
+}
+
+// prepared is one compiled policy directory: immutable once built, shared by
+// every evaluation that loaded it from the engine's atomic pointer.
+type prepared struct {
+	revision string
+	files    []string
+	queries  [numPoints]rego.PreparedEvalQuery
+}
+
+// readFiles returns the policy files of fsys, sorted by path: every *.rego
+// except *_test.rego, in every subdirectory. Names starting with "." are
+// skipped (editor files; Kubernetes' ..data directories of a mounted
+// ConfigMap, whose files are reached through the symlinks beside them).
+// display is prefixed to paths for error messages.
+func readFiles(fsys fs.FS, display string) ([]regoFile, error) {
+	var files []regoFile
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if p != "." && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isPolicyFile(name) {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			// A symlink (ConfigMap) or other: load it if it leads to a file.
+			fi, err := fs.Stat(fsys, p)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path.Join(display, p), err)
+			}
+			if !fi.Mode().IsRegular() {
+				return nil
+			}
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(display, filepath.FromSlash(p)), err)
+		}
+		files = append(files, regoFile{rel: p, name: filepath.Join(display, filepath.FromSlash(p)), data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
+	return files, nil
+}
+
+// isPolicyFile: a .rego file that is not a test.
+func isPolicyFile(name string) bool {
+	return strings.HasSuffix(name, ".rego") && !strings.HasSuffix(name, "_test.rego")
+}
+
+// revisionOf is the SHA-256 over the files sorted by path: each path and
+// content, length-prefixed so that no two file sets hash alike.
+func revisionOf(files []regoFile) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.rel)))
+		h.Write(n[:])
+		h.Write([]byte(f.rel))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.data)))
+		h.Write(n[:])
+		h.Write(f.data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// compile parses and compiles the files once and prepares one query per
+// decision point. The error lists every problem as "file:line: message".
+func compile(ctx context.Context, files []regoFile) (*prepared, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no .rego files found")
+	}
+	popts := ast.ParserOptions{ProcessAnnotation: true, RegoVersion: ast.RegoV1}
+	modules := make(map[string]*ast.Module, len(files))
+	var perrs ast.Errors
+	for _, f := range files {
+		m, err := ast.ParseModuleWithOpts(f.name, string(f.data), popts)
+		if err != nil {
+			var errs ast.Errors
+			if errors.As(err, &errs) {
+				perrs = append(perrs, errs...)
+				continue
+			}
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		if m == nil {
+			perrs = append(perrs, ast.NewError(ast.ParseErr, &ast.Location{File: f.name, Row: 1}, "empty module"))
+			continue
+		}
+		modules[f.name] = m
+	}
+	if len(perrs) > 0 {
+		return nil, perrs
+	}
+	compiler := ast.NewCompiler().
+		WithEnablePrintStatements(false).
+		WithCapabilities(ast.CapabilitiesForThisVersion())
+	if compiler.Compile(modules); compiler.Failed() {
+		return nil, compiler.Errors
+	}
+	store := inmem.New()
+	p := &prepared{revision: revisionOf(files), files: make([]string, len(files))}
+	for i, f := range files {
+		p.files[i] = f.rel
+	}
+	for pt := range numPoints {
+		q, err := rego.New(
+			rego.Query(queries[pt]),
+			rego.Compiler(compiler),
+			rego.Store(store),
+		).PrepareForEval(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", queries[pt], err)
+		}
+		p.queries[pt] = q
+	}
+	return p, nil
+}
+
+// errorText renders a load error with one "file:line: message" per line.
+func errorText(err error) string {
+	var errs ast.Errors
+	if errors.As(err, &errs) {
+		errs.Sort()
+		lines := make([]string, len(errs))
+		for i, e := range errs {
+			lines[i] = e.Error()
+		}
+		return strings.Join(lines, "\n")
+	}
+	return err.Error()
+}

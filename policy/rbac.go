@@ -1,0 +1,275 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/casbin/casbin/v2"
+	"github.com/casbin/casbin/v2/model"
+	"github.com/sacpgw/gateway/config"
+)
+
+// DefaultRBACModel is the casbin model of config/rbac_model.conf (without
+// its comments), used when NewRBAC gets no model path. The file documents
+// the subjects, objects and policy lines.
+const DefaultRBACModel = `[request_definition]
+r = sub, obj, act
+
+[policy_definition]
+p = sub, obj, act
+
+[role_definition]
+g = _, _
+g2 = _, _
+
+[policy_effect]
+e = some(where (p.eft == allow))
+
+[matchers]
+m = g(r.sub, p.sub) && (p.act == "*" || r.act == p.act) && (p.obj == "*" || r.obj == p.obj || (p.obj == "target:*" && g2(r.sub, r.obj)))
+`
+
+// Approval actions (seed 004 AgentRequest.action, plus query for QUERY
+// requests, which name no action).
+const (
+	ActionRead   = "read"
+	ActionQuery  = "query"
+	ActionCreate = "create"
+	ActionModify = "modify"
+	ActionDelete = "delete"
+)
+
+// Escalation actions of people (admin may do anything, these included).
+const (
+	ActionList   = "list"
+	ActionDecide = "decide"
+)
+
+// TargetTypes are seed 004's target types; allowed_targets [all] is all of them.
+var targetTypes = []string{"architecture", "design", "code", "test", "docs"}
+
+// capabilityActions maps a capability to the approval actions it grants.
+// Capabilities not listed (analyze, suggest, validate, ...) grant none.
+var capabilityActions = map[string][]string{
+	"read":  {ActionRead, ActionQuery},
+	"write": {ActionCreate, ActionModify, ActionDelete},
+}
+
+// targetless actions need no target type.
+var targetless = map[string]bool{ActionQuery: true}
+
+// TargetTypes returns seed 004's target types.
+func TargetTypes() []string { return slices.Clone(targetTypes) }
+
+// CapabilityFor returns the capability an approval action needs ("" for an
+// unknown action).
+func CapabilityFor(action string) string {
+	for c, acts := range capabilityActions {
+		if slices.Contains(acts, action) {
+			return c
+		}
+	}
+	return ""
+}
+
+// ActionFor maps a seed 004 request to the action RBAC checks: "query" for
+// a QUERY, else the request's action, lowercased (VALIDATE checks the action
+// it proposes; a REPORT should be checked with the approved request's
+// action).
+func ActionFor(requestType, action string) string {
+	if strings.EqualFold(requestType, "QUERY") {
+		return ActionQuery
+	}
+	return strings.ToLower(action)
+}
+
+// Authz is an RBAC verdict; it is passed to Rego as input.authz.
+type Authz struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason"`
+}
+
+// RBAC answers who may do what: agents on approval targets (from
+// agents.yaml: capabilities and allowed_targets) and people on escalations
+// (admin, reviewer). It is immutable after NewRBAC and safe for concurrent
+// use; build a new one when agents.yaml changes.
+type RBAC struct {
+	e         *casbin.Enforcer
+	agents    map[string]*config.Agent
+	reviewers map[string]bool
+}
+
+// NewRBAC builds the enforcer from the model file (empty modelPath: the
+// built-in DefaultRBACModel) and a policy generated from agents and the
+// reviewers' names (see config/rbac_model.conf).
+func NewRBAC(modelPath string, agents map[string]*config.Agent, reviewers []string) (*RBAC, error) {
+	var (
+		m   model.Model
+		err error
+	)
+	if modelPath == "" {
+		m, err = model.NewModelFromString(DefaultRBACModel)
+	} else {
+		m, err = model.NewModelFromFile(modelPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rbac model %s: %w", displayModel(modelPath), err)
+	}
+	e, err := casbin.NewEnforcer(m)
+	if err != nil {
+		return nil, fmt.Errorf("rbac: %w", err)
+	}
+	e.EnableLog(false)
+	e.EnableAutoSave(false)
+
+	var p, g, g2 [][]string
+	caps := make([]string, 0, len(capabilityActions))
+	for c := range capabilityActions {
+		caps = append(caps, c)
+	}
+	sort.Strings(caps)
+	for _, c := range caps {
+		for _, act := range capabilityActions[c] {
+			obj := "target:*"
+			if targetless[act] {
+				obj = "*"
+			}
+			p = append(p, []string{"cap:" + c, obj, act})
+		}
+	}
+	p = append(p,
+		[]string{"role:admin", "escalations", "*"},
+		[]string{"role:reviewer", "escalations", ActionList},
+		[]string{"role:reviewer", "escalations", ActionRead},
+		[]string{"role:reviewer", "escalations", ActionDecide},
+	)
+	for _, t := range targetTypes {
+		g2 = append(g2, []string{"target:all", "target:" + t})
+	}
+	ids := make([]string, 0, len(agents))
+	for id := range agents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := agents[id]
+		if a == nil {
+			return nil, fmt.Errorf("rbac: agent %q has no entry", id)
+		}
+		for _, c := range a.Capabilities {
+			g = append(g, []string{"agent:" + id, "cap:" + c})
+		}
+		for _, t := range a.AllowedTargets {
+			g2 = append(g2, []string{"agent:" + id, "target:" + t})
+		}
+	}
+	rv := make(map[string]bool, len(reviewers))
+	for _, name := range reviewers {
+		rv[name] = true
+		g = append(g, []string{"person:" + name, "role:reviewer"})
+	}
+	if _, err := e.AddPolicies(dedup(p)); err != nil {
+		return nil, fmt.Errorf("rbac policy: %w", err)
+	}
+	if len(g) > 0 {
+		if _, err := e.AddGroupingPolicies(dedup(g)); err != nil {
+			return nil, fmt.Errorf("rbac roles: %w", err)
+		}
+	}
+	if _, err := e.AddNamedGroupingPolicies("g2", dedup(g2)); err != nil {
+		return nil, fmt.Errorf("rbac targets: %w", err)
+	}
+	return &RBAC{e: e, agents: agents, reviewers: rv}, nil
+}
+
+func displayModel(p string) string {
+	if p == "" {
+		return "(built in)"
+	}
+	return p
+}
+
+// dedup drops repeated rules (a capability listed twice), which casbin
+// would refuse as a batch.
+func dedup(rules [][]string) [][]string {
+	seen := make(map[string]bool, len(rules))
+	out := rules[:0]
+	for _, r := range rules {
+		k := strings.Join(r, "\x00")
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Authorize decides whether agent agentID may perform action (read, query,
+// create, modify, delete; see ActionFor) on target (a seed 004 target type;
+// may be empty for query). A denial's Reason names what is missing: the
+// agent, the capability or the target.
+func (r *RBAC) Authorize(agentID, action, target string) Authz {
+	a := r.agents[agentID]
+	if a == nil {
+		return Authz{Reason: fmt.Sprintf("agent %q is not registered", agentID)}
+	}
+	act := strings.ToLower(action)
+	capability := CapabilityFor(act)
+	if capability == "" {
+		return Authz{Reason: fmt.Sprintf("unknown action %q (want read, query, create, modify or delete)", action)}
+	}
+	obj := "*"
+	if target != "" || !targetless[act] {
+		if !slices.Contains(targetTypes, target) {
+			if target == "" {
+				return Authz{Reason: fmt.Sprintf("action %q needs a target type", act)}
+			}
+			return Authz{Reason: fmt.Sprintf("unknown target type %q (want %s)", target, strings.Join(targetTypes, ", "))}
+		}
+		obj = "target:" + target
+	}
+	ok, err := r.e.Enforce("agent:"+agentID, obj, act)
+	if err != nil {
+		return Authz{Reason: "rbac error: " + err.Error()}
+	}
+	if ok {
+		if obj == "*" {
+			return Authz{Allowed: true, Reason: fmt.Sprintf("agent %q may %s (capability %q)", agentID, act, capability)}
+		}
+		return Authz{Allowed: true, Reason: fmt.Sprintf("agent %q may %s %s (capability %q)", agentID, act, target, capability)}
+	}
+	// Explain the denial from the same facts the policy was built from.
+	if !slices.Contains(a.Capabilities, capability) {
+		return Authz{Reason: fmt.Sprintf("agent %q lacks capability %q required for action %q (has %s)", agentID, capability, act, listOrNone(a.Capabilities))}
+	}
+	if obj != "*" && !slices.Contains(a.AllowedTargets, target) && !slices.Contains(a.AllowedTargets, "all") {
+		return Authz{Reason: fmt.Sprintf("target type %q is not in allowed_targets of agent %q (%s)", target, agentID, listOrNone(a.AllowedTargets))}
+	}
+	return Authz{Reason: fmt.Sprintf("agent %q may not %s %s", agentID, act, target)}
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// AuthorizePerson decides whether a person may perform action (list, read,
+// decide, or anything for admin) on escalations. role is "admin",
+// "reviewer", or the name of a configured reviewer.
+func (r *RBAC) AuthorizePerson(role, action string) bool {
+	var sub string
+	switch {
+	case role == "admin" || role == "reviewer":
+		sub = "role:" + role
+	case r.reviewers[role]:
+		sub = "person:" + role
+	default:
+		return false
+	}
+	ok, err := r.e.Enforce(sub, "escalations", strings.ToLower(action))
+	return err == nil && ok
+}

@@ -1,0 +1,164 @@
+package policy
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sacpgw/gateway/config"
+)
+
+// modelFile is the shipped model; the built-in DefaultRBACModel must
+// decide the same.
+const modelFile = "../config/rbac_model.conf"
+
+func TestRBACAuthorize(t *testing.T) {
+	agents := testAgents()
+	agents["builder"] = &config.Agent{ID: "builder", Capabilities: []string{"write", "write"}, AllowedTargets: []string{"test", "docs"}}
+	agents["nobody"] = &config.Agent{ID: "nobody"}
+	tests := []struct {
+		agent, action, target string
+		allowed               bool
+		reason                string
+	}{
+		{"claude-3", "create", "design", true, `agent "claude-3" may create design (capability "write")`},
+		{"claude-3", "modify", "architecture", true, ""},
+		{"claude-3", "DELETE", "code", true, ""},
+		{"claude-3", "read", "code", true, `capability "read"`},
+		{"claude-3", "query", "", true, `agent "claude-3" may query (capability "read")`},
+		{"claude-3", "create", "test", false, `target type "test" is not in allowed_targets of agent "claude-3" ([architecture, design, code])`},
+		{"claude-3", "create", "docs", false, `target type "docs" is not in allowed_targets`},
+		// reader creating
+		{"copilot-2", "create", "code", false, `agent "copilot-2" lacks capability "write" required for action "create" (has [read, suggest])`},
+		{"copilot-2", "read", "code", true, ""},
+		{"copilot-2", "query", "", true, ""},
+		{"copilot-2", "read", "design", false, `target type "design" is not in allowed_targets of agent "copilot-2" ([code])`},
+		// [all]
+		{"gemini-pro", "read", "architecture", true, ""},
+		{"gemini-pro", "read", "docs", true, ""},
+		{"gemini-pro", "read", "test", true, ""},
+		{"gemini-pro", "modify", "docs", false, `lacks capability "write"`},
+		{"gemini-pro", "read", "wiki", false, `unknown target type "wiki"`},
+		{"gemini-pro", "read", "all", false, `unknown target type "all"`},
+		{"gemini-pro", "read", "*", false, `unknown target type "*"`},
+		{"builder", "create", "test", true, ""},
+		{"builder", "query", "", false, `lacks capability "read"`},
+		{"builder", "create", "code", false, "not in allowed_targets"},
+		{"nobody", "read", "code", false, `lacks capability "read" required for action "read" (has none)`},
+		{"claude-3", "read", "", false, `action "read" needs a target type`},
+		{"claude-3", "query", "design", true, ""},
+		{"claude-3", "rename", "code", false, `unknown action "rename"`},
+		{"mallory", "read", "code", false, `agent "mallory" is not registered`},
+		{"", "read", "code", false, "is not registered"},
+	}
+	for _, model := range []string{"", modelFile} {
+		r, err := NewRBAC(model, agents, []string{"security-lead"})
+		if err != nil {
+			t.Fatalf("NewRBAC(%q): %v", model, err)
+		}
+		for _, tc := range tests {
+			name := model + ":" + tc.agent + "/" + tc.action + "/" + tc.target
+			got := r.Authorize(tc.agent, tc.action, tc.target)
+			if got.Allowed != tc.allowed {
+				t.Errorf("%s: allowed %v, want %v (%s)", name, got.Allowed, tc.allowed, got.Reason)
+			}
+			if got.Reason == "" || !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("%s: reason %q, want it to contain %q", name, got.Reason, tc.reason)
+			}
+		}
+	}
+}
+
+func TestRBACPeople(t *testing.T) {
+	tests := []struct {
+		role, action string
+		want         bool
+	}{
+		{"admin", "decide", true},
+		{"admin", "list", true},
+		{"admin", "configure", true},
+		{"reviewer", "decide", true},
+		{"reviewer", "list", true},
+		{"reviewer", "read", true},
+		{"reviewer", "configure", false},
+		{"security-lead", "decide", true},
+		{"security-lead", "delete", false},
+		{"stranger", "decide", false},
+		{"claude-3", "decide", false},
+		{"", "list", false},
+	}
+	for _, model := range []string{"", modelFile} {
+		r, err := NewRBAC(model, testAgents(), []string{"security-lead"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range tests {
+			if got := r.AuthorizePerson(tc.role, tc.action); got != tc.want {
+				t.Errorf("%s: %s %s = %v, want %v", model, tc.role, tc.action, got, tc.want)
+			}
+		}
+	}
+	// Agents are not people: an agent id is no role.
+	r, _ := NewRBAC("", testAgents(), nil)
+	if r.AuthorizePerson("reviewer", "decide") != true || r.AuthorizePerson("security-lead", "decide") {
+		t.Error("reviewer list not honoured")
+	}
+}
+
+func TestRBACErrors(t *testing.T) {
+	if _, err := NewRBAC("testdata/nope.conf", testAgents(), nil); err == nil || !strings.Contains(err.Error(), "testdata/nope.conf") {
+		t.Errorf("missing model: %v", err)
+	}
+	if _, err := NewRBAC("", map[string]*config.Agent{"x": nil}, nil); err == nil {
+		t.Error("nil agent accepted")
+	}
+	// No agents at all is a valid (deny-all) policy.
+	r, err := NewRBAC("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Authorize("claude-3", "read", "code").Allowed {
+		t.Error("allowed without agents")
+	}
+}
+
+func TestActionFor(t *testing.T) {
+	for _, tc := range []struct{ rt, act, want string }{
+		{"QUERY", "", "query"},
+		{"query", "read", "query"},
+		{"APPROVAL", "Create", "create"},
+		{"VALIDATE", "delete", "delete"},
+	} {
+		if got := ActionFor(tc.rt, tc.act); got != tc.want {
+			t.Errorf("ActionFor(%q, %q) = %q, want %q", tc.rt, tc.act, got, tc.want)
+		}
+	}
+	if CapabilityFor("modify") != "write" || CapabilityFor("query") != "read" || CapabilityFor("x") != "" {
+		t.Error("CapabilityFor")
+	}
+}
+
+func TestRBACConcurrent(t *testing.T) {
+	r, err := NewRBAC(modelFile, testAgents(), []string{"security-lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if i%2 == 0 && !r.Authorize("claude-3", "create", "design").Allowed {
+					t.Error("denied")
+					return
+				}
+				if i%2 == 1 && !r.AuthorizePerson("security-lead", "decide") {
+					t.Error("denied")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

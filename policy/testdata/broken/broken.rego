@@ -1,0 +1,5 @@
+package gateway.chat
+
+deny contains "x" if {
+	input.a ==
+}

@@ -1,0 +1,5 @@
+package gateway.approval
+
+import data.gateway.errors
+
+decision := {"status": "approved", "confidence": errors.value}

@@ -1,0 +1,3 @@
+package gateway.chat
+
+deny contains 42

@@ -1,0 +1,3 @@
+package gateway.guardrails
+
+response := {"status": "weird"}

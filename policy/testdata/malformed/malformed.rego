@@ -1,0 +1,4 @@
+# Decision rules of the wrong shape.
+package gateway.approval
+
+decision := {"status": "maybe", "confidence": 1}

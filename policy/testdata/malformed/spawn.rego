@@ -1,0 +1,3 @@
+package gateway.spawn
+
+decision := "yes"
