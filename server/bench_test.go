@@ -2,10 +2,10 @@ package server_test
 
 import (
 	"io"
-	"os"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"os"
 	"strings"
 	"testing"
 
