@@ -133,6 +133,7 @@ func TestDefaults(t *testing.T) {
 		"tls min":       g.TLS.MinVersion == "1.3",
 		"policy dir":    g.Policy.Dir == "rego",
 		"no rate limit": a.RateLimit.IsZero(),
+		"strict":        p.Compliance.StrictMode && p.Compliance.RequireRationale && p.Compliance.EnforceReferences && !p.Compliance.AllowDeviations,
 	}
 	for name, ok := range checks {
 		if !ok {

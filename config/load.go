@@ -408,6 +408,14 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	if p.Timeouts.Escalation == 0 {
 		p.Timeouts.Escalation = Duration(24 * time.Hour)
 	}
+	// Seed 004's compliance defaults are the strict ones: a key left out
+	// keeps the protection on, never silently off.
+	for key, field := range map[string]*bool{"strict_mode": &p.Compliance.StrictMode, "require_rationale": &p.Compliance.RequireRationale,
+		"enforce_references": &p.Compliance.EnforceReferences} {
+		if !hasKey(n, "protocol", "compliance", key) {
+			*field = true
+		}
+	}
 	lim := &p.Limits
 	if lim.MaxContentSize == 0 {
 		lim.MaxContentSize = 100 << 10

@@ -195,11 +195,14 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp := outcome.Response
 	verdict := "valid"
-	if !outcome.Valid {
+	if outcome.Valid {
+		// Guardrails judge what the model said (SPEC 4.1: every validated
+		// answer); the fallback wrapper is the gateway's own words.
+		guard(ctx, p.Policies, ex, &resp)
+	} else {
 		resp = sacp.Fallback(ans.content)
 		verdict = "fallback"
 	}
-	guard(ctx, p.Policies, ex, &resp)
 	blocked := p.redactResponse(ex, &resp)
 	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: outcome.Errors,
 		Thought: p.auditText(resp.Thought), Message: resp.Message}

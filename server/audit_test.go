@@ -88,8 +88,10 @@ func TestAuditEntriesForARequest(t *testing.T) {
 		t.Errorf("response payload hash %s is not the hash of the bytes received", res.PayloadSHA256)
 	}
 	checks, _ := res.Summary["checks"].(map[string]any)
+	policyCheck := checks["policy"].(map[string]any)
 	if checks["auth"].(map[string]any)["verdict"] != "pass" || checks["limits"].(map[string]any)["verdict"] != "pass" ||
-		checks["policy"].(map[string]any)["verdict"] != "not_evaluated" {
+		policyCheck["verdict"] != "allow" || policyCheck["decision_id"] == "" || policyCheck["revision"] == "" ||
+		checks["rbac"].(map[string]any)["verdict"] != "not_evaluated" {
 		t.Errorf("checks = %v", checks)
 	}
 	if tok, _ := res.Summary["tokens"].(map[string]any); tok["total"] != float64(12) {

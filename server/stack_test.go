@@ -19,9 +19,11 @@ import (
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
+	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/upstream"
@@ -35,6 +37,7 @@ const testAgents = `agents:
   alpha:
     type: code-generator
     capabilities: [read, write]
+    allowed_targets: [architecture, design, code]
     rate_limit: 1000/minute
     token_sha256: "%alpha%"
   small:
@@ -115,6 +118,11 @@ func newStack(t testing.TB, o stackOpts) *stack {
 		o.responseTimeout = "5000ms"
 	}
 	gw := `listen: "127.0.0.1:0"
+admin:
+  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  reviewers:
+    - name: security-lead
+      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
 upstreams:
   - name: mock
     type: mock
@@ -163,11 +171,32 @@ audit:
 	if o.brokenAudit {
 		auditLog.Close()
 	}
-	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive})
+	// The real policies of the repository, RBAC and approval service.
+	engine, err := policy.New(policy.Options{Dir: "../rego", Logger: log, NoWatch: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Options{Gateway: gwy, Log: log})
+	t.Cleanup(engine.Close)
+	rbac, err := policy.NewRBAC("../config/rbac_model.conf", cfg.Agents, []string{"security-lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalogue, err := approval.LoadCatalogue("../config/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := limit.NewMemory()
+	svc, err := approval.New(approval.Deps{Config: cfg, Decider: engine, Authorizer: rbac, Store: approval.NewMemoryStore(),
+		Limiter: limiter, Audit: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: limit.NewMemoryBudget(), Log: log,
+		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Options{Gateway: gwy, Log: log, Approval: svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +261,7 @@ func write(t testing.TB, dir, name, content string) {
 	}
 }
 
-func readAll(t *testing.T, r io.Reader) string {
+func readAll(t testing.TB, r io.Reader) string {
 	t.Helper()
 	b, err := io.ReadAll(r)
 	if err != nil {
