@@ -25,7 +25,7 @@ func TestCanonicalSummaryMatchesJCS(t *testing.T) {
 		{},
 		{"model": "gpt-4o", "stream": false, "status": 200, "latency_ms": 3.726, "tokens": map[string]any{"prompt": 7, "completion": 5, "total": 12}},
 		{"checks": map[string]any{"auth": map[string]any{"verdict": "pass"}, "limits": map[string]any{"tokens_reserved": 1 << 40}}},
-		{"errors": []string{"/status: must be one of …", "<html> & \"quotes\""}, "list": []any{1, "a", nil, true, 1e21, 1e-7, -0.0, 0.1}},
+		{"errors": []string{"/status: must be one of …", "<html> & \"quotes\""}, "list": []any{1, "a", nil, true, 1e21, 1e-7, math.Copysign(0, -1), 0.1}},
 		{"redactions": map[string]int{"email": 2, "credit_card": 1}},
 		{"é": 1, "z": 2, "a": 3, "\u00e9\u0301": 4, "\U0001F600": 5, "\uff61": 6},
 		{"control": "\x00\x1f\u2028\t\n", "big": int64(1) << 60, "neg": -42},
