@@ -89,6 +89,9 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 	}
 	ex.Upstream = up.Name
 	c := &call{f: f, ex: ex, up: up, path: r.URL.Path, body: ex.Body, kind: kind}
+	if kind == KindChat && f.Redactor == nil {
+		ex.Check("redaction", map[string]any{"verdict": "disabled"})
+	}
 	if ex.Stream && ex.Agent != nil && !ex.Agent.TokenLimit.IsZero() {
 		// Token accounting needs the stream's usage: ask for it, and hide it
 		// from a client that did not.

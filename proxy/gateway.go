@@ -61,13 +61,14 @@ func New(d Deps) (*Gateway, error) {
 	}
 	ident.Audit = rec
 	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec}
-	red, err := redact.New(redact.Config{
-		Detectors:   d.Config.Protocol.Redaction.Detectors,
-		Replacement: d.Config.Protocol.Redaction.Replacement,
-		Block:       d.Config.Protocol.Redaction.Block,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("redaction: %w", err)
+	var red *redact.Redactor
+	if rc := d.Config.Protocol.Redaction; len(rc.Detectors) > 0 {
+		// "detectors: []" turns redaction off (config fills in all
+		// detectors when the key is absent).
+		red, err = redact.New(redact.Config{Detectors: rc.Detectors, Replacement: rc.Replacement, Block: rc.Block})
+		if err != nil {
+			return nil, fmt.Errorf("redaction: %w", err)
+		}
 	}
 	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec, Redactor: red}
 	proto, err := NewProtocol(d.Config, d.Upstreams, red, rec)
@@ -84,7 +85,7 @@ func New(d Deps) (*Gateway, error) {
 		// After the limits: a flood of requests must not buy policy evaluations.
 		chatStages = append(chatStages, ChatPolicy(d.Policies))
 	}
-	if d.Config.Protocol.Redaction.Requests {
+	if d.Config.Protocol.Redaction.Requests && red != nil {
 		// Before the template goes in: only the agent's own text is scanned.
 		chatStages = append(chatStages, RedactRequests(red))
 	}

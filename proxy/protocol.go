@@ -244,6 +244,9 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 // auditText redacts a field for the audit trail, whatever apply_to says:
 // the trail never holds a value the detectors find.
 func (p *Protocol) auditText(s string) string {
+	if p.Redactor == nil {
+		return s
+	}
 	out, _ := p.Redactor.String(s)
 	return out
 }
@@ -251,6 +254,10 @@ func (p *Protocol) auditText(s string) string {
 // redactResponse redacts the apply_to fields in place, counting on the
 // Exchange; it returns the blocking detector's name if one matched.
 func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) string {
+	if p.Redactor == nil {
+		ex.Check("redaction", map[string]any{"verdict": "disabled"})
+		return ""
+	}
 	var res redact.Result
 	text := func(field string, s *string) {
 		if p.ApplyTo[field] {

@@ -98,6 +98,7 @@ func BenchmarkProxy(b *testing.B) {
 		b.Cleanup(func() { os.RemoveAll(auditDir) })
 	}
 	gw := newStack(b, stackOpts{upstreamURL: up.URL + "/v1", discardLogs: true, auditDir: auditDir})
+	core := newStack(b, stackOpts{upstreamURL: up.URL + "/v1", discardLogs: true, core: true})
 	for _, mode := range []struct{ name, body, want string }{
 		{"json", benchJSON, "forty-two"},
 		{"sse", benchSSE, "[DONE]"},
@@ -106,5 +107,8 @@ func BenchmarkProxy(b *testing.B) {
 		// The bench agent has request and token limits that never trigger:
 		// the figure includes auth, size, model and both limit checks.
 		b.Run(mode.name+"/gateway", func(b *testing.B) { drive(b, gw.srv.URL, "tok-bench", mode.body, mode.want) })
+		// The proxy core alone (issue 2's scope): auth, body, model and
+		// limit checks, access log; no audit, policy or redaction.
+		b.Run(mode.name+"/core", func(b *testing.B) { drive(b, core.srv.URL, "tok-bench", mode.body, mode.want) })
 	}
 }

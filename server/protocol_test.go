@@ -287,6 +287,13 @@ func TestRedactionLuhnAndBlock(t *testing.T) {
 			t.Errorf("content = %q (only the Luhn-valid number is a card)", c)
 		}
 	})
+	t.Run("off", func(t *testing.T) {
+		st := newStack(t, stackOpts{upstreamURL: us.URL + "/v1", protocolExtra: "  redaction:\n    detectors: []\n"})
+		got, err := st.client("tok-alpha").Chat.Completions.New(context.Background(), userParams("gpt-4o-mini", "x"))
+		if err != nil || got.Choices[0].Message.Content != answer {
+			t.Errorf("detectors: [] must turn redaction off: %v %v", got, err)
+		}
+	})
 	t.Run("blocked", func(t *testing.T) {
 		st := newStack(t, stackOpts{upstreamURL: us.URL + "/v1", protocolExtra: "  redaction:\n    block: [credit_card]\n"})
 		got, err := st.client("tok-alpha").Chat.Completions.New(context.Background(), userParams("gpt-4o-mini", "x"))

@@ -87,6 +87,9 @@ type stackOpts struct {
 	keepAlive time.Duration
 	// auditDir overrides the audit directory (benchmarks put it on tmpfs).
 	auditDir string
+	// core serves the proxy core only: auth and limits, no audit trail,
+	// no policies, no redaction (a benchmark baseline).
+	core bool
 }
 
 // protoSchema is the proto agent's data schema: an amount is required.
@@ -142,6 +145,9 @@ audit:
 	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto"} {
 		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
 	}
+	if o.core {
+		o.protocolExtra += "  redaction:\n    detectors: []\n"
+	}
 	proto := "protocol:\n  timeouts:\n    response: " + o.responseTimeout + "\n" + o.protocolExtra
 	if err := os.MkdirAll(filepath.Join(dir, "schemas"), 0o700); err != nil {
 		t.Fatal(err)
@@ -191,8 +197,12 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: limit.NewMemoryBudget(), Log: log,
-		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine})
+	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: limit.NewMemoryBudget(), Log: log,
+		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine}
+	if o.core {
+		deps.Audit, deps.Policies = nil, nil
+	}
+	gwy, err := proxy.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
