@@ -142,19 +142,11 @@ func Keygen(privPath, pubPath string) error {
 	return nil
 }
 
+// writeNewFile writes a file that must not exist yet (a key is never
+// overwritten), durably; a partial file is removed.
 func writeNewFile(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	err := writeFileSync(path, data, os.O_EXCL, mode)
+	if err != nil && !errors.Is(err, os.ErrExist) {
 		_ = os.Remove(path)
 	}
 	return err

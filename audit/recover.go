@@ -286,8 +286,17 @@ func recovery(file, torn string, off int64, data []byte) map[string]any {
 	}
 }
 
+// writeSynced writes a file and its directory entry durably.
 func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err := writeFileSync(path, data, os.O_TRUNC, 0o640); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeFileSync creates (flag: O_EXCL or O_TRUNC) and fsyncs a file.
+func writeFileSync(path string, data []byte, flag int, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, mode)
 	if err != nil {
 		return err
 	}
@@ -298,8 +307,5 @@ func writeSynced(path string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return err
 }
