@@ -68,6 +68,8 @@ type call struct {
 	waitRequest func() error
 	// responseAudited is set once an llm.response entry was attempted.
 	responseAudited bool
+	// sent is when the request left for the provider.
+	sent time.Time
 }
 
 // Forward is the endpoint of the embeddings chain.
@@ -106,6 +108,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 	}
 	ex.Attempts++
 	ex.Audited = true
+	c.sent = time.Now()
 	c.waitRequest = f.Audit.Start(ctx, record(ex, audit.KindLLMRequest, ex.PayloadSHA256, requestSummary(ex, r)))
 	rp := &httputil.ReverseProxy{
 		Rewrite:        c.rewrite,
@@ -157,6 +160,7 @@ func outboundHeader(in http.Header, ex *scope.Exchange, up *upstream.Upstream) h
 var answerHeaders = map[string]bool{"Content-Type": true, "Content-Length": true}
 
 func (c *call) modifyResponse(resp *http.Response) error {
+	c.ex.UpstreamTime = time.Since(c.sent)
 	for k := range resp.Header {
 		if !answerHeaders[k] {
 			delete(resp.Header, k)

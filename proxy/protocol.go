@@ -159,7 +159,9 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	)
 	for attempt := 1; ; attempt++ {
 		ex.Attempts = attempt
+		sent := time.Now()
 		ans, err = p.call(ctx, r, ex, up, body)
+		ex.UpstreamTime += time.Since(sent)
 		if err != nil {
 			return p.fail(w, r, out, ex, upstreamError(ctx, up.Name, p.Timeout, err))
 		}

@@ -40,6 +40,9 @@ type Exchange struct {
 	UsageKnown bool
 	// Upstream is the name of the provider the request was routed to.
 	Upstream string
+	// UpstreamTime is the time spent waiting for the provider (to the
+	// response headers; all attempts for protocol agents).
+	UpstreamTime time.Duration
 	// Attempts counts model calls (SACP re-asks, retries).
 	Attempts int
 	// Redactions counts redacted values by detector (never the values).

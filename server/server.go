@@ -20,6 +20,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
 )
@@ -37,6 +38,8 @@ type Options struct {
 	Log     *slog.Logger
 	// Approval is the approval protocol's front door; nil: not served.
 	Approval *approval.Service
+	// Metrics, if set, counts every request and serves /metrics.
+	Metrics *metrics.Metrics
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
@@ -47,6 +50,7 @@ type Options struct {
 type Server struct {
 	echo     *echo.Echo
 	log      *slog.Logger
+	metrics  *metrics.Metrics
 	checks   []Check
 	timeout  time.Duration
 	draining atomic.Bool
@@ -60,7 +64,7 @@ func New(o Options) (*Server, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout}
+	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
@@ -69,6 +73,9 @@ func New(o Options) (*Server, error) {
 	e.Use(s.scope, s.recover)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if o.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(o.Metrics.Handler()))
+	}
 	g := o.Gateway
 	e.POST("/v1/chat/completions", echo.WrapHandler(g.ChatCompletions()))
 	e.POST("/v1/embeddings", echo.WrapHandler(g.Embeddings()))
@@ -183,6 +190,13 @@ func (s *Server) scope(next echo.HandlerFunc) echo.HandlerFunc {
 
 func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 	req, res := c.Request(), c.Response()
+	if s.metrics != nil {
+		// Before the log-level check: metrics count every request.
+		s.metrics.Observe(ex, c.Path(), res.Status, time.Since(ex.Start))
+		if ex.UpstreamTime > 0 {
+			s.metrics.ObserveUpstream(ex.Upstream, ex.UpstreamTime)
+		}
+	}
 	level := slog.LevelInfo
 	switch {
 	case res.Status >= 500:

@@ -23,6 +23,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/server"
@@ -206,7 +207,10 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Options{Gateway: gwy, Log: log, Approval: svc})
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	m.AuditStats(auditLog.Stats)
+	m.PolicyStats(engine.Stats)
+	s, err := server.New(server.Options{Gateway: gwy, Log: log, Approval: svc, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	policyfs "github.com/sacpgw/gateway/rego"
@@ -147,10 +148,16 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if err != nil {
 		return fail(err)
 	}
+	m := metrics.New(metrics.Options{})
+	m.PolicyStats(engine.Stats)
+	if auditLog != nil {
+		m.AuditStats(auditLog.Stats)
+	}
 	a.server, err = server.New(server.Options{
 		Gateway:         gw,
 		Log:             log,
 		Approval:        a.approval,
+		Metrics:         m,
 		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
 		Checks: []server.Check{
 			{Name: "config", Ready: func(context.Context) error { return nil }},

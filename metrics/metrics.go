@@ -1,0 +1,400 @@
+// Package metrics exports the gateway's Prometheus metrics at /metrics.
+//
+// A Metrics owns its own registry (no global state): the per-request series
+// are derived from the request's scope.Exchange in one Observe call, the
+// components' counters (audit log, policy engine, Redis state, ...) are read
+// at scrape time through the functions given to AuditStats, PolicyStats,
+// Counter and Gauge.
+//
+// Labels are bounded by construction:
+//   - agent is the configured agent's id (agents.yaml), or "unidentified"
+//     before/without identification; never a client-supplied value;
+//   - route is the router's route template (echo's c.Path()), never the raw
+//     URL path; an empty route is "unmatched";
+//   - upstream is the configured provider name the request was routed to;
+//   - detector, point, verdict, dimension and kind come from the gateway's
+//     code and configuration.
+//
+// The model is deliberately not a label: it comes from the client's request
+// body, and an agent's allow-list is made of globs (empty means any routed
+// model), so even "allowed" models are unbounded. The routed upstream is the
+// bounded stand-in (gateway_upstream_duration_seconds{upstream}). Request,
+// session and correlation ids are never labels.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// Label values used when the real one is missing.
+const (
+	// Unidentified is the agent label of requests with no identified agent
+	// (rejected before or by authentication, health checks, 404s).
+	Unidentified = "unidentified"
+	// Unmatched is the route label of requests that matched no route.
+	Unmatched = "unmatched"
+)
+
+// DefaultBuckets are the latency buckets (seconds) of both histograms: from
+// the gateway's own sub-millisecond paths to multi-minute streamed answers.
+var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// policyPoints maps the Exchange's check names that record a policy
+// decision to the point label. Approval and spawn decisions happen outside
+// a proxied Exchange; their callers use PolicyDecision.
+var policyPoints = map[string]string{
+	"policy":     "chat",
+	"guardrails": "guardrails",
+}
+
+// Options configure New.
+type Options struct {
+	// Buckets are the request duration buckets in seconds; nil: DefaultBuckets.
+	Buckets []float64
+	// UpstreamBuckets are the upstream duration buckets; nil: Buckets.
+	UpstreamBuckets []float64
+	// NoRuntime leaves out the Go and process collectors (tests).
+	NoRuntime bool
+}
+
+// Metrics holds the gateway's metrics and their registry. Its methods are
+// safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	upstream    *prometheus.HistogramVec
+	tokens      *prometheus.CounterVec
+	sacpAnswers *prometheus.CounterVec
+	sacpReasks  *prometheus.CounterVec
+	redactions  *prometheus.CounterVec
+	decisions   *prometheus.CounterVec
+	rejections  *prometheus.CounterVec
+
+	// Caches of label-bound children: label sets are bounded, so each
+	// cache only grows to the number of series, and a hit costs an atomic
+	// load and a map lookup instead of hashing label values into the vec.
+	reqC   cache[reqKey, prometheus.Counter]
+	durC   cache[string, prometheus.Observer]
+	upC    cache[string, prometheus.Observer]
+	agentC cache[string, *agentSeries]
+	redC   cache[string, prometheus.Counter]
+	decC   cache[pair, prometheus.Counter]
+	rejC   cache[pair, prometheus.Counter]
+}
+
+// agentSeries are the per-agent children every Observe of that agent uses.
+type agentSeries struct {
+	prompt, completion prometheus.Counter
+	sacpValid, sacpBad prometheus.Counter
+	reasks             prometheus.Counter
+}
+
+type reqKey struct {
+	agent, route string
+	status       int
+}
+
+type pair struct{ a, b string }
+
+// New returns metrics registered on a new registry together with the Go and
+// process collectors.
+func New(o Options) *Metrics {
+	if o.Buckets == nil {
+		o.Buckets = DefaultBuckets
+	}
+	if o.UpstreamBuckets == nil {
+		o.UpstreamBuckets = o.Buckets
+	}
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	if !o.NoRuntime {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	m.requests = counter("gateway_requests_total", "Requests served, by agent, route template and HTTP status.", "agent", "route", "status")
+	m.duration = histogram("gateway_request_duration_seconds", "End-to-end request latency, by route template.", o.Buckets, "route")
+	m.upstream = histogram("gateway_upstream_duration_seconds", "Latency of calls to an upstream model provider, by upstream.", o.UpstreamBuckets, "upstream")
+	m.tokens = counter("gateway_tokens_total", "Tokens reported by upstreams, by agent and kind (prompt, completion).", "agent", "kind")
+	m.sacpAnswers = counter("gateway_sacp_answers_total", "SACP answers by agent and whether the final one was valid.", "agent", "valid")
+	m.sacpReasks = counter("gateway_sacp_reasks_total", "SACP re-asks (model calls after the first) by agent.", "agent")
+	m.redactions = counter("gateway_redactions_total", "Redacted values by detector.", "detector")
+	m.decisions = counter("gateway_policy_decisions_total", "Policy decisions by decision point and verdict.", "point", "verdict")
+	m.rejections = counter("gateway_ratelimit_rejections_total", "Requests rejected by a rate or token limit, by agent and dimension.", "agent", "dimension")
+
+	m.reqC.mk = func(k reqKey) prometheus.Counter {
+		return m.requests.WithLabelValues(k.agent, k.route, strconv.Itoa(k.status))
+	}
+	m.durC.mk = func(route string) prometheus.Observer { return m.duration.WithLabelValues(route) }
+	m.upC.mk = func(name string) prometheus.Observer { return m.upstream.WithLabelValues(name) }
+	m.agentC.mk = func(agent string) *agentSeries {
+		return &agentSeries{
+			prompt:     m.tokens.WithLabelValues(agent, "prompt"),
+			completion: m.tokens.WithLabelValues(agent, "completion"),
+			sacpValid:  m.sacpAnswers.WithLabelValues(agent, "true"),
+			sacpBad:    m.sacpAnswers.WithLabelValues(agent, "false"),
+			reasks:     m.sacpReasks.WithLabelValues(agent),
+		}
+	}
+	m.redC.mk = func(d string) prometheus.Counter { return m.redactions.WithLabelValues(d) }
+	m.decC.mk = func(p pair) prometheus.Counter { return m.decisions.WithLabelValues(p.a, p.b) }
+	m.rejC.mk = func(p pair) prometheus.Counter { return m.rejections.WithLabelValues(p.a, p.b) }
+	return m
+}
+
+// Registry returns the registry, for tests and extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Observe records one finished request: route is the route template (echo's
+// c.Path(), not the URL path), status the HTTP status sent and d the
+// end-to-end latency. Everything else is derived from ex, which may be nil.
+// Children series of gateway_requests_total, gateway_tokens_total and
+// gateway_sacp_answers_total are created on first use, so a series exists
+// once something happened for its labels.
+func (m *Metrics) Observe(ex *scope.Exchange, route string, status int, d time.Duration) {
+	if route == "" {
+		route = Unmatched
+	}
+	agent := Unidentified
+	if ex != nil && ex.Agent != nil && ex.Agent.ID != "" {
+		agent = ex.Agent.ID
+	}
+	m.reqC.get(reqKey{agent, route, status}).Inc()
+	m.durC.get(route).Observe(d.Seconds())
+	if ex == nil {
+		return
+	}
+
+	var as *agentSeries
+	if ex.UsageKnown {
+		as = m.agentC.get(agent)
+		if ex.Usage.PromptTokens > 0 {
+			as.prompt.Add(float64(ex.Usage.PromptTokens))
+		}
+		if ex.Usage.CompletionTokens > 0 {
+			as.completion.Add(float64(ex.Usage.CompletionTokens))
+		}
+	}
+	if o := ex.SACP; o != nil {
+		if as == nil {
+			as = m.agentC.get(agent)
+		}
+		if o.Valid {
+			as.sacpValid.Inc()
+		} else {
+			as.sacpBad.Inc()
+		}
+		if o.Attempts > 1 {
+			as.reasks.Add(float64(o.Attempts - 1))
+		}
+	}
+	for det, n := range ex.Redactions {
+		if n > 0 {
+			m.redC.get(det).Add(float64(n))
+		}
+	}
+	if len(ex.Checks) == 0 {
+		return
+	}
+	for name, point := range policyPoints {
+		if v := verdict(ex.Checks[name]); v != "" {
+			m.decC.get(pair{point, v}).Inc()
+		}
+	}
+	if c, ok := ex.Checks["limits"].(map[string]any); ok && c["verdict"] == "reject" {
+		dim, _ := c["dimension"].(string)
+		if dim == "" {
+			dim = "unknown"
+		}
+		m.rejC.get(pair{agent, dim}).Inc()
+	}
+}
+
+// verdict is the "verdict" of a check recorded as a map, or "".
+func verdict(c any) string {
+	switch c := c.(type) {
+	case map[string]any:
+		v, _ := c["verdict"].(string)
+		return v
+	case map[string]string:
+		return c["verdict"]
+	}
+	return ""
+}
+
+// ObserveUpstream records the latency of one call to the named upstream
+// (a configured provider name).
+func (m *Metrics) ObserveUpstream(name string, d time.Duration) {
+	m.upC.get(name).Observe(d.Seconds())
+}
+
+// PolicyDecision counts a policy decision made outside a proxied request
+// (approval, spawn). point and verdict must come from code, not input.
+func (m *Metrics) PolicyDecision(point, verdict string) {
+	m.decC.get(pair{point, verdict}).Inc()
+}
+
+// AuditStats exports the audit log's counters, read from f at each scrape:
+// gateway_audit_entries_total, _batches_total, _fsyncs_total,
+// _fsync_seconds_total, _lost_total and _checkpoint_errors_total.
+// Register one audit log per Metrics (a second call panics).
+func (m *Metrics) AuditStats(f func() audit.Stats) {
+	m.reg.MustRegister(&statsCollector[audit.Stats]{
+		read: f,
+		descs: []*prometheus.Desc{
+			desc("gateway_audit_entries_total", "Audit entries made durable."),
+			desc("gateway_audit_batches_total", "Audit group commits that wrote entries."),
+			desc("gateway_audit_fsyncs_total", "Fsyncs of audit segments."),
+			desc("gateway_audit_fsync_seconds_total", "Total time spent in audit fsyncs."),
+			desc("gateway_audit_lost_total", "Audit appends refused because the trail was unavailable (records the trail does not have)."),
+			desc("gateway_audit_checkpoint_errors_total", "Audit checkpoint writes that failed."),
+		},
+		emit: func(ch chan<- prometheus.Metric, d []*prometheus.Desc, s audit.Stats) {
+			ch <- prometheus.MustNewConstMetric(d[0], prometheus.CounterValue, float64(s.Entries))
+			ch <- prometheus.MustNewConstMetric(d[1], prometheus.CounterValue, float64(s.Batches))
+			ch <- prometheus.MustNewConstMetric(d[2], prometheus.CounterValue, float64(s.Fsyncs))
+			ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, s.FsyncTime.Seconds())
+			ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(s.Lost))
+			ch <- prometheus.MustNewConstMetric(d[5], prometheus.CounterValue, float64(s.CheckpointErrors))
+		},
+	})
+}
+
+// PolicyStats exports the policy engine's counters, read from f at each
+// scrape: gateway_policy_reloads_total{result=success|failure},
+// gateway_policy_shadow_reloads_total{result}, gateway_policy_reload_failed
+// (1 while the newest live policies do not compile),
+// gateway_policy_fail_closed_total, gateway_policy_shadow_disagreements_total
+// and gateway_policy_shadow_dropped_total.
+func (m *Metrics) PolicyStats(f func() policy.Stats) {
+	m.reg.MustRegister(&statsCollector[policy.Stats]{
+		read: f,
+		descs: []*prometheus.Desc{
+			prometheus.NewDesc("gateway_policy_reloads_total", "Reloads of the live policies, by result.", []string{"result"}, nil),
+			prometheus.NewDesc("gateway_policy_shadow_reloads_total", "Reloads of the shadow policies, by result.", []string{"result"}, nil),
+			desc("gateway_policy_reload_failed", "1 while the newest live policy files do not compile (the last good ones keep serving)."),
+			desc("gateway_policy_fail_closed_total", "Decisions the engine denied on the policy's behalf (error, undefined or malformed result)."),
+			desc("gateway_policy_shadow_disagreements_total", "Shadow decisions that differed from the live one."),
+			desc("gateway_policy_shadow_dropped_total", "Shadow evaluations skipped because the shadow queue was full."),
+		},
+		emit: func(ch chan<- prometheus.Metric, d []*prometheus.Desc, s policy.Stats) {
+			ch <- prometheus.MustNewConstMetric(d[0], prometheus.CounterValue, float64(s.Reloads), "success")
+			ch <- prometheus.MustNewConstMetric(d[0], prometheus.CounterValue, float64(s.ReloadFailures), "failure")
+			ch <- prometheus.MustNewConstMetric(d[1], prometheus.CounterValue, float64(s.ShadowReloads), "success")
+			ch <- prometheus.MustNewConstMetric(d[1], prometheus.CounterValue, float64(s.ShadowReloadFailures), "failure")
+			failed := 0.0
+			if !s.LastReloadOK {
+				failed = 1
+			}
+			ch <- prometheus.MustNewConstMetric(d[2], prometheus.GaugeValue, failed)
+			ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(s.FailClosed))
+			ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(s.ShadowDisagreements))
+			ch <- prometheus.MustNewConstMetric(d[5], prometheus.CounterValue, float64(s.ShadowDropped))
+		},
+	})
+}
+
+// Counter exports a cumulative count read from f at each scrape, e.g.
+// Counter("gateway_state_redis_errors_total", ..., redis.Errors). name must
+// be a valid metric name starting with "gateway_"; Counter panics otherwise,
+// as for a duplicate name, since both are wiring bugs.
+func (m *Metrics) Counter(name, help string, f func() float64) {
+	mustPrefix(name)
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}
+
+// Gauge exports a value read from f at each scrape, e.g. whether Redis is
+// reachable. The same rules as for Counter apply to name.
+func (m *Metrics) Gauge(name, help string, f func() float64) {
+	mustPrefix(name)
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
+
+func mustPrefix(name string) {
+	if !strings.HasPrefix(name, "gateway_") {
+		panic("metrics: metric name " + strconv.Quote(name) + " must start with gateway_")
+	}
+}
+
+func desc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+
+// statsCollector reads a component's stats once per scrape and emits them
+// as constant metrics, so one scrape makes one Stats call.
+type statsCollector[S any] struct {
+	read  func() S
+	descs []*prometheus.Desc
+	emit  func(chan<- prometheus.Metric, []*prometheus.Desc, S)
+}
+
+func (c *statsCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *statsCollector[S]) Collect(ch chan<- prometheus.Metric) { c.emit(ch, c.descs, c.read()) }
+
+// cache maps a bounded key to a label-bound child. Reads are lock-free (an
+// atomic load of an immutable map); a miss copies the map under mu, which
+// happens once per series.
+type cache[K comparable, V any] struct {
+	m  atomic.Pointer[map[K]V]
+	mu sync.Mutex
+	mk func(K) V
+}
+
+func (c *cache[K, V]) get(k K) V {
+	if p := c.m.Load(); p != nil {
+		if v, ok := (*p)[k]; ok {
+			return v
+		}
+	}
+	return c.miss(k)
+}
+
+func (c *cache[K, V]) miss(k K) V {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]V
+	if p := c.m.Load(); p != nil {
+		old = *p
+		if v, ok := old[k]; ok {
+			return v
+		}
+	}
+	v := c.mk(k)
+	next := make(map[K]V, len(old)+1)
+	for k2, v2 := range old {
+		next[k2] = v2
+	}
+	next[k] = v
+	c.m.Store(&next)
+	return v
+}
