@@ -349,6 +349,16 @@ func (s *Service) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// With a shared store only the replica holding the lease expires
+		// escalations, so each expiry is decided and audited once.
+		if l, ok := s.store.(interface {
+			Lease(ctx context.Context, name string, ttl time.Duration) (bool, error)
+		}); ok {
+			if held, err := l.Lease(ctx, "escalation-expiry", every); err != nil || !held {
+				s.sessions.prune()
+				continue
+			}
+		}
 		s.ExpireEscalations(ctx)
 		s.sessions.prune()
 		if p, ok := s.store.(Pruner); ok {

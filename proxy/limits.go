@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -47,7 +48,7 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	if !a.RateLimit.IsZero() {
 		res, err := l.Requests.Allow(r.Context(), "req:"+a.ID, rule(a.RateLimit), 1)
 		if err != nil {
-			return fmt.Errorf("rate limiter: %w", err)
+			return stateError("rate limiter", err)
 		}
 		setLimitHeaders(h, "requests", res)
 		if !res.Allowed {
@@ -65,7 +66,7 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	reserved := ex.TokenEstimate
 	res, err := l.Tokens.Reserve(r.Context(), "tok:"+a.ID, tr, reserved)
 	if err != nil {
-		return fmt.Errorf("token budget: %w", err)
+		return stateError("token budget", err)
 	}
 	setLimitHeaders(h, "tokens", res)
 	if !res.Allowed {
@@ -85,6 +86,16 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		ex.Err = fmt.Errorf("token budget settle: %w", err)
 	}
 	return nil
+}
+
+// stateError maps a shared-state failure (Redis down with
+// state.on_failure: closed) to a 503 the client can retry.
+func stateError(what string, err error) error {
+	if errors.Is(err, limit.ErrUnavailable) {
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "state_unavailable",
+			Message: "The gateway's shared state is unavailable; retry shortly.", Header: http.Header{"Retry-After": {"1"}}, Err: err}
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // setLimitHeaders writes OpenAI's x-ratelimit-* headers for one dimension.

@@ -91,6 +91,8 @@ type stackOpts struct {
 	// core serves the proxy core only: auth and limits, no audit trail,
 	// no policies, no redaction (a benchmark baseline).
 	core bool
+	// redisURL puts limits and approval states in Redis (state.backend redis).
+	redisURL string
 }
 
 // protoSchema is the proto agent's data schema: an amount is required.
@@ -192,13 +194,27 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiter := limit.NewMemory()
-	svc, err := approval.New(approval.Deps{Config: cfg, Decider: engine, Authorizer: rbac, Store: approval.NewMemoryStore(),
+	var (
+		limiter limit.Limiter  = limit.NewMemory()
+		budget  limit.Budget   = limit.NewMemoryBudget()
+		store   approval.Store = approval.NewMemoryStore()
+	)
+	if o.redisURL != "" {
+		client, err := limit.NewRedisClient(o.redisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		fb := &limit.Fallback{Primary: limit.NewRedis(client), Local: limit.NewMemory(),
+			PrimaryBudget: limit.NewRedisBudget(client), LocalBudget: limit.NewMemoryBudget(), OnFailure: "closed", Log: log}
+		limiter, budget, store = fb, fb, approval.NewRedisStore(client)
+	}
+	svc, err := approval.New(approval.Deps{Config: cfg, Decider: engine, Authorizer: rbac, Store: store,
 		Limiter: limiter, Audit: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: limit.NewMemoryBudget(), Log: log,
+	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: budget, Log: log,
 		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine}
 	if o.core {
 		deps.Audit, deps.Policies = nil, nil
@@ -306,3 +322,5 @@ func sha(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }

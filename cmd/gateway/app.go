@@ -11,6 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
@@ -36,12 +39,42 @@ type app struct {
 	audit     *audit.Log
 	policies  *policy.Engine
 	approval  *approval.Service
+	state     *state
 }
 
 // close releases what build started (the policy watcher, pooled connections).
 func (a *app) close() {
 	a.policies.Close()
 	a.upstreams.Close()
+	if a.state != nil && a.state.redis != nil {
+		_ = a.state.redis.Close()
+	}
+}
+
+// state is where limits and approval states live: this process (memory),
+// or Redis shared by every replica, with the configured fallback.
+type state struct {
+	limiter  limit.Limiter
+	budget   limit.Budget
+	store    approval.Store
+	fallback *limit.Fallback
+	redis    *redis.Client
+}
+
+func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
+	if cfg.Gateway.State.Backend != "redis" {
+		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore()}, nil
+	}
+	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("state.redis_url: %w", err)
+	}
+	fb := &limit.Fallback{
+		Primary: limit.NewRedis(client), Local: limit.NewMemory(),
+		PrimaryBudget: limit.NewRedisBudget(client), LocalBudget: limit.NewMemoryBudget(),
+		OnFailure: cfg.Gateway.State.OnFailure, Log: log,
+	}
+	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client}, nil
 }
 
 // openAudit opens this instance's chain of the audit trail.
@@ -123,10 +156,15 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if err != nil {
 		return fail(&usageError{err.Error()})
 	}
-	limiter := limit.NewMemory()
+	st, err := newState(cfg, log)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
+	a.state = st
+	limiter := st.limiter
 	if auditLog != nil {
 		a.approval, err = approval.New(approval.Deps{
-			Config: cfg, Decider: engine, Authorizer: rbac, Store: approval.NewMemoryStore(),
+			Config: cfg, Decider: engine, Authorizer: rbac, Store: st.store,
 			Limiter: limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
 			Audit: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
 			BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: log,
@@ -139,7 +177,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		Config:       cfg,
 		Upstreams:    ups,
 		Requests:     limiter,
-		Tokens:       limit.NewMemoryBudget(),
+		Tokens:       st.budget,
 		Log:          log,
 		SidecarAgent: sidecar,
 		Audit:        appender(auditLog),
@@ -150,6 +188,19 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	}
 	m := metrics.New(metrics.Options{})
 	m.PolicyStats(engine.Stats)
+	checks := []server.Check{
+		{Name: "config", Ready: func(context.Context) error { return nil }},
+		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }},
+	}
+	if fb := st.fallback; fb != nil {
+		m.Counter("gateway_state_redis_fallbacks_total", "Limit decisions served by the local limiter because Redis failed.", func() float64 { return float64(fb.Fallbacks()) })
+		m.Counter("gateway_state_redis_errors_total", "Redis errors of the shared limits.", func() float64 { return float64(fb.Errors()) })
+		checks = append(checks, server.Check{Name: "state", Ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return fb.Ready(ctx)
+		}})
+	}
 	if auditLog != nil {
 		m.AuditStats(auditLog.Stats)
 	}
@@ -159,10 +210,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		Approval:        a.approval,
 		Metrics:         m,
 		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
-		Checks: []server.Check{
-			{Name: "config", Ready: func(context.Context) error { return nil }},
-			{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }},
-		},
+		Checks:          checks,
 	})
 	if err != nil {
 		return fail(err)

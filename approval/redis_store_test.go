@@ -1,0 +1,354 @@
+package approval
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sacpgw/gateway/internal/testredis"
+)
+
+// redisClient is one replica's connection to srv.
+func redisClient(t testing.TB, srv *testredis.Server) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// The behaviours MemoryStore's tests check, run against both stores.
+func TestStoreConformance(t *testing.T) {
+	srv := testredis.Start(t)
+	stores := []struct {
+		name string
+		new  func(t *testing.T) Store
+	}{
+		{"memory", func(*testing.T) Store { return NewMemoryStore() }},
+		{"redis", func(t *testing.T) Store {
+			return NewRedisStore(redisClient(t, srv), WithRedisKeyPrefix("{"+t.Name()+"}:"))
+		}},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Run("create get update", func(t *testing.T) { storeBasics(t, st.new(t)) })
+			t.Run("escalated index", func(t *testing.T) { storeEscalated(t, st.new(t)) })
+			t.Run("concurrent updates", func(t *testing.T) {
+				s := st.new(t)
+				storeConcurrentUpdates(t, s, s)
+			})
+		})
+	}
+}
+
+func storeBasics(t *testing.T, m Store) {
+	ctx := t.Context()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	done := true
+	rec := &Record{ID: "req-1", AgentID: "a", State: StateValidating, CreatedAt: t0, UpdatedAt: t0,
+		Request: AgentRequest{AgentID: "a", RequestType: TypeReport, RequestID: "r", Completed: &done, ChangesMade: &ChangesMade{Files: []string{"x"}}}}
+	if err := m.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Create(ctx, rec); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	got, err := m.Get(ctx, "req-1")
+	if err != nil || got.Request.ChangesMade.Files[0] != "x" || !*got.Request.Completed || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	got.State = StateApproved
+	if again, _ := m.Get(ctx, "req-1"); again.State != StateValidating {
+		t.Fatal("a caller's change reached the store")
+	}
+	if _, err := m.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+	if _, err := m.Update(ctx, "nope", func(*Record) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("update unknown: %v", err)
+	}
+	_, err = m.Update(ctx, "req-1", func(r *Record) error { r.State = StateApproved; return errBoom })
+	if !errors.Is(err, errBoom) {
+		t.Fatal(err)
+	}
+	if again, _ := m.Get(ctx, "req-1"); again.State != StateValidating {
+		t.Fatal("a failed update was stored")
+	}
+	upd, err := m.Update(ctx, "req-1", func(r *Record) error {
+		r.ID = "moved"
+		r.move(StateApproved, t0.Add(time.Minute), "x", "")
+		return nil
+	})
+	if err != nil || upd.ID != "req-1" || upd.State != StateApproved {
+		t.Fatalf("update: %+v %v", upd, err)
+	}
+	if again, err := m.Get(ctx, "req-1"); err != nil || again.State != StateApproved || len(again.History) != 1 {
+		t.Fatalf("after update: %+v %v", again, err)
+	}
+	if _, err := m.Get(ctx, "moved"); !errors.Is(err, ErrNotFound) {
+		t.Fatal("fn moved the record")
+	}
+}
+
+func storeEscalated(t *testing.T, m Store) {
+	ctx := t.Context()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	if esc, err := m.Escalated(ctx); err != nil || len(esc) != 0 {
+		t.Fatalf("escalated on empty: %v %v", esc, err)
+	}
+	cases := []struct {
+		id    string
+		state State
+		at    time.Duration
+	}{
+		{"req-3", StateEscalated, 2 * time.Minute},
+		{"req-2", StateEscalated, time.Minute},
+		{"req-4", StateApproved, 0},
+		{"req-1", StateEscalated, 2 * time.Minute}, // same time: by id
+		{"req-0", StateEscalated, time.Minute + time.Microsecond},
+	}
+	for _, c := range cases {
+		if err := m.Create(ctx, &Record{ID: c.id, State: c.state, CreatedAt: t0.Add(c.at)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func() string {
+		t.Helper()
+		esc, err := m.Escalated(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := ""
+		for _, r := range esc {
+			if r.State != StateEscalated {
+				t.Fatalf("%s listed in state %s", r.ID, r.State)
+			}
+			s += r.ID + " "
+		}
+		return s
+	}
+	if got, want := ids(), "req-2 req-0 req-1 req-3 "; got != want {
+		t.Fatalf("escalated %q, want %q", got, want)
+	}
+	if _, err := m.Update(ctx, "req-2", func(r *Record) error { r.move(StateRejected, t0, "x", ""); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Update(ctx, "req-4", func(r *Record) error { r.move(StateEscalated, t0, "x", ""); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(), "req-4 req-0 req-1 req-3 "; got != want {
+		t.Fatalf("escalated after changes %q, want %q", got, want)
+	}
+}
+
+// storeConcurrentUpdates appends 50 history entries through a and b at
+// once; none may be lost.
+func storeConcurrentUpdates(t *testing.T, a, b Store) {
+	ctx := t.Context()
+	if err := a.Create(ctx, &Record{ID: "req-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			_, err := s.Update(ctx, "req-1", func(r *Record) error {
+				r.History = append(r.History, Transition{By: fmt.Sprint(i)})
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	r, err := b.Get(ctx, "req-1")
+	if err != nil || len(r.History) != 50 {
+		t.Fatalf("%d updates kept, want 50 (%v)", len(r.History), err)
+	}
+	seen := map[string]bool{}
+	for _, h := range r.History {
+		if seen[h.By] {
+			t.Fatalf("update %s applied twice", h.By)
+		}
+		seen[h.By] = true
+	}
+}
+
+// Two replicas (two clients) updating one record lose nothing.
+func TestRedisStoreConcurrentUpdatesTwoReplicas(t *testing.T) {
+	srv := testredis.Start(t)
+	storeConcurrentUpdates(t, NewRedisStore(redisClient(t, srv)), NewRedisStore(redisClient(t, srv)))
+}
+
+// Terminal records expire after the retention; others do not.
+func TestRedisStoreRetention(t *testing.T) {
+	srv := testredis.Start(t)
+	c := redisClient(t, srv)
+	s := NewRedisStore(c, WithRedisRetention(time.Hour))
+	ctx := t.Context()
+	cases := []struct {
+		state   State
+		wantTTL bool
+	}{
+		{StatePending, false},
+		{StateEscalated, false},
+		{StateApproved, false},
+		{StateRejected, true},
+		{StateCompleted, true},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.state), func(t *testing.T) {
+			id := "create-" + string(tc.state)
+			if err := s.Create(ctx, &Record{ID: id, State: tc.state}); err != nil {
+				t.Fatal(err)
+			}
+			checkTTL(t, c, s.recordKey(id), tc.wantTTL)
+			id = "update-" + string(tc.state)
+			if err := s.Create(ctx, &Record{ID: id, State: StateRejected}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Update(ctx, id, func(r *Record) error { r.State = tc.state; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			checkTTL(t, c, s.recordKey(id), tc.wantTTL)
+		})
+	}
+}
+
+func checkTTL(t *testing.T, c *redis.Client, key string, want bool) {
+	t.Helper()
+	ttl, err := c.PTTL(t.Context(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ttl > 0 && ttl <= time.Hour; got != want || (!want && ttl != -1) {
+		t.Fatalf("%s: TTL %v, want expiry %v", key, ttl, want)
+	}
+}
+
+// A replica restart (new clients) finds the states and the escalations.
+func TestRedisStoreReplicaRestart(t *testing.T) {
+	srv := testredis.Start(t)
+	ctx := t.Context()
+	first := NewRedisStore(redisClient(t, srv))
+	if err := first.Create(ctx, &Record{ID: "req-1", State: StateEscalated, History: []Transition{{State: StateEscalated, By: "policy"}}}); err != nil {
+		t.Fatal(err)
+	}
+	opt, _ := redis.ParseURL(srv.URL())
+	c := redis.NewClient(opt)
+	second := NewRedisStore(c)
+	defer c.Close()
+	r, err := second.Get(ctx, "req-1")
+	if err != nil || r.State != StateEscalated || len(r.History) != 1 {
+		t.Fatalf("after restart: %+v %v", r, err)
+	}
+	if esc, err := second.Escalated(ctx); err != nil || len(esc) != 1 || esc[0].ID != "req-1" {
+		t.Fatalf("escalated after restart: %v %v", esc, err)
+	}
+}
+
+// Only one of many replicas obtains a lease until it expires.
+func TestRedisStoreLease(t *testing.T) {
+	srv := testredis.Start(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := 0
+	for range 10 {
+		s := NewRedisStore(redisClient(t, srv))
+		wg.Go(func() {
+			ok, err := s.Lease(t.Context(), "expiry", 300*time.Millisecond)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				got++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if got != 1 {
+		t.Fatalf("%d replicas hold the lease, want 1", got)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if ok, err := NewRedisStore(redisClient(t, srv)).Lease(t.Context(), "expiry", time.Second); err != nil || !ok {
+		t.Fatalf("lease after expiry: %v %v", ok, err)
+	}
+}
+
+// A record deleted behind the store's back leaves the escalated listing.
+func TestRedisStoreEscalatedSkipsMissing(t *testing.T) {
+	srv := testredis.Start(t)
+	c := redisClient(t, srv)
+	s := NewRedisStore(c)
+	ctx := t.Context()
+	for _, id := range []string{"a", "b"} {
+		if err := s.Create(ctx, &Record{ID: id, State: StateEscalated}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Del(ctx, s.recordKey("a"))
+	if esc, err := s.Escalated(ctx); err != nil || len(esc) != 1 || esc[0].ID != "b" {
+		t.Fatalf("escalated: %v %v", esc, err)
+	}
+	if n, _ := c.ZCard(ctx, s.escalatedKey()).Result(); n != 1 {
+		t.Fatalf("index still holds %d ids", n)
+	}
+}
+
+// Two gateway replicas sharing Redis: a request escalated on one is seen by
+// the other, and reviewers deciding on both at once apply exactly one
+// decision.
+func TestRedisStoreTwoServices(t *testing.T) {
+	srv := testredis.Start(t)
+	a := newHarness(t, func(d *Deps) { d.Store = NewRedisStore(redisClient(t, srv)) })
+	b := newHarness(t, func(d *Deps) { d.Store = NewRedisStore(redisClient(t, srv)) })
+	id := escalate(t, a, "x")
+	if _, st := b.status(tokClaude, id); st.State != StateEscalated {
+		t.Fatalf("replica b sees state %q", st.State)
+	}
+	var wg sync.WaitGroup
+	results := make(chan int, 8)
+	for i := range 8 {
+		h, tok := a, tokReviewer
+		if i%2 == 1 {
+			h, tok = b, tokAlice
+		}
+		wg.Go(func() {
+			results <- h.do("POST", "/admin/escalations/"+id+"/decision", tok, map[string]any{"decision": "approve"}).status
+		})
+	}
+	wg.Wait()
+	close(results)
+	ok := 0
+	for s := range results {
+		switch s {
+		case http.StatusOK:
+			ok++
+		case http.StatusConflict:
+		default:
+			t.Errorf("status %d", s)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d decisions applied, want 1", ok)
+	}
+	for _, h := range []*harness{a, b} {
+		if _, st := h.status(tokClaude, id); st.State != StateApproved || len(st.History) != 4 {
+			t.Fatalf("state %s history %d", st.State, len(st.History))
+		}
+	}
+}
