@@ -21,6 +21,8 @@ import (
 type Identifier struct {
 	agents  []tokenEntry
 	sidecar *config.Agent
+	// bySPIFFE maps the SPIFFE IDs of agents' client certificates (mTLS).
+	bySPIFFE map[string]*config.Agent
 	// Audit records failed authentications (never the token).
 	Audit *Recorder
 }
@@ -33,10 +35,13 @@ type tokenEntry struct {
 // NewIdentifier builds the stage. A non-empty sidecar names the agent that
 // requests without a token are attributed to (sidecar mode).
 func NewIdentifier(agents map[string]*config.Agent, sidecar string) (*Identifier, error) {
-	id := &Identifier{}
+	id := &Identifier{bySPIFFE: map[string]*config.Agent{}}
 	for _, a := range agents {
 		if a.TokenSHA256 != "" {
 			id.agents = append(id.agents, tokenEntry{hash: a.TokenHash, agent: a})
+		}
+		if a.SPIFFEID != "" {
+			id.bySPIFFE[a.SPIFFEID] = a
 		}
 	}
 	if sidecar != "" {
@@ -72,24 +77,62 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	method := "token"
 	if _, present := bearer(r); !present {
 		method = "sidecar"
+		if _, spiffe := s.fromCertificate(r); spiffe != "" {
+			method = "mtls"
+		}
 	}
 	ex.Check("auth", map[string]any{"verdict": "pass", "method": method})
 	next.ServeHTTP(w, r)
 	return nil
 }
 
-// Identify returns the agent a request authenticates as.
+// Identify returns the agent a request authenticates as: by bearer token,
+// by the SPIFFE ID of a verified client certificate, or as the sidecar's
+// agent. A token and a certificate that name different agents are refused.
 func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
+	certAgent, spiffe := s.fromCertificate(r)
 	tok, present := bearer(r)
 	if present && tok == "" {
 		return nil, apierror.Unauthorized("Malformed Authorization header: want 'Bearer <token>'.")
 	}
-	if !present {
-		if s.sidecar != nil {
-			return s.sidecar, nil
+	if present {
+		a, err := s.byToken(tok)
+		if err != nil {
+			return nil, err
 		}
-		return nil, apierror.Unauthorized("You didn't provide an API key. Send your gateway token as 'Authorization: Bearer <token>'.")
+		if spiffe != "" && a != certAgent {
+			return nil, apierror.Unauthorized("The token and the client certificate name different agents.")
+		}
+		return a, nil
 	}
+	switch {
+	case certAgent != nil:
+		return certAgent, nil
+	case spiffe != "":
+		return nil, apierror.Unauthorized("The client certificate's SPIFFE ID is not registered to any agent.")
+	case s.sidecar != nil:
+		return s.sidecar, nil
+	}
+	return nil, apierror.Unauthorized("You didn't provide an API key. Send your gateway token as 'Authorization: Bearer <token>'.")
+}
+
+// fromCertificate returns the agent named by the SPIFFE ID (URI SAN) of the
+// client certificate the TLS layer verified, and the ID itself.
+func (s *Identifier) fromCertificate(r *http.Request) (*config.Agent, string) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
+		return nil, ""
+	}
+	for _, u := range r.TLS.PeerCertificates[0].URIs {
+		if u.Scheme == "spiffe" {
+			id := u.String()
+			return s.bySPIFFE[id], id
+		}
+	}
+	return nil, ""
+}
+
+// byToken finds the agent whose token hash matches.
+func (s *Identifier) byToken(tok string) (*config.Agent, error) {
 	h := sha256.Sum256([]byte(tok))
 	var match *config.Agent
 	for i := range s.agents {

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -40,6 +41,8 @@ type Options struct {
 	Approval *approval.Service
 	// Metrics, if set, counts every request and serves /metrics.
 	Metrics *metrics.Metrics
+	// TLS, if set, terminates TLS (see TLSConfig); nil serves plain HTTP.
+	TLS *tls.Config
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
@@ -51,6 +54,7 @@ type Server struct {
 	echo     *echo.Echo
 	log      *slog.Logger
 	metrics  *metrics.Metrics
+	tls      *tls.Config
 	checks   []Check
 	timeout  time.Duration
 	draining atomic.Bool
@@ -64,7 +68,7 @@ func New(o Options) (*Server, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics}
+	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics, tls: o.TLS}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
@@ -109,7 +113,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// timeouts and client disconnects end requests instead.
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if s.tls != nil {
+		srv.TLSConfig = s.tls
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)

@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -41,6 +43,7 @@ const testAgents = `agents:
     allowed_targets: [architecture, design, code]
     rate_limit: 1000/minute
     token_sha256: "%alpha%"
+    spiffe_id: spiffe://example.org/agent/alpha
   small:
     type: code-completer
     max_request_size: 1KB
@@ -93,6 +96,9 @@ type stackOpts struct {
 	core bool
 	// redisURL puts limits and approval states in Redis (state.backend redis).
 	redisURL string
+	// tlsYAML is gateway.yaml's tls section; set, the gateway is served by
+	// server.Serve on a real listener with TLS.
+	tlsYAML string
 }
 
 // protoSchema is the proto agent's data schema: an amount is required.
@@ -139,6 +145,7 @@ upstreams:
     api_key: ` + upstreamKey + `
     max_retries: ` + strconv.Itoa(o.maxRetries) + `
     models: ["*"]
+` + o.tlsYAML + `
 audit:
   dir: ` + o.auditDir + `
   chain: test
@@ -230,9 +237,30 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s.Handler())
+	var hs *httptest.Server
+	if o.tlsYAML != "" {
+		tlsCfg, err := server.TLSConfig(cfg.Gateway.TLS, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err = server.New(server.Options{Gateway: gwy, Log: log, Approval: svc, Metrics: m, TLS: tlsCfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = s.Serve(ctx, ln); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		hs = &httptest.Server{URL: "https://" + ln.Addr().String()}
+	} else {
+		hs = httptest.NewServer(s.Handler())
+		t.Cleanup(hs.Close)
+	}
 	t.Cleanup(func() {
-		hs.Close()
 		ups.Close()
 		auditLog.Close()
 		if t.Failed() {

@@ -204,7 +204,12 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if auditLog != nil {
 		m.AuditStats(auditLog.Stats)
 	}
+	tlsConfig, err := server.TLSConfig(cfg.Gateway.TLS, log)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
 	a.server, err = server.New(server.Options{
+		TLS:             tlsConfig,
 		Gateway:         gw,
 		Log:             log,
 		Approval:        a.approval,
