@@ -55,6 +55,7 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	tls      *tls.Config
+	gateway  atomic.Pointer[proxy.Gateway]
 	checks   []Check
 	timeout  time.Duration
 	draining atomic.Bool
@@ -80,15 +81,18 @@ func New(o Options) (*Server, error) {
 	if o.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(o.Metrics.Handler()))
 	}
-	g := o.Gateway
-	e.POST("/v1/chat/completions", echo.WrapHandler(g.ChatCompletions()))
-	e.POST("/v1/embeddings", echo.WrapHandler(g.Embeddings()))
-	e.GET("/v1/models", echo.WrapHandler(g.Models()))
+	s.gateway.Store(o.Gateway)
+	// The OpenAI routes read the current gateway on every request, so a
+	// config reload (SwapGateway) takes effect for the next request while
+	// requests in flight finish on the chains they started with.
+	e.POST("/v1/chat/completions", s.current((*proxy.Gateway).ChatCompletions))
+	e.POST("/v1/embeddings", s.current((*proxy.Gateway).Embeddings))
+	e.GET("/v1/models", s.current((*proxy.Gateway).Models))
 	if o.Approval != nil {
 		for _, rt := range o.Approval.Routes() {
 			h := rt.Handler
 			if rt.AgentAuth {
-				h = g.Authenticated(h)
+				h = s.authenticated(h)
 			}
 			e.Add(rt.Method, rt.Path, withPathValues(h))
 		}
@@ -136,6 +140,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// SwapGateway replaces the OpenAI front door (after a config reload).
+func (s *Server) SwapGateway(g *proxy.Gateway) { s.gateway.Store(g) }
+
+// current mounts a route of whichever gateway is current.
+func (s *Server) current(route func(*proxy.Gateway) http.Handler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		route(s.gateway.Load()).ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
+}
+
+// authenticated puts h behind the current gateway's identify stage.
+func (s *Server) authenticated(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.gateway.Load().Authenticated(h).ServeHTTP(w, r)
+	})
 }
 
 // withPathValues mounts a net/http handler that reads r.PathValue: echo

@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sacpgw/gateway/approval"
@@ -40,12 +42,32 @@ type app struct {
 	policies  *policy.Engine
 	approval  *approval.Service
 	state     *state
+	sidecar   string
+	log       *slog.Logger
+	mu        sync.Mutex // guards upstreams across reloads
+}
+
+// gateway builds the OpenAI front door for cfg; limits, audit trail and
+// policies are the app's own, shared across config reloads.
+func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, error) {
+	return proxy.New(proxy.Deps{
+		Config:       cfg,
+		Upstreams:    ups,
+		Requests:     a.state.limiter,
+		Tokens:       a.state.budget,
+		Log:          a.log,
+		SidecarAgent: a.sidecar,
+		Audit:        appender(a.audit),
+		Policies:     a.policies,
+	})
 }
 
 // close releases what build started (the policy watcher, pooled connections).
 func (a *app) close() {
 	a.policies.Close()
+	a.mu.Lock()
 	a.upstreams.Close()
+	a.mu.Unlock()
 	if a.state != nil && a.state.redis != nil {
 		_ = a.state.redis.Close()
 	}
@@ -173,16 +195,8 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 			return fail(err)
 		}
 	}
-	gw, err := proxy.New(proxy.Deps{
-		Config:       cfg,
-		Upstreams:    ups,
-		Requests:     limiter,
-		Tokens:       st.budget,
-		Log:          log,
-		SidecarAgent: sidecar,
-		Audit:        appender(auditLog),
-		Policies:     engine,
-	})
+	a.sidecar, a.log = sidecar, log
+	gw, err := a.gateway(cfg, ups)
 	if err != nil {
 		return fail(err)
 	}
@@ -328,6 +342,9 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	go a.approval.Run(runCtx)
+	if err := a.watchConfig(runCtx, cfg.Dir, cfg); err != nil {
+		log.Warn("config hot reload disabled", "error", err.Error())
+	}
 	if _, err := auditLog.Append(ctx, audit.Record{Kind: audit.KindConfigReload, Summary: map[string]any{
 		"event": "startup", "version": version, "files": configDigest(cfg.Dir), "agents": len(cfg.Agents), "sidecar_agent": sidecar,
 	}}); err != nil {
@@ -367,4 +384,86 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// reload loads the config directory again and, if it is valid, swaps in a
+// new OpenAI front door built from it (agents, tokens, limits, models,
+// upstreams, protocol and redaction settings). A bad config keeps the last
+// good one and says why. Either way the attempt is audited. What is bound
+// at startup (listen address, TLS, audit, state backend, policy dir, the
+// approval service) needs a restart.
+func (a *app) reload(dir string, current *config.Config) *config.Config {
+	cfg, err := config.Load(dir)
+	summary := map[string]any{"event": "reload", "files": configDigest(dir)}
+	if err == nil {
+		cfg.Gateway.Listen = current.Gateway.Listen
+		var ups *upstream.Set
+		if ups, err = upstream.New(cfg.Gateway.Upstreams, a.log); err == nil {
+			var gw *proxy.Gateway
+			if gw, err = a.gateway(cfg, ups); err == nil {
+				a.mu.Lock()
+				old := a.upstreams
+				a.upstreams = ups
+				a.mu.Unlock()
+				a.server.SwapGateway(gw)
+				// Requests in flight keep the old pool until they finish.
+				time.AfterFunc(time.Minute, old.Close)
+			} else {
+				ups.Close()
+			}
+		}
+	}
+	summary["ok"] = err == nil
+	if err != nil {
+		summary["error"] = err.Error()
+		a.log.Error("config reload failed; the last good configuration keeps serving", "dir", dir, "error", err.Error())
+	} else {
+		a.log.Info("config reloaded", "dir", dir, "agents", len(cfg.Agents))
+	}
+	if _, aerr := a.audit.Append(context.Background(), audit.Record{Kind: audit.KindConfigReload, Summary: summary}); aerr != nil {
+		a.log.Error("audit entry not written", "kind", audit.KindConfigReload, "error", aerr.Error())
+	}
+	if err != nil {
+		return current
+	}
+	return cfg
+}
+
+// watchConfig reloads on changes to the config directory, debounced so an
+// editor's write-rename (or a ConfigMap's symlink swap) is one reload.
+func (a *app) watchConfig(ctx context.Context, dir string, cfg *config.Config) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("config watch: %w", err)
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return fmt.Errorf("config watch %s: %w", dir, err)
+	}
+	go func() {
+		defer w.Close()
+		var timer <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) != 0 {
+					timer = time.After(300 * time.Millisecond)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				a.log.Warn("config watch", "error", err.Error())
+			case <-timer:
+				timer = nil
+				cfg = a.reload(dir, cfg)
+			}
+		}
+	}()
+	return nil
 }
