@@ -438,3 +438,19 @@ func TestSidecarAttributesTokenlessRequests(t *testing.T) {
 		t.Errorf("another agent's token on a sidecar: %d, want 401", other.StatusCode)
 	}
 }
+
+func TestTraceparentPropagated(t *testing.T) {
+	up, us := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, completion("ok"))
+	})
+	st := newStack(t, stackOpts{upstreamURL: us.URL + "/v1"})
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	readAll(t, st.post("/v1/chat/completions", "tok-alpha", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"x"}]}`, "Traceparent", tp).Body)
+	if got := up.lastHdr.Load().(http.Header).Get("Traceparent"); got != tp {
+		t.Errorf("upstream traceparent = %q", got)
+	}
+	if !st.waitLog(`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) {
+		t.Errorf("access log lacks the trace id: %s", st.logs.String())
+	}
+}

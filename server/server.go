@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -263,6 +264,9 @@ func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 	if ex.SessionID != "" {
 		attrs = append(attrs, slog.String("session_id", ex.SessionID))
 	}
+	if tid := traceID(req.Header.Get("Traceparent")); tid != "" {
+		attrs = append(attrs, slog.String("trace_id", tid))
+	}
 	if ex.ErrCode != "" {
 		attrs = append(attrs, slog.String("error_code", ex.ErrCode))
 	}
@@ -327,6 +331,19 @@ func (s *Server) renderError(err error, c echo.Context) {
 		}
 	}
 	proxy.Fail(c.Response(), c.Request(), err)
+}
+
+// traceID returns the trace id of a valid W3C traceparent
+// ("00-<32 hex>-<16 hex>-<2 hex>"), so log lines join the caller's trace.
+func traceID(tp string) string {
+	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	id := tp[3:35]
+	if _, err := hex.DecodeString(id); err != nil || id == strings.Repeat("0", 32) {
+		return ""
+	}
+	return id
 }
 
 // requestID echoes a client's X-Request-Id when it is a sane token, else
