@@ -67,6 +67,14 @@ func LoadCatalogue(dir string) (*Catalogue, error) {
 		if err != nil {
 			return err
 		}
+		// Hidden names are skipped: a mounted ConfigMap holds every file
+		// twice, under ..data and ..<timestamp>.
+		if path != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".md") {
 			return nil
 		}

@@ -139,3 +139,23 @@ func TestCatalogueSearch(t *testing.T) {
 		t.Errorf("limit 1: %d results", len(got))
 	}
 }
+
+// A mounted ConfigMap holds every file twice (..data and ..<timestamp>):
+// hidden names are skipped, so ids are not seen as duplicates.
+func TestCatalogueSkipsHiddenEntries(t *testing.T) {
+	dir := t.TempDir()
+	spec := "---\nid: arch-001\ntitle: Architecture\n---\nbody\n"
+	for _, p := range []string{"..2026_01_01/arch-001.md", "arch-001.md"} {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(spec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := LoadCatalogue(dir)
+	if err != nil || c.Len() != 1 {
+		t.Fatalf("catalogue with a hidden copy: %v, %d specs", err, c.Len())
+	}
+}

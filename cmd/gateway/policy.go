@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
@@ -66,7 +67,12 @@ func policyMain(args []string, stdout, stderr io.Writer) int {
 
 func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout time.Duration, stdout, stderr io.Writer) int {
 	popts := ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true}
-	modules, store, err := tester.LoadWithParserOptions([]string{dir}, nil, popts)
+	// Names starting with "." are skipped, as the engine does: a mounted
+	// ConfigMap holds every file twice, under ..data and ..<timestamp>.
+	hidden := func(_ string, info fs.FileInfo, depth int) bool {
+		return depth > 0 && strings.HasPrefix(info.Name(), ".")
+	}
+	modules, store, err := tester.LoadWithParserOptions([]string{dir}, hidden, popts)
 	if err != nil {
 		reportRegoErrors(stderr, err)
 		return exitUsage

@@ -1,0 +1,28 @@
+# METADATA
+# title: Spawn policy
+# description: |
+#   data.gateway.spawn.decision decides a seed 001 SPAWN_AGENT message
+#   (POST /registry/spawn). Input: {agent (the requester's registry entry),
+#   message}. Default: an agent with capability "spawn" may register new
+#   agents; any other request goes to a human; a message that is not a
+#   SPAWN_AGENT is rejected.
+package gateway.spawn
+
+# METADATA
+# title: Decision
+# description: "{status: approved|rejected|escalated, reasons: [...]}"
+# entrypoint: true
+decision := {
+	"status": "rejected",
+	"reasons": ["input.message must be a SPAWN_AGENT message (g: SPAWN_AGENT)"],
+} if {
+	object.get(input, ["message", "g"], "") != "SPAWN_AGENT"
+} else := {
+	"status": "approved",
+	"reasons": [sprintf("agent %q has capability \"spawn\"", [input.agent.id])],
+} if {
+	"spawn" in object.get(input, ["agent", "capabilities"], [])
+} else := {
+	"status": "escalated",
+	"reasons": [sprintf("agent %q lacks capability \"spawn\": a person must approve the new agent", [object.get(input, ["agent", "id"], "")])],
+}
