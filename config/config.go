@@ -32,6 +32,7 @@ type Gateway struct {
 	TLS       TLS        `yaml:"tls"`
 	Policy    Policy     `yaml:"policy"`
 	Approval  Approval   `yaml:"approval"`
+	Tracing   Tracing    `yaml:"tracing"`
 	Audit     Audit      `yaml:"audit"`
 	State     State      `yaml:"state"`
 }
@@ -95,6 +96,16 @@ type Policy struct {
 	Dir string `yaml:"dir"`
 	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
 	ShadowDir string `yaml:"shadow_dir"`
+}
+
+// Tracing configures OpenTelemetry export (off by default).
+type Tracing struct {
+	// OTLPEndpoint is an OTLP/HTTP collector base URL, e.g.
+	// http://otel-collector:4318. Empty: no spans are exported (a caller's
+	// traceparent is still passed on to the provider).
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// ServiceName is the service.name of the spans. Default "gateway".
+	ServiceName string `yaml:"service_name"`
 }
 
 // Approval configures the approval protocol (seed 004).

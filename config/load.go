@@ -270,6 +270,14 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, at("approval", name), "approval.%s %q: want an http(s) URL", name, u)
 		}
 	}
+	if g.Tracing.ServiceName == "" {
+		g.Tracing.ServiceName = "gateway"
+	}
+	if e := g.Tracing.OTLPEndpoint; e != "" {
+		if pu, err := url.Parse(e); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			l.add(f, at("tracing", "otlp_endpoint"), "tracing.otlp_endpoint %q: want an http(s) URL such as http://otel-collector:4318", e)
+		}
+	}
 	if g.Audit.Dir == "" {
 		g.Audit.Dir = "data/audit"
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -131,15 +132,16 @@ func (c *call) rewrite(pr *httputil.ProxyRequest) {
 	out := pr.Out
 	out.URL = c.up.Target(c.path)
 	out.Host = ""
-	out.Header = outboundHeader(pr.In.Header, c.ex, c.up)
+	out.Header = outboundHeader(pr.In.Context(), pr.In.Header, c.ex, c.up)
 	body := c.body
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.ContentLength = int64(len(body))
 }
 
-// outboundHeader builds the headers of a request to a provider.
-func outboundHeader(in http.Header, ex *scope.Exchange, up *upstream.Upstream) http.Header {
+// outboundHeader builds the headers of a request to a provider. With
+// tracing on, the traceparent names the gateway's span as the parent.
+func outboundHeader(ctx context.Context, in http.Header, ex *scope.Exchange, up *upstream.Upstream) http.Header {
 	h := make(http.Header, len(forwardedHeaders)+2)
 	for _, k := range forwardedHeaders {
 		if v := in[k]; len(v) > 0 {
@@ -150,6 +152,7 @@ func outboundHeader(in http.Header, ex *scope.Exchange, up *upstream.Upstream) h
 		h.Set("X-Request-Id", ex.RequestID)
 	}
 	h.Set("Content-Type", "application/json")
+	tracing.Inject(ctx, h)
 	up.Authorize(h)
 	return h
 }

@@ -298,7 +298,7 @@ func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange
 	if err != nil {
 		return nil, err
 	}
-	req.Header = outboundHeader(r.Header, ex, up)
+	req.Header = outboundHeader(ctx, r.Header, ex, up)
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	resp, err := up.Transport.RoundTrip(req)
 	if err != nil {

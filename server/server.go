@@ -19,12 +19,16 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/tracing"
 )
 
 // Check is one readiness condition.
@@ -44,6 +48,8 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// TLS, if set, terminates TLS (see TLSConfig); nil serves plain HTTP.
 	TLS *tls.Config
+	// Tracer, if set, gives every request a server span exported over OTLP.
+	Tracer *tracing.Tracer
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
@@ -56,6 +62,7 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	tls      *tls.Config
+	tracer   *tracing.Tracer
 	gateway  atomic.Pointer[proxy.Gateway]
 	checks   []Check
 	timeout  time.Duration
@@ -70,7 +77,7 @@ func New(o Options) (*Server, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics, tls: o.TLS}
+	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics, tls: o.TLS, tracer: o.Tracer}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
@@ -210,12 +217,31 @@ func (s *Server) scope(next echo.HandlerFunc) echo.HandlerFunc {
 			Start:         time.Now(),
 		}
 		c.Response().Header().Set("X-Request-Id", ex.RequestID)
+		var span trace.Span
+		if s.tracer != nil {
+			var ctx context.Context
+			ctx, span = s.tracer.Start(req, req.Method+" "+c.Path())
+			req = req.WithContext(ctx)
+		}
 		c.SetRequest(scope.Attach(req, ex))
 		err := next(c)
 		if err != nil {
 			c.Error(err)
 		}
 		s.access(c, ex)
+		if span != nil {
+			agent := ""
+			if ex.Agent != nil {
+				agent = ex.Agent.ID
+			}
+			span.SetAttributes(tracing.Attrs(map[string]string{"gateway.request_id": ex.RequestID, "gateway.agent": agent,
+				"gateway.model": ex.Model, "gateway.upstream": ex.Upstream, "gateway.error_code": ex.ErrCode})...)
+			span.SetAttributes(attribute.Int("http.response.status_code", c.Response().Status))
+			if c.Response().Status >= 500 {
+				span.SetStatus(codes.Error, ex.ErrCode)
+			}
+			span.End()
+		}
 		return nil
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/server"
+	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -99,6 +100,8 @@ type stackOpts struct {
 	// tlsYAML is gateway.yaml's tls section; set, the gateway is served by
 	// server.Serve on a real listener with TLS.
 	tlsYAML string
+	// tracer exports the requests' spans.
+	tracer *tracing.Tracer
 }
 
 // protoSchema is the proto agent's data schema: an amount is required.
@@ -233,7 +236,7 @@ audit:
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	m.AuditStats(auditLog.Stats)
 	m.PolicyStats(engine.Stats)
-	s, err := server.New(server.Options{Gateway: gwy, Log: log, Approval: svc, Metrics: m})
+	s, err := server.New(server.Options{Gateway: gwy, Log: log, Approval: svc, Metrics: m, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/sacpgw/gateway/proxy"
 	policyfs "github.com/sacpgw/gateway/rego"
 	"github.com/sacpgw/gateway/server"
+	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -44,6 +45,7 @@ type app struct {
 	state     *state
 	sidecar   string
 	log       *slog.Logger
+	tracer    *tracing.Tracer
 	mu        sync.Mutex // guards upstreams across reloads
 }
 
@@ -64,6 +66,9 @@ func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 
 // close releases what build started (the policy watcher, pooled connections).
 func (a *app) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.tracer.Shutdown(ctx) // flushes the last spans
 	a.policies.Close()
 	a.mu.Lock()
 	a.upstreams.Close()
@@ -222,8 +227,13 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if err != nil {
 		return fail(&usageError{err.Error()})
 	}
+	a.tracer, err = tracing.New(cfg.Gateway.Tracing.OTLPEndpoint, cfg.Gateway.Tracing.ServiceName, 0)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
 	a.server, err = server.New(server.Options{
 		TLS:             tlsConfig,
+		Tracer:          a.tracer,
 		Gateway:         gw,
 		Log:             log,
 		Approval:        a.approval,
