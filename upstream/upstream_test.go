@@ -3,8 +3,12 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +85,40 @@ func TestMockIsDeterministicAndStreams(t *testing.T) {
 	}
 	if code, _ := call(`{`); code != 400 {
 		t.Errorf("malformed body: %d", code)
+	}
+}
+
+// A self-hosted model behind a private CA: trusted with ca_file, refused
+// without it.
+func TestUpstreamCustomCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	call := func(ca string) error {
+		s, err := New([]config.Upstream{{Name: "vllm", Type: "openai", BaseURL: srv.URL + "/v1", CAFile: ca, Models: []string{"*"}}}, nil)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		u := s.Route("m")
+		req, _ := http.NewRequest(http.MethodGet, u.Target("/v1/models").String(), nil)
+		resp, err := u.Transport.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	if err := call(caFile); err != nil {
+		t.Fatalf("with ca_file: %v", err)
+	}
+	if err := call(""); err == nil {
+		t.Fatal("a certificate from an unknown CA was trusted")
 	}
 }
