@@ -154,6 +154,14 @@ func (f *sseFilter) emit() {
 		f.out = append(f.out, f.ev...)
 		return
 	}
+	if commentOnly(f.ev) {
+		// A provider's keep-alive (": ping\n\n"): the blank line after it
+		// makes several SDKs (openai-go before #621, openai-python #2722)
+		// dispatch an empty event and fail on it. The comment line alone
+		// still keeps idle-timeout proxies awake.
+		f.send(append(bytes.TrimRight(f.ev, "\r\n"), '\n'))
+		return
+	}
 	if bytes.Contains(f.ev, usageKey) {
 		if data := eventData(f.ev); data != nil {
 			var chunk struct {
@@ -169,6 +177,23 @@ func (f *sseFilter) emit() {
 		}
 	}
 	f.send(f.ev)
+}
+
+// commentOnly reports whether an event holds nothing but ":" comment lines
+// (and its terminating blank line).
+func commentOnly(ev []byte) bool {
+	sawComment := false
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		switch {
+		case len(line) == 0:
+		case line[0] == ':':
+			sawComment = true
+		default:
+			return false
+		}
+	}
+	return sawComment && (bytes.HasSuffix(ev, []byte("\n\n")) || bytes.HasSuffix(ev, []byte("\n\r\n")))
 }
 
 func isBlank(line []byte) bool {

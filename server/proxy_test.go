@@ -454,3 +454,27 @@ func TestTraceparentPropagated(t *testing.T) {
 		t.Errorf("access log lacks the trace id: %s", st.logs.String())
 	}
 }
+
+// A provider's ": ping\n\n" keep-alive would make openai-go v1 fail with
+// "unexpected end of JSON input" (openai/openai-go#556); the gateway passes
+// the comment line without its blank line.
+func TestUpstreamKeepAliveDoesNotBreakTheSDK(t *testing.T) {
+	_, us := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk("one "))
+		io.WriteString(w, ": ping\n\n")
+		io.WriteString(w, chunk("two"))
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	st := newStack(t, stackOpts{upstreamURL: us.URL + "/v1"})
+	stream := st.client("tok-alpha").Chat.Completions.NewStreaming(context.Background(), userParams("gpt-4o-mini", "x"))
+	var got strings.Builder
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			got.WriteString(c.Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil || got.String() != "one two" {
+		t.Fatalf("stream through a keep-alive: %q, %v", got.String(), err)
+	}
+}
