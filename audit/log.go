@@ -66,6 +66,19 @@ type Log struct {
 	finalErr    error
 
 	entries, batches, fsyncs, fsyncNanos, lost, checkpoints, checkpointErrors atomic.Uint64
+	// unwritable mirrors broken for other goroutines (Ready).
+	unwritable atomic.Pointer[string]
+}
+
+// Ready reports whether the log can make entries durable: it fails from
+// the first failed write until a repair succeeds, so a replica that cannot
+// audit (fail_mode closed) leaves the load balancer instead of answering
+// 503 to everything.
+func (l *Log) Ready() error {
+	if p := l.unwritable.Load(); p != nil {
+		return fmt.Errorf("audit trail not writable: %s", *p)
+	}
+	return nil
 }
 
 // segmentWriter is the part of *os.File the writer uses on a segment; tests
@@ -313,11 +326,14 @@ func (l *Log) commit(batch []*request) {
 			l.brokenSince = time.Now()
 		}
 		l.broken = err
+		msg := err.Error()
+		l.unwritable.Store(&msg)
 		return
 	}
 	if l.broken != nil {
 		l.log.Info("audit log writable again", "lost", l.lostSince, "since", l.brokenSince)
 		l.broken, l.lostSince = nil, 0
+		l.unwritable.Store(nil)
 	}
 	if l.cpEvery > 0 && l.seq-l.cp.Seq >= l.cpEvery {
 		_ = l.checkpoint()

@@ -285,6 +285,9 @@ func TestWriteFailureAndRepair(t *testing.T) {
 	if st := l.Stats(); st.Lost != 3 {
 		t.Errorf("lost = %d, want 3", st.Lost)
 	}
+	if l.Ready() == nil {
+		t.Error("Ready while writes fail")
+	}
 	ff.fail.Store(false)
 	// Still within the backoff: fails fast without touching the file.
 	if _, err := l.Append(context.Background(), rec(0)); !errors.Is(err, ErrUnavailable) {
@@ -297,6 +300,13 @@ func TestWriteFailureAndRepair(t *testing.T) {
 	}
 	if e.Seq != 4 {
 		t.Errorf("seq %d, want 4 (3 is the audit.loss entry)", e.Seq)
+	}
+	// The writer clears the state just after answering the batch.
+	for deadline := time.Now().Add(time.Second); l.Ready() != nil && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Ready(); err != nil {
+		t.Errorf("not Ready after the repair: %v", err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

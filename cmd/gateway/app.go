@@ -211,6 +211,10 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		{Name: "config", Ready: func(context.Context) error { return nil }},
 		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }},
 	}
+	if auditLog != nil && cfg.Gateway.Audit.FailMode == "closed" {
+		// Closed mode cannot answer without the trail: out of the Service.
+		checks = append(checks, server.Check{Name: "audit", Ready: func(context.Context) error { return auditLog.Ready() }})
+	}
 	if fb := st.fallback; fb != nil {
 		m.Counter("gateway_state_redis_fallbacks_total", "Limit decisions served by the local limiter because Redis failed.", func() float64 { return float64(fb.Fallbacks()) })
 		m.Counter("gateway_state_redis_errors_total", "Redis errors of the shared limits.", func() float64 { return float64(fb.Errors()) })
