@@ -1,8 +1,6 @@
 package approval
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -25,14 +23,13 @@ func redisClient(t testing.TB, srv *testredis.Server) *redis.Client {
 	return c
 }
 
-// The behaviours MemoryStore's tests check, run against both stores.
+// The store behaviours of store_test.go, run against Redis.
 func TestStoreConformance(t *testing.T) {
 	srv := testredis.Start(t)
 	stores := []struct {
 		name string
 		new  func(t *testing.T) Store
 	}{
-		{"memory", func(*testing.T) Store { return NewMemoryStore() }},
 		{"redis", func(t *testing.T) Store {
 			return NewRedisStore(redisClient(t, srv), WithRedisKeyPrefix("{"+t.Name()+"}:"))
 		}},
@@ -46,143 +43,6 @@ func TestStoreConformance(t *testing.T) {
 				storeConcurrentUpdates(t, s, s)
 			})
 		})
-	}
-}
-
-func storeBasics(t *testing.T, m Store) {
-	ctx := t.Context()
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	done := true
-	rec := &Record{ID: "req-1", AgentID: "a", State: StateValidating, CreatedAt: t0, UpdatedAt: t0,
-		Request: AgentRequest{AgentID: "a", RequestType: TypeReport, RequestID: "r", Completed: &done, ChangesMade: &ChangesMade{Files: []string{"x"}}}}
-	if err := m.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Create(ctx, rec); !errors.Is(err, ErrExists) {
-		t.Fatalf("second create: %v", err)
-	}
-	got, err := m.Get(ctx, "req-1")
-	if err != nil || got.Request.ChangesMade.Files[0] != "x" || !*got.Request.Completed || !got.CreatedAt.Equal(t0) {
-		t.Fatalf("get: %+v %v", got, err)
-	}
-	got.State = StateApproved
-	if again, _ := m.Get(ctx, "req-1"); again.State != StateValidating {
-		t.Fatal("a caller's change reached the store")
-	}
-	if _, err := m.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("get unknown: %v", err)
-	}
-	if _, err := m.Update(ctx, "nope", func(*Record) error { return nil }); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("update unknown: %v", err)
-	}
-	_, err = m.Update(ctx, "req-1", func(r *Record) error { r.State = StateApproved; return errBoom })
-	if !errors.Is(err, errBoom) {
-		t.Fatal(err)
-	}
-	if again, _ := m.Get(ctx, "req-1"); again.State != StateValidating {
-		t.Fatal("a failed update was stored")
-	}
-	upd, err := m.Update(ctx, "req-1", func(r *Record) error {
-		r.ID = "moved"
-		r.move(StateApproved, t0.Add(time.Minute), "x", "")
-		return nil
-	})
-	if err != nil || upd.ID != "req-1" || upd.State != StateApproved {
-		t.Fatalf("update: %+v %v", upd, err)
-	}
-	if again, err := m.Get(ctx, "req-1"); err != nil || again.State != StateApproved || len(again.History) != 1 {
-		t.Fatalf("after update: %+v %v", again, err)
-	}
-	if _, err := m.Get(ctx, "moved"); !errors.Is(err, ErrNotFound) {
-		t.Fatal("fn moved the record")
-	}
-}
-
-func storeEscalated(t *testing.T, m Store) {
-	ctx := t.Context()
-	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	if esc, err := m.Escalated(ctx); err != nil || len(esc) != 0 {
-		t.Fatalf("escalated on empty: %v %v", esc, err)
-	}
-	cases := []struct {
-		id    string
-		state State
-		at    time.Duration
-	}{
-		{"req-3", StateEscalated, 2 * time.Minute},
-		{"req-2", StateEscalated, time.Minute},
-		{"req-4", StateApproved, 0},
-		{"req-1", StateEscalated, 2 * time.Minute}, // same time: by id
-		{"req-0", StateEscalated, time.Minute + time.Microsecond},
-	}
-	for _, c := range cases {
-		if err := m.Create(ctx, &Record{ID: c.id, State: c.state, CreatedAt: t0.Add(c.at)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ids := func() string {
-		t.Helper()
-		esc, err := m.Escalated(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := ""
-		for _, r := range esc {
-			if r.State != StateEscalated {
-				t.Fatalf("%s listed in state %s", r.ID, r.State)
-			}
-			s += r.ID + " "
-		}
-		return s
-	}
-	if got, want := ids(), "req-2 req-0 req-1 req-3 "; got != want {
-		t.Fatalf("escalated %q, want %q", got, want)
-	}
-	if _, err := m.Update(ctx, "req-2", func(r *Record) error { r.move(StateRejected, t0, "x", ""); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Update(ctx, "req-4", func(r *Record) error { r.move(StateEscalated, t0, "x", ""); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := ids(), "req-4 req-0 req-1 req-3 "; got != want {
-		t.Fatalf("escalated after changes %q, want %q", got, want)
-	}
-}
-
-// storeConcurrentUpdates appends 50 history entries through a and b at
-// once; none may be lost.
-func storeConcurrentUpdates(t *testing.T, a, b Store) {
-	ctx := t.Context()
-	if err := a.Create(ctx, &Record{ID: "req-1"}); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for i := range 50 {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
-		wg.Go(func() {
-			_, err := s.Update(ctx, "req-1", func(r *Record) error {
-				r.History = append(r.History, Transition{By: fmt.Sprint(i)})
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	r, err := b.Get(ctx, "req-1")
-	if err != nil || len(r.History) != 50 {
-		t.Fatalf("%d updates kept, want 50 (%v)", len(r.History), err)
-	}
-	seen := map[string]bool{}
-	for _, h := range r.History {
-		if seen[h.By] {
-			t.Fatalf("update %s applied twice", h.By)
-		}
-		seen[h.By] = true
 	}
 }
 

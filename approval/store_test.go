@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,8 +9,31 @@ import (
 )
 
 func TestMemoryStore(t *testing.T) {
-	ctx := context.Background()
-	m := NewMemoryStore()
+	t.Run("create get update", func(t *testing.T) { storeBasics(t, NewMemoryStore()) })
+	t.Run("concurrent updates", func(t *testing.T) {
+		m := NewMemoryStore()
+		storeConcurrentUpdates(t, m, m)
+	})
+	t.Run("escalated index and prune", func(t *testing.T) {
+		m := NewMemoryStore()
+		storeEscalated(t, m)
+		// Prune drops old terminal records only: req-2 was rejected at t0.
+		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		n, err := m.Prune(t.Context(), t0.Add(time.Second))
+		if err != nil || n != 1 {
+			t.Fatalf("prune: %d %v", n, err)
+		}
+		if _, err := m.Get(t.Context(), "req-2"); !errors.Is(err, ErrNotFound) {
+			t.Fatal("pruned record still there")
+		}
+		if _, err := m.Get(t.Context(), "req-3"); err != nil {
+			t.Fatal("an escalated record was pruned")
+		}
+	})
+}
+
+func storeBasics(t *testing.T, m Store) {
+	ctx := t.Context()
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	done := true
 	rec := &Record{ID: "req-1", AgentID: "a", State: StateValidating, CreatedAt: t0, UpdatedAt: t0,
@@ -23,10 +45,9 @@ func TestMemoryStore(t *testing.T) {
 		t.Fatalf("second create: %v", err)
 	}
 	got, err := m.Get(ctx, "req-1")
-	if err != nil || got.Request.ChangesMade.Files[0] != "x" || !*got.Request.Completed {
+	if err != nil || got.Request.ChangesMade.Files[0] != "x" || !*got.Request.Completed || !got.CreatedAt.Equal(t0) {
 		t.Fatalf("get: %+v %v", got, err)
 	}
-	// Callers never share memory with the store.
 	got.State = StateApproved
 	if again, _ := m.Get(ctx, "req-1"); again.State != StateValidating {
 		t.Fatal("a caller's change reached the store")
@@ -37,7 +58,6 @@ func TestMemoryStore(t *testing.T) {
 	if _, err := m.Update(ctx, "nope", func(*Record) error { return nil }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("update unknown: %v", err)
 	}
-	// An fn error stores nothing.
 	_, err = m.Update(ctx, "req-1", func(r *Record) error { r.State = StateApproved; return errBoom })
 	if !errors.Is(err, errBoom) {
 		t.Fatal(err)
@@ -45,49 +65,88 @@ func TestMemoryStore(t *testing.T) {
 	if again, _ := m.Get(ctx, "req-1"); again.State != StateValidating {
 		t.Fatal("a failed update was stored")
 	}
+	upd, err := m.Update(ctx, "req-1", func(r *Record) error {
+		r.ID = "moved"
+		r.move(StateApproved, t0.Add(time.Minute), "x", "")
+		return nil
+	})
+	if err != nil || upd.ID != "req-1" || upd.State != StateApproved {
+		t.Fatalf("update: %+v %v", upd, err)
+	}
+	if again, err := m.Get(ctx, "req-1"); err != nil || again.State != StateApproved || len(again.History) != 1 {
+		t.Fatalf("after update: %+v %v", again, err)
+	}
+	if _, err := m.Get(ctx, "moved"); !errors.Is(err, ErrNotFound) {
+		t.Fatal("fn moved the record")
+	}
+}
 
-	// Escalated is kept in step with the state, oldest first.
-	for i, id := range []string{"req-3", "req-2"} {
-		r := &Record{ID: id, State: StateEscalated, CreatedAt: t0.Add(time.Duration(2-i) * time.Minute)}
-		if err := m.Create(ctx, r); err != nil {
+func storeEscalated(t *testing.T, m Store) {
+	ctx := t.Context()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	if esc, err := m.Escalated(ctx); err != nil || len(esc) != 0 {
+		t.Fatalf("escalated on empty: %v %v", esc, err)
+	}
+	cases := []struct {
+		id    string
+		state State
+		at    time.Duration
+	}{
+		{"req-3", StateEscalated, 2 * time.Minute},
+		{"req-2", StateEscalated, time.Minute},
+		{"req-4", StateApproved, 0},
+		{"req-1", StateEscalated, 2 * time.Minute}, // same time: by id
+		{"req-0", StateEscalated, time.Minute + time.Microsecond},
+	}
+	for _, c := range cases {
+		if err := m.Create(ctx, &Record{ID: c.id, State: c.state, CreatedAt: t0.Add(c.at)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	esc, err := m.Escalated(ctx)
-	if err != nil || len(esc) != 2 || esc[0].ID != "req-2" || esc[1].ID != "req-3" {
-		t.Fatalf("escalated %v %v", esc, err)
+	ids := func() string {
+		t.Helper()
+		esc, err := m.Escalated(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := ""
+		for _, r := range esc {
+			if r.State != StateEscalated {
+				t.Fatalf("%s listed in state %s", r.ID, r.State)
+			}
+			s += r.ID + " "
+		}
+		return s
+	}
+	if got, want := ids(), "req-2 req-0 req-1 req-3 "; got != want {
+		t.Fatalf("escalated %q, want %q", got, want)
 	}
 	if _, err := m.Update(ctx, "req-2", func(r *Record) error { r.move(StateRejected, t0, "x", ""); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if esc, _ := m.Escalated(ctx); len(esc) != 1 || esc[0].ID != "req-3" {
-		t.Fatalf("escalated after reject: %v", esc)
+	if _, err := m.Update(ctx, "req-4", func(r *Record) error { r.move(StateEscalated, t0, "x", ""); return nil }); err != nil {
+		t.Fatal(err)
 	}
-
-	// Prune drops old terminal records only.
-	n, err := m.Prune(ctx, t0.Add(time.Second))
-	if err != nil || n != 1 {
-		t.Fatalf("prune: %d %v", n, err)
-	}
-	if _, err := m.Get(ctx, "req-2"); !errors.Is(err, ErrNotFound) {
-		t.Fatal("pruned record still there")
-	}
-	if _, err := m.Get(ctx, "req-3"); err != nil {
-		t.Fatal("an escalated record was pruned")
+	if got, want := ids(), "req-4 req-0 req-1 req-3 "; got != want {
+		t.Fatalf("escalated after changes %q, want %q", got, want)
 	}
 }
 
-// Concurrent updates of one record are serialised: no increment is lost.
-func TestMemoryStoreConcurrentUpdates(t *testing.T) {
-	ctx := context.Background()
-	m := NewMemoryStore()
-	if err := m.Create(ctx, &Record{ID: "req-1"}); err != nil {
+// storeConcurrentUpdates appends 50 history entries through a and b at
+// once; none may be lost.
+func storeConcurrentUpdates(t *testing.T, a, b Store) {
+	ctx := t.Context()
+	if err := a.Create(ctx, &Record{ID: "req-1"}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for i := range 50 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
 		wg.Go(func() {
-			_, err := m.Update(ctx, "req-1", func(r *Record) error {
+			_, err := s.Update(ctx, "req-1", func(r *Record) error {
 				r.History = append(r.History, Transition{By: fmt.Sprint(i)})
 				return nil
 			})
@@ -97,8 +156,16 @@ func TestMemoryStoreConcurrentUpdates(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if r, _ := m.Get(ctx, "req-1"); len(r.History) != 50 {
-		t.Fatalf("%d updates kept, want 50", len(r.History))
+	r, err := b.Get(ctx, "req-1")
+	if err != nil || len(r.History) != 50 {
+		t.Fatalf("%d updates kept, want 50 (%v)", len(r.History), err)
+	}
+	seen := map[string]bool{}
+	for _, h := range r.History {
+		if seen[h.By] {
+			t.Fatalf("update %s applied twice", h.By)
+		}
+		seen[h.By] = true
 	}
 }
 
