@@ -116,13 +116,12 @@ func (g *Gateway) Embeddings() http.Handler { return g.embeddings }
 // Models serves GET /v1/models.
 func (g *Gateway) Models() http.Handler { return g.models }
 
-// Authenticated puts h behind the identify stage (and its audit of
+// ServeAuthenticated runs h behind the identify stage (and its audit of
 // failures), for the other front doors of the gateway (the approval API).
-func (g *Gateway) Authenticated(h http.Handler) http.Handler {
-	return Chain(func(w http.ResponseWriter, r *http.Request) error {
-		h.ServeHTTP(w, r)
-		return nil
-	}, g.ident)
+func (g *Gateway) ServeAuthenticated(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	if err := g.ident.Serve(w, r, h); err != nil {
+		Fail(w, r, err)
+	}
 }
 
 // auditRejection records a request the gateway refused before any upstream

@@ -164,7 +164,7 @@ func (s *Server) current(route func(*proxy.Gateway) http.Handler) echo.HandlerFu
 // authenticated puts h behind the current gateway's identify stage.
 func (s *Server) authenticated(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.gateway.Load().Authenticated(h).ServeHTTP(w, r)
+		s.gateway.Load().ServeAuthenticated(w, r, h)
 	})
 }
 
