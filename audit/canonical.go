@@ -60,29 +60,9 @@ func appendCanonical(b []byte, v any, depth int) ([]byte, bool) {
 	case float64:
 		return appendNumber(b, x, true)
 	case []string:
-		b = append(b, '[')
-		for i, s := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendCanonical(b, s, depth+1); !ok {
-				return b, false
-			}
-		}
-		return append(b, ']'), true
+		return appendArray(b, x, depth)
 	case []any:
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendCanonical(b, e, depth+1); !ok {
-				return b, false
-			}
-		}
-		return append(b, ']'), true
+		return appendArray(b, x, depth)
 	case map[string]any:
 		return appendObject(b, x, depth)
 	case map[string]int:
@@ -108,6 +88,20 @@ func appendNumber(b []byte, f float64, exact bool) ([]byte, bool) {
 		return b, false
 	}
 	return append(b, s...), true
+}
+
+func appendArray[T any](b []byte, xs []T, depth int) ([]byte, bool) {
+	b = append(b, '[')
+	for i, e := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendCanonical(b, e, depth+1); !ok {
+			return b, false
+		}
+	}
+	return append(b, ']'), true
 }
 
 func appendObject(b []byte, m map[string]any, depth int) ([]byte, bool) {
