@@ -55,6 +55,8 @@ mkdir -p "$OUT/wrk"
 exec > >(tee -a "$OUT/redis-report.txt") 2>&1
 
 die() { echo "redis.sh: $*" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 for t in go wrk curl redis-server redis-cli; do
 	command -v "$t" >/dev/null || die "$t not found (redis-server and redis-cli: apt-get install redis-server)"
@@ -195,19 +197,10 @@ B_PID=$GW_PID
 start_gw m "$M_PORT" memory
 M_PID=$GW_PID
 
-wait_ready() { # name pid port [path]
-	local i
-	for i in $(seq 100); do
-		kill -0 "$2" 2>/dev/null || die "$1 exited at startup (see its log in $OUT/)"
-		curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$3${4:-/readyz}" && return 0
-		sleep 0.1
-	done
-	die "$1 not ready on port $3 after 10s"
-}
-wait_ready upstream "$UP_PID" "$UPSTREAM_PORT" /healthz
-wait_ready gateway-a "$A_PID" "$A_PORT"
-wait_ready gateway-b "$B_PID" "$B_PORT"
-wait_ready gateway-m "$M_PID" "$M_PORT"
+wait_ready upstream "$UP_PID" "$UPSTREAM_PORT"
+wait_ready gateway-a "$A_PID" "$A_PORT" /readyz
+wait_ready gateway-b "$B_PID" "$B_PORT" /readyz
+wait_ready gateway-m "$M_PID" "$M_PORT" /readyz
 
 url() { echo "http://127.0.0.1:$1/v1/chat/completions"; }
 
@@ -260,24 +253,6 @@ ACC_VERDICT=$(awk -v t="$TOTAL_ERR" -v s="$STEADY_ERR" -v o="$RC_OTHER" -v fb="$
 }')
 
 # ---------------------------------------------------------------- latency
-parse_wrk() { # file -> "rps p50_us p99_us requests errors"
-	awk '
-	function us(v,   n, u) {
-		n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-		if (u == "us") return n
-		if (u == "ms") return n * 1000
-		if (u == "s")  return n * 1000000
-		return -1
-	}
-	/^ *50% /         { p50 = us($2) }
-	/^ *99% /         { p99 = us($2) }
-	/requests in /    { reqs = $1 }
-	/^Requests\/sec:/ { rps = $2 }
-	/Non-2xx or 3xx/  { errs += $NF }
-	/Socket errors:/  { gsub(/,/, ""); errs += $4 + $6 + $8 + $10 }
-	END { printf "%.2f %.1f %.1f %d %d\n", rps, p50, p99, reqs, errs }
-	' "$1"
-}
 
 echo
 echo "2. latency at 1 connection: wrk -t1 -c1 -d$DURATION --latency bench/post.lua, agent bench (limits on, never reached),"

@@ -54,6 +54,8 @@ mkdir -p "$OUT/wrk"
 exec > >(tee -a "$OUT/report.txt") 2>&1
 
 die() { echo "run.sh: $*" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # ---------------------------------------------------------------- tools
 SUDO=
@@ -154,15 +156,6 @@ PIDS+=("$BARE_PID")
 GW_PID=$!
 PIDS+=("$GW_PID")
 
-wait_ready() { # name pid port
-	local i
-	for i in $(seq 100); do
-		kill -0 "$2" 2>/dev/null || die "$1 exited at startup (see $OUT/$1.log)"
-		curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$3/healthz" && return 0
-		sleep 0.1
-	done
-	die "$1 not ready on port $3 after 10s"
-}
 wait_ready upstream "$UP_PID" "$UPSTREAM_PORT"
 wait_ready bareproxy "$BARE_PID" "$BARE_PORT"
 wait_ready gateway "$GW_PID" "$GATEWAY_PORT"
@@ -199,27 +192,6 @@ children_ticks() { # CPU of this shell's waited-for children (cutime+cstime, fie
 	awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$$/stat"
 }
 
-# parse_wrk file -> "rps p50_us p99_us requests errors" (errors: non-2xx + socket errors)
-parse_wrk() {
-	awk '
-	function us(v,   n, u) {
-		n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-		if (u == "us") return n
-		if (u == "ms") return n * 1000
-		if (u == "s")  return n * 1000000
-		if (u == "m")  return n * 60000000
-		if (u == "h")  return n * 3600000000
-		return -1
-	}
-	/^ *50% /             { p50 = us($2) }
-	/^ *99% /             { p99 = us($2) }
-	/requests in /        { reqs = $1 }
-	/^Requests\/sec:/     { rps = $2 }
-	/Non-2xx or 3xx/      { errs += $NF }
-	/Socket errors:/      { gsub(/,/, ""); errs += $4 + $6 + $8 + $10 }
-	END { printf "%.2f %.1f %.1f %d %d\n", rps, p50, p99, reqs, errs }
-	' "$1"
-}
 
 RESULTS=$OUT/results.tsv
 printf 'mode\tconns\tround\ttarget\trps\tp50_us\tp99_us\tcpu_us_req\tupstream_cpu_us_req\trequests\terrors\tother_pct\n' >"$RESULTS"
