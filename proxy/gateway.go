@@ -78,12 +78,13 @@ func New(d Deps) (*Gateway, error) {
 	if d.KeepAlive > 0 {
 		proto.KeepAlive = d.KeepAlive
 	}
-	proto.Policies = d.Policies
+	agentInputs := NewAgentInputs(d.Config.Agents)
+	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
 	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident}
 	chatStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
 	if d.Policies != nil {
 		// After the limits: a flood of requests must not buy policy evaluations.
-		chatStages = append(chatStages, ChatPolicy(d.Policies))
+		chatStages = append(chatStages, ChatPolicy(d.Policies, agentInputs))
 	}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		// Before the template goes in: only the agent's own text is scanned.

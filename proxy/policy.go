@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/scope"
@@ -21,18 +22,38 @@ type Policies interface {
 
 var _ Policies = (*policy.Engine)(nil)
 
+// AgentInputs holds each agent's input.agent document, converted to OPA's
+// representation once at startup rather than on every decision.
+type AgentInputs map[string]any
+
+// NewAgentInputs prepares the documents of every configured agent.
+func NewAgentInputs(agents map[string]*config.Agent) AgentInputs {
+	in := make(AgentInputs, len(agents))
+	for id, a := range agents {
+		in[id] = policy.Preconvert(policy.AgentInput(a))
+	}
+	return in
+}
+
+func (in AgentInputs) of(a *config.Agent) any {
+	if v, ok := in[a.ID]; ok {
+		return v
+	}
+	return policy.AgentInput(a)
+}
+
 // ChatPolicy is the stage applying data.gateway.chat.deny to every chat
 // request. A non-empty set of reasons is a 403 policy_denied naming them;
 // an engine that errs or finds the decision undefined denies too (fail
 // closed), and says so.
-func ChatPolicy(p Policies) Stage {
+func ChatPolicy(p Policies, agents AgentInputs) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
 		var req map[string]any
 		if err := json.Unmarshal(ex.Body, &req); err != nil {
 			return apierror.BadRequest("", "We could not parse the JSON body of your request.")
 		}
-		d, _ := p.ChatDeny(r.Context(), map[string]any{"agent": policy.AgentInput(ex.Agent), "request": req, "model": ex.Model})
+		d, _ := p.ChatDeny(r.Context(), map[string]any{"agent": agents.of(ex.Agent), "request": req, "model": ex.Model})
 		verdict := map[string]any{"verdict": "allow", "decision_id": d.DecisionID, "revision": d.Revision}
 		if d.Deny {
 			verdict["verdict"] = "deny"
@@ -51,7 +72,7 @@ func ChatPolicy(p Policies) Stage {
 
 // guard applies data.gateway.guardrails.response to a validated answer
 // (seed 000 9.1): it may force status "failure" and withhold the message.
-func guard(ctx context.Context, p Policies, ex *scope.Exchange, resp *sacp.Response) {
+func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchange, resp *sacp.Response) {
 	if p == nil {
 		return
 	}
@@ -61,7 +82,7 @@ func guard(ctx context.Context, p Policies, ex *scope.Exchange, resp *sacp.Respo
 	if resp.NextStepHint != "" {
 		obj["next_step_hint"] = resp.NextStepHint
 	}
-	d, _ := p.Guardrails(ctx, map[string]any{"agent": policy.AgentInput(ex.Agent), "response": obj})
+	d, _ := p.Guardrails(ctx, map[string]any{"agent": agents.of(ex.Agent), "response": obj})
 	verdict := map[string]any{"verdict": "pass", "decision_id": d.DecisionID, "revision": d.Revision}
 	if d.Status != "" && d.Status != resp.Status {
 		verdict["verdict"] = "forced_status"

@@ -46,6 +46,8 @@ type Protocol struct {
 	Audit     *Recorder
 	// Policies applies the guardrails to validated answers; nil: none.
 	Policies Policies
+	// AgentInputs are the agents' policy input documents.
+	AgentInputs AgentInputs
 }
 
 // NewProtocol builds the protocol stage from config, compiling every
@@ -200,7 +202,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	if outcome.Valid {
 		// Guardrails judge what the model said (SPEC 4.1: every validated
 		// answer); the fallback wrapper is the gateway's own words.
-		guard(ctx, p.Policies, ex, &resp)
+		guard(ctx, p.Policies, p.AgentInputs, ex, &resp)
 	} else {
 		resp = sacp.Fallback(ans.content)
 		verdict = "fallback"
