@@ -17,6 +17,8 @@ type Config struct {
 	Gateway  Gateway
 	Agents   map[string]*Agent
 	Protocol Protocol
+	// Registry is config/registry.yaml (empty when the file is absent).
+	Registry Registry
 }
 
 // Gateway is config/gateway.yaml: the server itself.
@@ -35,6 +37,31 @@ type Gateway struct {
 	Tracing   Tracing    `yaml:"tracing"`
 	Audit     Audit      `yaml:"audit"`
 	State     State      `yaml:"state"`
+	Messaging Messaging  `yaml:"messaging"`
+}
+
+// Messaging configures agent-to-agent traffic (POST /v1/messages).
+type Messaging struct {
+	// Timeout bounds a REQUEST's round trip when its metadata.timeout_ms is
+	// absent, and each delivery attempt of a queued message. Default 10s.
+	Timeout Duration `yaml:"timeout"`
+	// MaxTimeout caps metadata.timeout_ms. Default 60s.
+	MaxTimeout Duration `yaml:"max_timeout"`
+	// RetryBackoff is the wait before the second delivery attempt of a
+	// queued message; it doubles after each failure. Attempts in all are
+	// protocol limits.max_retry_attempts. Default 200ms.
+	RetryBackoff Duration `yaml:"retry_backoff"`
+	// Workers deliver queued messages. Default 4.
+	Workers int `yaml:"workers"`
+	// QueueCapacity bounds queued deliveries; over it a message is refused
+	// (503) rather than dropped later. Default 10000.
+	QueueCapacity int `yaml:"queue_capacity"`
+	// HistoryRetention keeps a workflow's history this long after its last
+	// message. Default 168h.
+	HistoryRetention Duration `yaml:"history_retention"`
+	// MaxClockSkew refuses envelopes whose timestamp is further than this
+	// from the gateway's clock. Default 5m.
+	MaxClockSkew Duration `yaml:"max_clock_skew"`
 }
 
 // Log configures log/slog output.
@@ -175,10 +202,60 @@ type Agent struct {
 	Models   []string `yaml:"models"`
 	SPIFFEID string   `yaml:"spiffe_id"`
 
+	// Seed 001 registry fields (SPEC 4.3): what the agent can do, for
+	// POST /registry/query and the sacp_compact prompt.
+	Description    string   `yaml:"description"`
+	Tags           []string `yaml:"tags"`
+	SupportedVerbs []string `yaml:"supported_verbs"`
+	SupportedTools []string `yaml:"supported_tools"`
+	Inputs         []string `yaml:"inputs"`
+	Outputs        []string `yaml:"outputs"`
+	// Endpoint is the http(s) URL where the agent receives messages
+	// (POST /v1/messages relays to it). Empty: the agent receives none.
+	Endpoint string `yaml:"endpoint"`
+	// Messages are the agent-to-agent messages this agent may send (RBAC).
+	// None: it may send none.
+	Messages []MessageRule `yaml:"messages"`
+
 	// TokenHash is TokenSHA256 decoded; set by Load.
 	TokenHash [sha256.Size]byte `yaml:"-"`
 	// DataSchema is the content of DataSchemaFile; set by Load.
 	DataSchema []byte `yaml:"-"`
+}
+
+// MessageRule allows an agent to send the listed actions to the listed
+// recipients through POST /v1/messages.
+type MessageRule struct {
+	// To are recipient agent ids; "*" is any agent, "broadcast" a message
+	// without a recipient.
+	To []string `yaml:"to"`
+	// Actions are the envelope actions allowed; "*" is any action.
+	Actions []string `yaml:"actions"`
+}
+
+// Registry is config/registry.yaml: seed 001 section 10's verb and tool
+// library, which compact SACP plans are validated against.
+type Registry struct {
+	Verbs []Verb `yaml:"verbs"`
+	Tools []Tool `yaml:"tools"`
+}
+
+// Verb is a seed 001 verb definition. An input is "name" or "name:type"
+// (string, number, integer, boolean, array, object, any); typed inputs are
+// checked in plan params.
+type Verb struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Inputs      []string `yaml:"inputs"`
+	Outputs     string   `yaml:"outputs"`
+}
+
+// Tool is a seed 001 tool definition.
+type Tool struct {
+	ID             string   `yaml:"id"`
+	Description    string   `yaml:"description"`
+	Interface      string   `yaml:"interface"`
+	SupportedVerbs []string `yaml:"supported_verbs"`
 }
 
 // Protocol is config/protocol.yaml: seed 004's protocol settings plus the

@@ -22,6 +22,9 @@ const (
 	GatewayFile  = "gateway.yaml"
 	AgentsFile   = "agents.yaml"
 	ProtocolFile = "protocol.yaml"
+	// RegistryFile is optional: without it the verb and tool library is
+	// empty and compact SACP plans name no known verb.
+	RegistryFile = "registry.yaml"
 )
 
 // Problem is one configuration error, located in a file.
@@ -85,11 +88,19 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	var protocolDoc struct {
 		Protocol Protocol `yaml:"protocol"`
 	}
+	var registryDoc struct {
+		Registry Registry `yaml:"registry"`
+	}
 	gw := l.decode(GatewayFile, &cfg.Gateway)
 	ag := l.decode(AgentsFile, &agentsDoc)
 	pr := l.decode(ProtocolFile, &protocolDoc)
+	var rg *yaml.Node
+	if _, err := os.Stat(filepath.Join(dir, RegistryFile)); err == nil {
+		rg = l.decode(RegistryFile, &registryDoc)
+	}
 	cfg.Agents = agentsDoc.Agents
 	cfg.Protocol = protocolDoc.Protocol
+	cfg.Registry = registryDoc.Registry
 	if gw != nil {
 		l.gateway(gw, &cfg.Gateway)
 	}
@@ -98,6 +109,10 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	}
 	if pr != nil {
 		l.protocol(pr, &cfg.Protocol)
+	}
+	verbs, tools := l.registry(rg, &cfg.Registry)
+	if ag != nil {
+		l.agentRegistry(ag, cfg.Agents, verbs, tools)
 	}
 	if len(l.problems) > 0 {
 		sort.SliceStable(l.problems, func(i, j int) bool {
@@ -321,6 +336,152 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if !oneOf(g.State.OnFailure, "closed", "local") {
 		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local", g.State.OnFailure)
 	}
+	l.messaging(n, &g.Messaging)
+}
+
+func (l *loader) messaging(n *yaml.Node, m *Messaging) {
+	const f = GatewayFile
+	at := func(p ...string) int { return lineOf(n, append([]string{"messaging"}, p...)...) }
+	for _, d := range []struct {
+		key string
+		v   *Duration
+		def time.Duration
+	}{
+		{"timeout", &m.Timeout, 10 * time.Second},
+		{"max_timeout", &m.MaxTimeout, time.Minute},
+		{"retry_backoff", &m.RetryBackoff, 200 * time.Millisecond},
+		{"history_retention", &m.HistoryRetention, 7 * 24 * time.Hour},
+		{"max_clock_skew", &m.MaxClockSkew, 5 * time.Minute},
+	} {
+		if *d.v == 0 {
+			*d.v = Duration(d.def)
+		}
+		if *d.v < 0 {
+			l.add(f, at(d.key), "messaging.%s: must be positive", d.key)
+		}
+	}
+	if m.Timeout > m.MaxTimeout {
+		l.add(f, at("timeout"), "messaging.timeout %s exceeds messaging.max_timeout %s", m.Timeout.D(), m.MaxTimeout.D())
+	}
+	if m.Workers == 0 {
+		m.Workers = 4
+	}
+	if m.QueueCapacity == 0 {
+		m.QueueCapacity = 10000
+	}
+	if m.Workers < 0 || m.Workers > 256 {
+		l.add(f, at("workers"), "messaging.workers %d: want 1..256", m.Workers)
+	}
+	if m.QueueCapacity < 0 {
+		l.add(f, at("queue_capacity"), "messaging.queue_capacity: must be positive")
+	}
+}
+
+// verbInputTypes are the types a verb input may declare ("name:type").
+var verbInputTypes = []string{"string", "number", "integer", "boolean", "array", "object", "any"}
+
+// registry checks registry.yaml (n is nil when the file is absent) and
+// returns the known verb and tool names for the agents' checks.
+func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bool) {
+	const f = RegistryFile
+	verbs, tools = map[string]bool{}, map[string]bool{}
+	if n == nil {
+		return verbs, tools
+	}
+	at := func(p ...string) int { return lineOf(n, append([]string{"registry"}, p...)...) }
+	for i, v := range r.Verbs {
+		idx := strconv.Itoa(i)
+		switch {
+		case !validName(v.Name):
+			l.add(f, at("verbs", idx, "name"), "registry.verbs[%d].name %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, v.Name)
+		case verbs[v.Name]:
+			l.add(f, at("verbs", idx, "name"), "registry: verb %q is defined twice", v.Name)
+		}
+		verbs[v.Name] = true
+		for j, in := range v.Inputs {
+			name, typ, typed := strings.Cut(in, ":")
+			if name == "" || (typed && !oneOf(typ, verbInputTypes...)) {
+				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s", v.Name, in, strings.Join(verbInputTypes, ", "))
+			}
+		}
+	}
+	for i, t := range r.Tools {
+		idx := strconv.Itoa(i)
+		switch {
+		case !validName(t.ID):
+			l.add(f, at("tools", idx, "id"), "registry.tools[%d].id %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, t.ID)
+		case tools[t.ID]:
+			l.add(f, at("tools", idx, "id"), "registry: tool %q is defined twice", t.ID)
+		}
+		tools[t.ID] = true
+		if len(t.SupportedVerbs) == 0 {
+			l.add(f, at("tools", idx), "registry: tool %q: supported_verbs is required", t.ID)
+		}
+		for j, v := range t.SupportedVerbs {
+			if !verbs[v] {
+				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q", t.ID, v)
+			}
+		}
+	}
+	return verbs, tools
+}
+
+// agentRegistry checks the agents' seed 001 fields against the registry
+// and the other agents.
+func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, tools map[string]bool) {
+	const f = AgentsFile
+	for _, id := range sortedKeys(agents) {
+		a := agents[id]
+		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
+		for i, v := range a.SupportedVerbs {
+			if !verbs[v] {
+				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s", id, v, RegistryFile)
+			}
+		}
+		for i, t := range a.SupportedTools {
+			if !tools[t] {
+				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s", id, t, RegistryFile)
+			}
+		}
+		if a.Endpoint != "" {
+			u, err := url.Parse(a.Endpoint)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				l.add(f, at("endpoint"), "agent %q: endpoint %q: want an http or https URL", id, a.Endpoint)
+			}
+		}
+		for i, r := range a.Messages {
+			idx := strconv.Itoa(i)
+			if len(r.To) == 0 {
+				l.add(f, at("messages", idx), "agent %q: messages[%d].to is required", id, i)
+			}
+			if len(r.Actions) == 0 {
+				l.add(f, at("messages", idx), "agent %q: messages[%d].actions is required", id, i)
+			}
+			for j, to := range r.To {
+				if to != "*" && to != "broadcast" && agents[to] == nil {
+					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")", id, i, to)
+				}
+			}
+			for j, act := range r.Actions {
+				if act != "*" && !validName(act) {
+					l.add(f, at("messages", idx, "actions", strconv.Itoa(j)), "agent %q: messages[%d].actions: bad action %q", id, i, act)
+				}
+			}
+		}
+	}
+}
+
+// validName: registry names, ids and actions as plans and envelopes carry them.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {

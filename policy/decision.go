@@ -17,6 +17,7 @@ const (
 	PointChat       = "chat.deny"
 	PointGuardrails = "guardrails.response"
 	PointSpawn      = "spawn"
+	PointMessages   = "messages.deny"
 )
 
 // Rule ids of the violations the engine itself adds when it fails closed.
@@ -62,7 +63,8 @@ type ApprovalDecision struct {
 }
 
 // ChatDecision is data.gateway.chat.deny: a non-empty set of reasons denies
-// the chat request (403 policy_denied with the reasons).
+// the chat request (403 policy_denied with the reasons). The same shape
+// answers data.gateway.messages.deny for an agent-to-agent message.
 type ChatDecision struct {
 	// Deny is true when Reasons is non-empty, or the engine failed closed.
 	Deny bool `json:"deny"`

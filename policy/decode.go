@@ -144,11 +144,12 @@ func approvalSummary(d ApprovalDecision) summary {
 	return summary{key: d.Status, text: text, failClosed: d.FailClosed, cause: d.Error}
 }
 
-func chatFrom(out outcome) ChatDecision {
+// chatFrom decodes a deny set; name is the policy ("chat", "messages").
+func chatFrom(out outcome, name string) ChatDecision {
 	d := ChatDecision{DecisionID: out.id, Revision: out.revision}
 	err := out.err
 	if err == nil {
-		d.Reasons, err = stringList(out.value, "chat.deny")
+		d.Reasons, err = stringList(out.value, name+".deny")
 		sort.Strings(d.Reasons)
 		d.Deny = len(d.Reasons) > 0
 	}
@@ -156,7 +157,7 @@ func chatFrom(out outcome) ChatDecision {
 		rule, msg := failCause(out, err)
 		d = ChatDecision{
 			Deny:       true,
-			Reasons:    []string{"the chat policy could not decide (fail closed): " + msg},
+			Reasons:    []string{"the " + name + " policy could not decide (fail closed): " + msg},
 			DecisionID: out.id,
 			Revision:   out.revision,
 			FailClosed: true,
@@ -283,7 +284,9 @@ func summarize(pt point, out outcome) summary {
 	case ptApproval:
 		return approvalSummary(approvalFrom(out))
 	case ptChat:
-		return chatSummary(chatFrom(out))
+		return chatSummary(chatFrom(out, "chat"))
+	case ptMessages:
+		return chatSummary(chatFrom(out, "messages"))
 	case ptGuardrails:
 		return guardrailsSummary(guardrailsFrom(out))
 	default:

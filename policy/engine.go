@@ -299,8 +299,19 @@ func (e *Engine) Approval(ctx context.Context, input map[string]any) (ApprovalDe
 // rule of Approval.
 func (e *Engine) ChatDeny(ctx context.Context, input map[string]any) (ChatDecision, error) {
 	in, out, err := e.evaluate(ctx, ptChat, input)
-	d := chatFrom(out)
+	d := chatFrom(out, "chat")
 	e.afterLive(ptChat, in, out, chatSummary(d))
+	return d, err
+}
+
+// MessagesDeny evaluates data.gateway.messages.deny for an agent-to-agent
+// envelope (POST /v1/messages); input is {agent, message, recipient,
+// authz}. Deny with Reasons means 403 policy_denied; failing closed denies,
+// and the error follows the rule of Approval.
+func (e *Engine) MessagesDeny(ctx context.Context, input map[string]any) (ChatDecision, error) {
+	in, out, err := e.evaluate(ctx, ptMessages, input)
+	d := chatFrom(out, "messages")
+	e.afterLive(ptMessages, in, out, chatSummary(d))
 	return d, err
 }
 

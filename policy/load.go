@@ -26,6 +26,7 @@ const (
 	ptChat
 	ptGuardrails
 	ptSpawn
+	ptMessages
 	numPoints
 )
 
@@ -35,6 +36,7 @@ var queries = [numPoints]string{
 	ptChat:       "data.gateway.chat.deny",
 	ptGuardrails: "data.gateway.guardrails.response",
 	ptSpawn:      "data.gateway.spawn.decision",
+	ptMessages:   "data.gateway.messages.deny",
 }
 
 var pointNames = [numPoints]string{
@@ -42,6 +44,7 @@ var pointNames = [numPoints]string{
 	ptChat:       PointChat,
 	ptGuardrails: PointGuardrails,
 	ptSpawn:      PointSpawn,
+	ptMessages:   PointMessages,
 }
 
 // regoFile is one policy file as read from a directory.
