@@ -28,7 +28,7 @@ g2 = _, _
 e = some(where (p.eft == allow))
 
 [matchers]
-m = g(r.sub, p.sub) && (p.act == "*" || r.act == p.act) && (p.obj == "*" || r.obj == p.obj || (p.obj == "target:*" && g2(r.sub, r.obj)))
+m = g(r.sub, p.sub) && (p.act == "*" || r.act == p.act || (p.act == "send:*" && keyMatch(r.act, p.act))) && (p.obj == "*" || r.obj == p.obj || (p.obj == "target:*" && g2(r.sub, r.obj)) || (p.obj == "agent:*" && keyMatch(r.obj, p.obj)))
 `
 
 // Approval actions (seed 004 AgentRequest.action, plus query for QUERY
@@ -164,6 +164,7 @@ func NewRBAC(modelPath string, agents map[string]*config.Agent, reviewers []stri
 		for _, t := range a.AllowedTargets {
 			g2 = append(g2, []string{"agent:" + id, "target:" + t})
 		}
+		p = append(p, messageRules(id, a.Messages)...)
 	}
 	rv := make(map[string]bool, len(reviewers))
 	for _, name := range reviewers {
@@ -248,6 +249,45 @@ func (r *RBAC) Authorize(agentID, action, target string) Authz {
 		return Authz{Reason: fmt.Sprintf("target type %q is not in allowed_targets of agent %q (%s)", target, agentID, listOrNone(a.AllowedTargets))}
 	}
 	return Authz{Reason: fmt.Sprintf("agent %q may not %s %s", agentID, act, target)}
+}
+
+// messageRules are the policy lines of an agent's messages rules: subject
+// the agent itself, object agent:<recipient> (agent:* any, broadcast for a
+// message without recipient), action send:<action> (send:* any).
+func messageRules(id string, rules []config.MessageRule) [][]string {
+	var p [][]string
+	for _, r := range rules {
+		for _, to := range r.To {
+			obj := "agent:" + to
+			if to == "broadcast" {
+				obj = "broadcast"
+			}
+			for _, act := range r.Actions {
+				p = append(p, []string{"agent:" + id, obj, "send:" + act})
+			}
+		}
+	}
+	return p
+}
+
+// AuthorizeMessage decides whether agent sender may send an envelope with
+// action to recipient ("" for a broadcast) through POST /v1/messages.
+func (r *RBAC) AuthorizeMessage(sender, recipient, action string) Authz {
+	if r.agents[sender] == nil {
+		return Authz{Reason: fmt.Sprintf("agent %q is not registered", sender)}
+	}
+	obj, to := "agent:"+recipient, fmt.Sprintf("agent %q", recipient)
+	if recipient == "" {
+		obj, to = "broadcast", "everyone (broadcast)"
+	}
+	ok, err := r.e.Enforce("agent:"+sender, obj, "send:"+action)
+	if err != nil {
+		return Authz{Reason: "rbac error: " + err.Error()}
+	}
+	if ok {
+		return Authz{Allowed: true, Reason: fmt.Sprintf("agent %q may send %q to %s", sender, action, to)}
+	}
+	return Authz{Reason: fmt.Sprintf("agent %q may not send %q to %s (no messages rule in agents.yaml allows it)", sender, action, to)}
 }
 
 func listOrNone(s []string) string {

@@ -162,3 +162,45 @@ func TestRBACConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestRBACAuthorizeMessage(t *testing.T) {
+	agents := map[string]*config.Agent{
+		"orch":    {ID: "orch", Capabilities: []string{"read", "write"}, AllowedTargets: []string{"all"}, Messages: []config.MessageRule{{To: []string{"planner"}, Actions: []string{"plan_workflow"}}, {To: []string{"broadcast"}, Actions: []string{"*"}}}},
+		"planner": {ID: "planner", Messages: []config.MessageRule{{To: []string{"*"}, Actions: []string{"plan_complete", "send:x"}}}},
+		"mute":    {ID: "mute", Capabilities: []string{"read"}},
+	}
+	tests := []struct {
+		sender, recipient, action string
+		allowed                   bool
+		reason                    string
+	}{
+		{"orch", "planner", "plan_workflow", true, `agent "orch" may send "plan_workflow" to agent "planner"`},
+		{"orch", "planner", "execute_operation", false, `agent "orch" may not send "execute_operation" to agent "planner"`},
+		{"orch", "mute", "plan_workflow", false, "may not send"},
+		{"orch", "", "workflow_complete", true, `to everyone (broadcast)`},
+		{"planner", "orch", "plan_complete", true, ""},
+		{"planner", "mute", "plan_complete", true, ""},
+		{"planner", "orch", "plan_workflow", false, ""},
+		{"planner", "", "plan_complete", false, "broadcast"},
+		{"mute", "orch", "anything", false, ""},
+		{"ghost", "orch", "x", false, `agent "ghost" is not registered`},
+		// A messages rule grants nothing on approval targets, and
+		// approval capabilities grant no message.
+		{"orch", "planner", "create", false, ""},
+	}
+	for _, model := range []string{"", modelFile} {
+		r, err := NewRBAC(model, agents, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range tests {
+			got := r.AuthorizeMessage(tc.sender, tc.recipient, tc.action)
+			if got.Allowed != tc.allowed || !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("model %q: %s -> %q %s: got %+v, want allowed=%v reason containing %q", model, tc.sender, tc.recipient, tc.action, got, tc.allowed, tc.reason)
+			}
+		}
+		if a := r.Authorize("planner", "read", "code"); a.Allowed {
+			t.Errorf("model %q: a messages rule granted an approval action: %+v", model, a)
+		}
+	}
+}
