@@ -133,6 +133,8 @@ type Service struct {
 	// change per request, built once.
 	knownRefs  []any
 	protocolIn map[string]any
+	// ext acts on decisions on other components' escalations.
+	ext resolvers
 }
 
 // New checks d and builds the service.

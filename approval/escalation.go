@@ -303,6 +303,7 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 	if err != nil {
 		return nil, fmt.Errorf("store decision on %s: %w", id, err)
 	}
+	s.afterResolve(ctx, stored)
 	return stored, nil
 }
 

@@ -43,6 +43,7 @@ type Gateway struct {
 	upstreams                *upstream.Set
 	audit                    *Recorder
 	ident                    *Identifier
+	lim                      *Limits
 }
 
 // New compiles the chains once, at startup.
@@ -80,7 +81,7 @@ func New(d Deps) (*Gateway, error) {
 	}
 	agentInputs := NewAgentInputs(d.Config.Agents)
 	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
-	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident}
+	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident, lim: lim}
 	chatStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
 	if d.Policies != nil {
 		// After the limits: a flood of requests must not buy policy evaluations.
@@ -121,6 +122,22 @@ func (g *Gateway) Models() http.Handler { return g.models }
 // failures), for the other front doors of the gateway (the approval API).
 func (g *Gateway) ServeAuthenticated(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	if err := g.ident.Serve(w, r, h); err != nil {
+		Fail(w, r, err)
+	}
+}
+
+// ServeMetered runs h behind the identify stage and the agent's request
+// rate_limit (no token budget: nothing is sent to a model), for the
+// agent-to-agent front doors. A refusal is audited as ratelimit.reject.
+func (g *Gateway) ServeMetered(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	metered := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.lim.allowRequest(w, r); err != nil {
+			Fail(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	if err := g.ident.Serve(w, r, metered); err != nil {
 		Fail(w, r, err)
 	}
 }

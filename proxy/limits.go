@@ -44,18 +44,10 @@ func rule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period
 func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
 	a := ex.Agent
-	h := w.Header()
-	if !a.RateLimit.IsZero() {
-		res, err := l.Requests.Allow(r.Context(), "req:"+a.ID, rule(a.RateLimit), 1)
-		if err != nil {
-			return stateError("rate limiter", err)
-		}
-		setLimitHeaders(h, "requests", res)
-		if !res.Allowed {
-			return l.reject(r, ex, "requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
-				a.ID, a.RateLimit, roundUp(res.RetryAfter)), retryAfter(h, res)))
-		}
+	if err := l.allowRequest(w, r); err != nil {
+		return err
 	}
+	h := w.Header()
 	verdict := map[string]any{"verdict": "pass", "requests": a.RateLimit.String(), "tokens": a.TokenLimit.String()}
 	if a.TokenLimit.IsZero() {
 		ex.Check("limits", verdict)
@@ -84,6 +76,27 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	// tokens were spent all the same.
 	if err := l.Tokens.Settle(r.Context(), "tok:"+a.ID, tr, reserved, actual); err != nil {
 		ex.Err = fmt.Errorf("token budget settle: %w", err)
+	}
+	return nil
+}
+
+// allowRequest spends one request of the agent's rate_limit (shared by
+// every front door: chat, embeddings and agent-to-agent messages).
+func (l *Limits) allowRequest(w http.ResponseWriter, r *http.Request) error {
+	ex := scope.Get(r.Context())
+	a := ex.Agent
+	if a.RateLimit.IsZero() {
+		return nil
+	}
+	h := w.Header()
+	res, err := l.Requests.Allow(r.Context(), "req:"+a.ID, rule(a.RateLimit), 1)
+	if err != nil {
+		return stateError("rate limiter", err)
+	}
+	setLimitHeaders(h, "requests", res)
+	if !res.Allowed {
+		return l.reject(r, ex, "requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
+			a.ID, a.RateLimit, roundUp(res.RetryAfter)), retryAfter(h, res)))
 	}
 	return nil
 }

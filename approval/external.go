@@ -1,0 +1,137 @@
+package approval
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sacpgw/gateway/policy"
+)
+
+// Request types of escalations that other parts of the gateway open on the
+// same human review (SPEC 4.3): a SPAWN_AGENT message the spawn policy
+// escalated, and an agent-to-agent ERROR that needs a person (seed 003 4.2
+// and 5). The approval protocol itself never produces them, and a REPORT
+// cannot complete them.
+const (
+	TypeSpawn   = "SPAWN_AGENT"
+	TypeMessage = "MESSAGE"
+)
+
+// Resolver acts on a person's (or the expiry's) decision on an external
+// escalation; rec is the record as stored after the decision, in state
+// APPROVED or REJECTED, with Escalation.Review set.
+type Resolver func(ctx context.Context, rec *Record) error
+
+// ExternalRequest is an escalation opened by another component.
+type ExternalRequest struct {
+	// Type is TypeSpawn or TypeMessage.
+	Type string
+	// AgentID is the agent the escalation is about (the one that waits).
+	AgentID   string
+	SessionID string
+	// Action is a short label shown to the reviewer ("spawn VISA_AGENT",
+	// "execution_failed").
+	Action string
+	// Content is what the reviewer judges (the message, as JSON); its
+	// SHA-256 binds the decision as for approvals.
+	Content string
+	// Reason is why a person must decide.
+	Reason string
+	// DecisionID and Revision identify the policy evaluation, if any.
+	DecisionID string
+	Revision   string
+}
+
+// resolvers maps a request type to its Resolver; set while wiring.
+type resolvers struct {
+	mu sync.RWMutex
+	m  map[string]Resolver
+}
+
+// Handle registers fn for decisions on external escalations of
+// requestType. Call it while wiring, before serving.
+func (s *Service) Handle(requestType string, fn Resolver) {
+	s.ext.mu.Lock()
+	defer s.ext.mu.Unlock()
+	if s.ext.m == nil {
+		s.ext.m = map[string]Resolver{}
+	}
+	s.ext.m[requestType] = fn
+}
+
+func (s *Service) resolver(requestType string) Resolver {
+	s.ext.mu.RLock()
+	defer s.ext.mu.RUnlock()
+	return s.ext.m[requestType]
+}
+
+// Escalate opens an escalation for a person: a record in state ESCALATED,
+// listed at /admin/escalations, decided on /review/{id} or through the API,
+// expired after timeouts.escalation, and announced on the webhook. The
+// caller audits its own decision to escalate; the person's decision is
+// audited as escalation.decision like any other. The waiting agent may
+// poll GET /agent/status/{request_id}.
+func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, error) {
+	if req.Type != TypeSpawn && req.Type != TypeMessage {
+		return nil, fmt.Errorf("approval: escalate: unknown type %q", req.Type)
+	}
+	if req.AgentID == "" {
+		return nil, errors.New("approval: escalate: no agent")
+	}
+	now := s.now().UTC()
+	id := newID()
+	sum := sha256.Sum256([]byte(req.Content))
+	digest := hex.EncodeToString(sum[:])
+	reason := req.Reason
+	if reason == "" {
+		reason = "A person must decide."
+	}
+	resp := &LibrarianResponse{
+		RequestID: id, Timestamp: now, Status: StatusEscalated, Feedback: "Escalated for a human decision: " + reason,
+		Violations: []policy.Violation{}, Suggestions: []string{}, Constraints: []string{},
+		ContentSHA256: digest, State: StateEscalated, DecisionID: req.DecisionID,
+	}
+	s.escalationFields(resp, id, reason)
+	rec := &Record{
+		ID: id, AgentID: req.AgentID, State: StatePending,
+		Request: AgentRequest{
+			AgentID: req.AgentID, SessionID: req.SessionID, Timestamp: &now,
+			RequestType: req.Type, Action: req.Action, Content: req.Content, Rationale: reason,
+		},
+		ContentSHA256: digest,
+		Decision:      &Decision{ID: req.DecisionID, Revision: req.Revision, Status: StatusEscalated, Violations: []policy.Violation{}},
+		Response:      resp,
+		Escalation:    &Escalation{Kind: externalKind(req.Type), Reason: reason, At: now},
+		CreatedAt:     now, UpdatedAt: now,
+		History: []Transition{{State: StatePending, At: now, By: "agent:" + req.AgentID}},
+	}
+	rec.move(StateEscalated, now, byPolicy, "")
+	if err := s.store.Create(ctx, rec); err != nil {
+		return nil, fmt.Errorf("approval: escalate %s: %w", req.Type, err)
+	}
+	s.notify(rec)
+	return rec, nil
+}
+
+func externalKind(requestType string) string {
+	if requestType == TypeSpawn {
+		return "spawn"
+	}
+	return "message"
+}
+
+// afterResolve runs the Resolver of an external escalation. Its failure is
+// logged: the decision itself stands and is audited already.
+func (s *Service) afterResolve(ctx context.Context, rec *Record) {
+	fn := s.resolver(rec.Request.RequestType)
+	if fn == nil {
+		return
+	}
+	if err := fn(ctx, rec); err != nil {
+		s.log.Error("acting on an escalation decision failed", "request_id", rec.ID, "type", rec.Request.RequestType, "error", err.Error())
+	}
+}
