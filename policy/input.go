@@ -24,6 +24,9 @@ func AgentInput(a *config.Agent) map[string]any {
 		"models":           anyList(a.Models),
 		"max_request_size": int64(a.MaxRequestSize),
 		"response_format":  a.ResponseFormat,
+		"supported_verbs":  anyList(a.SupportedVerbs),
+		"supported_tools":  anyList(a.SupportedTools),
+		"tags":             anyList(a.Tags),
 	}
 }
 

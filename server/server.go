@@ -50,10 +50,21 @@ type Options struct {
 	TLS *tls.Config
 	// Tracer, if set, gives every request a server span exported over OTLP.
 	Tracer *tracing.Tracer
+	// AgentRoutes are further front doors for authenticated agents (the
+	// agent-to-agent API of SPEC 4.3).
+	AgentRoutes []Route
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+}
+
+// Route is an endpoint behind the current gateway's identify stage;
+// Metered routes also spend one request of the agent's rate_limit.
+type Route struct {
+	Method, Path string
+	Handler      http.Handler
+	Metered      bool
 }
 
 // Server serves the gateway's HTTP API.
@@ -104,6 +115,13 @@ func New(o Options) (*Server, error) {
 			}
 			e.Add(rt.Method, rt.Path, withPathValues(h))
 		}
+	}
+	for _, rt := range o.AgentRoutes {
+		h := s.authenticated(rt.Handler)
+		if rt.Metered {
+			h = s.metered(rt.Handler)
+		}
+		e.Add(rt.Method, rt.Path, withPathValues(h))
 	}
 	s.echo = e
 	return s, nil
@@ -165,6 +183,14 @@ func (s *Server) current(route func(*proxy.Gateway) http.Handler) echo.HandlerFu
 func (s *Server) authenticated(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.gateway.Load().ServeAuthenticated(w, r, h)
+	})
+}
+
+// metered puts h behind the current gateway's identify stage and the
+// agent's request rate limit.
+func (s *Server) metered(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.gateway.Load().ServeMetered(w, r, h)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +22,12 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/mailbox"
+	"github.com/sacpgw/gateway/messaging"
 	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/registry"
 	policyfs "github.com/sacpgw/gateway/rego"
 	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/tracing"
@@ -42,6 +46,7 @@ type app struct {
 	audit     *audit.Log
 	policies  *policy.Engine
 	approval  *approval.Service
+	messaging *messaging.Service
 	state     *state
 	sidecar   string
 	log       *slog.Logger
@@ -86,11 +91,19 @@ type state struct {
 	store    approval.Store
 	fallback *limit.Fallback
 	redis    *redis.Client
+	// Agent-to-agent traffic: the delivery queue, the message history and
+	// the agents registered at run time.
+	queue   mailbox.Queue
+	history mailbox.History
+	spawned registry.Store
 }
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
+	msg := cfg.Gateway.Messaging
+	hist := mailbox.HistoryOptions{Retention: msg.HistoryRetention.D()}
 	if cfg.Gateway.State.Backend != "redis" {
-		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore()}, nil
+		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
+			queue: mailbox.NewMemoryQueue(msg.QueueCapacity), history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore()}, nil
 	}
 	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL)
 	if err != nil {
@@ -101,7 +114,18 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 		PrimaryBudget: limit.NewRedisBudget(client), LocalBudget: limit.NewMemoryBudget(),
 		OnFailure: cfg.Gateway.State.OnFailure, Log: log,
 	}
-	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client}, nil
+	// The consumer name must be unique per replica: the audit chain id is
+	// (the chart sets it to the pod name).
+	// A consumer's delivery is taken over by another replica only after it
+	// could have finished all its attempts.
+	attempts := time.Duration(max(1, cfg.Protocol.Limits.MaxRetryAttempts))
+	claimIdle := max(time.Minute, 2*attempts*(msg.Timeout.D()+msg.RetryBackoff.D()))
+	queue, err := mailbox.NewRedisQueue(client, mailbox.RedisQueueOptions{Consumer: cfg.Gateway.Audit.Chain, MaxLen: int64(msg.QueueCapacity), ClaimIdle: claimIdle})
+	if err != nil {
+		log.Warn("message queue: Redis not ready at startup; the queue retries on use", "error", err.Error())
+	}
+	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client,
+		queue: queue, history: mailbox.NewRedisHistory(client, hist), spawned: registry.NewRedisStore(client, "")}, nil
 }
 
 // openAudit opens this instance's chain of the audit trail.
@@ -205,6 +229,31 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if err != nil {
 		return fail(err)
 	}
+	reg, err := registry.New(cfg, st.spawned)
+	if err != nil {
+		return fail(&usageError{err.Error()})
+	}
+	var agentRoutes []server.Route
+	if a.approval != nil {
+		rec := &proxy.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
+		a.messaging, err = messaging.New(messaging.Deps{
+			Config: cfg, Registry: reg, RBAC: rbac, Policy: engine, Queue: st.queue, History: st.history,
+			Audit: rec, Escalator: a.approval, Log: log,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		api := &registry.API{Registry: reg, Policy: engine, Audit: rec, Escalator: a.approval, Log: log}
+		a.approval.Handle(approval.TypeSpawn, api.Resolve)
+		a.approval.Handle(approval.TypeMessage, a.messaging.Resolve)
+		agentRoutes = []server.Route{
+			{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(api.Validate), Metered: true},
+			{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(api.Query), Metered: true},
+			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},
+			{Method: http.MethodPost, Path: "/v1/messages", Handler: http.HandlerFunc(a.messaging.Send), Metered: true},
+			{Method: http.MethodGet, Path: "/v1/messages", Handler: http.HandlerFunc(a.messaging.History)},
+		}
+	}
 	m := metrics.New(metrics.Options{})
 	m.PolicyStats(engine.Stats)
 	checks := []server.Check{
@@ -241,6 +290,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		Gateway:         gw,
 		Log:             log,
 		Approval:        a.approval,
+		AgentRoutes:     agentRoutes,
 		Metrics:         m,
 		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
 		Checks:          checks,
@@ -356,6 +406,7 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	go a.approval.Run(runCtx)
+	go a.messaging.Run(runCtx)
 	if err := a.watchConfig(runCtx, cfg.Dir, cfg); err != nil {
 		log.Warn("config hot reload disabled", "error", err.Error())
 	}

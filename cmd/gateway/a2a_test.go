@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
+)
+
+// peer is an agent's message endpoint: a real HTTP server that records
+// what the gateway hands it and answers with its handler.
+type peer struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []received
+	handler func(w http.ResponseWriter, r *http.Request, body []byte)
+}
+
+type received struct {
+	body   []byte
+	header http.Header
+}
+
+func newPeer(t *testing.T) *peer {
+	p := &peer{t: t}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		p.mu.Lock()
+		p.got = append(p.got, received{body: body, header: r.Header.Clone()})
+		h := p.handler
+		p.mu.Unlock()
+		if h == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		h(w, r, body)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *peer) set(h func(w http.ResponseWriter, r *http.Request, body []byte)) {
+	p.mu.Lock()
+	p.handler = h
+	p.mu.Unlock()
+}
+
+func (p *peer) received() []received {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]received(nil), p.got...)
+}
+
+// waitFor polls until n messages arrived.
+func (p *peer) waitFor(n int) []received {
+	p.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got := p.received(); len(got) >= n {
+			return got
+		}
+	}
+	p.t.Fatalf("peer got %d messages, want %d", len(p.received()), n)
+	return nil
+}
+
+// replyWith answers every message with the envelope reply(request).
+func replyWith(reply func(req map[string]any) string) func(http.ResponseWriter, *http.Request, []byte) {
+	return func(w http.ResponseWriter, _ *http.Request, body []byte) {
+		var req map[string]any
+		_ = json.Unmarshal(body, &req)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, reply(req))
+	}
+}
+
+// a2a is a whole gateway built by the real wiring (build), served by
+// httptest, with real agent endpoints.
+type a2a struct {
+	t        *testing.T
+	srv      *httptest.Server
+	app      *app
+	auditDir string
+	peers    map[string]*peer
+}
+
+// a2aAgents: every agent's token is "tok-" + id; %endpoint:<id>% is
+// replaced by the peer's URL.
+const a2aAgents = `agents:
+  orch_1:
+    type: orchestrator
+    capabilities: [read, spawn]
+    endpoint: "%endpoint:orch_1%"
+    messages:
+      - to: ["*"]
+        actions: ["*"]
+      - to: [broadcast]
+        actions: [workflow_complete, start_workflow]
+  planner_1:
+    type: planner
+    endpoint: "%endpoint:planner_1%"
+    supported_verbs: [predict]
+    supported_tools: [PRC_EST]
+    inputs: [ctx.history, method, window]
+    outputs: [predictions]
+    description: Plans workflows and predicts prices
+    messages:
+      - to: [orch_1]
+        actions: [plan_complete, validation_result]
+  executor_1:
+    type: executor
+    endpoint: "%endpoint:executor_1%"
+    supported_verbs: [search, rank]
+    supported_tools: [H_API, RANK]
+    inputs: [c, p_max]
+    outputs: [list]
+    messages:
+      - to: [orch_1]
+        actions: ["*"]
+      - to: [broadcast]
+        actions: [task_completed]
+  vendor_onboarding_agent:
+    type: initiator
+    endpoint: "%endpoint:vendor_onboarding_agent%"
+    messages:
+      - to: [compliance_agent]
+        actions: [validate_vendor]
+  compliance_agent:
+    type: validator
+    endpoint: "%endpoint:compliance_agent%"
+    messages:
+      - to: [vendor_onboarding_agent]
+        actions: ["*"]
+  requisition_agent:
+    type: requisition
+    endpoint: "%endpoint:requisition_agent%"
+    messages:
+      - to: [finance_agent]
+        actions: [budget_check]
+  finance_agent:
+    type: finance
+    endpoint: "%endpoint:finance_agent%"
+  outsider:
+    type: reviewer
+    capabilities: [read]
+    max_request_size: 1KB
+    messages:
+      - to: [orch_1]
+        actions: [ping]
+  silent:
+    type: reviewer
+`
+
+type a2aOpts struct {
+	// redisURL: state.backend redis.
+	redisURL string
+	// chain names this replica's audit chain (and Redis consumer).
+	chain string
+	// auditDir shares a directory between replicas.
+	auditDir string
+	// peers are reused (a second replica talks to the same agents).
+	peers map[string]*peer
+	// workers is messaging.workers.
+	workers int
+}
+
+func newA2A(t *testing.T, o a2aOpts) *a2a {
+	t.Helper()
+	dir := t.TempDir()
+	if o.auditDir == "" {
+		o.auditDir = filepath.Join(dir, "audit")
+	}
+	if o.chain == "" {
+		o.chain = "a2a"
+	}
+	if o.workers == 0 {
+		o.workers = 2
+	}
+	peers := o.peers
+	if peers == nil {
+		peers = map[string]*peer{}
+		for _, id := range []string{"orch_1", "planner_1", "executor_1", "vendor_onboarding_agent", "compliance_agent", "requisition_agent", "finance_agent"} {
+			peers[id] = newPeer(t)
+		}
+	}
+	agents := a2aAgents
+	for id, p := range peers {
+		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.srv.URL+"/messages")
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(agents, "\n") {
+		b.WriteString(line + "\n")
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
+			id := strings.TrimSuffix(strings.TrimSpace(line), ":")
+			b.WriteString("    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n")
+		}
+	}
+	state := ""
+	if o.redisURL != "" {
+		state = "state:\n  backend: redis\n  redis_url: " + o.redisURL + "\n"
+	}
+	gw := `listen: "127.0.0.1:0"
+admin:
+  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  reviewers:
+    - name: security-lead
+      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
+upstreams:
+  - {name: mock, type: mock, models: ["*"]}
+policy:
+  dir: ../../rego
+audit:
+  dir: ` + o.auditDir + `
+  chain: ` + o.chain + `
+messaging:
+  retry_backoff: 10ms
+  timeout: 2s
+  workers: ` + itoa(o.workers) + `
+` + state
+	files := map[string]string{
+		config.GatewayFile:  gw,
+		config.AgentsFile:   b.String(),
+		config.ProtocolFile: "protocol:\n  limits:\n    max_retry_attempts: 3\n",
+	}
+	reg, err := os.ReadFile("../../config/registry.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[config.RegistryFile] = string(reg)
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	auditLog, err := openAudit(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := build(cfg, "", log, auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { a.approval.Run(ctx) })
+	wg.Go(func() { a.messaging.Run(ctx) })
+	srv := httptest.NewServer(a.server.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		wg.Wait()
+		a.close()
+		auditLog.Close()
+	})
+	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// do sends a request as token and returns the status and body.
+func (g *a2a) do(method, path, token, body string) (int, []byte, http.Header) {
+	g.t.Helper()
+	req, _ := http.NewRequest(method, g.srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header
+}
+
+func (g *a2a) send(agent, envelope string) (int, map[string]any) {
+	g.t.Helper()
+	status, body, _ := g.do(http.MethodPost, "/v1/messages", "tok-"+agent, envelope)
+	var out map[string]any
+	if err := json.Unmarshal(body, &out); err != nil {
+		g.t.Fatalf("answer is not JSON (%d): %s", status, body)
+	}
+	return status, out
+}
+
+// history returns the message ids of a thread as agent sees it.
+func (g *a2a) history(agent, query string) (int, []string, []map[string]any) {
+	g.t.Helper()
+	status, body, _ := g.do(http.MethodGet, "/v1/messages?"+query, "tok-"+agent, "")
+	var out struct {
+		Data []map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(body, &out)
+	ids := make([]string, 0, len(out.Data))
+	for _, e := range out.Data {
+		ids = append(ids, e["message_id"].(string))
+	}
+	return status, ids, out.Data
+}
+
+// entries reads this gateway's audit chain (after a verify).
+func (g *a2a) entries(kind string) []audit.Entry {
+	g.t.Helper()
+	var out []audit.Entry
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out = out[:0]
+		matches, _ := filepath.Glob(filepath.Join(g.auditDir, "*.jsonl"))
+		for _, f := range matches {
+			raw, _ := os.ReadFile(f)
+			for _, line := range bytes.Split(raw, []byte("\n")) {
+				var e audit.Entry
+				if json.Unmarshal(line, &e) == nil && e.Kind == kind {
+					out = append(out, e)
+				}
+			}
+		}
+		if len(out) > 0 || time.Now().After(deadline) {
+			return out
+		}
+	}
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// logBuffer collects the gateway's log for a failing test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,25 @@
+// Package compact implements the compact inter-agent messages of seed 001
+// (SACP v0.1): the verb/tool library of section 10, the message validator of
+// section 8, SPAWN_AGENT requests of Appendix D and the agent prompt of
+// Appendix C. The gateway uses it for POST /sacp/validate, POST
+// /registry/spawn and agents with response_format sacp_compact (SPEC 4.3).
+//
+// Messages are untrusted, and a message the validator accepts is then read by
+// other programs, so the validator is deliberately stricter than
+// encoding/json: the validator and every reader must agree on what a message
+// says. It therefore rejects, as MALFORMED_MESSAGE, documents that some JSON
+// readers accept but read differently:
+//
+//   - duplicate object keys at any depth (one reader keeps the first value,
+//     another the last: a classic smuggling vector);
+//   - strings that are not valid UTF-8, or that hold an unpaired UTF-16
+//     surrogate escape such as "\ud800" (RFC 7493, I-JSON);
+//   - nesting deeper than 64 levels.
+//
+// Everything the validator accepts is valid JSON for encoding/json. Parsing is
+// a single linear pass with no backtracking, so a hostile message costs time
+// proportional to its size.
+//
+// The package imports only the standard library and keeps no mutable state: a
+// *Library is immutable after NewLibrary or Extend and safe for concurrent use.
+package compact

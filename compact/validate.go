@@ -1,0 +1,761 @@
+package compact
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The status of a Result (seed 001 section 8).
+const (
+	StatusValid = "VALID"
+	StatusErr   = "ERR"
+)
+
+// Error codes of a Result. MISSING_FIELD, MALFORMED_PLAN, UNKNOWN_VERB,
+// UNKNOWN_TOOL, VERB_TOOL_MISMATCH and REQ_CLARIFY are named by seed 001 and
+// SPEC 4.3; the others split the seed's "malformed message" so that a client
+// can tell a broken document from a bad field.
+const (
+	CodeMalformedMessage = "MALFORMED_MESSAGE" // not JSON, not an object, duplicate key, too deep
+	CodeMissingField     = "MISSING_FIELD"     // g or plan absent
+	CodeMalformedPlan    = "MALFORMED_PLAN"    // plan not an array; a step not [verb, tool, params]; bad parallel/join
+	CodeInvalidField     = "INVALID_FIELD"     // wrong type/value of g, ctx, msg_id, state, reply_to, proto_ver, out_fmt, subtask, test_mode
+	CodeInvalidParams    = "INVALID_PARAMS"    // params not an object, or a typed input of the wrong type
+	CodeUnknownVerb      = "UNKNOWN_VERB"
+	CodeUnknownTool      = "UNKNOWN_TOOL"
+	CodeVerbToolMismatch = "VERB_TOOL_MISMATCH"
+	CodeReqClarify       = "REQ_CLARIFY" // plan present but has no steps
+)
+
+// GoalSpawnAgent is the goal of a spawn request (seed 001 Appendix D), the
+// only goal under which plans may use the define and instantiate verbs.
+const GoalSpawnAgent = "SPAWN_AGENT"
+
+// The values of the optional fields (seed 001 section 1).
+var (
+	states     = []string{"PENDING", "IN_PROGRESS", "DONE", "FAILED"}
+	outFormats = []string{"human", "raw", "summary"}
+)
+
+// OutFmtRaw is the output format when a message names none (seed 001
+// section 4).
+const OutFmtRaw = "raw"
+
+const (
+	maxGoalLen     = 256
+	maxIDLen       = 128
+	maxProtoVerLen = 32
+	// maxEcho bounds how much of an input value an error message repeats:
+	// details are logged and shown to other agents, and must not become a
+	// channel for the payload itself.
+	maxEcho = 64
+)
+
+// Result is the validator's answer: {"status":"VALID"} or
+// {"status":"ERR","code":...,"details":...,"path":...}.
+type Result struct {
+	Status string `json:"status"`
+	Code   string `json:"code,omitempty"`
+	// Details is one sentence naming the fault, e.g. "plan step 2: missing
+	// parameters (want [verb, tool, params])"; steps are numbered from 1 as in
+	// seed 001 section 8.
+	Details string `json:"details,omitempty"`
+	// Path is the JSON path of the fault, e.g. "plan[1][2]",
+	// "plan[0].parallel[1][0]", "state", "subtask.g"; empty when the fault is
+	// the document as a whole.
+	Path string `json:"path,omitempty"`
+}
+
+// Valid reports whether r is a VALID result.
+func (r Result) Valid() bool { return r.Status == StatusValid }
+
+func validResult() Result { return Result{Status: StatusValid} }
+
+// Validate checks a message an agent sends (POST /sacp/validate) against seed
+// 001 section 8 and the library. It reports the first fault in a fixed order:
+// the document, then g, plan's presence, the optional fields, the plan's steps
+// in order, and finally subtask.
+func (l *Library) Validate(raw []byte) Result {
+	_, r := l.check(raw, false)
+	return r
+}
+
+// ValidateAnswer checks what a model or agent answered. Besides the messages
+// Validate accepts, it accepts an ERR object
+//
+//	{"status":"ERR","code":"<non-empty string>","details":"<string, optional>"}
+//
+// (also allowed: msg_id, reply_to, and path as in Result), and a reply
+// (reply_to set) whose state is DONE or FAILED may carry an empty plan because
+// it reports a result rather than asking for work.
+func (l *Library) ValidateAnswer(raw []byte) Result {
+	_, r := l.check(raw, true)
+	return r
+}
+
+// OutFormat returns the out_fmt of a message: "human", "raw" or "summary";
+// "raw" when the field is absent, not one of those, or the message does not
+// parse (seed 001 section 4: raw is the default).
+func OutFormat(raw []byte) string {
+	v, err := parse(raw)
+	if err != nil || v.kind != kindObject {
+		return OutFmtRaw
+	}
+	if f := v.get("out_fmt"); f != nil && f.kind == kindString && oneOf(f.str, outFormats) {
+		return f.str
+	}
+	return OutFmtRaw
+}
+
+// IsErrObject reports whether raw is a well-formed ERR object, one that
+// ValidateAnswer accepts as such.
+func IsErrObject(raw []byte) bool {
+	v, err := parse(raw)
+	if err != nil || v.kind != kindObject || v.get("status") == nil {
+		return false
+	}
+	return checkErrObject(&v).Valid()
+}
+
+// check parses raw and validates it; answer selects ValidateAnswer's rules.
+// It returns the parsed message for ParseSpawn.
+func (l *Library) check(raw []byte, answer bool) (value, Result) {
+	v, err := parse(raw)
+	if err != nil {
+		lead := "message is not valid JSON"
+		if err.strict {
+			lead = "message is refused"
+		}
+		return value{}, Result{Status: StatusErr, Code: CodeMalformedMessage,
+			Details: fmt.Sprintf("%s: %s at byte %d", lead, err.msg, err.off)}
+	}
+	if v.kind != kindObject {
+		return value{}, Result{Status: StatusErr, Code: CodeMalformedMessage,
+			Details: "message is " + describeKind(v.kind) + ", not a JSON object"}
+	}
+	if answer && v.get("status") != nil {
+		return v, checkErrObject(&v)
+	}
+	return v, l.checkMessage(&v, "", answer)
+}
+
+func describeKind(k kind) string {
+	switch k {
+	case kindNull:
+		return "null"
+	case kindBool:
+		return "a boolean"
+	case kindNumber:
+		return "a number"
+	case kindString:
+		return "a string"
+	case kindArray:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// checker validates one message (the top level or a subtask).
+type checker struct {
+	lib *Library
+	// prefix is the JSON path of the message: "" or "subtask.", "subtask.subtask.", ...
+	prefix string
+	spawn  bool
+	// defined maps the tool ids introduced by define steps of a SPAWN_AGENT
+	// plan to the index of the first step defining them.
+	defined map[string]int
+}
+
+func (c *checker) fail(code, path, format string, args ...any) Result {
+	d := fmt.Sprintf(format, args...)
+	if c.prefix != "" {
+		d = strings.TrimSuffix(c.prefix, ".") + ": " + d
+	}
+	return Result{Status: StatusErr, Code: code, Details: d, Path: c.prefix + path}
+}
+
+// checkMessage validates a message object. answer allows the empty plan of a
+// DONE/FAILED reply; it applies to the top level only.
+func (l *Library) checkMessage(msg *value, prefix string, answer bool) Result {
+	c := checker{lib: l, prefix: prefix}
+	var g, plan, status, msgID, replyTo, state, protoVer, outFmt, ctx, testMode, subtask *value
+	for i := range msg.members() {
+		m := msg.member(i)
+		switch m.key {
+		case "g":
+			g = m.val
+		case "plan":
+			plan = m.val
+		case "status":
+			status = m.val
+		case "msg_id":
+			msgID = m.val
+		case "reply_to":
+			replyTo = m.val
+		case "state":
+			state = m.val
+		case "proto_ver":
+			protoVer = m.val
+		case "out_fmt":
+			outFmt = m.val
+		case "ctx":
+			ctx = m.val
+		case "test_mode":
+			testMode = m.val
+		case "subtask":
+			subtask = m.val
+		}
+	}
+
+	if status != nil {
+		return c.fail(CodeInvalidField, "status", `"status" is only allowed in an ERR object`)
+	}
+	if g == nil {
+		return c.fail(CodeMissingField, "g", `message has no "g" (goal)`)
+	}
+	if g.kind != kindString || g.str == "" || len(g.str) > maxGoalLen {
+		got := describe(g)
+		if g.kind == kindString && len(g.str) > maxGoalLen {
+			got = fmt.Sprintf("%d bytes", len(g.str))
+		}
+		return c.fail(CodeInvalidField, "g", `"g" must be a non-empty string of at most %d bytes, got %s`, maxGoalLen, got)
+	}
+	if plan == nil {
+		return c.fail(CodeMissingField, "plan", `message has no "plan"`)
+	}
+	if r := c.checkID("msg_id", msgID); !r.Valid() {
+		return r
+	}
+	if r := c.checkID("reply_to", replyTo); !r.Valid() {
+		return r
+	}
+	if state != nil && (state.kind != kindString || !oneOf(state.str, states)) {
+		return c.fail(CodeInvalidField, "state", `"state" must be one of PENDING, IN_PROGRESS, DONE, FAILED, got %s`, describe(state))
+	}
+	if protoVer != nil && (protoVer.kind != kindString || !isProtoVer(protoVer.str)) {
+		return c.fail(CodeInvalidField, "proto_ver", `"proto_ver" must be a version such as "0.1" (digits and dots), got %s`, describe(protoVer))
+	}
+	if outFmt != nil && (outFmt.kind != kindString || !oneOf(outFmt.str, outFormats)) {
+		return c.fail(CodeInvalidField, "out_fmt", `"out_fmt" must be one of human, raw, summary, got %s`, describe(outFmt))
+	}
+	if ctx != nil && ctx.kind != kindObject {
+		return c.fail(CodeInvalidField, "ctx", `"ctx" must be an object, got %s`, describe(ctx))
+	}
+	if testMode != nil && testMode.kind != kindBool {
+		return c.fail(CodeInvalidField, "test_mode", `"test_mode" must be a boolean, got %s`, describe(testMode))
+	}
+
+	if plan.kind != kindArray {
+		return c.fail(CodeMalformedPlan, "plan", `"plan" must be an array of steps, got %s`, describe(plan))
+	}
+	if len(plan.kids) == 0 {
+		reportsResult := answer && replyTo != nil && state != nil && (state.str == "DONE" || state.str == "FAILED")
+		if !reportsResult {
+			return c.fail(CodeReqClarify, "plan", "plan has no steps")
+		}
+	}
+	c.spawn = g.str == GoalSpawnAgent
+	if r := c.checkPlan(plan); !r.Valid() {
+		return r
+	}
+
+	if subtask != nil {
+		if subtask.kind != kindObject {
+			return c.fail(CodeInvalidField, "subtask", `"subtask" must be a message object, got %s`, describe(subtask))
+		}
+		return l.checkMessage(subtask, prefix+"subtask.", false)
+	}
+	return validResult()
+}
+
+// checkID checks msg_id or reply_to when present.
+func (c *checker) checkID(name string, v *value) Result {
+	if v == nil || (v.kind == kindString && isID(v.str)) {
+		return validResult()
+	}
+	return c.fail(CodeInvalidField, name, "%q must be 1-%d characters of A-Z a-z 0-9 . _ : -, got %s", name, maxIDLen, describe(v))
+}
+
+func isID(s string) bool {
+	if s == "" || len(s) > maxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isProtoVer accepts dot-separated decimal numbers: "0.1", "1", "1.2.3".
+func isProtoVer(s string) bool {
+	if s == "" || len(s) > maxProtoVerLen {
+		return false
+	}
+	for part := range strings.SplitSeq(s, ".") {
+		if part == "" {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// loc is the position of a step: plan[step], or plan[step].parallel[branch]
+// when branch >= 0. Paths and labels are built only for errors.
+type loc struct{ step, branch int }
+
+func (l loc) path() string {
+	if l.branch < 0 {
+		return fmt.Sprintf("plan[%d]", l.step)
+	}
+	return fmt.Sprintf("plan[%d].parallel[%d]", l.step, l.branch)
+}
+
+func (l loc) label() string {
+	if l.branch < 0 {
+		return fmt.Sprintf("plan step %d", l.step+1)
+	}
+	return fmt.Sprintf("plan step %d, parallel branch %d", l.step+1, l.branch+1)
+}
+
+func (c *checker) checkPlan(plan *value) Result {
+	if c.spawn {
+		c.collectDefines(plan)
+	}
+	afterParallel := false
+	for i := range plan.kids {
+		st := &plan.kids[i]
+		lc := loc{step: i, branch: -1}
+		switch st.kind {
+		case kindArray:
+			if r := c.checkStep(st, lc, afterParallel); !r.Valid() {
+				return r
+			}
+			afterParallel = false
+		case kindObject:
+			if r := c.checkParallel(st, i); !r.Valid() {
+				return r
+			}
+			afterParallel = true
+		default:
+			return c.fail(CodeMalformedPlan, lc.path(), `%s: got %s (want [verb, tool, params] or {"parallel": [...]})`, lc.label(), describe(st))
+		}
+	}
+	return validResult()
+}
+
+// collectDefines records the tools a SPAWN_AGENT plan defines, so that an
+// instantiate step may name a tool defined by a later step.
+func (c *checker) collectDefines(plan *value) {
+	for i := range plan.kids {
+		st := &plan.kids[i]
+		if st.kind != kindArray || len(st.kids) < 2 || st.kids[0].kind != kindString || st.kids[0].str != verbDefine ||
+			st.kids[1].kind != kindString || st.kids[1].str == "" {
+			continue
+		}
+		if c.defined == nil {
+			c.defined = make(map[string]int)
+		}
+		if _, ok := c.defined[st.kids[1].str]; !ok {
+			c.defined[st.kids[1].str] = i
+		}
+	}
+}
+
+func (c *checker) checkParallel(st *value, i int) Result {
+	lc := loc{step: i, branch: -1}
+	if st.members() != 1 || st.key(0) != "parallel" {
+		return c.fail(CodeMalformedPlan, lc.path(), `%s: an object step must be {"parallel": [step, ...]} with no other keys`, lc.label())
+	}
+	par := st.val(0)
+	if par.kind != kindArray {
+		return c.fail(CodeMalformedPlan, lc.path()+".parallel", `%s: "parallel" must be an array of steps, got %s`, lc.label(), describe(par))
+	}
+	if len(par.kids) < 2 {
+		return c.fail(CodeMalformedPlan, lc.path()+".parallel", "%s: a parallel group needs at least 2 steps, got %d", lc.label(), len(par.kids))
+	}
+	for j := range par.kids {
+		br := &par.kids[j]
+		blc := loc{step: i, branch: j}
+		switch {
+		case br.kind == kindArray:
+			if r := c.checkStep(br, blc, false); !r.Valid() {
+				return r
+			}
+		case br.kind == kindObject && br.get("parallel") != nil:
+			return c.fail(CodeMalformedPlan, blc.path(), "%s: parallel groups cannot be nested", blc.label())
+		default:
+			return c.fail(CodeMalformedPlan, blc.path(), "%s: got %s (want [verb, tool, params])", blc.label(), describe(br))
+		}
+	}
+	return validResult()
+}
+
+// checkStep checks a [verb, tool, params] step: its shape first, then the
+// verb, the tool, the pair, and the parameter types.
+func (c *checker) checkStep(st *value, lc loc, afterParallel bool) Result {
+	switch n := len(st.kids); {
+	case n == 0:
+		return c.fail(CodeMalformedPlan, lc.path(), "%s: empty step (want [verb, tool, params])", lc.label())
+	case n == 1:
+		return c.fail(CodeMalformedPlan, lc.path()+"[1]", "%s: missing tool and parameters (want [verb, tool, params])", lc.label())
+	case n == 2:
+		return c.fail(CodeMalformedPlan, lc.path()+"[2]", "%s: missing parameters (want [verb, tool, params])", lc.label())
+	case n > 3:
+		return c.fail(CodeMalformedPlan, lc.path()+"[3]", "%s: %d elements (want [verb, tool, params])", lc.label(), n)
+	}
+	verb, tool, params := &st.kids[0], &st.kids[1], &st.kids[2]
+	if verb.kind != kindString || verb.str == "" {
+		return c.fail(CodeMalformedPlan, lc.path()+"[0]", "%s: verb must be a non-empty string, got %s", lc.label(), describe(verb))
+	}
+	if tool.kind != kindString || tool.str == "" {
+		return c.fail(CodeMalformedPlan, lc.path()+"[1]", "%s: tool must be a non-empty string, got %s", lc.label(), describe(tool))
+	}
+	if params.kind != kindObject {
+		return c.fail(CodeInvalidParams, lc.path()+"[2]", "%s: params must be an object, got %s", lc.label(), describe(params))
+	}
+
+	switch verb.str {
+	case verbJoin:
+		return c.checkJoin(tool.str, params, lc, afterParallel)
+	case verbDefine, verbInstantiate:
+		if !c.spawn {
+			return c.fail(CodeUnknownVerb, lc.path()+"[0]", "%s: verb %q is only allowed in a %s message", lc.label(), verb.str, GoalSpawnAgent)
+		}
+		if lc.branch >= 0 {
+			return c.fail(CodeMalformedPlan, lc.path()+"[0]", "%s: a %s step cannot run in a parallel group", lc.label(), verb.str)
+		}
+		if verb.str == verbDefine {
+			return c.checkDefine(tool.str, params, lc)
+		}
+		return c.checkInstantiate(params, lc)
+	}
+
+	ve := c.lib.verb(verb.str)
+	if ve == nil {
+		return c.fail(CodeUnknownVerb, lc.path()+"[0]", "%s: unknown verb %s", lc.label(), clipQuote(verb.str))
+	}
+	te := c.lib.tool(tool.str)
+	if te == nil {
+		return c.fail(CodeUnknownTool, lc.path()+"[1]", "%s: unknown tool %s", lc.label(), clipQuote(tool.str))
+	}
+	if !te.supports(verb.str) {
+		return c.fail(CodeVerbToolMismatch, lc.path()+"[1]", "%s: tool %s does not support verb %s", lc.label(), clipQuote(tool.str), clipQuote(verb.str))
+	}
+	return c.checkParams(ve, params, lc)
+}
+
+// checkJoin checks a join step. join needs no definition; its tool is checked
+// only once the library has tools that support join, so that libraries
+// written before anyone thought about joins accept the seed's example.
+func (c *checker) checkJoin(tool string, params *value, lc loc, afterParallel bool) Result {
+	if !afterParallel {
+		return c.fail(CodeMalformedPlan, lc.path()+"[0]", "%s: join must directly follow a parallel group", lc.label())
+	}
+	if c.lib.hasJoinTools() {
+		te := c.lib.tool(tool)
+		if te == nil {
+			return c.fail(CodeUnknownTool, lc.path()+"[1]", "%s: unknown tool %s", lc.label(), clipQuote(tool))
+		}
+		if !te.supports(verbJoin) {
+			return c.fail(CodeVerbToolMismatch, lc.path()+"[1]", "%s: tool %s does not support verb %q", lc.label(), clipQuote(tool), verbJoin)
+		}
+	}
+	if ve := c.lib.verb(verbJoin); ve != nil {
+		return c.checkParams(ve, params, lc)
+	}
+	return validResult()
+}
+
+// checkParams checks the parameters that the verb declares with a type.
+func (c *checker) checkParams(ve *verbEntry, params *value, lc loc) Result {
+	if len(ve.typed) == 0 {
+		return validResult()
+	}
+	for i := range params.members() {
+		m := params.member(i)
+		t, ok := ve.typed[m.key]
+		if !ok || hasType(m.val, t) {
+			continue
+		}
+		// m.key equals a declared input name, so the path echoes the
+		// library, not the message.
+		return c.fail(CodeInvalidParams, lc.path()+"[2]."+m.key, "%s: param %q must be %s, got %s", lc.label(), m.key, articled(t), describe(m.val))
+	}
+	return validResult()
+}
+
+func articled(t inputType) string {
+	switch t {
+	case typeArray, typeObject, typeInteger:
+		return "an " + t.String()
+	default:
+		return "a " + t.String()
+	}
+}
+
+func hasType(v *value, t inputType) bool {
+	switch t {
+	case typeString:
+		return v.kind == kindString
+	case typeNumber:
+		return v.kind == kindNumber
+	case typeInteger:
+		return v.kind == kindNumber && isIntegral(v.str)
+	case typeBoolean:
+		return v.kind == kindBool
+	case typeArray:
+		return v.kind == kindArray
+	case typeObject:
+		return v.kind == kindObject
+	default:
+		return true
+	}
+}
+
+// isIntegral reports whether a JSON number literal denotes an integer, exactly
+// (so 1.0, 1.5e1 and 150e-1 are integers, 1e-400 is not), without converting
+// to float64 and without rounding.
+func isIntegral(lit string) bool {
+	mant, expPart, _ := strings.Cut(strings.ToLower(lit), "e")
+	mant = strings.TrimPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	frac = strings.TrimRight(frac, "0")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return true // zero
+	}
+	exp := 0
+	if expPart != "" {
+		neg := expPart[0] == '-'
+		expPart = strings.TrimLeft(expPart, "+-")
+		expPart = strings.TrimLeft(expPart, "0")
+		if len(expPart) > 9 {
+			expPart = "999999999" // only the sign matters at this size
+		}
+		if expPart != "" {
+			exp, _ = strconv.Atoi(expPart)
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	// value = digits × 10^(exp - len(frac)); trailing zeros of digits count
+	// towards the exponent.
+	trailing := len(digits) - len(strings.TrimRight(digits, "0"))
+	return exp-len(frac)+trailing >= 0
+}
+
+// checkDefine checks a define step of a SPAWN_AGENT plan: it introduces the
+// tool in its tool position, described by its params.
+func (c *checker) checkDefine(tool string, params *value, lc loc) Result {
+	if c.lib.tool(tool) != nil {
+		return c.fail(CodeMalformedPlan, lc.path()+"[1]", "%s: define names tool %s, which already exists", lc.label(), clipQuote(tool))
+	}
+	if first, ok := c.defined[tool]; ok && first != lc.step {
+		return c.fail(CodeMalformedPlan, lc.path()+"[1]", "%s: tool %s is already defined in plan step %d", lc.label(), clipQuote(tool), first+1)
+	}
+	_, _, _, _, r := c.defineParams(params, lc)
+	return r
+}
+
+// defineParams reads and checks the params of a define step: description and
+// interface are strings, inputs are input declarations as in Verb.Inputs (so
+// that the spawned verb can join the library), outputs are non-empty strings.
+// Other keys are allowed, as everywhere in params.
+func (c *checker) defineParams(params *value, lc loc) (desc, iface string, inputs, outputs []string, r Result) {
+	for i := range params.members() {
+		m := params.member(i)
+		switch m.key {
+		case "description", "interface":
+			if m.val.kind != kindString {
+				return "", "", nil, nil, c.fail(CodeInvalidParams, lc.path()+"[2]."+m.key, "%s: %q must be a string, got %s", lc.label(), m.key, describe(m.val))
+			}
+			if m.key == "description" {
+				desc = m.val.str
+			} else {
+				iface = m.val.str
+			}
+		case "inputs", "outputs":
+			list, r := c.stringList(m.val, m.key, lc)
+			if !r.Valid() {
+				return "", "", nil, nil, r
+			}
+			if m.key == "outputs" {
+				outputs = list
+				continue
+			}
+			seen := make(map[string]bool, len(list))
+			for k, d := range list {
+				name, _, err := parseInput(d)
+				if err == nil && seen[name] {
+					err = fmt.Errorf("duplicate name %s", clipQuote(name))
+				}
+				if err != nil {
+					return "", "", nil, nil, c.fail(CodeInvalidParams, fmt.Sprintf("%s[2].inputs[%d]", lc.path(), k),
+						`%s: input %s is not "name" or "name:type" with a known type`, lc.label(), clipQuote(d))
+				}
+				seen[name] = true
+			}
+			inputs = list
+		}
+	}
+	return desc, iface, inputs, outputs, validResult()
+}
+
+func (c *checker) stringList(v *value, key string, lc loc) ([]string, Result) {
+	if v.kind != kindArray {
+		return nil, c.fail(CodeInvalidParams, lc.path()+"[2]."+key, "%s: %q must be an array of strings, got %s", lc.label(), key, describe(v))
+	}
+	list := make([]string, 0, len(v.kids))
+	for k := range v.kids {
+		e := &v.kids[k]
+		if e.kind != kindString || e.str == "" {
+			return nil, c.fail(CodeInvalidParams, fmt.Sprintf("%s[2].%s[%d]", lc.path(), key, k),
+				"%s: %q must hold non-empty strings, got %s", lc.label(), key, describe(e))
+		}
+		list = append(list, e.str)
+	}
+	return list, validResult()
+}
+
+// checkInstantiate checks an instantiate step of a SPAWN_AGENT plan: its tool
+// position names the new agent, and params "verb" and "tool" say what the
+// agent does. The tool must be defined by the message or be a library tool
+// that already supports the verb (an existing tool cannot gain verbs).
+func (c *checker) checkInstantiate(params *value, lc loc) Result {
+	verb, r := c.nameParam(params, "verb", lc)
+	if !r.Valid() {
+		return r
+	}
+	tool, r := c.nameParam(params, "tool", lc)
+	if !r.Valid() {
+		return r
+	}
+	if verb == verbJoin || verb == verbDefine || verb == verbInstantiate {
+		return c.fail(CodeInvalidParams, lc.path()+"[2].verb", "%s: cannot instantiate an agent for the reserved verb %q", lc.label(), verb)
+	}
+	if _, ok := c.defined[tool]; ok {
+		return validResult()
+	}
+	te := c.lib.tool(tool)
+	if te == nil {
+		return c.fail(CodeUnknownTool, lc.path()+"[2].tool", "%s: tool %s is neither in the library nor defined by this message", lc.label(), clipQuote(tool))
+	}
+	if !te.supports(verb) {
+		return c.fail(CodeVerbToolMismatch, lc.path()+"[2].verb", "%s: tool %s does not support verb %s", lc.label(), clipQuote(tool), clipQuote(verb))
+	}
+	return validResult()
+}
+
+func (c *checker) nameParam(params *value, key string, lc loc) (string, Result) {
+	v := params.get(key)
+	if v == nil || v.kind != kindString || v.str == "" {
+		got := "nothing"
+		if v != nil {
+			got = describe(v)
+		}
+		return "", c.fail(CodeInvalidParams, lc.path()+"[2]."+key, "%s: instantiate needs %q, a non-empty string, got %s", lc.label(), key, got)
+	}
+	return v.str, validResult()
+}
+
+// checkErrObject checks an ERR object (seed 001 section 8) in a fixed order:
+// status, code, details, path, msg_id, reply_to, then unexpected keys.
+func checkErrObject(obj *value) Result {
+	c := checker{}
+	var status, code, details, path, msgID, replyTo, extra *value
+	extraKey := ""
+	for i := range obj.members() {
+		m := obj.member(i)
+		switch m.key {
+		case "status":
+			status = m.val
+		case "code":
+			code = m.val
+		case "details":
+			details = m.val
+		case "path":
+			path = m.val
+		case "msg_id":
+			msgID = m.val
+		case "reply_to":
+			replyTo = m.val
+		default:
+			if extra == nil {
+				extra, extraKey = m.val, m.key
+			}
+		}
+	}
+	if status == nil || status.kind != kindString || status.str != StatusErr {
+		got := "nothing"
+		if status != nil {
+			got = describe(status)
+		}
+		return c.fail(CodeInvalidField, "status", `an answer with "status" must be an ERR object ("status": "ERR"), got %s`, got)
+	}
+	if code == nil || code.kind != kindString || code.str == "" {
+		got := "nothing"
+		if code != nil {
+			got = describe(code)
+		}
+		return c.fail(CodeInvalidField, "code", `ERR object needs "code", a non-empty string, got %s`, got)
+	}
+	if details != nil && details.kind != kindString {
+		return c.fail(CodeInvalidField, "details", `ERR object "details" must be a string, got %s`, describe(details))
+	}
+	if path != nil && path.kind != kindString {
+		return c.fail(CodeInvalidField, "path", `ERR object "path" must be a string, got %s`, describe(path))
+	}
+	if r := c.checkID("msg_id", msgID); !r.Valid() {
+		return r
+	}
+	if r := c.checkID("reply_to", replyTo); !r.Valid() {
+		return r
+	}
+	if extra != nil {
+		return c.fail(CodeInvalidField, clip(extraKey), "ERR object has unexpected key %s", clipQuote(extraKey))
+	}
+	return validResult()
+}
+
+// clip cuts s to at most maxEcho bytes on a rune boundary.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// clipQuote quotes at most maxEcho bytes of s, marking a cut with "...".
+func clipQuote(s string) string {
+	c := clip(s)
+	if len(c) < len(s) {
+		return strconv.Quote(c) + "..."
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,201 @@
+package messaging
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/mailbox"
+)
+
+// KindMessageEscalation: a message handed to a person (seed 003 5).
+const KindMessageEscalation = "message.escalation"
+
+// EscalationRef tells the client where a person now decides.
+type EscalationRef struct {
+	RequestID      string `json:"request_id"`
+	HumanReviewURL string `json:"human_review_url,omitempty"`
+	Reason         string `json:"reason"`
+}
+
+// maybeEscalate opens an escalation for an ERROR that is fatal, not
+// retryable, or the max_retry_attempts-th ERROR of its sender in the
+// thread (seed 003 4.2: "if retry_limit not reached, re-instantiate; if
+// fatal, route to human-in-the-loop"). relayed is the envelope as
+// recorded; the message has been admitted already. A failure to escalate
+// is logged and audited as missing, never fails the message itself.
+func (s *Service) maybeEscalate(ctx context.Context, m *envelope.Message, relayed []byte) *EscalationRef {
+	if m.Type != envelope.Error {
+		return nil
+	}
+	var reason string
+	switch {
+	case m.Error != nil && m.Error.Fatal():
+		reason = fmt.Sprintf("%s reported a %s error %s: %s", m.Sender.ID, strings.ToUpper(m.Error.Severity), m.Error.Code, clipN(m.Error.Message, 200))
+	case m.Error != nil && m.Error.Retryable != nil && !*m.Error.Retryable:
+		reason = fmt.Sprintf("%s reported error %s, which is not retryable: %s", m.Sender.ID, m.Error.Code, clipN(m.Error.Message, 200))
+	default:
+		n := s.countErrors(ctx, m)
+		if n < s.attempts {
+			return nil
+		}
+		code := ""
+		if m.Error != nil {
+			code = m.Error.Code
+		}
+		reason = fmt.Sprintf("%s reported its %d. error %s in this thread; max_retry_attempts is %d", m.Sender.ID, n, code, s.attempts)
+	}
+	waiting := m.Sender.ID
+	if m.Recipient != nil {
+		waiting = m.Recipient.ID
+	}
+	return s.escalate(ctx, m, waiting, reason, relayed)
+}
+
+// countErrors counts the ERRORs the sender of m has in m's thread, m
+// included.
+func (s *Service) countErrors(ctx context.Context, m *envelope.Message) int {
+	kind, id := mailbox.KeyWorkflow, m.WorkflowID
+	if id == "" {
+		kind, id = mailbox.KeyCorrelation, m.CorrelationID
+	}
+	if id == "" {
+		return 1
+	}
+	entries, err := s.history.List(ctx, kind, id, 0)
+	if err != nil {
+		s.log.Warn("message history unavailable: counting this ERROR alone", "message_id", m.ID, "error", err.Error())
+		return 1
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Type == string(envelope.Error) && e.Sender == m.Sender.ID {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// escalate opens the review and audits that it did.
+func (s *Service) escalate(ctx context.Context, m *envelope.Message, waiting, reason string, content []byte) *EscalationRef {
+	rec, err := s.escalator.Escalate(ctx, approval.ExternalRequest{
+		Type: approval.TypeMessage, AgentID: waiting, Action: action(m), Content: string(content), Reason: reason,
+	})
+	sum := map[string]any{"message_id": m.ID, "reason": reason, "waiting_agent": waiting}
+	if err != nil {
+		s.log.Error("escalation not opened", "message_id", m.ID, "error", err.Error())
+		sum["opened"] = false
+		_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
+		return nil
+	}
+	sum["opened"], sum["escalation_id"] = true, rec.ID
+	_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
+	ref := &EscalationRef{RequestID: rec.ID, Reason: reason}
+	if rec.Response != nil && rec.Response.HumanReviewURL != nil {
+		ref.HumanReviewURL = *rec.Response.HumanReviewURL
+	}
+	return ref
+}
+
+// failedDelivery is the content a reviewer sees for a delivery that
+// failed: the message and the gateway's ERROR about it.
+type failedDelivery struct {
+	Message json.RawMessage `json:"message"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// deliveryError records that m could not be handed to recipient: the
+// gateway's ERROR envelope (to m's sender, replying to m) is audited and
+// appended to the history, and a person is asked to decide. A message the
+// gateway or a reviewer wrote gets no ERROR about itself (no loops).
+func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relayed []byte, recipient, code, reason string, attempts int, latency time.Duration) ([]byte, *EscalationRef, error) {
+	sum := map[string]any{"message_id": m.ID, "recipient": recipient, "status": "failed", "attempts": attempts,
+		"latency_ms": latency.Milliseconds(), "error_code": code, "reason": reason}
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: m.Sender.ID, RequestID: m.ID, PayloadSHA256: sha256Hex(relayed), Summary: sum}); err != nil {
+		return nil, nil, err
+	}
+	if m.Sender.ID == GatewayID || m.Sender.ID == HumanID {
+		return nil, nil, nil
+	}
+	to := m.Sender
+	e := envelope.NewError(m.Format, envelope.Party{ID: GatewayID, Role: "gateway"}, &to, m.ID, m.WorkflowID, m.CorrelationID,
+		code, reason, false, "ERROR")
+	e.Fill(s.now().UTC(), newID)
+	out, err := e.Marshal()
+	if err != nil {
+		return nil, nil, errorf("encode delivery error: %w", err)
+	}
+	if err := s.remember(ctx, e, out, []string{m.Sender.ID}, "gateway", sha256Hex(out)); err != nil {
+		s.log.Error("delivery error not recorded in the history", "message_id", m.ID, "error", err.Error())
+	}
+	content, _ := json.MarshalIndent(failedDelivery{Message: relayed, Error: out}, "", "  ")
+	esc := s.escalate(ctx, e, m.Sender.ID, fmt.Sprintf("delivery of %s to %s failed after %d attempt(s)", m.ID, recipient, attempts), content)
+	return out, esc, nil
+}
+
+// Resolve is the approval service's Resolver for TypeMessage escalations:
+// the reviewer's decision goes back to the waiting agent as a RESPONSE
+// (seed 003 5.5), recorded in the thread and queued to the agent when it
+// has an endpoint.
+func (s *Service) Resolve(ctx context.Context, rec *approval.Record) error {
+	if rec.Escalation == nil || rec.Escalation.Review == nil {
+		return errors.New("messaging: resolve: no review on the record")
+	}
+	errEnv, err := errorEnvelope([]byte(rec.Request.Content))
+	if err != nil {
+		return errorf("resolve %s: %w", rec.ID, err)
+	}
+	rv := rec.Escalation.Review
+	payload, _ := json.Marshal(map[string]any{
+		"action": "human_decision", "decision": rv.Decision, "reviewer": rv.Reviewer, "comment": rv.Comment,
+		"escalation_id": rec.ID, "state": string(rec.State),
+	})
+	to := envelope.Party{ID: rec.AgentID}
+	resp := envelope.NewResponse(errEnv.Format, envelope.Party{ID: HumanID, Role: "reviewer"}, &to, errEnv.ID,
+		errEnv.WorkflowID, errEnv.CorrelationID, "human_decision", payload)
+	resp.Fill(s.now().UTC(), newID)
+	out, err := resp.Marshal()
+	if err != nil {
+		return errorf("encode human response: %w", err)
+	}
+	sum := summary(resp, "review")
+	sum["escalation_id"], sum["reviewer"], sum["decision"] = rec.ID, rv.Reviewer, rv.Decision
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: rec.AgentID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Summary: sum}); err != nil {
+		return err
+	}
+	if err := s.remember(ctx, resp, out, []string{rec.AgentID}, "human", sha256Hex(out)); err != nil {
+		return err
+	}
+	e, ok, _ := s.reg.Lookup(ctx, rec.AgentID)
+	if !ok || e.Endpoint == "" {
+		return nil
+	}
+	_, err = s.queue.Push(ctx, mailbox.Delivery{MessageID: resp.ID, Sender: HumanID, Recipient: rec.AgentID,
+		Priority: envelope.High.Rank(), Body: out, EnqueuedAt: s.now().UTC()})
+	return err
+}
+
+// errorEnvelope finds the ERROR an escalation is about in its content.
+func errorEnvelope(content []byte) (*envelope.Message, error) {
+	if m, err := envelope.Decode(content); err == nil {
+		return m, nil
+	}
+	var fd failedDelivery
+	if err := json.Unmarshal(content, &fd); err != nil || len(fd.Error) == 0 {
+		return nil, errors.New("content is neither an envelope nor a failed delivery")
+	}
+	return envelope.Decode(fd.Error)
+}
+
+func clipN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,234 @@
+package messaging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/tracing"
+)
+
+// maxAnswer bounds a recipient's answer to a REQUEST.
+const maxAnswer = 4 << 20
+
+// attemptError is one failed hand-over; retry says whether another attempt
+// may succeed (a refused connection, a 5xx, a timeout) or not (a 4xx, an
+// answer that is not an envelope).
+type attemptError struct {
+	msg   string
+	retry bool
+	err   error
+}
+
+func (e *attemptError) Unwrap() error { return e.err }
+
+func (e *attemptError) Error() string {
+	if e.err != nil {
+		return e.msg + ": " + e.err.Error()
+	}
+	return e.msg
+}
+
+// post hands body to endpoint once and returns the answer's status and
+// bytes. Nothing of the sender's credentials goes along: the recipient
+// learns who sent it from the envelope and X-Gateway-Sender.
+func (s *Service) post(ctx context.Context, endpoint, sender, requestID string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, &attemptError{msg: "bad endpoint", err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gateway-Sender", sender)
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
+	tracing.Inject(ctx, req.Header)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, &attemptError{msg: "timed out", retry: false, err: ctx.Err()}
+		}
+		return 0, nil, &attemptError{msg: "unreachable", retry: true, err: err}
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	switch {
+	case err != nil:
+		return resp.StatusCode, nil, &attemptError{msg: "answer cut short", retry: true, err: err}
+	case len(answer) > maxAnswer:
+		return resp.StatusCode, nil, &attemptError{msg: fmt.Sprintf("answer over %d bytes", maxAnswer)}
+	case resp.StatusCode >= 500:
+		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("answered %d", resp.StatusCode), retry: true}
+	case resp.StatusCode >= 300:
+		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("refused with %d", resp.StatusCode)}
+	}
+	return resp.StatusCode, answer, nil
+}
+
+// handOver posts body with retries: up to s.attempts attempts, backing
+// off from messaging.retry_backoff, each within perAttempt, all within
+// ctx. It returns the answer of the first success, the number of attempts
+// made, and the last failure.
+func (s *Service) handOver(ctx context.Context, endpoint, sender, requestID string, body []byte, perAttempt time.Duration) ([]byte, int, error) {
+	backoff := s.cfg.Gateway.Messaging.RetryBackoff.D()
+	var last error
+	for n := 1; n <= s.attempts; n++ {
+		actx, cancel := context.WithTimeout(ctx, perAttempt)
+		_, answer, err := s.post(actx, endpoint, sender, requestID, body)
+		cancel()
+		if err == nil {
+			return answer, n, nil
+		}
+		last = err
+		var ae *attemptError
+		if !errors.As(err, &ae) || !ae.retry || n == s.attempts {
+			return nil, n, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, n, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return nil, s.attempts, last
+}
+
+// relay delivers a REQUEST and answers with the recipient's RESPONSE
+// (or ERROR, or ACK), checked like any envelope.
+func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error {
+	ctx := r.Context()
+	m := in.msg
+	relayed, err := m.Marshal()
+	if err != nil {
+		return errorf("encode %s: %w", m.ID, err)
+	}
+	if err := s.admit(ctx, in, relayed); err != nil {
+		return err
+	}
+	esc := s.maybeEscalate(ctx, m, relayed)
+	timeout := s.timeout(m.TimeoutMS)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := s.now()
+	answer, attempts, err := s.handOver(dctx, in.recipient.Endpoint, m.Sender.ID, in.ex.RequestID, relayed, timeout)
+	var reply *envelope.Message
+	if err == nil {
+		reply, err = s.checkReply(m, in.recipient.AgentName, answer)
+	}
+	latency := s.now().Sub(start)
+	if err != nil {
+		return s.failed(w, r, in, relayed, attempts, latency, err)
+	}
+	out, err := reply.Marshal()
+	if err != nil {
+		return errorf("encode reply to %s: %w", m.ID, err)
+	}
+	sum := summary(reply, "/v1/messages")
+	sum["attempts"], sum["latency_ms"], sum["request_message_id"] = attempts, latency.Milliseconds(), m.ID
+	rec := s.record(in.ex, KindMessageResponse, sha256Hex(answer), sum)
+	rec.AgentID = in.recipient.AgentName
+	if err := s.audit.Write(ctx, rec); err != nil {
+		return err
+	}
+	if err := s.remember(ctx, reply, out, []string{m.Sender.ID}, "agent", sha256Hex(answer)); err != nil {
+		return err
+	}
+	if e := s.maybeEscalate(ctx, reply, out); e != nil && esc == nil {
+		esc = e
+	}
+	if esc != nil {
+		w.Header().Set("X-Escalation-Id", esc.RequestID)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	return nil
+}
+
+// checkReply decodes a recipient's answer. An empty answer is an
+// acknowledgement; anything else must be an envelope from the recipient
+// to the sender replying to the request.
+func (s *Service) checkReply(req *envelope.Message, recipient string, answer []byte) (*envelope.Message, error) {
+	if len(bytes.TrimSpace(answer)) == 0 {
+		to := req.Sender
+		ack := envelope.NewResponse(req.Format, envelope.Party{ID: recipient}, &to, req.ID, req.WorkflowID, req.CorrelationID, "", nil)
+		ack.Type = envelope.Ack
+		if ack.Format == envelope.ACL {
+			ack.Status = "received"
+		}
+		ack.Fill(s.now().UTC(), newID)
+		return ack, nil
+	}
+	reply, err := envelope.Decode(answer)
+	if err != nil {
+		return nil, &attemptError{msg: "answer is not a valid envelope", err: err}
+	}
+	reply.Fill(s.now().UTC(), newID)
+	switch {
+	case reply.Type != envelope.Response && reply.Type != envelope.Error && reply.Type != envelope.Ack:
+		return nil, &attemptError{msg: fmt.Sprintf("answer is a %s, not a response, error or ack", reply.Type)}
+	case reply.Sender.ID != recipient:
+		return nil, &attemptError{msg: fmt.Sprintf("answer claims sender %q, not the recipient %q", clip(reply.Sender.ID), recipient)}
+	case reply.Recipient != nil && reply.Recipient.ID != req.Sender.ID:
+		return nil, &attemptError{msg: fmt.Sprintf("answer is addressed to %q, not to the requester %q", clip(reply.Recipient.ID), req.Sender.ID)}
+	case reply.InReplyTo != "" && reply.InReplyTo != req.ID:
+		return nil, &attemptError{msg: fmt.Sprintf("answer replies to %q, not to %q", clip(reply.InReplyTo), req.ID)}
+	}
+	// The thread is the request's: a reply cannot move itself into
+	// another workflow's history.
+	if reply.Recipient == nil {
+		to := req.Sender
+		reply.Recipient = &to
+	}
+	if reply.InReplyTo == "" && reply.Format == envelope.ACL {
+		reply.InReplyTo = req.ID
+	}
+	reply.WorkflowID, reply.CorrelationID = req.WorkflowID, req.CorrelationID
+	if reply.Format == envelope.ACL {
+		reply.CorrelationID = ""
+	} else {
+		reply.WorkflowID = ""
+	}
+	return reply, nil
+}
+
+// failed answers a REQUEST that could not be delivered: the gateway's
+// ERROR envelope goes to the history, a person is asked to look, and the
+// client gets 502/504 in OpenAI's error shape with the envelope beside it.
+func (s *Service) failed(w http.ResponseWriter, r *http.Request, in *send, relayed []byte, attempts int, latency time.Duration, cause error) error {
+	ctx := r.Context()
+	m := in.msg
+	timedOut := errors.Is(cause, context.DeadlineExceeded)
+	status, code := http.StatusBadGateway, "DELIVERY_FAILED"
+	if timedOut {
+		status, code = http.StatusGatewayTimeout, "TIMEOUT"
+	}
+	reason := fmt.Sprintf("The gateway could not deliver %s to %s after %d attempt(s): %v.", m.ID, in.recipient.AgentName, attempts, cause)
+	errBytes, esc, err := s.deliveryError(ctx, m, relayed, in.recipient.AgentName, code, reason, attempts, latency)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{
+		"error":    map[string]any{"message": reason, "type": apierror.TypeUpstream, "code": "upstream_error", "param": nil},
+		"envelope": rawJSON(errBytes),
+	}
+	if esc != nil {
+		body["escalation"] = esc
+	}
+	writeJSON(w, status, body)
+	if ex := in.ex; ex != nil {
+		ex.Status, ex.ErrCode = status, "upstream_error"
+	}
+	return nil
+}
+
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }

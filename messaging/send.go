@@ -1,0 +1,361 @@
+package messaging
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/mailbox"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/registry"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// send is one POST /v1/messages on its way through the checks.
+type send struct {
+	agent     *config.Agent
+	ex        *scope.Exchange
+	raw       []byte
+	msg       *envelope.Message
+	recipient *registry.Entry // nil for a broadcast
+	targets   []registry.Entry
+	checks    map[string]any
+}
+
+// Send serves POST /v1/messages. The agent is the authenticated one (the
+// route runs behind identity and the request rate limit).
+func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
+	ex := scope.Get(r.Context())
+	in := &send{agent: ex.Agent, ex: ex, checks: map[string]any{}}
+	if err := s.accept(r, in); err != nil {
+		s.refuse(r.Context(), in, err)
+		proxy.Fail(w, r, err)
+		return
+	}
+	var err error
+	if in.msg.Type == envelope.Request {
+		err = s.relay(w, r, in)
+	} else {
+		err = s.enqueue(w, r, in)
+	}
+	if err != nil {
+		proxy.Fail(w, r, err)
+	}
+}
+
+// accept runs every check before anything is relayed: size, envelope,
+// clock, sender, recipient, RBAC, policy.
+func (s *Service) accept(r *http.Request, in *send) error {
+	limit := int64(in.agent.MaxRequestSize)
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return apierror.TooLarge(limit)
+	case err != nil:
+		return apierror.BadRequest("", "The request body could not be read.")
+	}
+	in.raw = raw
+	in.ex.PayloadSHA256 = sha256Hex(raw)
+	m, err := envelope.Decode(raw)
+	if err != nil {
+		var fe *envelope.FieldError
+		if errors.As(err, &fe) {
+			return apierror.BadRequest(fe.Field, "Invalid envelope: %s", fe.Error())
+		}
+		return apierror.BadRequest("", "Invalid envelope: %v", err)
+	}
+	now := s.now().UTC()
+	m.Fill(now, newID)
+	in.msg = m
+	if skew := s.cfg.Gateway.Messaging.MaxClockSkew.D(); m.Timestamp.Sub(now) > skew || now.Sub(m.Timestamp) > skew {
+		return apierror.BadRequest("timestamp", "Invalid envelope: timestamp %s is more than %s away from the gateway's clock.", m.Timestamp.Format(time.RFC3339), skew)
+	}
+	if m.Sender.ID != in.agent.ID {
+		in.checks["sender"] = "spoofed"
+		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(m.Sender.ID), in.agent.ID))
+	}
+	in.checks["sender"] = "pass"
+	if err := s.resolveRecipient(r.Context(), in); err != nil {
+		return err
+	}
+	recipientID := ""
+	if m.Recipient != nil {
+		recipientID = m.Recipient.ID
+	}
+	az := s.rbac.AuthorizeMessage(in.agent.ID, recipientID, action(m))
+	in.checks["rbac"] = map[string]any{"allowed": az.Allowed, "reason": az.Reason}
+	if !az.Allowed {
+		return apierror.Forbidden("RBAC: " + az.Reason + ".")
+	}
+	dec, err := s.policy.MessagesDeny(r.Context(), s.policyInput(in, az))
+	in.checks["policy"] = map[string]any{"deny": dec.Deny, "decision_id": dec.DecisionID, "revision": dec.Revision}
+	if err != nil {
+		return apierror.Upstream(http.StatusGatewayTimeout, "The messages policy did not decide in time.", err)
+	}
+	if dec.Deny {
+		return apierror.Forbidden("Policy: " + joinReasons(dec.Reasons))
+	}
+	return nil
+}
+
+// action is what RBAC and the history call the message's action; an ACK
+// carries none and is authorized as "ack".
+func action(m *envelope.Message) string {
+	if m.Action != "" {
+		return m.Action
+	}
+	return string(m.Type)
+}
+
+// resolveRecipient finds the recipient in the registry (configured or
+// spawned agents), or every agent that receives messages for a broadcast.
+func (s *Service) resolveRecipient(ctx context.Context, in *send) error {
+	m := in.msg
+	if m.Recipient == nil {
+		all, err := s.reg.Entries(ctx)
+		if err != nil && len(all) == 0 {
+			return errorf("registry: %w", err)
+		}
+		for _, e := range all {
+			if e.Endpoint != "" && e.AgentName != in.agent.ID {
+				in.targets = append(in.targets, e)
+			}
+		}
+		return nil
+	}
+	e, ok, err := s.reg.Lookup(ctx, m.Recipient.ID)
+	if !ok && err != nil {
+		return errorf("registry: %w", err)
+	}
+	if !ok {
+		in.checks["recipient"] = "unknown"
+		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "recipient_not_found", Param: recipientField(m),
+			Message: fmt.Sprintf("No agent %q is registered: the message has no recipient.", clip(m.Recipient.ID))}
+	}
+	if e.Endpoint == "" {
+		in.checks["recipient"] = "no_endpoint"
+		return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.TypeInvalidRequest, Code: "recipient_unreachable", Param: recipientField(m),
+			Message: fmt.Sprintf("Agent %q has no endpoint in agents.yaml: it does not receive messages.", e.AgentName)}
+	}
+	in.checks["recipient"] = "pass"
+	in.recipient = &e
+	in.targets = []registry.Entry{e}
+	return nil
+}
+
+func recipientField(m *envelope.Message) string {
+	if m.Format == envelope.SAM {
+		return "recipient.agent_id"
+	}
+	return "receiver_id"
+}
+
+// policyInput is data.gateway.messages.deny's input.
+func (s *Service) policyInput(in *send, az policy.Authz) map[string]any {
+	m := in.msg
+	msg := map[string]any{
+		"format": string(m.Format), "id": m.ID, "type": string(m.Type), "priority": string(m.Priority),
+		"sender": m.Sender.ID, "recipient": nil, "action": action(m),
+		"workflow_id": m.WorkflowID, "correlation_id": m.CorrelationID, "task_id": m.TaskID, "in_reply_to": m.InReplyTo,
+		"timeout_ms": int64(m.TimeoutMS), "payload_bytes": int64(len(m.Payload)), "payload": nil,
+	}
+	if m.Recipient != nil {
+		msg["recipient"] = m.Recipient.ID
+	}
+	if len(m.Payload) > 0 {
+		var p any
+		if json.Unmarshal(m.Payload, &p) == nil {
+			msg["payload"] = p
+		}
+	}
+	var recipient any
+	if in.recipient != nil {
+		recipient = entryInput(*in.recipient)
+	}
+	agent := s.agentIn[in.agent.ID]
+	if agent == nil {
+		agent = policy.AgentInput(in.agent)
+	}
+	return map[string]any{"agent": agent, "message": msg, "recipient": recipient, "authz": policy.AuthzInput(az)}
+}
+
+func entryInput(e registry.Entry) map[string]any {
+	return map[string]any{
+		"id": e.AgentName, "type": e.Type, "supported_verbs": policy.StringsInput(e.SupportedVerbs),
+		"supported_tools": policy.StringsInput(e.SupportedTools), "tags": policy.StringsInput(e.Tags), "spawned": e.Spawned,
+	}
+}
+
+// summary is the audit summary of an envelope.
+func summary(m *envelope.Message, route string) map[string]any {
+	sum := map[string]any{
+		"route": route, "format": string(m.Format), "message_id": m.ID, "message_type": string(m.Type),
+		"action": action(m), "sender": m.Sender.ID, "priority": string(m.Priority),
+	}
+	if m.Recipient != nil {
+		sum["recipient"] = m.Recipient.ID
+	} else {
+		sum["recipient"] = nil
+	}
+	for k, v := range map[string]string{"workflow_id": m.WorkflowID, "correlation_id": m.CorrelationID, "task_id": m.TaskID, "in_reply_to": m.InReplyTo} {
+		if v != "" {
+			sum[k] = v
+		}
+	}
+	if m.Error != nil {
+		sum["error_code"] = m.Error.Code
+		sum["severity"] = m.Error.Severity
+		if m.Error.Retryable != nil {
+			sum["retryable"] = *m.Error.Retryable
+		}
+	}
+	return sum
+}
+
+// refuse audits a refused envelope (message.reject). The refusal is what
+// the client gets either way, so a failed write is only logged.
+func (s *Service) refuse(ctx context.Context, in *send, err error) {
+	e := apierror.From(err)
+	sum := map[string]any{"route": "/v1/messages", "status": e.Status, "error_code": e.Code, "reason": e.Message, "checks": in.checks}
+	if in.msg != nil {
+		for k, v := range summary(in.msg, "/v1/messages") {
+			sum[k] = v
+		}
+	}
+	_ = s.audit.Write(ctx, s.record(in.ex, KindMessageReject, in.ex.PayloadSHA256, sum))
+}
+
+// record builds an audit record for the request's exchange.
+func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum map[string]any) audit.Record {
+	rec := audit.Record{Kind: kind, PayloadSHA256: payloadSHA, Summary: sum}
+	if ex != nil {
+		rec.SessionID, rec.RequestID = ex.SessionID, ex.RequestID
+		if ex.Agent != nil {
+			rec.AgentID = ex.Agent.ID
+		}
+		if ex.CorrelationID != "" {
+			sum["http_correlation_id"] = ex.CorrelationID
+		}
+	}
+	return rec
+}
+
+// admit audits the accepted envelope and appends it to the history: the
+// message exists for the gateway only once both are done.
+func (s *Service) admit(ctx context.Context, in *send, relayed []byte) error {
+	sum := summary(in.msg, "/v1/messages")
+	sum["checks"] = in.checks
+	sum["relayed_sha256"] = sha256Hex(relayed)
+	if in.msg.Recipient == nil {
+		sum["broadcast_to"] = names(in.targets)
+	}
+	if err := s.audit.Write(ctx, s.record(in.ex, KindMessage, in.ex.PayloadSHA256, sum)); err != nil {
+		return err
+	}
+	return s.remember(ctx, in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256)
+}
+
+// remember appends an envelope to the history of its workflow or
+// correlation (a message with neither has no thread to list it under).
+func (s *Service) remember(ctx context.Context, m *envelope.Message, relayed []byte, recipients []string, origin, payloadSHA string) error {
+	if m.WorkflowID == "" && m.CorrelationID == "" {
+		return nil
+	}
+	e := mailbox.Entry{
+		MessageID: m.ID, Type: string(m.Type), Format: string(m.Format), Sender: m.Sender.ID, Recipients: recipients,
+		Broadcast: m.Recipient == nil, Action: action(m), WorkflowID: m.WorkflowID, CorrelationID: m.CorrelationID,
+		InReplyTo: m.InReplyTo, Origin: origin, At: s.now().UTC(), PayloadSHA256: payloadSHA, Envelope: relayed,
+	}
+	if err := s.history.Append(ctx, e); err != nil {
+		if errors.Is(err, mailbox.ErrFull) {
+			return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "history_full",
+				Message: "This workflow's message history is full; start a new workflow.", Err: err}
+		}
+		return errorf("history: %w", err)
+	}
+	return nil
+}
+
+func names(es []registry.Entry) []string {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.AgentName)
+	}
+	return out
+}
+
+// enqueue queues a non-REQUEST envelope for each target and answers 202.
+func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) error {
+	ctx := r.Context()
+	relayed, err := in.msg.Marshal()
+	if err != nil {
+		return errorf("encode %s: %w", in.msg.ID, err)
+	}
+	if err := s.admit(ctx, in, relayed); err != nil {
+		return err
+	}
+	esc := s.maybeEscalate(ctx, in.msg, relayed)
+	queued := make([]string, 0, len(in.targets))
+	for _, t := range in.targets {
+		d := mailbox.Delivery{MessageID: in.msg.ID, Sender: in.msg.Sender.ID, Recipient: t.AgentName,
+			Priority: in.msg.Priority.Rank(), Body: relayed, EnqueuedAt: s.now().UTC()}
+		if _, err := s.queue.Push(ctx, d); err != nil {
+			s.log.Error("message not queued", "message_id", in.msg.ID, "recipient", t.AgentName, "error", err.Error())
+			_ = s.audit.Write(ctx, s.record(in.ex, KindMessageDelivery, "", map[string]any{
+				"message_id": in.msg.ID, "recipient": t.AgentName, "status": "not_queued", "reason": err.Error(), "queued": queued}))
+			if errors.Is(err, mailbox.ErrFull) {
+				return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "queue_full",
+					Message: fmt.Sprintf("The message queue is full: %d of %d recipients were queued. Retry later.", len(queued), len(in.targets)),
+					Header:  http.Header{"Retry-After": {"1"}}, Err: err}
+			}
+			return errorf("queue %s: %w", in.msg.ID, err)
+		}
+		queued = append(queued, t.AgentName)
+	}
+	body := map[string]any{"status": "queued", "message_id": in.msg.ID, "recipients": queued}
+	if esc != nil {
+		body["escalation"] = esc
+	}
+	writeJSON(w, http.StatusAccepted, body)
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed","type":"server_error","code":"internal_error","param":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+func joinReasons(rs []string) string {
+	out := ""
+	for i, r := range rs {
+		if i > 0 {
+			out += "; "
+		}
+		out += r
+	}
+	return out + "."
+}

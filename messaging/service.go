@@ -1,0 +1,153 @@
+// Package messaging governs agent-to-agent traffic (SPEC 4.3): ACL (seed
+// 002) and SAM (seed 003) envelopes posted to /v1/messages by authenticated
+// agents are validated field by field, checked against the sender's
+// identity, RBAC and the Rego hook data.gateway.messages.deny, audited with
+// their payload hash, recorded in an append-only history, and relayed:
+// a REQUEST synchronously to the recipient's endpoint (its RESPONSE comes
+// back within metadata.timeout_ms), anything else through a queue that
+// hands it over in priority order with retries (a broadcast to every agent
+// that receives messages). An ERROR that is fatal, not retryable, or
+// repeated max_retry_attempts times, and a delivery that keeps failing,
+// open an escalation on the approval protocol's human review (seed 003 4.2
+// and 5); the reviewer's decision comes back as a RESPONSE.
+package messaging
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/mailbox"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/registry"
+)
+
+// Audit entry kinds of agent-to-agent traffic.
+const (
+	// KindMessage: an envelope accepted from an agent (or injected by the
+	// gateway or a reviewer), before it is relayed.
+	KindMessage = "message.request"
+	// KindMessageResponse: the answer a recipient gave to a REQUEST.
+	KindMessageResponse = "message.response"
+	// KindMessageDelivery: the outcome of handing a queued message over.
+	KindMessageDelivery = "message.delivery"
+	// KindMessageReject: an envelope refused (invalid, spoofed, denied...).
+	KindMessageReject = "message.reject"
+)
+
+// GatewayID is the sender of the ERROR envelopes the gateway itself writes.
+const GatewayID = "gateway"
+
+// HumanID is the sender of the RESPONSE that carries a reviewer's decision.
+const HumanID = "human"
+
+// Authorizer is RBAC for messages (policy.RBAC).
+type Authorizer interface {
+	AuthorizeMessage(sender, recipient, action string) policy.Authz
+}
+
+// Decider is the Rego hook (policy.Engine).
+type Decider interface {
+	MessagesDeny(ctx context.Context, input map[string]any) (policy.ChatDecision, error)
+}
+
+// Escalator opens a human review (approval.Service).
+type Escalator interface {
+	Escalate(ctx context.Context, req approval.ExternalRequest) (*approval.Record, error)
+}
+
+// Deps are the service's dependencies; all but Client and Now are required.
+type Deps struct {
+	Config    *config.Config
+	Registry  *registry.Registry
+	RBAC      Authorizer
+	Policy    Decider
+	Queue     mailbox.Queue
+	History   mailbox.History
+	Audit     *proxy.Recorder
+	Escalator Escalator
+	Log       *slog.Logger
+	// Client calls recipients' endpoints. Nil: a client with no timeout of
+	// its own (each call carries its deadline).
+	Client *http.Client
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Service relays and governs agent-to-agent messages.
+type Service struct {
+	cfg       *config.Config
+	reg       *registry.Registry
+	rbac      Authorizer
+	policy    Decider
+	queue     mailbox.Queue
+	history   mailbox.History
+	audit     *proxy.Recorder
+	escalator Escalator
+	log       *slog.Logger
+	client    *http.Client
+	now       func() time.Time
+
+	// attempts bounds delivery attempts and repeated ERRORs
+	// (protocol limits.max_retry_attempts, at least 1).
+	attempts int
+	// agentIn is each configured agent's policy input, converted once.
+	agentIn map[string]any
+}
+
+// New checks d and builds the service.
+func New(d Deps) (*Service, error) {
+	if d.Config == nil || d.Registry == nil || d.RBAC == nil || d.Policy == nil || d.Queue == nil ||
+		d.History == nil || d.Audit == nil || d.Escalator == nil || d.Log == nil {
+		return nil, errors.New("messaging: Config, Registry, RBAC, Policy, Queue, History, Audit, Escalator and Log are required")
+	}
+	s := &Service{
+		cfg: d.Config, reg: d.Registry, rbac: d.RBAC, policy: d.Policy, queue: d.Queue, history: d.History,
+		audit: d.Audit, escalator: d.Escalator, log: d.Log, client: d.Client, now: d.Now,
+		attempts: max(1, d.Config.Protocol.Limits.MaxRetryAttempts),
+		agentIn:  make(map[string]any, len(d.Config.Agents)),
+	}
+	if s.client == nil {
+		s.client = &http.Client{}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	for id, a := range d.Config.Agents {
+		s.agentIn[id] = policy.Preconvert(policy.AgentInput(a))
+	}
+	return s, nil
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "msg_" + hex.EncodeToString(b[:])
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// timeout is how long a REQUEST may take: metadata.timeout_ms capped by
+// messaging.max_timeout, or messaging.timeout.
+func (s *Service) timeout(ms int) time.Duration {
+	m := s.cfg.Gateway.Messaging
+	if ms <= 0 {
+		return m.Timeout.D()
+	}
+	return min(time.Duration(ms)*time.Millisecond, m.MaxTimeout.D())
+}
+
+// errorf wraps an internal failure with context.
+func errorf(format string, args ...any) error { return fmt.Errorf("messaging: "+format, args...) }

@@ -1,0 +1,329 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// KindSpawn is the audit kind of a SPAWN_AGENT decision and registration.
+const KindSpawn = "registry.spawn"
+
+// Spawner is the spawn policy (policy.Engine).
+type Spawner interface {
+	Spawn(ctx context.Context, input map[string]any) (policy.SpawnDecision, error)
+}
+
+// Escalator opens a human review (approval.Service).
+type Escalator interface {
+	Escalate(ctx context.Context, req approval.ExternalRequest) (*approval.Record, error)
+}
+
+// API serves POST /sacp/validate, /registry/query and /registry/spawn.
+// Every route runs behind identity (the agent is in the request scope).
+type API struct {
+	Registry  *Registry
+	Policy    Spawner
+	Audit     *proxy.Recorder
+	Escalator Escalator
+	Log       *slog.Logger
+}
+
+// readBody reads the body within the agent's max_request_size.
+func readBody(r *http.Request) ([]byte, error) {
+	ex := scope.Get(r.Context())
+	limit := int64(ex.Agent.MaxRequestSize)
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, apierror.TooLarge(limit)
+	case err != nil:
+		return nil, apierror.BadRequest("", "The request body could not be read.")
+	}
+	return raw, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		proxy.Fail(w, &http.Request{}, fmt.Errorf("encode: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// Validate serves POST /sacp/validate: {"status":"VALID"} (200) or the
+// seed 001 ERR object (422), against the library including spawned tools.
+func (a *API) Validate(w http.ResponseWriter, r *http.Request) {
+	raw, err := readBody(r)
+	if err != nil {
+		proxy.Fail(w, r, err)
+		return
+	}
+	lib, err := a.Registry.Library(r.Context())
+	if err != nil {
+		a.Log.Warn("registry: validating against the last known library", "error", err.Error())
+	}
+	res := lib.Validate(raw)
+	status := http.StatusOK
+	if !res.Valid() {
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, res)
+}
+
+// QueryList is the answer of POST /registry/query.
+type QueryList struct {
+	Object string  `json:"object"`
+	Query  Query   `json:"query"`
+	Data   []Match `json:"data"`
+}
+
+// Query serves POST /registry/query with seed 001's {"query": {verb,
+// inputs, output_type}} (the bare inner object is accepted too).
+func (a *API) Query(w http.ResponseWriter, r *http.Request) {
+	raw, err := readBody(r)
+	if err != nil {
+		proxy.Fail(w, r, err)
+		return
+	}
+	q, err := decodeQuery(raw)
+	if err != nil {
+		proxy.Fail(w, r, err)
+		return
+	}
+	matches, err := a.Registry.Query(r.Context(), q)
+	if err != nil {
+		a.Log.Warn("registry: answering from the last known registry", "error", err.Error())
+	}
+	if q.Inputs == nil {
+		q.Inputs = []string{}
+	}
+	writeJSON(w, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
+}
+
+func decodeQuery(raw []byte) (Query, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return Query{}, apierror.BadRequest("", "The body must be a JSON object: %v.", err)
+	}
+	inner := raw
+	if q, ok := probe["query"]; ok {
+		if len(probe) != 1 {
+			return Query{}, apierror.BadRequest("query", "Send {\"query\": {...}} with nothing beside it.")
+		}
+		inner = q
+	}
+	dec := json.NewDecoder(strings.NewReader(string(inner)))
+	dec.DisallowUnknownFields()
+	var q Query
+	if err := dec.Decode(&q); err != nil {
+		return Query{}, apierror.BadRequest("query", "Invalid query (want verb, inputs, output_type): %v.", err)
+	}
+	if q.Verb == "" && len(q.Inputs) == 0 && q.OutputType == "" {
+		return Query{}, apierror.BadRequest("query", "The query needs at least one of verb, inputs and output_type.")
+	}
+	for _, s := range append([]string{q.Verb, q.OutputType}, q.Inputs...) {
+		if len(s) > 128 {
+			return Query{}, apierror.BadRequest("query", "Query values are at most 128 bytes.")
+		}
+	}
+	if len(q.Inputs) > 64 {
+		return Query{}, apierror.BadRequest("query.inputs", "At most 64 inputs.")
+	}
+	return q, nil
+}
+
+// SpawnResult is the answer of POST /registry/spawn.
+type SpawnResult struct {
+	Status         string   `json:"status"`
+	AgentName      string   `json:"agent_name"`
+	Reasons        []string `json:"reasons"`
+	DecisionID     string   `json:"decision_id"`
+	Agent          *Entry   `json:"agent,omitempty"`
+	RequestID      string   `json:"request_id,omitempty"`
+	HumanReviewURL string   `json:"human_review_url,omitempty"`
+}
+
+// Spawn serves POST /registry/spawn: a seed 001 SPAWN_AGENT message.
+// Rego data.gateway.spawn.decision approves (201: the agent is
+// registered, for every replica), rejects (403 policy_denied) or escalates
+// (202: a person decides on /review/{request_id}; the agent polls
+// GET /agent/status/{request_id}).
+func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ex := scope.Get(ctx)
+	raw, err := readBody(r)
+	if err != nil {
+		proxy.Fail(w, r, err)
+		return
+	}
+	ex.PayloadSHA256 = sha256Hex(raw)
+	lib, lerr := a.Registry.Library(ctx)
+	if lerr != nil {
+		a.Log.Warn("registry: checking the spawn against the last known library", "error", lerr.Error())
+	}
+	sp, res := lib.ParseSpawn(raw)
+	if !res.Valid() {
+		writeJSON(w, http.StatusUnprocessableEntity, res)
+		return
+	}
+	endpoint, err := spawnEndpoint(raw)
+	if err != nil {
+		proxy.Fail(w, r, err)
+		return
+	}
+	var msg any
+	_ = json.Unmarshal(raw, &msg)
+	in := map[string]any{
+		"agent":   policy.AgentInput(ex.Agent),
+		"message": msg,
+		"spawn": map[string]any{
+			"agent_name": sp.AgentName, "verb": sp.Verb, "tool": sp.Tool, "description": sp.Description,
+			"inputs": policy.StringsInput(sp.Inputs), "outputs": policy.StringsInput(sp.Outputs),
+			"missing_capability": sp.MissingCapability, "endpoint": endpoint,
+		},
+	}
+	dec, err := a.Policy.Spawn(ctx, in)
+	if err != nil {
+		proxy.Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout, "The spawn policy did not decide in time.", err))
+		return
+	}
+	out := SpawnResult{Status: dec.Status, AgentName: sp.AgentName, Reasons: nonNil(dec.Reasons), DecisionID: dec.DecisionID}
+	sum := map[string]any{"agent_name": sp.AgentName, "verb": sp.Verb, "tool": sp.Tool, "decision": dec.Status,
+		"reasons": dec.Reasons, "decision_id": dec.DecisionID, "revision": dec.Revision, "fail_closed": dec.FailClosed, "route": "/registry/spawn"}
+	switch dec.Status {
+	case "approved":
+		e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID, endpoint)
+		if err != nil {
+			sum["registered"], sum["error"] = false, err.Error()
+			if aerr := a.write(ctx, ex, sum); aerr != nil {
+				proxy.Fail(w, r, aerr)
+				return
+			}
+			if errors.Is(err, ErrExists) {
+				proxy.Fail(w, r, &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "agent_exists", Param: "plan",
+					Message: fmt.Sprintf("Agent %q is already registered.", sp.AgentName)})
+				return
+			}
+			proxy.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
+			return
+		}
+		sum["registered"] = true
+		if err := a.write(ctx, ex, sum); err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
+		out.Agent = &e
+		writeJSON(w, http.StatusCreated, out)
+	case "escalated":
+		rec, err := a.Escalator.Escalate(ctx, approval.ExternalRequest{
+			Type: approval.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
+			Content: string(raw), Reason: strings.Join(dec.Reasons, "; "), DecisionID: dec.DecisionID, Revision: dec.Revision,
+		})
+		if err != nil {
+			proxy.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
+			return
+		}
+		sum["escalation_id"] = rec.ID
+		if err := a.write(ctx, ex, sum); err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
+		out.RequestID = rec.ID
+		if rec.Response != nil && rec.Response.HumanReviewURL != nil {
+			out.HumanReviewURL = *rec.Response.HumanReviewURL
+		}
+		writeJSON(w, http.StatusAccepted, out)
+	default:
+		if err := a.write(ctx, ex, sum); err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
+		proxy.Fail(w, r, apierror.Forbidden("Spawn rejected by policy: "+strings.Join(dec.Reasons, "; ")+"."))
+	}
+}
+
+func (a *API) write(ctx context.Context, ex *scope.Exchange, sum map[string]any) error {
+	return a.Audit.Write(ctx, audit.Record{Kind: KindSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, RequestID: ex.RequestID,
+		PayloadSHA256: ex.PayloadSHA256, Summary: sum})
+}
+
+// Resolve is the approval service's Resolver for TypeSpawn: a person's
+// approval registers the agent the message asked for.
+func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
+	if rec.State != approval.StateApproved {
+		return nil
+	}
+	raw := []byte(rec.Request.Content)
+	lib, _ := a.Registry.Library(ctx)
+	sp, res := lib.ParseSpawn(raw)
+	if !res.Valid() {
+		return fmt.Errorf("registry: approved spawn %s no longer valid: %s %s", rec.ID, res.Code, res.Details)
+	}
+	endpoint, err := spawnEndpoint(raw)
+	if err != nil {
+		return fmt.Errorf("registry: approved spawn %s: %w", rec.ID, err)
+	}
+	by := "person"
+	if rec.Escalation != nil && rec.Escalation.Review != nil {
+		by = rec.Escalation.Review.Reviewer
+	}
+	_, err = a.Registry.Spawn(ctx, sp, by, endpoint)
+	sum := map[string]any{"agent_name": sp.AgentName, "decision": "approved", "via": "review", "reviewer": by,
+		"escalation_id": rec.ID, "registered": err == nil}
+	if err != nil {
+		sum["error"] = err.Error()
+	}
+	if aerr := a.Audit.Write(ctx, audit.Record{Kind: KindSpawn, AgentID: rec.AgentID, RequestID: rec.ID, PayloadSHA256: sha256Hex(raw), Summary: sum}); aerr != nil && err == nil {
+		err = aerr
+	}
+	return err
+}
+
+// spawnEndpoint is the optional "endpoint" param of the instantiate step:
+// where the new agent receives messages. The spawn policy sees it in
+// input.spawn.endpoint and should restrict it (the gateway will POST to it).
+func spawnEndpoint(raw []byte) (string, error) {
+	var m struct {
+		Plan []json.RawMessage `json:"plan"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", nil
+	}
+	for _, st := range m.Plan {
+		var step []json.RawMessage
+		if json.Unmarshal(st, &step) != nil || len(step) != 3 {
+			continue
+		}
+		var verb string
+		var params struct {
+			Endpoint *string `json:"endpoint"`
+		}
+		if json.Unmarshal(step[0], &verb) != nil || verb != "instantiate" || json.Unmarshal(step[2], &params) != nil || params.Endpoint == nil {
+			continue
+		}
+		u, err := url.Parse(*params.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return "", apierror.BadRequest("plan", "The instantiate step's endpoint must be an http or https URL without credentials.")
+		}
+		return *params.Endpoint, nil
+	}
+	return "", nil
+}

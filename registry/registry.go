@@ -1,0 +1,369 @@
+// Package registry is seed 001's dynamic capability registry (Appendix A):
+// the agents of agents.yaml with their verbs, tools, inputs and outputs,
+// plus agents registered at run time by an approved SPAWN_AGENT message
+// (Appendix D), shared by every replica through a Store. It answers
+// registry queries, best match first, and gives the verb and tool library
+// that compact SACP plans are validated against.
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sacpgw/gateway/compact"
+	"github.com/sacpgw/gateway/config"
+)
+
+// ErrExists: a spawn names an agent (or defines a tool) that already exists.
+var ErrExists = errors.New("registry: already registered")
+
+// Entry is one agent of the registry, with seed 001's field names.
+type Entry struct {
+	AgentName      string   `json:"agent_name"`
+	Type           string   `json:"type,omitempty"`
+	SupportedVerbs []string `json:"supported_verbs"`
+	SupportedTools []string `json:"supported_tools"`
+	Inputs         []string `json:"inputs"`
+	Outputs        []string `json:"outputs"`
+	Description    string   `json:"description"`
+	Tags           []string `json:"tags"`
+	// Endpoint is where the agent receives messages. It is never shown to
+	// agents: they reach each other through the gateway.
+	Endpoint string `json:"-"`
+	// Spawned is set for an agent registered at run time.
+	Spawned   bool      `json:"spawned,omitempty"`
+	SpawnedBy string    `json:"spawned_by,omitempty"`
+	SpawnedAt time.Time `json:"spawned_at,omitzero"`
+	// Tools and Verbs are the definitions the spawn added to the library.
+	Tools []compact.Tool `json:"tools,omitempty"`
+	Verbs []compact.Verb `json:"verbs,omitempty"`
+}
+
+// Stored is the JSON form a Store keeps (Endpoint included).
+type stored struct {
+	Entry
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// Store keeps the agents registered at run time.
+type Store interface {
+	// Add stores e unless an agent of that name exists (ErrExists).
+	Add(ctx context.Context, e Entry) error
+	// List returns every stored entry, in no particular order.
+	List(ctx context.Context) ([]Entry, error)
+}
+
+// Registry is the static registry of the configuration plus the Store.
+// It is safe for concurrent use.
+type Registry struct {
+	static []Entry
+	byName map[string]int
+	lib    *compact.Library
+	store  Store
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu       sync.Mutex
+	cachedAt time.Time
+	cached   *view
+}
+
+// view is the registry as of one read of the Store.
+type view struct {
+	entries []Entry
+	byName  map[string]int
+	lib     *compact.Library
+}
+
+// New builds the registry of cfg. Spawned agents are read from store
+// (refreshed at most every second, and at once after a local spawn).
+func New(cfg *config.Config, store Store) (*Registry, error) {
+	lib, err := Library(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{lib: lib, store: store, byName: map[string]int{}, ttl: time.Second, now: time.Now}
+	ids := make([]string, 0, len(cfg.Agents))
+	for id := range cfg.Agents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := cfg.Agents[id]
+		r.byName[id] = len(r.static)
+		r.static = append(r.static, Entry{
+			AgentName: id, Type: a.Type, SupportedVerbs: nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
+			Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
+			Endpoint: a.Endpoint,
+		})
+	}
+	return r, nil
+}
+
+// Library converts registry.yaml into a compact library.
+func Library(reg config.Registry) (*compact.Library, error) {
+	verbs := make([]compact.Verb, 0, len(reg.Verbs))
+	for _, v := range reg.Verbs {
+		verbs = append(verbs, compact.Verb{Name: v.Name, Description: v.Description, Inputs: v.Inputs, Outputs: v.Outputs})
+	}
+	tools := make([]compact.Tool, 0, len(reg.Tools))
+	for _, t := range reg.Tools {
+		tools = append(tools, compact.Tool{ID: t.ID, Description: t.Description, Interface: t.Interface, SupportedVerbs: t.SupportedVerbs})
+	}
+	lib, err := compact.NewLibrary(verbs, tools)
+	if err != nil {
+		return nil, fmt.Errorf("registry library: %w", err)
+	}
+	return lib, nil
+}
+
+// current returns the registry including spawned agents. A Store that
+// cannot be read leaves the last good view (or the static one) serving and
+// returns the error alongside it.
+func (r *Registry) current(ctx context.Context) (*view, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cached != nil && r.now().Sub(r.cachedAt) < r.ttl {
+		return r.cached, nil
+	}
+	spawned, err := r.store.List(ctx)
+	if err != nil {
+		if r.cached != nil {
+			return r.cached, fmt.Errorf("registry: read spawned agents: %w", err)
+		}
+		return &view{entries: r.static, byName: r.byName, lib: r.lib}, fmt.Errorf("registry: read spawned agents: %w", err)
+	}
+	v := &view{entries: slices.Clip(r.static), byName: make(map[string]int, len(r.byName)+len(spawned)), lib: r.lib}
+	for k, i := range r.byName {
+		v.byName[k] = i
+	}
+	sort.Slice(spawned, func(i, j int) bool { return spawned[i].AgentName < spawned[j].AgentName })
+	// A spawned tool may use a verb another spawn defined: add entries
+	// until a pass adds none. What is left conflicts with this replica's
+	// configuration and stays out.
+	for pending := spawned; len(pending) > 0; {
+		var left []Entry
+		for _, e := range pending {
+			if _, dup := v.byName[e.AgentName]; dup {
+				continue
+			}
+			lib, err := v.lib.Extend(newVerbs(v.lib, e.Verbs), newTools(v.lib, e.Tools))
+			if err != nil {
+				left = append(left, e)
+				continue
+			}
+			v.lib = lib
+			v.byName[e.AgentName] = len(v.entries)
+			v.entries = append(v.entries, e)
+		}
+		if len(left) == len(pending) {
+			break
+		}
+		pending = left
+	}
+	r.cached, r.cachedAt = v, r.now()
+	return v, nil
+}
+
+func newVerbs(l *compact.Library, vs []compact.Verb) []compact.Verb {
+	var out []compact.Verb
+	for _, v := range vs {
+		if _, ok := l.Verb(v.Name); !ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func newTools(l *compact.Library, ts []compact.Tool) []compact.Tool {
+	var out []compact.Tool
+	for _, t := range ts {
+		if _, ok := l.Tool(t.ID); !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Library is the verb and tool library including spawned definitions.
+func (r *Registry) Library(ctx context.Context) (*compact.Library, error) {
+	v, err := r.current(ctx)
+	return v.lib, err
+}
+
+// Lookup returns the entry of an agent, configured or spawned.
+func (r *Registry) Lookup(ctx context.Context, name string) (Entry, bool, error) {
+	v, err := r.current(ctx)
+	i, ok := v.byName[name]
+	if !ok {
+		return Entry{}, false, err
+	}
+	return v.entries[i], true, err
+}
+
+// Entries returns every agent, configured first, then spawned, by name.
+func (r *Registry) Entries(ctx context.Context) ([]Entry, error) {
+	v, err := r.current(ctx)
+	return slices.Clone(v.entries), err
+}
+
+// Spawn registers the agent a SPAWN_AGENT message asked for, after the
+// policy (or a person) approved it. It fails with ErrExists when the agent
+// name is taken; new tool and verb definitions must not conflict with the
+// library.
+func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string, endpoint string) (Entry, error) {
+	v, err := r.current(ctx)
+	if err != nil {
+		return Entry{}, err
+	}
+	if _, ok := v.byName[s.AgentName]; ok {
+		return Entry{}, fmt.Errorf("%w: agent %q", ErrExists, s.AgentName)
+	}
+	if _, err := v.lib.Extend(newVerbs(v.lib, s.NewVerbs), newTools(v.lib, s.NewTools)); err != nil {
+		return Entry{}, fmt.Errorf("registry: spawn %q: %w", s.AgentName, err)
+	}
+	var tools []string
+	if s.Tool != "" {
+		tools = []string{s.Tool}
+	}
+	var verbs []string
+	if s.Verb != "" {
+		verbs = []string{s.Verb}
+	}
+	e := Entry{
+		AgentName: s.AgentName, Type: "spawned", SupportedVerbs: nonNil(verbs), SupportedTools: nonNil(tools),
+		Inputs: nonNil(s.Inputs), Outputs: nonNil(s.Outputs), Description: s.Description, Tags: []string{},
+		Endpoint: endpoint, Spawned: true, SpawnedBy: by, SpawnedAt: r.now().UTC(),
+		Tools: s.NewTools, Verbs: s.NewVerbs,
+	}
+	if err := r.store.Add(ctx, e); err != nil {
+		return Entry{}, err
+	}
+	r.mu.Lock()
+	r.cached = nil
+	r.mu.Unlock()
+	return e, nil
+}
+
+// Query is seed 001's registry query.
+type Query struct {
+	Verb       string   `json:"verb"`
+	Inputs     []string `json:"inputs"`
+	OutputType string   `json:"output_type"`
+}
+
+// Match is an entry with how well it matches a query, 0..1.
+type Match struct {
+	Entry
+	Score float64 `json:"score"`
+	// Why lists what matched ("verb", "inputs 2/3", "output_type").
+	Why []string `json:"matched"`
+}
+
+// Query returns the agents matching q, best first. An agent matches when
+// it supports the verb (if given) and produces the output type (if
+// given); it ranks by verb (0.4), output type (0.3) and the share of the
+// query's inputs it takes (0.3). Inputs compare by their last dotted part
+// and case-insensitively ("ctx.history" takes "history"). Ties go by name.
+func (r *Registry) Query(ctx context.Context, q Query) ([]Match, error) {
+	v, err := r.current(ctx)
+	out := []Match{}
+	for _, e := range v.entries {
+		m := Match{Entry: e, Why: []string{}}
+		if q.Verb != "" {
+			if !containsFold(e.SupportedVerbs, q.Verb) {
+				continue
+			}
+			m.Score += 0.4
+			m.Why = append(m.Why, "verb")
+		}
+		if q.OutputType != "" {
+			if !containsFold(e.Outputs, q.OutputType) && !r.verbOutputs(v.lib, e, q.OutputType) {
+				continue
+			}
+			m.Score += 0.3
+			m.Why = append(m.Why, "output_type")
+		}
+		if len(q.Inputs) > 0 {
+			have := 0
+			for _, in := range q.Inputs {
+				if takesInput(e.Inputs, in) {
+					have++
+				}
+			}
+			if have > 0 {
+				m.Score += 0.3 * float64(have) / float64(len(q.Inputs))
+				m.Why = append(m.Why, fmt.Sprintf("inputs %d/%d", have, len(q.Inputs)))
+			}
+			if q.Verb == "" && q.OutputType == "" && have == 0 {
+				continue
+			}
+		}
+		m.Score = float64(int(m.Score*1000+0.5)) / 1000
+		out = append(out, m)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Score != out[j].Score {
+			return out[i].Score > out[j].Score
+		}
+		return out[i].AgentName < out[j].AgentName
+	})
+	return out, err
+}
+
+// verbOutputs: one of the agent's verbs is defined to output typ.
+func (r *Registry) verbOutputs(lib *compact.Library, e Entry, typ string) bool {
+	for _, name := range e.SupportedVerbs {
+		if v, ok := lib.Verb(name); ok && strings.EqualFold(v.Outputs, typ) {
+			return true
+		}
+	}
+	return false
+}
+
+func takesInput(inputs []string, want string) bool {
+	want = lastPart(want)
+	for _, in := range inputs {
+		if strings.EqualFold(lastPart(in), want) {
+			return true
+		}
+	}
+	return false
+}
+
+func lastPart(s string) string {
+	s, _, _ = strings.Cut(s, ":")
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func containsFold(set []string, v string) bool {
+	for _, s := range set {
+		if strings.EqualFold(s, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
