@@ -109,7 +109,13 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	if err != nil {
 		return errorf("encode %s: %w", m.ID, err)
 	}
-	if err := s.admit(ctx, in, relayed); err != nil {
+	// The request's entry is made durable while the recipient works (as
+	// the proxy does for model calls); its answer is released only once
+	// the entry is, so with fail_mode closed no unaudited exchange
+	// completes.
+	waitAdmitted := s.audit.Start(ctx, s.admitted(in, relayed))
+	if err := s.remember(ctx, m, relayed, names(in.targets), "agent", in.ex.PayloadSHA256); err != nil {
+		_ = waitAdmitted()
 		return err
 	}
 	esc := s.maybeEscalate(ctx, m, relayed)
@@ -123,6 +129,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 		reply, err = s.checkReply(m, in.recipient.AgentName, answer)
 	}
 	latency := s.now().Sub(start)
+	if aerr := waitAdmitted(); aerr != nil {
+		return aerr
+	}
 	if err != nil {
 		return s.failed(w, r, in, relayed, attempts, latency, err)
 	}

@@ -254,16 +254,21 @@ func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum map[st
 // admit audits the accepted envelope and appends it to the history: the
 // message exists for the gateway only once both are done.
 func (s *Service) admit(ctx context.Context, in *send, relayed []byte) error {
+	if err := s.audit.Write(ctx, s.admitted(in, relayed)); err != nil {
+		return err
+	}
+	return s.remember(ctx, in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256)
+}
+
+// admitted is the message.request entry of an accepted envelope.
+func (s *Service) admitted(in *send, relayed []byte) audit.Record {
 	sum := summary(in.msg, "/v1/messages")
 	sum["checks"] = in.checks
 	sum["relayed_sha256"] = sha256Hex(relayed)
 	if in.msg.Recipient == nil {
 		sum["broadcast_to"] = names(in.targets)
 	}
-	if err := s.audit.Write(ctx, s.record(in.ex, KindMessage, in.ex.PayloadSHA256, sum)); err != nil {
-		return err
-	}
-	return s.remember(ctx, in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256)
+	return s.record(in.ex, KindMessage, in.ex.PayloadSHA256, sum)
 }
 
 // remember appends an envelope to the history of its workflow or

@@ -22,7 +22,7 @@ import (
 // peer is an agent's message endpoint: a real HTTP server that records
 // what the gateway hands it and answers with its handler.
 type peer struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *httptest.Server
 	mu      sync.Mutex
 	got     []received
@@ -34,7 +34,7 @@ type received struct {
 	header http.Header
 }
 
-func newPeer(t *testing.T) *peer {
+func newPeer(t testing.TB) *peer {
 	p := &peer{t: t}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -89,7 +89,7 @@ func replyWith(reply func(req map[string]any) string) func(http.ResponseWriter, 
 // a2a is a whole gateway built by the real wiring (build), served by
 // httptest, with real agent endpoints.
 type a2a struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	app      *app
 	auditDir string
@@ -174,9 +174,11 @@ type a2aOpts struct {
 	peers map[string]*peer
 	// workers is messaging.workers.
 	workers int
+	// failMode is audit.fail_mode (default closed).
+	failMode string
 }
 
-func newA2A(t *testing.T, o a2aOpts) *a2a {
+func newA2A(t testing.TB, o a2aOpts) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	if o.auditDir == "" {
@@ -187,6 +189,9 @@ func newA2A(t *testing.T, o a2aOpts) *a2a {
 	}
 	if o.workers == 0 {
 		o.workers = 2
+	}
+	if o.failMode == "" {
+		o.failMode = "closed"
 	}
 	peers := o.peers
 	if peers == nil {
@@ -224,6 +229,7 @@ policy:
 audit:
   dir: ` + o.auditDir + `
   chain: ` + o.chain + `
+  fail_mode: ` + o.failMode + `
 messaging:
   retry_backoff: 10ms
   timeout: 2s
