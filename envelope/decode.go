@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Decode detects the envelope's format — a top-level "sender" object is SAM,
-// a "sender_id" is ACL — and decodes it as DecodeSAM or DecodeACL would. An
+// Decode detects the envelope's format — a top-level "sender" (an object)
+// is SAM, a "sender_id" is ACL — and decodes it as DecodeSAM or DecodeACL would. An
 // envelope with both or neither is rejected: guessing would let a sender pick
 // which set of fields the gateway checks.
 func Decode(raw []byte) (*Message, error) {

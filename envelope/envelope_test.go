@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -181,6 +182,20 @@ func TestInvalid(t *testing.T) {
 		{"lone surrogate", acl(`,"status":"\ud800"`), "status"},
 		{"control char", acl(`,"status":"a` + "\x01" + `"`), "status"},
 		{"bad number", acl(`,"metadata":{"n":01}`), "metadata.n"},
+		{"bad escape", acl(`,"status":"a\x"`), "status"},
+		{"bad unicode escape", acl(`,"status":"\u12G4"`), "status"},
+		{"high surrogate then text", acl(`,"status":"\ud83dx"`), "status"},
+		{"high surrogate then high", acl(`,"status":"\ud83d\ud83d"`), "status"},
+		{"lone low surrogate", acl(`,"status":"\ude00"`), "status"},
+		{"unterminated string", `{"sender_id":"abc`, "sender_id"},
+		{"missing colon", `{"sender_id" "abc"}`, "sender_id"},
+		{"bare key", `{sender_id:"abc"}`, ""},
+		{"number dot", acl(`,"metadata":{"n":1.}`), "metadata.n"},
+		{"number exponent", acl(`,"metadata":{"n":1e}`), "metadata.n"},
+		{"number minus", acl(`,"metadata":{"n":-}`), "metadata.n"},
+		{"array no comma", acl(`,"metadata":{"n":[1 2]}`), "metadata.n[0]"},
+		{"unclosed string", acl("")[:40], "message_type"},
+		{"unclosed object", acl("")[:len(acl(""))-1], ""},
 		{"bad literal", acl(`,"metadata":{"n":nul}`), "metadata.n"},
 		// Format detection and strict keys.
 		{"both senders", acl(`,"sender":{"agent_id":"x"}`), "sender_id"},
@@ -633,5 +648,40 @@ func TestConstructorsDoNotAlias(t *testing.T) {
 	payload[2] = 'y'
 	if m.Recipient.ID != "b" || string(m.Payload) != `{"x":1}` {
 		t.Errorf("constructor aliases its arguments: %+v %s", m.Recipient, m.Payload)
+	}
+}
+
+func TestAppendString(t *testing.T) {
+	for _, in := range []string{"", "plain", `q"b\`, "\x00\x1f\b\f\n\r\t\x7f", "é😀\u2028<>&", "a\xffb", strings.Repeat("x", 300)} {
+		out := appendString(nil, in)
+		var got string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("appendString(%q) = %s: %v", in, out, err)
+		}
+		if want := strings.ToValidUTF8(in, "\uFFFD"); got != want {
+			t.Errorf("appendString(%q) decodes to %q", in, got)
+		}
+		if strings.Contains(string(out), `\u003c`) {
+			t.Errorf("appendString HTML-escaped: %s", out)
+		}
+	}
+}
+
+func TestCompact(t *testing.T) {
+	for _, in := range []string{
+		`{ "a" : "x \" y" , "b" : [ 1 , { } ] }`,
+		"{\n\t\"k\\\\\" : \"v \\\\\"\r\n}",
+		`{"s":"  spaced  ","e":"\u0020"}`,
+	} {
+		var want bytes.Buffer
+		if err := json.Compact(&want, []byte(in)); err != nil {
+			t.Fatalf("bad test input %q: %v", in, err)
+		}
+		if got := compact([]byte(in)); string(got) != want.String() {
+			t.Errorf("compact(%q) = %s; want %s", in, got, want.String())
+		}
+		if isCompact([]byte(in)) != (in == want.String()) || !isCompact(want.Bytes()) {
+			t.Errorf("isCompact wrong for %q", in)
+		}
 	}
 }

@@ -106,7 +106,7 @@ func (s *scanner) scanObject(data []byte, base int, prefix string) ([]member, *F
 	if s.data[s.pos] != '{' {
 		return nil, s.fail("must be a JSON object")
 	}
-	if err := s.object(base+1, true); err != nil {
+	if err := s.objectInto(base+1, &s.root); err != nil {
 		return nil, err
 	}
 	s.ws()
@@ -144,10 +144,7 @@ func (s *scanner) value(depth int, collect *[]member) *FieldError {
 	}
 	switch c := s.data[s.pos]; {
 	case c == '{':
-		if collect != nil {
-			return s.objectInto(depth+1, collect)
-		}
-		return s.object(depth+1, false)
+		return s.objectInto(depth+1, collect)
 	case c == '[':
 		return s.array(depth + 1)
 	case c == '"':
@@ -166,13 +163,8 @@ func (s *scanner) value(depth int, collect *[]member) *FieldError {
 	}
 }
 
-func (s *scanner) object(depth int, isRoot bool) *FieldError {
-	if isRoot {
-		return s.objectInto(depth, &s.root)
-	}
-	return s.objectInto(depth, nil)
-}
-
+// objectInto scans an object at depth, appending its members to *collect
+// when collect is not nil.
 func (s *scanner) objectInto(depth int, collect *[]member) *FieldError {
 	if depth > maxDepth {
 		return s.fail(fmt.Sprintf("nesting deeper than %d levels", maxDepth))
