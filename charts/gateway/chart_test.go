@@ -302,6 +302,11 @@ func checkConfigMaps(p *problems, docs []obj, wantAgents []string) obj {
 	if protocol := configMapYAML(p, cfg, "protocol.yaml"); protocol != nil && get(protocol, "protocol", "version") == nil {
 		p.add("protocol.yaml: no protocol.version")
 	}
+	if reg := configMapYAML(p, cfg, "registry.yaml"); reg != nil {
+		if verbs, _ := get(reg, "registry", "verbs").([]any); len(verbs) == 0 {
+			p.add("registry.yaml: no registry.verbs")
+		}
+	}
 	if s, _ := get(cfg, "data", "rbac_model.conf").(string); !strings.Contains(s, "[request_definition]") {
 		p.add("ConfigMap %s: rbac_model.conf missing or not a casbin model", name(cfg))
 	}
@@ -1011,4 +1016,56 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestChartFilesMatchRepository: the chart carries copies of the
+// repository's policies, RBAC model, registry, schemas and catalogue (Helm
+// reads nothing outside the chart); a copy that drifted would ship other
+// rules than the ones tested.
+func TestChartFilesMatchRepository(t *testing.T) {
+	pairs := map[string]string{
+		"files/rego":            "../../rego",
+		"files/rbac_model.conf": "../../config/rbac_model.conf",
+		"files/registry.yaml":   "../../config/registry.yaml",
+		"files/schemas":         "../../config/schemas",
+		"files/specs":           "../../config/specs",
+	}
+	for copyPath, source := range pairs {
+		want := map[string]string{}
+		err := filepath.WalkDir(source, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
+				return err
+			}
+			rel, _ := filepath.Rel(source, path)
+			b, err := os.ReadFile(path)
+			want[rel] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		err = filepath.WalkDir(copyPath, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(copyPath, path)
+			b, err := os.ReadFile(path)
+			got[rel] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rel, content := range want {
+			if got[rel] != content {
+				t.Errorf("%s/%s differs from %s/%s: copy it into the chart", copyPath, rel, source, rel)
+			}
+		}
+		for rel := range got {
+			if _, ok := want[rel]; !ok {
+				t.Errorf("%s/%s has no source in %s", copyPath, rel, source)
+			}
+		}
+	}
 }
