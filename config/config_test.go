@@ -141,3 +141,26 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryAndMessagingProblems: registry.yaml, the agents' seed 001
+// fields and their message rules are checked at load, every problem at once.
+func TestRegistryAndMessagingProblems(t *testing.T) {
+	_, err := Load("testdata/a2a", Options{LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("loaded a broken registry")
+	}
+	want, _ := os.ReadFile("testdata/a2a/want.txt")
+	if got := err.Error() + "\n"; got != string(want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestRegistryLibraryRefusalIsAConfigError: what the compact library
+// refuses (a reserved verb name) is reported by config check, not at
+// startup.
+func TestRegistryLibraryRefusalIsAConfigError(t *testing.T) {
+	_, err := Load("testdata/reserved", Options{LookupEnv: noEnv})
+	if err == nil || !strings.Contains(err.Error(), "testdata/reserved/registry.yaml:") || !strings.Contains(err.Error(), "define") {
+		t.Fatalf("got %v", err)
+	}
+}

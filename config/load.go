@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sacpgw/gateway/compact"
 )
 
 // File names inside the config directory.
@@ -389,6 +391,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		return verbs, tools
 	}
 	at := func(p ...string) int { return lineOf(n, append([]string{"registry"}, p...)...) }
+	before := len(l.problems)
 	for i, v := range r.Verbs {
 		idx := strconv.Itoa(i)
 		switch {
@@ -415,7 +418,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		}
 		tools[t.ID] = true
 		if len(t.SupportedVerbs) == 0 {
-			l.add(f, at("tools", idx), "registry: tool %q: supported_verbs is required", t.ID)
+			l.add(f, at("tools", idx, "id"), "registry: tool %q: supported_verbs is required", t.ID)
 		}
 		for j, v := range t.SupportedVerbs {
 			if !verbs[v] {
@@ -423,8 +426,31 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			}
 		}
 	}
+	if len(l.problems) == before {
+		// The library the gateway builds from this file must accept it too
+		// (reserved verb names and the like): config check says so now
+		// rather than the server at startup.
+		if _, err := compactLibrary(*r); err != nil {
+			l.add(f, at(), "%v", err)
+		}
+	}
 	return verbs, tools
 }
+
+func compactLibrary(r Registry) (*compact.Library, error) {
+	verbs := make([]compact.Verb, 0, len(r.Verbs))
+	for _, v := range r.Verbs {
+		verbs = append(verbs, compact.Verb{Name: v.Name, Description: v.Description, Inputs: v.Inputs, Outputs: v.Outputs})
+	}
+	tools := make([]compact.Tool, 0, len(r.Tools))
+	for _, t := range r.Tools {
+		tools = append(tools, compact.Tool{ID: t.ID, Description: t.Description, Interface: t.Interface, SupportedVerbs: t.SupportedVerbs})
+	}
+	return compact.NewLibrary(verbs, tools)
+}
+
+// Library is the compact SACP library of registry.yaml (seed 001 section 10).
+func (r Registry) Library() (*compact.Library, error) { return compactLibrary(r) }
 
 // agentRegistry checks the agents' seed 001 fields against the registry
 // and the other agents.
@@ -452,10 +478,10 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 		for i, r := range a.Messages {
 			idx := strconv.Itoa(i)
 			if len(r.To) == 0 {
-				l.add(f, at("messages", idx), "agent %q: messages[%d].to is required", id, i)
+				l.add(f, at("messages", idx, "actions"), "agent %q: messages[%d].to is required", id, i)
 			}
 			if len(r.Actions) == 0 {
-				l.add(f, at("messages", idx), "agent %q: messages[%d].actions is required", id, i)
+				l.add(f, at("messages", idx, "to"), "agent %q: messages[%d].actions is required", id, i)
 			}
 			for j, to := range r.To {
 				if to != "*" && to != "broadcast" && agents[to] == nil {

@@ -110,15 +110,7 @@ func New(cfg *config.Config, store Store) (*Registry, error) {
 
 // Library converts registry.yaml into a compact library.
 func Library(reg config.Registry) (*compact.Library, error) {
-	verbs := make([]compact.Verb, 0, len(reg.Verbs))
-	for _, v := range reg.Verbs {
-		verbs = append(verbs, compact.Verb{Name: v.Name, Description: v.Description, Inputs: v.Inputs, Outputs: v.Outputs})
-	}
-	tools := make([]compact.Tool, 0, len(reg.Tools))
-	for _, t := range reg.Tools {
-		tools = append(tools, compact.Tool{ID: t.ID, Description: t.Description, Interface: t.Interface, SupportedVerbs: t.SupportedVerbs})
-	}
-	lib, err := compact.NewLibrary(verbs, tools)
+	lib, err := reg.Library()
 	if err != nil {
 		return nil, fmt.Errorf("registry library: %w", err)
 	}
