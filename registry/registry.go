@@ -262,7 +262,8 @@ type Match struct {
 
 // Query returns the agents matching q, best first. An agent matches when
 // it supports the verb (if given) and produces the output type (if
-// given); it ranks by verb (0.4), output type (0.3) and the share of the
+// given: its outputs, or its verbs' outputs when it declares none); it
+// ranks by verb (0.4), output type (0.3) and the share of the
 // query's inputs it takes (0.3). Inputs compare by their last dotted part
 // and case-insensitively ("ctx.history" takes "history"). Ties go by name.
 func (r *Registry) Query(ctx context.Context, q Query) ([]Match, error) {
@@ -278,7 +279,9 @@ func (r *Registry) Query(ctx context.Context, q Query) ([]Match, error) {
 			m.Why = append(m.Why, "verb")
 		}
 		if q.OutputType != "" {
-			if !containsFold(e.Outputs, q.OutputType) && !r.verbOutputs(v.lib, e, q.OutputType) {
+			// An agent's own outputs say what it returns; without them,
+			// its verbs' definitions do.
+			if !containsFold(e.Outputs, q.OutputType) && (len(e.Outputs) > 0 || !r.verbOutputs(v.lib, e, q.OutputType)) {
 				continue
 			}
 			m.Score += 0.3

@@ -1,0 +1,141 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/sacpgw/gateway/compact"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/testredis"
+	"github.com/sacpgw/gateway/limit"
+)
+
+func testConfig() *config.Config {
+	return &config.Config{
+		Registry: config.Registry{
+			Verbs: []config.Verb{{Name: "predict", Outputs: "predictions"}, {Name: "search", Outputs: "list"}, {Name: "rank", Outputs: "list"}},
+			Tools: []config.Tool{{ID: "PRC_EST", SupportedVerbs: []string{"predict"}}, {ID: "H_API", SupportedVerbs: []string{"search"}}, {ID: "RANK", SupportedVerbs: []string{"rank"}}},
+		},
+		Agents: map[string]*config.Agent{
+			"price_predictor": {SupportedVerbs: []string{"predict"}, SupportedTools: []string{"PRC_EST"}, Inputs: []string{"ctx.history", "method", "window"}, Outputs: []string{"predictions"}, Endpoint: "http://pp"},
+			"trend":           {SupportedVerbs: []string{"predict"}, Inputs: []string{"history"}, Outputs: []string{"trends"}},
+			"hotel_search":    {SupportedVerbs: []string{"search", "rank"}, Inputs: []string{"c", "p_max"}},
+			"plain":           {},
+		},
+	}
+}
+
+func TestQueryRanksBestFirst(t *testing.T) {
+	r, err := New(testConfig(), NewMemoryStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		q      Query
+		want   []string
+		scores []float64
+	}{
+		{"seed 001 example", Query{Verb: "predict", Inputs: []string{"history"}, OutputType: "predictions"}, []string{"price_predictor"}, []float64{1}},
+		{"verb only", Query{Verb: "predict"}, []string{"price_predictor", "trend"}, []float64{0.4, 0.4}},
+		{"verb and inputs rank", Query{Verb: "predict", Inputs: []string{"method", "window", "lag"}}, []string{"price_predictor", "trend"}, []float64{0.6, 0.4}},
+		{"output type through the verb definition", Query{OutputType: "list"}, []string{"hotel_search"}, []float64{0.3}},
+		{"case-insensitive", Query{Verb: "PREDICT", OutputType: "Predictions"}, []string{"price_predictor"}, []float64{0.7}},
+		{"inputs only drop non-takers", Query{Inputs: []string{"history"}}, []string{"price_predictor", "trend"}, []float64{0.3, 0.3}},
+		{"nothing matches", Query{Verb: "fly"}, []string{}, []float64{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.Query(context.Background(), tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			var scores []float64
+			for _, m := range got {
+				names = append(names, m.AgentName)
+				scores = append(scores, m.Score)
+			}
+			if !slices.Equal(names, tc.want) && !(len(names) == 0 && len(tc.want) == 0) || !slices.Equal(scores, tc.scores) && len(tc.scores) > 0 {
+				t.Errorf("got %v %v, want %v %v", names, scores, tc.want, tc.scores)
+			}
+		})
+	}
+}
+
+// TestSpawnedAgentsShareTheLibrary covers both stores: a spawned agent is
+// found by name and by query, its tool joins the library, a second spawn
+// of the name is ErrExists, and a spawn that uses a verb another spawn
+// defined loads whatever the order (names sort the other way round).
+func TestSpawnedAgentsShareTheLibrary(t *testing.T) {
+	stores := map[string]func(t *testing.T) Store{
+		"memory": func(*testing.T) Store { return NewMemoryStore() },
+		"redis": func(t *testing.T) Store {
+			srv := testredis.Start(t)
+			c, err := limit.NewRedisClient(srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return NewRedisStore(c, "test")
+		},
+	}
+	for name, mk := range stores {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := mk(t)
+			r1, _ := New(testConfig(), store)
+			r2, _ := New(testConfig(), store) // another replica
+			lib, _ := r1.Library(ctx)
+			sp, res := lib.ParseSpawn([]byte(`{"g":"SPAWN_AGENT","ctx":{"missing_capability":"visa"},"plan":[["define","VISA_Q",{"description":"Visa rules","inputs":["nationality"],"outputs":["visa_required"]}],["instantiate","Z_VISA",{"tool":"VISA_Q","verb":"check"}]]}`))
+			if !res.Valid() {
+				t.Fatalf("%+v", res)
+			}
+			if _, err := r1.Spawn(ctx, sp, "agent:orch", "http://visa"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r1.Spawn(ctx, sp, "agent:orch", ""); !errors.Is(err, ErrExists) {
+				t.Errorf("second spawn: %v", err)
+			}
+			lib, _ = r1.Library(ctx)
+			sp2, res := lib.ParseSpawn([]byte(`{"g":"SPAWN_AGENT","plan":[["define","TAX_Q",{"description":"Tax rules"}],["instantiate","A_TAX",{"tool":"TAX_Q","verb":"check"}]]}`))
+			if !res.Valid() {
+				t.Fatalf("%+v", res)
+			}
+			if _, err := r1.Spawn(ctx, sp2, "person:ops", ""); err != nil {
+				t.Fatal(err)
+			}
+			r2.ttl = 0
+			for _, name := range []string{"Z_VISA", "A_TAX"} {
+				e, ok, err := r2.Lookup(ctx, name)
+				if err != nil || !ok || !e.Spawned {
+					t.Errorf("replica 2 lookup %s: %+v %v %v", name, e, ok, err)
+				}
+			}
+			e, _, _ := r2.Lookup(ctx, "Z_VISA")
+			if e.Endpoint != "http://visa" || e.SpawnedBy != "agent:orch" {
+				t.Errorf("stored entry %+v", e)
+			}
+			lib2, _ := r2.Library(ctx)
+			for _, plan := range []string{`[["check","VISA_Q",{}]]`, `[["check","TAX_Q",{}]]`} {
+				if res := lib2.Validate([]byte(`{"g":"X","plan":` + plan + `}`)); !res.Valid() {
+					t.Errorf("plan %s with a spawned tool: %+v", plan, res)
+				}
+			}
+			got, _ := r2.Query(ctx, Query{Verb: "check"})
+			if len(got) != 2 {
+				t.Errorf("query for spawned agents: %+v", got)
+			}
+		})
+	}
+}
+
+func TestLibraryRefusesUnknownVerb(t *testing.T) {
+	_, err := Library(config.Registry{Tools: []config.Tool{{ID: "T", SupportedVerbs: []string{"nope"}}}})
+	if err == nil {
+		t.Fatal("a tool naming an unknown verb was accepted")
+	}
+	var _ = compact.StatusValid
+}
