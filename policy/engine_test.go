@@ -340,12 +340,16 @@ func TestFailClosed(t *testing.T) {
 			if err != nil || !s.FailClosed || s.Status != "rejected" || !strings.HasPrefix(s.Error, tc.rule+": ") {
 				t.Errorf("spawn %+v %v", s, err)
 			}
-			for _, id := range []string{a.DecisionID, c.DecisionID, g.DecisionID, s.DecisionID} {
+			m, err := e.MessagesDeny(ctx, boom)
+			if err != nil || !m.FailClosed || !m.Deny || len(m.Reasons) != 1 || !strings.Contains(m.Reasons[0], "messages policy could not decide") {
+				t.Errorf("messages %+v %v", m, err)
+			}
+			for _, id := range []string{a.DecisionID, c.DecisionID, g.DecisionID, s.DecisionID, m.DecisionID} {
 				if !idPattern.MatchString(id) {
 					t.Errorf("decision id %q", id)
 				}
 			}
-			if st := e.Stats(); st.FailClosed != 4 || st.Decisions != 4 {
+			if st := e.Stats(); st.FailClosed != 5 || st.Decisions != 5 {
 				t.Errorf("stats %+v", st)
 			}
 		})
@@ -518,5 +522,35 @@ func TestPreconvertedInputConcurrent(t *testing.T) {
 	wg.Wait()
 	if got := Preconvert(make(chan int)); got == nil {
 		t.Error("unconvertible value lost")
+	}
+}
+
+// TestMessagesDefaultPolicy: data.gateway.messages.deny of the shipped
+// policies, through the engine.
+func TestMessagesDefaultPolicy(t *testing.T) {
+	e := newEngine(t, Options{Dir: defaultDir})
+	ctx := context.Background()
+	agent := map[string]any{"id": "orch", "capabilities": []any{"read"}}
+	recipient := map[string]any{"id": "pp", "supported_verbs": []any{"predict"}}
+	msg := func(to any, typ string, payload any) map[string]any {
+		return map[string]any{"sender": "orch", "recipient": to, "type": typ, "action": "x", "payload": payload}
+	}
+	allowed := map[string]any{"allowed": true, "reason": "rule"}
+	tests := []struct {
+		name  string
+		input map[string]any
+		want  []string
+	}{
+		{"allowed", map[string]any{"agent": agent, "message": msg("pp", "request", nil), "recipient": recipient, "authz": allowed}, nil},
+		{"rbac", map[string]any{"agent": agent, "message": msg("pp", "request", nil), "recipient": recipient, "authz": map[string]any{"allowed": false, "reason": "no rule"}}, []string{"RBAC: no rule"}},
+		{"to itself", map[string]any{"agent": agent, "message": msg("orch", "event", nil), "recipient": recipient, "authz": allowed}, []string{`agent "orch" may not send a message to itself`}},
+		{"plan the recipient cannot run", map[string]any{"agent": agent, "message": msg("pp", "request", map[string]any{"plan": []any{[]any{"search", "H", map[string]any{}}}}), "recipient": recipient, "authz": allowed},
+			[]string{`recipient "pp" does not support verb "search" of the plan`}},
+	}
+	for _, tc := range tests {
+		d, err := e.MessagesDeny(ctx, tc.input)
+		if err != nil || d.FailClosed || d.Deny != (len(tc.want) > 0) || !slices.Equal(d.Reasons, tc.want) && len(tc.want) > 0 {
+			t.Errorf("%s: %+v %v, want %v", tc.name, d, err, tc.want)
+		}
 	}
 }
