@@ -94,6 +94,7 @@ func (s *Service) escalate(ctx context.Context, m *envelope.Message, waiting, re
 		_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
 		return nil
 	}
+	s.stats.escalated.Add(1)
 	sum["opened"], sum["escalation_id"] = true, rec.ID
 	_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
 	ref := &EscalationRef{RequestID: rec.ID, Reason: reason}

@@ -135,6 +135,7 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	if err != nil {
 		return s.failed(w, r, in, relayed, attempts, latency, err)
 	}
+	s.stats.delivered.Add(1)
 	out, err := reply.Marshal()
 	if err != nil {
 		return errorf("encode reply to %s: %w", m.ID, err)
@@ -214,6 +215,7 @@ func (s *Service) checkReply(req *envelope.Message, recipient string, answer []b
 func (s *Service) failed(w http.ResponseWriter, r *http.Request, in *send, relayed []byte, attempts int, latency time.Duration, cause error) error {
 	ctx := r.Context()
 	m := in.msg
+	s.stats.failed.Add(1)
 	timedOut := errors.Is(cause, context.DeadlineExceeded)
 	status, code := http.StatusBadGateway, "DELIVERY_FAILED"
 	if timedOut {

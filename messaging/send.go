@@ -38,10 +38,12 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	ex := scope.Get(r.Context())
 	in := &send{agent: ex.Agent, ex: ex, checks: map[string]any{}}
 	if err := s.accept(r, in); err != nil {
+		s.stats.refused.Add(1)
 		s.refuse(r.Context(), in, err)
 		proxy.Fail(w, r, err)
 		return
 	}
+	s.stats.accepted.Add(1)
 	var err error
 	if in.msg.Type == envelope.Request {
 		err = s.relay(w, r, in)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/sacpgw/gateway/approval"
@@ -102,7 +103,34 @@ type Service struct {
 	attempts int
 	// agentIn is each configured agent's policy input, converted once.
 	agentIn map[string]any
+
+	stats counters
 }
+
+// counters are the service's totals for /metrics.
+type counters struct {
+	accepted, refused, delivered, failed, escalated atomic.Int64
+}
+
+// Stats are the service's totals since start.
+type Stats struct {
+	// Accepted and Refused count envelopes posted by agents.
+	Accepted, Refused int64
+	// Delivered and Failed count hand-overs (a REQUEST's relay, or a
+	// queued message after all its attempts).
+	Delivered, Failed int64
+	// Escalated counts escalations opened.
+	Escalated int64
+}
+
+// Stats returns the totals.
+func (s *Service) Stats() Stats {
+	return Stats{Accepted: s.stats.accepted.Load(), Refused: s.stats.refused.Load(), Delivered: s.stats.delivered.Load(),
+		Failed: s.stats.failed.Load(), Escalated: s.stats.escalated.Load()}
+}
+
+// QueueLen is the number of queued deliveries (waiting or in flight).
+func (s *Service) QueueLen(ctx context.Context) (int64, error) { return s.queue.Len(ctx) }
 
 // New checks d and builds the service.
 func New(d Deps) (*Service, error) {

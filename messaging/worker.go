@@ -67,9 +67,11 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 			s.log.Error("delivery not audited: it will be retried", "message_id", d.MessageID, "error", aerr.Error())
 			return
 		}
+		s.stats.delivered.Add(1)
 		s.ack(ctx, d)
 		return
 	}
+	s.stats.failed.Add(1)
 	m, derr := envelope.Decode(d.Body)
 	if derr != nil {
 		s.log.Error("undeliverable queued message is not an envelope", "message_id", d.MessageID, "error", derr.Error())

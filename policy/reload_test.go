@@ -154,7 +154,9 @@ func TestHotReload(t *testing.T) {
 	if got := reason(); got != "v2" || e.Revision() != good {
 		t.Errorf("after a broken change: reason %q revision changed %v", got, e.Revision() != good)
 	}
-	if s := e.Stats(); s.ReloadFailures != 1 || s.LastReloadOK || !strings.Contains(s.LastReloadError, "broken.rego:5") {
+	// os.WriteFile is a create and a write: on a loaded machine the
+	// debounce may see them apart, and the empty file fails too.
+	if s := e.Stats(); s.ReloadFailures < 1 || s.LastReloadOK || !strings.Contains(s.LastReloadError, "broken.rego:5") {
 		t.Errorf("stats %+v", s)
 	}
 
@@ -188,7 +190,7 @@ func TestHotReload(t *testing.T) {
 		return slices.Equal(d.Reasons, []string{"extra2", "v3"})
 	})
 
-	if s := e.Stats(); s.Reloads < 4 || s.ReloadFailures != 1 {
+	if s := e.Stats(); s.Reloads < 4 || s.ReloadFailures < 1 || s.ReloadFailures > 2 {
 		t.Errorf("stats %+v", s)
 	}
 }

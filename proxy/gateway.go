@@ -35,6 +35,9 @@ type Deps struct {
 	// Policies is the Rego engine (chat.deny, guardrails); nil: no policy
 	// stage, and the audit entries say "not_evaluated".
 	Policies Policies
+	// Library is the verb/tool library sacp_compact answers are validated
+	// against (registry.Registry); nil: an empty library.
+	Library LibrarySource
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -81,6 +84,7 @@ func New(d Deps) (*Gateway, error) {
 	}
 	agentInputs := NewAgentInputs(d.Config.Agents)
 	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
+	proto.Library, proto.Log = d.Library, d.Log
 	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident, lim: lim}
 	chatStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
 	if d.Policies != nil {

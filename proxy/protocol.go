@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
@@ -22,13 +24,23 @@ import (
 	"github.com/sacpgw/gateway/upstream"
 )
 
-// Protocol enforces the SACP JSON response protocol (seed 000) for agents
-// with response_format json_standard: it injects the template, calls the
-// model, sanitizes and validates the answer, asks again with the errors
-// while attempts remain, falls back to seed 000 7.2's wrapper, redacts the
-// fields in apply_to, and answers with the validated object.
+// Protocol enforces the response protocols: for agents with response_format
+// json_standard, the SACP JSON protocol of seed 000 (it injects the template,
+// calls the model, sanitizes and validates the answer, asks again with the
+// errors while attempts remain, falls back to seed 000 7.2's wrapper, redacts
+// the fields in apply_to, and answers with the validated object); for
+// sacp_compact, seed 001's compact messages the same way (see compact.go).
 type Protocol struct {
-	Template  sacp.Template
+	Template sacp.Template
+	// CompactTemplates holds each sacp_compact agent's Appendix C prompt,
+	// built at startup.
+	CompactTemplates map[string]sacp.Template
+	// Library supplies the verb/tool library of sacp_compact answers; nil:
+	// EmptyLibrary.
+	Library      LibrarySource
+	EmptyLibrary *compact.Library
+	// Log receives warnings (a library that could not be refreshed); nil: none.
+	Log       *slog.Logger
 	Upstreams *upstream.Set
 	// Validators holds each protocol agent's validator, compiled at startup.
 	Validators map[string]*sacp.Validator
@@ -63,17 +75,25 @@ func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, re
 	}
 	p := &Protocol{
 		Template: tpl, Upstreams: ups, Redactor: red, Audit: rec,
-		Validators:  map[string]*sacp.Validator{},
-		ApplyTo:     map[string]bool{},
-		MaxAttempts: max(1, cfg.Protocol.Limits.MaxRetryAttempts),
-		Reask:       cfg.Protocol.SACP.ReaskEnabled(),
-		Timeout:     cfg.Protocol.Timeouts.Response.D(),
-		KeepAlive:   5 * time.Second,
+		Validators:       map[string]*sacp.Validator{},
+		CompactTemplates: map[string]sacp.Template{},
+		ApplyTo:          map[string]bool{},
+		MaxAttempts:      max(1, cfg.Protocol.Limits.MaxRetryAttempts),
+		Reask:            cfg.Protocol.SACP.ReaskEnabled(),
+		Timeout:          cfg.Protocol.Timeouts.Response.D(),
+		KeepAlive:        5 * time.Second,
 	}
 	for _, f := range cfg.Protocol.Redaction.ApplyTo {
 		p.ApplyTo[f] = true
 	}
+	if p.EmptyLibrary, err = compact.NewLibrary(nil, nil); err != nil {
+		return nil, fmt.Errorf("empty verb/tool library: %w", err)
+	}
 	for id, a := range cfg.Agents {
+		if isCompact(a) {
+			p.CompactTemplates[id] = compactTemplate(a)
+			continue
+		}
 		if !a.StandardProtocol() {
 			continue
 		}
@@ -86,11 +106,12 @@ func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, re
 	return p, nil
 }
 
-// Applies reports whether the agent speaks the protocol.
-func (p *Protocol) Applies(a *config.Agent) bool { return a.StandardProtocol() }
+// Applies reports whether the agent speaks a protocol (json_standard or
+// sacp_compact).
+func (p *Protocol) Applies(a *config.Agent) bool { return a.StandardProtocol() || isCompact(a) }
 
-// Inject is the request stage that appends the template to the system
-// prompt of a protocol agent's request and records the template's hash.
+// Inject is the request stage that appends the agent's protocol prompt to
+// the system prompt of its request and records the prompt's hash.
 func (p *Protocol) Inject(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
 	if !p.Applies(ex.Agent) {
@@ -105,12 +126,13 @@ func (p *Protocol) Inject(w http.ResponseWriter, r *http.Request, next http.Hand
 	if opts.N != nil && *opts.N > 1 {
 		return apierror.BadRequest("n", "n > 1 is not supported for agents with the SACP protocol: each answer is validated and re-asked on its own.")
 	}
-	body, err := sacp.Inject(ex.Body, p.Template)
+	tpl := p.templateFor(ex.Agent)
+	body, err := sacp.Inject(ex.Body, tpl)
 	if err != nil {
 		return apierror.BadRequest("messages", "Cannot add the protocol instructions to this request: %v.", err)
 	}
 	ex.Body = body
-	ex.TemplateSHA256 = p.Template.SHA256
+	ex.TemplateSHA256 = tpl.SHA256
 	next.ServeHTTP(w, r)
 	return nil
 }
@@ -129,6 +151,72 @@ type answer struct {
 	// unchanged for tool calls and upstream errors.
 	raw    []byte
 	events [][]byte
+}
+
+// answerChecker is what differs between the response formats in Serve:
+// one is made per request, and Serve's loop (call, check, re-ask) and
+// delivery are shared.
+type answerChecker interface {
+	// Check judges one model answer; errs say why it is invalid.
+	Check(content string) (valid bool, errs []string)
+	// Reask is the user message asking the model again after errs.
+	Reask(errs []string) string
+	// Settle turns the last checked answer (content) into what the client
+	// receives, fallback included; it records the redaction and the
+	// guardrail checks and sets ex.SACP.
+	Settle(ctx context.Context, ex *scope.Exchange, content string) settled
+	// Fields adds the format's own fields to the audit's protocol check m.
+	Fields(m map[string]any) map[string]any
+}
+
+// settled is the answer as delivered.
+type settled struct {
+	content string // compact JSON (or human prose), redacted
+	status  string // X-SACP-Status
+	valid   bool   // X-SACP-Valid: false only for the gateway's fallback
+	blocked bool   // a blocking detector matched: content is withheld
+}
+
+func (p *Protocol) checker(ctx context.Context, ex *scope.Exchange) answerChecker {
+	if isCompact(ex.Agent) {
+		return p.compactChecker(ctx, ex)
+	}
+	return &standardChecker{p: p, v: p.Validators[ex.Agent.ID]}
+}
+
+// standardChecker is the json_standard format (seed 000).
+type standardChecker struct {
+	p    *Protocol
+	v    *sacp.Validator
+	last sacp.Outcome
+}
+
+func (c *standardChecker) Check(content string) (bool, []string) {
+	c.last = c.v.Check(content)
+	return c.last.Valid, c.last.Errors
+}
+
+func (c *standardChecker) Reask(errs []string) string { return sacp.ReaskPrompt(errs) }
+
+func (c *standardChecker) Fields(m map[string]any) map[string]any {
+	m["template_sha256"] = c.p.Template.SHA256
+	return m
+}
+
+func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, content string) settled {
+	p, outcome := c.p, c.last
+	resp := outcome.Response
+	if outcome.Valid {
+		// Guardrails judge what the model said (SPEC 4.1: every validated
+		// answer); the fallback wrapper is the gateway's own words.
+		guard(ctx, p.Policies, p.AgentInputs, ex, &resp)
+	} else {
+		resp = sacp.Fallback(content)
+	}
+	blocked := p.redactResponse(ex, &resp)
+	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: outcome.Errors,
+		Thought: p.auditText(resp.Thought), Message: resp.Message}
+	return settled{content: string(resp.Compact()), status: resp.Status, valid: outcome.Valid, blocked: blocked != ""}
 }
 
 // Serve is the endpoint for protocol agents.
@@ -152,12 +240,11 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		out = newSSEOut(w, p.KeepAlive)
 		defer out.stop()
 	}
-	v := p.Validators[ex.Agent.ID]
+	chk := p.checker(ctx, ex)
 	var (
-		ans     *answer
-		outcome sacp.Outcome
-		total   scope.Usage
-		err     error
+		ans   *answer
+		total scope.Usage
+		err   error
 	)
 	for attempt := 1; ; attempt++ {
 		ex.Attempts = attempt
@@ -174,11 +261,11 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		if ans.status != http.StatusOK || ans.toolCalls {
 			break
 		}
-		outcome = v.Check(ans.content)
-		if outcome.Valid || !p.Reask || attempt >= p.MaxAttempts {
+		valid, errs := chk.Check(ans.content)
+		if valid || !p.Reask || attempt >= p.MaxAttempts {
 			break
 		}
-		body, err = reaskBody(body, ans.content, outcome.Errors)
+		body, err = reaskBody(body, ans.content, chk.Reask(errs))
 		if err != nil {
 			return p.fail(w, r, out, ex, fmt.Errorf("re-ask: %w", err))
 		}
@@ -194,32 +281,24 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	case ans.toolCalls:
 		// Tool loop (seed 000 8, phase 1): not yet the final synthesis.
 		ex.SACP = &scope.SACPOutcome{Status: "tool_calls", Valid: true, Attempts: ex.Attempts, ToolCalls: true}
-		ex.Check("protocol", map[string]any{"verdict": "tool_calls", "template_sha256": p.Template.SHA256})
+		ex.Check("protocol", chk.Fields(map[string]any{"verdict": "tool_calls"}))
 		return p.replay(w, r, out, ex, ans, dropUsage)
 	}
-	resp := outcome.Response
+	res := chk.Settle(ctx, ex, ans.content)
 	verdict := "valid"
-	if outcome.Valid {
-		// Guardrails judge what the model said (SPEC 4.1: every validated
-		// answer); the fallback wrapper is the gateway's own words.
-		guard(ctx, p.Policies, p.AgentInputs, ex, &resp)
-	} else {
-		resp = sacp.Fallback(ans.content)
+	if !res.valid {
 		verdict = "fallback"
 	}
-	blocked := p.redactResponse(ex, &resp)
-	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: outcome.Errors,
-		Thought: p.auditText(resp.Thought), Message: resp.Message}
-	ex.Check("protocol", map[string]any{"verdict": verdict, "attempts": ex.Attempts, "template_sha256": p.Template.SHA256})
-	content, finish := string(resp.Compact()), ans.finish
+	ex.Check("protocol", chk.Fields(map[string]any{"verdict": verdict, "attempts": ex.Attempts}))
+	content, finish := res.content, ans.finish
 	if finish == "" {
 		finish = "stop"
 	}
-	if blocked != "" {
+	if res.blocked {
 		content, finish = "", "content_filter"
 		ex.SACP.Message = ""
 	}
-	h := map[string]string{"X-SACP-Status": resp.Status, "X-SACP-Valid": strconv.FormatBool(outcome.Valid), "X-SACP-Attempts": strconv.Itoa(ex.Attempts)}
+	h := map[string]string{"X-SACP-Status": res.status, "X-SACP-Valid": strconv.FormatBool(res.valid), "X-SACP-Attempts": strconv.Itoa(ex.Attempts)}
 	if out == nil {
 		b := completionJSON(ans, content, finish, total, ex.UsageKnown)
 		if err := p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, sha256Hex(b), responseSummary(ex, http.StatusOK))); err != nil {
@@ -433,9 +512,10 @@ func gatherEvent(data []byte, ans *answer, content *bytes.Buffer) {
 	}
 }
 
-// reaskBody appends the invalid answer and the validation errors to the
-// conversation, keeping every other field of the request.
-func reaskBody(body []byte, invalid string, errs []string) ([]byte, error) {
+// reaskBody appends the invalid answer and the re-ask prompt (which lists
+// the validation errors) to the conversation, keeping every other field of
+// the request.
+func reaskBody(body []byte, invalid, prompt string) ([]byte, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, err
@@ -445,7 +525,7 @@ func reaskBody(body []byte, invalid string, errs []string) ([]byte, error) {
 		return nil, err
 	}
 	a, _ := json.Marshal(map[string]string{"role": "assistant", "content": invalid})
-	u, _ := json.Marshal(map[string]string{"role": "user", "content": sacp.ReaskPrompt(errs)})
+	u, _ := json.Marshal(map[string]string{"role": "user", "content": prompt})
 	msgs = append(msgs, a, u)
 	doc["messages"], _ = json.Marshal(msgs)
 	return json.Marshal(doc)
@@ -491,7 +571,11 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, ex 
 
 func (p *Protocol) auditFailure(ctx context.Context, ex *scope.Exchange, status int) {
 	if _, ok := ex.Checks["protocol"]; !ok {
-		ex.Check("protocol", map[string]any{"verdict": "no_answer", "template_sha256": p.Template.SHA256})
+		c := map[string]any{"verdict": "no_answer", "template_sha256": p.templateFor(ex.Agent).SHA256}
+		if isCompact(ex.Agent) {
+			c["format"] = FormatCompact
+		}
+		ex.Check("protocol", c)
 	}
 	_ = p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, "", responseSummary(ex, status)))
 }

@@ -23,11 +23,13 @@ import (
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/registry"
 	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
@@ -71,6 +73,33 @@ const testAgents = `agents:
     rate_limit: 1000000000/second
     token_limit: 1000000000000/hour
     token_sha256: "%bench%"
+  compact:
+    type: executor
+    response_format: sacp_compact
+    supported_verbs: [predict]
+    supported_tools: [PRC_EST]
+    token_sha256: "%compact%"
+`
+
+// testRegistry is the verb/tool library of the test config (seed 001
+// section 10).
+const testRegistry = `registry:
+  verbs:
+    - name: predict
+      description: Predicts future values from history.
+      inputs: ["window:integer", "method:string"]
+      outputs: predictions
+    - name: search
+      description: Finds items matching filters.
+      inputs: ["query:string"]
+      outputs: list
+  tools:
+    - id: PRC_EST
+      description: Price estimator.
+      supported_verbs: [predict]
+    - id: H_API
+      description: Hotel search API.
+      supported_verbs: [search]
 `
 
 type stackOpts struct {
@@ -155,7 +184,7 @@ audit:
   fail_mode: ` + o.failMode + `
 `
 	agents := testAgents
-	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto"} {
+	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto", "compact"} {
 		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
 	}
 	if o.core {
@@ -169,6 +198,7 @@ audit:
 	write(t, dir, config.GatewayFile, gw)
 	write(t, dir, config.AgentsFile, agents)
 	write(t, dir, config.ProtocolFile, proto)
+	write(t, dir, config.RegistryFile, testRegistry)
 	cfg, err := config.Load(dir)
 	if err != nil {
 		t.Fatalf("load test config: %v", err)
@@ -224,8 +254,12 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
+	lib, err := registry.Library(cfg.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: budget, Log: log,
-		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine}
+		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine, Library: staticLibrary{lib}}
 	if o.core {
 		deps.Audit, deps.Policies = nil, nil
 	}
@@ -272,6 +306,12 @@ audit:
 	})
 	return &stack{t: t, srv: hs, logs: logs, auditDir: cfg.Gateway.Audit.Dir, audit: auditLog}
 }
+
+// staticLibrary serves a fixed verb/tool library, as registry.Registry does
+// without spawned agents.
+type staticLibrary struct{ lib *compact.Library }
+
+func (s staticLibrary) Library(context.Context) (*compact.Library, error) { return s.lib, nil }
 
 // client returns the official OpenAI SDK pointed at the gateway, as an
 // agent configures it: base URL and its gateway token, nothing else.

@@ -87,6 +87,12 @@ func TestSeed002FourStepFlow(t *testing.T) {
 	if resps := g.entries(kindMessageResponse); len(resps) != 2 || resps[0].AgentID != "planner_1" || resps[1].AgentID != "executor_1" {
 		t.Errorf("message.response entries: %+v", resps)
 	}
+	_, metricsText, _ := g.do(http.MethodGet, "/metrics", "", "")
+	for _, want := range []string{"gateway_messages_accepted_total 2", "gateway_messages_delivered_total 2", "gateway_messages_refused_total 0", "gateway_messages_queued 0"} {
+		if !strings.Contains(string(metricsText), want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	if rep, err := audit.Verify(g.auditDir, nil); err != nil || len(rep.Failures) > 0 || rep.Entries == 0 {
 		t.Errorf("audit chain: %+v %v", rep, err)
 	}

@@ -47,6 +47,7 @@ type app struct {
 	policies  *policy.Engine
 	approval  *approval.Service
 	messaging *messaging.Service
+	registry  *registry.Registry
 	state     *state
 	sidecar   string
 	log       *slog.Logger
@@ -66,6 +67,7 @@ func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 		SidecarAgent: a.sidecar,
 		Audit:        appender(a.audit),
 		Policies:     a.policies,
+		Library:      a.registry,
 	})
 }
 
@@ -225,13 +227,14 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		}
 	}
 	a.sidecar, a.log = sidecar, log
-	gw, err := a.gateway(cfg, ups)
-	if err != nil {
-		return fail(err)
-	}
 	reg, err := registry.New(cfg, st.spawned)
 	if err != nil {
 		return fail(&usageError{err.Error()})
+	}
+	a.registry = reg
+	gw, err := a.gateway(cfg, ups)
+	if err != nil {
+		return fail(err)
 	}
 	var agentRoutes []server.Route
 	if a.approval != nil {
@@ -275,6 +278,29 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	}
 	if auditLog != nil {
 		m.AuditStats(auditLog.Stats)
+	}
+	if svc := a.messaging; svc != nil {
+		for _, c := range []struct {
+			name, help string
+			f          func(messaging.Stats) int64
+		}{
+			{"gateway_messages_accepted_total", "Agent-to-agent envelopes accepted.", func(s messaging.Stats) int64 { return s.Accepted }},
+			{"gateway_messages_refused_total", "Agent-to-agent envelopes refused (invalid, spoofed, denied, too large...).", func(s messaging.Stats) int64 { return s.Refused }},
+			{"gateway_messages_delivered_total", "Messages handed to their recipient.", func(s messaging.Stats) int64 { return s.Delivered }},
+			{"gateway_messages_failed_total", "Messages not delivered after every attempt.", func(s messaging.Stats) int64 { return s.Failed }},
+			{"gateway_messages_escalated_total", "Escalations opened for agent-to-agent errors and failed deliveries.", func(s messaging.Stats) int64 { return s.Escalated }},
+		} {
+			m.Counter(c.name, c.help, func() float64 { return float64(c.f(svc.Stats())) })
+		}
+		m.Gauge("gateway_messages_queued", "Queued deliveries, waiting or in flight.", func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			n, err := svc.QueueLen(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		})
 	}
 	tlsConfig, err := server.TLSConfig(cfg.Gateway.TLS, log)
 	if err != nil {
