@@ -46,9 +46,9 @@ func TestMessagingTwoReplicasShareRedis(t *testing.T) {
 			t.Fatalf("notification %d: %d %v", i, status, resp)
 		}
 	}
-	got := a.peers["planner_1"].waitFor(n)
+	a.peers["planner_1"].waitFor(n)
 	time.Sleep(300 * time.Millisecond) // a duplicate would arrive now
-	got = a.peers["planner_1"].received()
+	got := a.peers["planner_1"].received()
 	seen := map[string]int{}
 	for _, r := range got {
 		var m map[string]any
@@ -72,7 +72,9 @@ func TestMessagingTwoReplicasShareRedis(t *testing.T) {
 	if status != http.StatusAccepted {
 		t.Fatalf("error: %d %v", status, resp)
 	}
-	status, resp = a.send("executor_1", `{"message_type":"error","sender_id":"executor_1","receiver_id":"orch_1","workflow_id":"wf_redis","action":"execution_failed","error":"again","payload":{"error_code":"NOT_FOUND"}}`)
+	if status, resp = a.send("executor_1", `{"message_type":"error","sender_id":"executor_1","receiver_id":"orch_1","workflow_id":"wf_redis","action":"execution_failed","error":"again","payload":{"error_code":"NOT_FOUND"}}`); status != http.StatusAccepted || resp["escalation"] != nil {
+		t.Fatalf("second retryable error: %d %v", status, resp)
+	}
 	status, resp = b.send("executor_1", `{"message_type":"error","sender_id":"executor_1","receiver_id":"orch_1","workflow_id":"wf_redis","action":"execution_failed","error":"third","payload":{"error_code":"NOT_FOUND"}}`)
 	esc, ok := resp["escalation"].(map[string]any)
 	if status != http.StatusAccepted || !ok {
