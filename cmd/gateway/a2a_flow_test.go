@@ -105,8 +105,9 @@ const (
 	kindMessageDelivery = "message.delivery"
 )
 
-// TestSAMRelayHandoff is seed 003 2.1: the vendor agent hands its context
-// to the compliance agent, which acknowledges; the sender's turn ends.
+// TestSAMRelayHandoff is seed 003 2.1 across three agents: the vendor agent
+// hands its context to the compliance agent, which acknowledges (the
+// sender's turn ends), then hands it on to the finance agent.
 func TestSAMRelayHandoff(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
 	env := `{"message_id":"msg-uuid-1234","correlation_id":"corr-uuid-5678","timestamp":"` + time.Now().UTC().Format(time.RFC3339) + `",
@@ -124,9 +125,36 @@ func TestSAMRelayHandoff(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(string(got[0].body), `"shared_context"`) {
 		t.Fatalf("compliance agent got %d messages", len(got))
 	}
-	_, ids, _ := g.history("compliance_agent", "correlation_id=corr-uuid-5678")
-	if len(ids) != 2 || ids[0] != "msg-uuid-1234" {
-		t.Errorf("history %v", ids)
+	// The compliance agent finishes and relays the context on to the
+	// third agent, which acknowledges with an ACK envelope of its own.
+	g.peers["finance_agent"].set(replyWith(func(req map[string]any) string {
+		return `{"message_id":"ack-fin-1","correlation_id":"corr-uuid-5678","sender":{"agent_id":"finance_agent"},"recipient":{"agent_id":"compliance_agent"},"message_type":"ACK","metadata":{"in_reply_to":"` + str(req["message_id"]) + `"}}`
+	}))
+	status, resp = g.send("compliance_agent", `{"message_id":"msg-uuid-2345","correlation_id":"corr-uuid-5678","sender":{"agent_id":"compliance_agent","role":"validator"},"recipient":{"agent_id":"finance_agent","role":"payments"},"message_type":"REQUEST","payload":{"action":"setup_vendor_payments","data":{"vendor":{"id":"v-123","status":"validated"}},"context":{"shared_context":{"workflow_id":"wf-101","current_agent":"finance_agent"}}}}`)
+	if status != http.StatusOK || resp["message_id"] != "ack-fin-1" {
+		t.Fatalf("second handoff: %d %v", status, resp)
+	}
+	if got := g.peers["finance_agent"].received(); len(got) != 1 || !strings.Contains(string(got[0].body), `"current_agent":"finance_agent"`) {
+		t.Fatalf("finance agent got %d messages", len(got))
+	}
+	// Each agent sees its own part of the relay, in order.
+	for _, tc := range []struct {
+		agent string
+		n     int
+		first string
+	}{
+		{"vendor_onboarding_agent", 2, "msg-uuid-1234"},
+		{"compliance_agent", 4, "msg-uuid-1234"},
+		{"finance_agent", 2, "msg-uuid-2345"},
+	} {
+		_, ids, _ := g.history(tc.agent, "correlation_id=corr-uuid-5678")
+		if len(ids) != tc.n || ids[0] != tc.first {
+			t.Errorf("history of %s: %v", tc.agent, ids)
+		}
+	}
+	// The vendor agent may not take the third step itself.
+	if status, _ := g.send("vendor_onboarding_agent", `{"correlation_id":"corr-uuid-5678","sender":{"agent_id":"vendor_onboarding_agent"},"recipient":{"agent_id":"finance_agent"},"message_type":"REQUEST","payload":{"action":"setup_vendor_payments"}}`); status != http.StatusForbidden {
+		t.Errorf("skipping the compliance step: %d", status)
 	}
 }
 

@@ -143,6 +143,8 @@ const a2aAgents = `agents:
     messages:
       - to: [vendor_onboarding_agent]
         actions: ["*"]
+      - to: [finance_agent]
+        actions: [setup_vendor_payments]
   requisition_agent:
     type: requisition
     endpoint: "%endpoint:requisition_agent%"
