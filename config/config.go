@@ -62,6 +62,20 @@ type Messaging struct {
 	// MaxClockSkew refuses envelopes whose timestamp is further than this
 	// from the gateway's clock. Default 5m.
 	MaxClockSkew Duration `yaml:"max_clock_skew"`
+	// TLS is how the gateway connects to https endpoints.
+	TLS MessagingTLS `yaml:"tls"`
+}
+
+// MessagingTLS authenticates the gateway to the agents' endpoints and them
+// to it (seed 003 6: agents authenticate via mTLS).
+type MessagingTLS struct {
+	// CAFile verifies the endpoints' certificates. Empty: system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate the gateway
+	// presents (re-read on each new connection, so rotation needs no
+	// restart). Empty: none.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Log configures log/slog output.

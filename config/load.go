@@ -365,6 +365,12 @@ func (l *loader) messaging(n *yaml.Node, m *Messaging) {
 	if m.Timeout > m.MaxTimeout {
 		l.add(f, at("timeout"), "messaging.timeout %s exceeds messaging.max_timeout %s", m.Timeout.D(), m.MaxTimeout.D())
 	}
+	if (m.TLS.CertFile == "") != (m.TLS.KeyFile == "") {
+		l.add(f, at("tls"), "messaging.tls: cert_file and key_file go together")
+	}
+	l.fileExists(f, at("tls", "ca_file"), "messaging.tls.ca_file", m.TLS.CAFile)
+	l.fileExists(f, at("tls", "cert_file"), "messaging.tls.cert_file", m.TLS.CertFile)
+	l.fileExists(f, at("tls", "key_file"), "messaging.tls.key_file", m.TLS.KeyFile)
 	if m.Workers == 0 {
 		m.Workers = 4
 	}

@@ -1,66 +1,20 @@
 package server_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/testcert"
 )
 
-// testCA issues certificates for the TLS tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T) *testCA {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns PEM cert and key; server certs get 127.0.0.1, client certs a SPIFFE URI.
-func (ca *testCA) issue(t *testing.T, serial int64, spiffe string) (certPEM, keyPEM []byte) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "leaf"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-	if spiffe == "" {
-		tpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	} else {
-		u, _ := url.Parse(spiffe)
-		tpl.URIs = []*url.URL{u}
-		tpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 func TestMTLSIdentityAndRotation(t *testing.T) {
-	ca := newCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	files := map[string]string{}
 	put := func(name string, b []byte) string {
@@ -71,18 +25,18 @@ func TestMTLSIdentityAndRotation(t *testing.T) {
 		files[name] = p
 		return p
 	}
-	sc, sk := ca.issue(t, 100, "")
+	sc, sk := ca.Issue(t, 100, "")
 	put("server.pem", sc)
 	put("server.key", sk)
-	put("ca.pem", ca.pem)
+	put("ca.pem", ca.PEM)
 	st := newStack(t, stackOpts{tlsYAML: "tls:\n  cert_file: " + files["server.pem"] + "\n  key_file: " + files["server.key"] +
 		"\n  client_ca_file: " + files["ca.pem"] + "\n  min_version: \"1.3\"\n"})
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.pem)
+	roots.AppendCertsFromPEM(ca.PEM)
 	client := func(spiffe string, maxVersion uint16) *http.Client {
 		cfg := &tls.Config{RootCAs: roots, MaxVersion: maxVersion}
 		if spiffe != "" {
-			c, k := ca.issue(t, 200, spiffe)
+			c, k := ca.Issue(t, 200, spiffe)
 			pair, err := tls.X509KeyPair(c, k)
 			if err != nil {
 				t.Fatal(err)
@@ -123,7 +77,7 @@ func TestMTLSIdentityAndRotation(t *testing.T) {
 	}
 	// Rotation: new files, new connections see the new certificate.
 	time.Sleep(1100 * time.Millisecond) // modification times must differ
-	nc, nk := ca.issue(t, 101, "")
+	nc, nk := ca.Issue(t, 101, "")
 	put("server.key", nk)
 	put("server.pem", nc)
 	time.Sleep(1100 * time.Millisecond) // the reload check runs at most once a second

@@ -2,16 +2,20 @@ package main
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/testcert"
 )
 
 func shaHex(b []byte) string {
@@ -522,4 +526,47 @@ func TestSpawnUnderPolicy(t *testing.T) {
 		t.Errorf("%d registry.spawn entries", len(spawns))
 	}
 	_ = io.Discard
+}
+
+// TestRelayOverMutualTLS: an endpoint that requires a client certificate
+// (seed 003 6) gets the message when the gateway presents one signed by
+// its CA, and the gateway verifies the endpoint's certificate in turn.
+func TestRelayOverMutualTLS(t *testing.T) {
+	ca := testcert.NewCA(t)
+	dir := t.TempDir()
+	put := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	srvCert, srvKey := ca.Issue(t, 10, "")
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finance := startPeer(t, &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS13})
+	finance.set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].URIs[0].String() != "spiffe://example.org/gateway" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	gwCert, gwKey := ca.Issue(t, 11, "spiffe://example.org/gateway")
+	tlsYAML := "  tls:\n    ca_file: " + put("ca.pem", ca.PEM) + "\n    cert_file: " + put("gw.pem", gwCert) + "\n    key_file: " + put("gw.key", gwKey) + "\n"
+	g := newA2A(t, a2aOpts{peers: map[string]*peer{"finance_agent": finance}, messagingExtra: tlsYAML})
+	body := `{"correlation_id":"corr-tls","sender":{"agent_id":"requisition_agent"},"recipient":{"agent_id":"finance_agent"},"message_type":"REQUEST","payload":{"action":"budget_check"}}`
+	if status, resp := g.send("requisition_agent", body); status != http.StatusOK || resp["message_type"] != "ACK" {
+		t.Fatalf("over mTLS: %d %v", status, resp)
+	}
+	// Without the client certificate the endpoint refuses the handshake.
+	bare := newA2A(t, a2aOpts{peers: map[string]*peer{"finance_agent": finance}, messagingExtra: "  tls:\n    ca_file: " + filepath.Join(dir, "ca.pem") + "\n"})
+	if status, resp := bare.send("requisition_agent", body); status != http.StatusBadGateway {
+		t.Errorf("without a client certificate: %d %v", status, resp)
+	}
+	if n := len(finance.received()); n != 1 {
+		t.Errorf("the endpoint served %d requests, want only the authenticated one", n)
+	}
 }

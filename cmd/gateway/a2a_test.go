@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -34,9 +35,12 @@ type received struct {
 	header http.Header
 }
 
-func newPeer(t testing.TB) *peer {
+func newPeer(t testing.TB) *peer { return startPeer(t, nil) }
+
+// startPeer serves the peer over TLS with tc (plain HTTP when nil).
+func startPeer(t testing.TB, tc *tls.Config) *peer {
 	p := &peer{t: t}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		p.mu.Lock()
 		p.got = append(p.got, received{body: body, header: r.Header.Clone()})
@@ -48,6 +52,12 @@ func newPeer(t testing.TB) *peer {
 		}
 		h(w, r, body)
 	}))
+	if tc != nil {
+		p.srv.TLS = tc
+		p.srv.StartTLS()
+	} else {
+		p.srv.Start()
+	}
 	t.Cleanup(p.srv.Close)
 	return p
 }
@@ -178,6 +188,8 @@ type a2aOpts struct {
 	workers int
 	// failMode is audit.fail_mode (default closed).
 	failMode string
+	// messagingExtra is appended to gateway.yaml's messaging section.
+	messagingExtra string
 }
 
 func newA2A(t testing.TB, o a2aOpts) *a2a {
@@ -198,7 +210,9 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 	peers := o.peers
 	if peers == nil {
 		peers = map[string]*peer{}
-		for _, id := range []string{"orch_1", "planner_1", "executor_1", "vendor_onboarding_agent", "compliance_agent", "requisition_agent", "finance_agent"} {
+	}
+	for _, id := range []string{"orch_1", "planner_1", "executor_1", "vendor_onboarding_agent", "compliance_agent", "requisition_agent", "finance_agent"} {
+		if peers[id] == nil {
 			peers[id] = newPeer(t)
 		}
 	}
@@ -236,7 +250,7 @@ messaging:
   retry_backoff: 10ms
   timeout: 2s
   workers: ` + itoa(o.workers) + `
-` + state
+` + o.messagingExtra + state
 	files := map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   b.String(),

@@ -239,9 +239,13 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	var agentRoutes []server.Route
 	if a.approval != nil {
 		rec := &proxy.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
+		client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS)
+		if err != nil {
+			return fail(&usageError{err.Error()})
+		}
 		a.messaging, err = messaging.New(messaging.Deps{
 			Config: cfg, Registry: reg, RBAC: rbac, Policy: engine, Queue: st.queue, History: st.history,
-			Audit: rec, Escalator: a.approval, Log: log,
+			Audit: rec, Escalator: a.approval, Log: log, Client: client,
 		})
 		if err != nil {
 			return fail(err)

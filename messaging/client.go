@@ -1,0 +1,51 @@
+package messaging
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// NewClient is the HTTP client that calls agents' endpoints: pooled
+// keep-alive connections (a busy relay must not reconnect per message),
+// the endpoints' certificates verified against ca_file, and the gateway's
+// client certificate presented for mTLS.
+func NewClient(c config.MessagingTLS) (*http.Client, error) {
+	t := upstream.NewTransport(0)
+	t.Proxy = nil // endpoints are inside the mesh; never via a proxy
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("messaging.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("messaging.tls.ca_file %s: no PEM certificate", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		// Loaded once now, so a bad pair fails at startup; then again on
+		// each handshake, so a rotated certificate needs no restart.
+		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+			return nil, fmt.Errorf("messaging.tls: client certificate: %w", err)
+		}
+		certFile, keyFile := c.CertFile, c.KeyFile
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, errors.New("messaging client certificate unreadable: " + err.Error())
+			}
+			return &cert, nil
+		}
+	}
+	t.TLSClientConfig = tc
+	return &http.Client{Transport: t}, nil
+}
