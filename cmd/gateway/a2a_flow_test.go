@@ -570,3 +570,36 @@ func TestRelayOverMutualTLS(t *testing.T) {
 		t.Errorf("the endpoint served %d requests, want only the authenticated one", n)
 	}
 }
+
+// TestRecipientAnswerChecked: a recipient's answer is an envelope like any
+// other; one that poses as another agent, answers another request, is
+// addressed elsewhere or is not an answer at all never reaches the sender.
+func TestRecipientAnswerChecked(t *testing.T) {
+	g := newA2A(t, a2aOpts{})
+	tests := []struct {
+		name, answer, want string
+	}{
+		{"poses as another agent", `{"message_type":"response","sender_id":"executor_1","receiver_id":"orch_1","in_reply_to":"%s","action":"plan_complete"}`, `claims sender "executor_1"`},
+		{"answers another request", `{"message_type":"response","sender_id":"planner_1","receiver_id":"orch_1","in_reply_to":"msg_other","action":"plan_complete"}`, `replies to "msg_other"`},
+		{"addressed to someone else", `{"message_type":"response","sender_id":"planner_1","receiver_id":"executor_1","in_reply_to":"%s","action":"plan_complete"}`, `addressed to "executor_1"`},
+		{"a request instead of an answer", `{"message_type":"request","sender_id":"planner_1","receiver_id":"orch_1","action":"plan_workflow"}`, "not a response, error or ack"},
+		{"not an envelope", `{"ok":true}`, "not a valid envelope"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
+				return strings.Replace(tc.answer, "%s", str(req["message_id"]), 1)
+			}))
+			status, resp := g.send("orch_1", `{"message_type":"request","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_ans_`+itoa(i)+`","action":"plan_workflow","payload":{}}`)
+			msg := str(resp["error"].(map[string]any)["message"])
+			if status != http.StatusBadGateway || !strings.Contains(msg, tc.want) {
+				t.Fatalf("%d %s", status, msg)
+			}
+			// The thread holds the request and the gateway's ERROR, not the answer.
+			_, _, data := g.history("orch_1", "workflow_id=wf_ans_"+itoa(i))
+			if len(data) != 2 || data[1]["sender"] != "gateway" {
+				t.Errorf("thread %v", data)
+			}
+		})
+	}
+}
