@@ -41,15 +41,16 @@ func (s *Service) maybeEscalate(ctx context.Context, m *envelope.Message, relaye
 	case m.Error != nil && m.Error.Retryable != nil && !*m.Error.Retryable:
 		reason = fmt.Sprintf("%s reported error %s, which is not retryable: %s", m.Sender.ID, m.Error.Code, clipN(m.Error.Message, 200))
 	default:
+		attempts := s.conf.Load().attempts
 		n := s.countErrors(ctx, m)
-		if n < s.attempts {
+		if n < attempts {
 			return nil
 		}
 		code := ""
 		if m.Error != nil {
 			code = m.Error.Code
 		}
-		reason = fmt.Sprintf("%s reported its %d. error %s in this thread; max_retry_attempts is %d", m.Sender.ID, n, code, s.attempts)
+		reason = fmt.Sprintf("%s reported its %d. error %s in this thread; max_retry_attempts is %d", m.Sender.ID, n, code, attempts)
 	}
 	waiting := m.Sender.ID
 	if m.Recipient != nil {

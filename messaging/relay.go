@@ -71,14 +71,15 @@ func (s *Service) post(ctx context.Context, endpoint, sender, requestID string, 
 	return resp.StatusCode, answer, nil
 }
 
-// handOver posts body with retries: up to s.attempts attempts, backing
+// handOver posts body with retries: up to max_retry_attempts attempts, backing
 // off from messaging.retry_backoff, each within perAttempt, all within
 // ctx. It returns the answer of the first success, the number of attempts
 // made, and the last failure.
 func (s *Service) handOver(ctx context.Context, endpoint, sender, requestID string, body []byte, perAttempt time.Duration) ([]byte, int, error) {
-	backoff := s.cfg.Gateway.Messaging.RetryBackoff.D()
+	c := s.conf.Load()
+	backoff := c.cfg.Gateway.Messaging.RetryBackoff.D()
 	var last error
-	for n := 1; n <= s.attempts; n++ {
+	for n := 1; n <= c.attempts; n++ {
 		actx, cancel := context.WithTimeout(ctx, perAttempt)
 		_, answer, err := s.post(actx, endpoint, sender, requestID, body)
 		cancel()
@@ -87,7 +88,7 @@ func (s *Service) handOver(ctx context.Context, endpoint, sender, requestID stri
 		}
 		last = err
 		var ae *attemptError
-		if !errors.As(err, &ae) || !ae.retry || n == s.attempts {
+		if !errors.As(err, &ae) || !ae.retry || n == c.attempts {
 			return nil, n, err
 		}
 		select {
@@ -97,7 +98,7 @@ func (s *Service) handOver(ctx context.Context, endpoint, sender, requestID stri
 		}
 		backoff *= 2
 	}
-	return nil, s.attempts, last
+	return nil, c.attempts, last
 }
 
 // relay delivers a REQUEST and answers with the recipient's RESPONSE

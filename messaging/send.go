@@ -30,6 +30,7 @@ type send struct {
 	recipient *registry.Entry // nil for a broadcast
 	targets   []registry.Entry
 	checks    map[string]any
+	conf      *conf
 }
 
 // Send serves POST /v1/messages. The agent is the authenticated one (the
@@ -80,7 +81,9 @@ func (s *Service) accept(r *http.Request, in *send) error {
 	now := s.now().UTC()
 	m.Fill(now, newID)
 	in.msg = m
-	if skew := s.cfg.Gateway.Messaging.MaxClockSkew.D(); m.Timestamp.Sub(now) > skew || now.Sub(m.Timestamp) > skew {
+	c := s.conf.Load()
+	in.conf = c
+	if skew := c.cfg.Gateway.Messaging.MaxClockSkew.D(); m.Timestamp.Sub(now) > skew || now.Sub(m.Timestamp) > skew {
 		return apierror.BadRequest("timestamp", "Invalid envelope: timestamp %s is more than %s away from the gateway's clock.", m.Timestamp.Format(time.RFC3339), skew)
 	}
 	if m.Sender.ID != in.agent.ID {
@@ -95,7 +98,7 @@ func (s *Service) accept(r *http.Request, in *send) error {
 	if m.Recipient != nil {
 		recipientID = m.Recipient.ID
 	}
-	az := s.rbac.AuthorizeMessage(in.agent.ID, recipientID, action(m))
+	az := c.rbac.AuthorizeMessage(in.agent.ID, recipientID, action(m))
 	in.checks["rbac"] = map[string]any{"allowed": az.Allowed, "reason": az.Reason}
 	if !az.Allowed {
 		return apierror.Forbidden("RBAC: " + az.Reason + ".")
@@ -185,7 +188,7 @@ func (s *Service) policyInput(in *send, az policy.Authz) map[string]any {
 	if in.recipient != nil {
 		recipient = entryInput(*in.recipient)
 	}
-	agent := s.agentIn[in.agent.ID]
+	agent := in.conf.agentIn[in.agent.ID]
 	if agent == nil {
 		agent = policy.AgentInput(in.agent)
 	}

@@ -86,9 +86,7 @@ type Deps struct {
 
 // Service relays and governs agent-to-agent messages.
 type Service struct {
-	cfg       *config.Config
 	reg       *registry.Registry
-	rbac      Authorizer
 	policy    Decider
 	queue     mailbox.Queue
 	history   mailbox.History
@@ -98,13 +96,36 @@ type Service struct {
 	client    *http.Client
 	now       func() time.Time
 
+	// conf is what a config reload replaces; each request reads it once.
+	conf atomic.Pointer[conf]
+
+	stats counters
+}
+
+// conf is the configuration-dependent part of the service.
+type conf struct {
+	cfg  *config.Config
+	rbac Authorizer
 	// attempts bounds delivery attempts and repeated ERRORs
 	// (protocol limits.max_retry_attempts, at least 1).
 	attempts int
 	// agentIn is each configured agent's policy input, converted once.
 	agentIn map[string]any
+}
 
-	stats counters
+func newConf(cfg *config.Config, rbac Authorizer) *conf {
+	c := &conf{cfg: cfg, rbac: rbac, attempts: max(1, cfg.Protocol.Limits.MaxRetryAttempts), agentIn: make(map[string]any, len(cfg.Agents))}
+	for id, a := range cfg.Agents {
+		c.agentIn[id] = policy.Preconvert(policy.AgentInput(a))
+	}
+	return c
+}
+
+// Reload serves cfg and its RBAC from the next message on (a config hot
+// reload); messages in flight finish under the configuration they began
+// with. The worker count and the queue are not changed.
+func (s *Service) Reload(cfg *config.Config, rbac Authorizer) {
+	s.conf.Store(newConf(cfg, rbac))
 }
 
 // counters are the service's totals for /metrics.
@@ -139,19 +160,15 @@ func New(d Deps) (*Service, error) {
 		return nil, errors.New("messaging: Config, Registry, RBAC, Policy, Queue, History, Audit, Escalator and Log are required")
 	}
 	s := &Service{
-		cfg: d.Config, reg: d.Registry, rbac: d.RBAC, policy: d.Policy, queue: d.Queue, history: d.History,
+		reg: d.Registry, policy: d.Policy, queue: d.Queue, history: d.History,
 		audit: d.Audit, escalator: d.Escalator, log: d.Log, client: d.Client, now: d.Now,
-		attempts: max(1, d.Config.Protocol.Limits.MaxRetryAttempts),
-		agentIn:  make(map[string]any, len(d.Config.Agents)),
 	}
+	s.conf.Store(newConf(d.Config, d.RBAC))
 	if s.client == nil {
 		s.client = &http.Client{}
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	for id, a := range d.Config.Agents {
-		s.agentIn[id] = policy.Preconvert(policy.AgentInput(a))
 	}
 	return s, nil
 }
@@ -170,7 +187,7 @@ func sha256Hex(b []byte) string {
 // timeout is how long a REQUEST may take: metadata.timeout_ms capped by
 // messaging.max_timeout, or messaging.timeout.
 func (s *Service) timeout(ms int) time.Duration {
-	m := s.cfg.Gateway.Messaging
+	m := s.conf.Load().cfg.Gateway.Messaging
 	if ms <= 0 {
 		return m.Timeout.D()
 	}

@@ -17,7 +17,7 @@ import (
 // lost with the process (the memory backend is for one replica and tests).
 func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for range max(1, s.cfg.Gateway.Messaging.Workers) {
+	for range max(1, s.conf.Load().cfg.Gateway.Messaging.Workers) {
 		wg.Go(func() { s.work(ctx) })
 	}
 	wg.Wait()
@@ -54,7 +54,7 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 	if !ok || e.Endpoint == "" {
 		err = errors.New("the recipient no longer has an endpoint")
 	} else {
-		_, attempts, err = s.handOver(ctx, e.Endpoint, d.Sender, "", d.Body, s.cfg.Gateway.Messaging.Timeout.D())
+		_, attempts, err = s.handOver(ctx, e.Endpoint, d.Sender, "", d.Body, s.conf.Load().cfg.Gateway.Messaging.Timeout.D())
 	}
 	if ctx.Err() != nil {
 		return // shutting down: leave it for another consumer

@@ -64,14 +64,15 @@ type Store interface {
 // Registry is the static registry of the configuration plus the Store.
 // It is safe for concurrent use.
 type Registry struct {
-	static []Entry
-	byName map[string]int
-	lib    *compact.Library
-	store  Store
-	ttl    time.Duration
-	now    func() time.Time
+	store Store
+	ttl   time.Duration
+	now   func() time.Time
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// static, byName and lib are the configuration's (replaced by Reload).
+	static   []Entry
+	byName   map[string]int
+	lib      *compact.Library
 	cachedAt time.Time
 	cached   *view
 }
@@ -86,11 +87,22 @@ type view struct {
 // New builds the registry of cfg. Spawned agents are read from store
 // (refreshed at most every second, and at once after a local spawn).
 func New(cfg *config.Config, store Store) (*Registry, error) {
-	lib, err := Library(cfg.Registry)
-	if err != nil {
+	r := &Registry{store: store, ttl: time.Second, now: time.Now}
+	if err := r.Reload(cfg); err != nil {
 		return nil, err
 	}
-	r := &Registry{lib: lib, store: store, byName: map[string]int{}, ttl: time.Second, now: time.Now}
+	return r, nil
+}
+
+// Reload replaces the configured agents and the library with cfg's (a
+// config hot reload); spawned agents stay. On error nothing changes.
+func (r *Registry) Reload(cfg *config.Config) error {
+	lib, err := Library(cfg.Registry)
+	if err != nil {
+		return err
+	}
+	var static []Entry
+	byName := map[string]int{}
 	ids := make([]string, 0, len(cfg.Agents))
 	for id := range cfg.Agents {
 		ids = append(ids, id)
@@ -98,14 +110,17 @@ func New(cfg *config.Config, store Store) (*Registry, error) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		a := cfg.Agents[id]
-		r.byName[id] = len(r.static)
-		r.static = append(r.static, Entry{
+		byName[id] = len(static)
+		static = append(static, Entry{
 			AgentName: id, Type: a.Type, SupportedVerbs: nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
 			Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
 			Endpoint: a.Endpoint,
 		})
 	}
-	return r, nil
+	r.mu.Lock()
+	r.static, r.byName, r.lib, r.cached = static, byName, lib, nil
+	r.mu.Unlock()
+	return nil
 }
 
 // Library converts registry.yaml into a compact library.

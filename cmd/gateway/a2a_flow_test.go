@@ -603,3 +603,46 @@ func TestRecipientAnswerChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagingConfigHotReload: message rules and the registry change with
+// agents.yaml and registry.yaml, without a restart; a broken change keeps
+// the last good rules.
+func TestMessagingConfigHotReload(t *testing.T) {
+	g := newA2A(t, a2aOpts{})
+	ping := `{"message_type":"notification","sender_id":"outsider","receiver_id":"planner_1","action":"ping"}`
+	if status, _ := g.send("outsider", ping); status != http.StatusForbidden {
+		t.Fatalf("before: %d", status)
+	}
+	agents, _ := os.ReadFile(filepath.Join(g.dir, "agents.yaml"))
+	changed := strings.Replace(string(agents), "      - to: [orch_1]\n        actions: [ping]", "      - to: [orch_1, planner_1]\n        actions: [ping]", 1)
+	if changed == string(agents) {
+		t.Fatal("test config changed shape")
+	}
+	reg, _ := os.ReadFile(filepath.Join(g.dir, "registry.yaml"))
+	regChanged := strings.Replace(string(reg), "  tools:\n", "    - name: audit_books\n      outputs: report\n  tools:\n    - id: LEDGER\n      supported_verbs: [audit_books]\n", 1)
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("agents.yaml", changed)
+	write("registry.yaml", regChanged)
+	cfg := g.app.reload(g.dir, g.cfg)
+	if cfg == g.cfg {
+		t.Fatal("reload failed")
+	}
+	if status, resp := g.send("outsider", ping); status != http.StatusAccepted {
+		t.Errorf("after the reload: %d %v", status, resp)
+	}
+	if status, body, _ := g.do(http.MethodPost, "/sacp/validate", "tok-outsider", `{"g":"X","plan":[["audit_books","LEDGER",{}]]}`); status != http.StatusOK {
+		t.Errorf("new verb after the reload: %d %s", status, body)
+	}
+	// A tool naming an unknown verb does not load; the last good registry serves.
+	write("registry.yaml", strings.Replace(regChanged, "supported_verbs: [audit_books]", "supported_verbs: [nope]", 1))
+	if got := g.app.reload(g.dir, cfg); got != cfg {
+		t.Fatal("a broken registry.yaml was loaded")
+	}
+	if status, _, _ := g.do(http.MethodPost, "/sacp/validate", "tok-outsider", `{"g":"X","plan":[["audit_books","LEDGER",{}]]}`); status != http.StatusOK {
+		t.Errorf("the last good registry stopped serving: %d", status)
+	}
+}

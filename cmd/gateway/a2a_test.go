@@ -104,6 +104,9 @@ type a2a struct {
 	app      *app
 	auditDir string
 	peers    map[string]*peer
+	// dir and cfg are the config directory and what was loaded from it.
+	dir string
+	cfg *config.Config
 }
 
 // a2aAgents: every agent's token is "tok-" + id; %endpoint:<id>% is
@@ -297,7 +300,7 @@ messaging:
 		a.close()
 		auditLog.Close()
 	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers}
+	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
 }
 
 func itoa(n int) string {

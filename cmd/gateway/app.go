@@ -152,7 +152,7 @@ func openAudit(cfg *config.Config, log *slog.Logger) (*audit.Log, error) {
 // the trail shows which rules were in force.
 func configDigest(dir string) map[string]any {
 	out := map[string]any{"dir": dir}
-	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile} {
+	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile} {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 			sum := sha256.Sum256(b)
 			out[name] = hex.EncodeToString(sum[:])
@@ -193,17 +193,9 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		a.close()
 		return nil, err
 	}
-	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
-	for _, r := range cfg.Gateway.Admin.Reviewers {
-		reviewers = append(reviewers, r.Name)
-	}
-	model := filepath.Join(cfg.Dir, "rbac_model.conf")
-	if _, err := os.Stat(model); os.IsNotExist(err) {
-		model = "" // the built-in model, the same as the shipped file
-	}
-	rbac, err := policy.NewRBAC(model, cfg.Agents, reviewers)
+	rbac, err := newRBAC(cfg)
 	if err != nil {
-		return fail(&usageError{fmt.Sprintf("rbac: %v", err)})
+		return fail(&usageError{err.Error()})
 	}
 	catalogue, err := loadCatalogue(cfg)
 	if err != nil {
@@ -329,6 +321,25 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		return fail(err)
 	}
 	return a, nil
+}
+
+// newRBAC builds the casbin RBAC of cfg: the model file of the config dir
+// (or the built-in one, the same as the shipped file) and policy lines from
+// agents.yaml and the reviewers.
+func newRBAC(cfg *config.Config) (*policy.RBAC, error) {
+	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
+	for _, r := range cfg.Gateway.Admin.Reviewers {
+		reviewers = append(reviewers, r.Name)
+	}
+	model := filepath.Join(cfg.Dir, "rbac_model.conf")
+	if _, err := os.Stat(model); os.IsNotExist(err) {
+		model = ""
+	}
+	rbac, err := policy.NewRBAC(model, cfg.Agents, reviewers)
+	if err != nil {
+		return nil, fmt.Errorf("rbac: %w", err)
+	}
+	return rbac, nil
 }
 
 // newPolicies loads the Rego of policy.dir; with an audit trail (serving),
@@ -495,7 +506,9 @@ func (a *app) reload(dir string, current *config.Config) *config.Config {
 		var ups *upstream.Set
 		if ups, err = upstream.New(cfg.Gateway.Upstreams, a.log); err == nil {
 			var gw *proxy.Gateway
-			if gw, err = a.gateway(cfg, ups); err == nil {
+			if err = a.reloadMessaging(cfg); err != nil {
+				ups.Close()
+			} else if gw, err = a.gateway(cfg, ups); err == nil {
 				a.mu.Lock()
 				old := a.upstreams
 				a.upstreams = ups
@@ -522,6 +535,24 @@ func (a *app) reload(dir string, current *config.Config) *config.Config {
 		return current
 	}
 	return cfg
+}
+
+// reloadMessaging gives the agent-to-agent side cfg's agents, registry
+// and message rules. It runs before the gateway is swapped: a config that
+// fails here keeps the last good one everywhere.
+func (a *app) reloadMessaging(cfg *config.Config) error {
+	if a.messaging == nil {
+		return nil
+	}
+	rbac, err := newRBAC(cfg)
+	if err != nil {
+		return err
+	}
+	if err := a.registry.Reload(cfg); err != nil {
+		return err
+	}
+	a.messaging.Reload(cfg, rbac)
+	return nil
 }
 
 // watchConfig reloads on changes to the config directory, debounced so an
