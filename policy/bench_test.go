@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,4 +211,27 @@ func TestAllocationsStableAcrossReloads(t *testing.T) {
 	if a1 > a0*1.02+2 || c1 > c0*1.02+2 {
 		t.Errorf("allocations grew across reloads: approval %.0f -> %.0f, chat %.0f -> %.0f", a0, a1, c0, c1)
 	}
+}
+
+// BenchmarkMessagesDeny is data.gateway.messages.deny on seed 002's step 1
+// as POST /v1/messages builds its input.
+func BenchmarkMessagesDeny(b *testing.B) {
+	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
+	in := map[string]any{
+		"agent": Preconvert(AgentInput(testAgents()["claude-3"])),
+		"message": map[string]any{"format": "acl", "id": "msg_001", "type": "request", "priority": "high", "sender": "claude-3",
+			"recipient": "gemini-pro", "action": "plan_workflow", "workflow_id": "wf_abc", "correlation_id": "", "task_id": "", "in_reply_to": "",
+			"timeout_ms": int64(0), "payload_bytes": int64(96),
+			"payload": map[string]any{"operation": "update", "target_customer_id": "CUST001", "parameters": map[string]any{"credit_limit": float64(100000)}}},
+		"recipient": map[string]any{"id": "gemini-pro", "type": "reviewer", "supported_verbs": []any{"review"}, "supported_tools": []any{}, "tags": []any{}, "spawned": false},
+		"authz":     map[string]any{"allowed": true, "reason": "rule"},
+	}
+	ctx := context.Background()
+	latency(b, func() error {
+		d, err := e.MessagesDeny(ctx, in)
+		if err == nil && d.Deny {
+			err = errors.New("denied: " + strings.Join(d.Reasons, "; "))
+		}
+		return err
+	})
 }
