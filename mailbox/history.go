@@ -45,6 +45,11 @@ type History interface {
 	// List returns the thread's entries oldest first (at most limit, the
 	// oldest ones; limit ≤0: all). An unknown thread is empty.
 	List(ctx context.Context, kind, id string, limit int) ([]Entry, error)
+	// Seen reports whether the thread already holds a message of sender
+	// with messageID: POST /v1/messages refuses such a repeat. It is a
+	// check before the append, not a lock: two identical messages racing
+	// may both pass (recipients dedupe by message_id anyway).
+	Seen(ctx context.Context, kind, id, sender, messageID string) (bool, error)
 }
 
 // Defaults of HistoryOptions.
@@ -139,8 +144,14 @@ type MemoryHistory struct {
 // an entry in both a workflow and a correlation thread is stored once.
 type memThread struct {
 	entries []*Entry
+	// ids holds seenKey of every entry.
+	ids     map[string]struct{}
 	expires time.Time
 }
+
+// seenKey identifies a message in a thread: ids are the sender's to
+// choose, so two senders may pick the same one.
+func seenKey(sender, messageID string) string { return sender + "\x00" + messageID }
 
 var _ History = (*MemoryHistory)(nil)
 
@@ -196,6 +207,10 @@ func (h *MemoryHistory) Append(ctx context.Context, e Entry) error {
 			h.threads[t] = th
 		}
 		th.entries = append(th.entries, stored)
+		if th.ids == nil {
+			th.ids = map[string]struct{}{}
+		}
+		th.ids[seenKey(e.Sender, e.MessageID)] = struct{}{}
 		th.expires = now.Add(h.opt.Retention)
 	}
 	return nil
@@ -225,4 +240,22 @@ func (h *MemoryHistory) List(ctx context.Context, kind, id string, limit int) ([
 		out[i] = cloneEntry(*th.entries[i])
 	}
 	return out, nil
+}
+
+// Seen implements History.
+func (h *MemoryHistory) Seen(ctx context.Context, kind, id, sender, messageID string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := checkKind(kind); err != nil {
+		return false, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	th := h.liveLocked(threadID{kind, id}, h.now())
+	if th == nil {
+		return false, nil
+	}
+	_, ok := th.ids[seenKey(sender, messageID)]
+	return ok, nil
 }

@@ -28,6 +28,7 @@ var historyBehaviours = []struct {
 	{"envelope bytes exact", historyEnvelopeExact},
 	{"stored entries immutable", historyImmutable},
 	{"concurrent appends", historyConcurrent},
+	{"seen", historySeen},
 }
 
 func runHistoryBehaviours(t *testing.T, newH newHistoryFunc) {
@@ -408,5 +409,33 @@ func TestEntryCodec(t *testing.T) {
 		if _, err := decodeEntry([]byte(bad)); err == nil {
 			t.Errorf("decode %q succeeded", bad)
 		}
+	}
+}
+
+// historySeen: a message is seen in each thread it was appended to, per
+// sender, and nowhere else.
+func historySeen(t *testing.T, newH newHistoryFunc) {
+	h := newH(t, HistoryOptions{})
+	ctx := t.Context()
+	mustAppend(t, h, entry("m1", "wf1", "c1"))
+	tests := []struct {
+		kind, id, sender, msg string
+		want                  bool
+	}{
+		{KeyWorkflow, "wf1", "executor_1", "m1", true},
+		{KeyCorrelation, "c1", "executor_1", "m1", true},
+		{KeyWorkflow, "wf1", "orch_1", "m1", false},
+		{KeyWorkflow, "wf1", "executor_1", "m2", false},
+		{KeyWorkflow, "wf2", "executor_1", "m1", false},
+		{KeyWorkflow, "c1", "executor_1", "m1", false},
+	}
+	for _, tc := range tests {
+		got, err := h.Seen(ctx, tc.kind, tc.id, tc.sender, tc.msg)
+		if err != nil || got != tc.want {
+			t.Errorf("Seen(%s %s %s %s) = %v %v, want %v", tc.kind, tc.id, tc.sender, tc.msg, got, err, tc.want)
+		}
+	}
+	if _, err := h.Seen(ctx, "nope", "wf1", "executor_1", "m1"); err == nil {
+		t.Error("unknown kind accepted")
 	}
 }

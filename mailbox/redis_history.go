@@ -31,20 +31,43 @@ func (h *RedisHistory) key(t threadID) string {
 	return h.opt.Prefix + ":h:" + t.kind + ":" + t.id
 }
 
+// idsKey is the set of the thread's seen keys, expiring with the thread.
+func (h *RedisHistory) idsKey(t threadID) string {
+	return h.opt.Prefix + ":hid:" + t.kind + ":" + t.id
+}
+
+// Seen implements History.
+func (h *RedisHistory) Seen(ctx context.Context, kind, id, sender, messageID string) (bool, error) {
+	if err := checkKind(kind); err != nil {
+		return false, err
+	}
+	ok, err := h.client.SIsMember(ctx, h.idsKey(threadID{kind, id}), seenKey(sender, messageID)).Result()
+	if err != nil {
+		return false, fmt.Errorf("mailbox: history seen %s: %w", messageID, err)
+	}
+	return ok, nil
+}
+
 // appendScript appends one record to every thread key, or to none when one
 // of them is full.
 //
 // KEYS the thread lists; ARGV[1] max entries per thread, ARGV[2] retention
 // in ms, ARGV[3] the record. Returns 0 and the index (1-based) of the full
 // key, or 1.
+//
+// The second half of KEYS are the threads' id sets (for Seen), in the same
+// order; ARGV[4] is the entry's seen key.
 var appendScript = redis.NewScript(`
 local max = tonumber(ARGV[1])
-for i = 1, #KEYS do
+local n = #KEYS / 2
+for i = 1, n do
   if redis.call('LLEN', KEYS[i]) >= max then return {0, i} end
 end
-for i = 1, #KEYS do
+for i = 1, n do
   redis.call('RPUSH', KEYS[i], ARGV[3])
   redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  redis.call('SADD', KEYS[n + i], ARGV[4])
+  redis.call('PEXPIRE', KEYS[n + i], ARGV[2])
 end
 return {1, 0}
 `)
@@ -63,11 +86,12 @@ func (h *RedisHistory) Append(ctx context.Context, e Entry) error {
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(ts))
+	keys := make([]string, 2*len(ts))
 	for i, t := range ts {
 		keys[i] = h.key(t)
+		keys[len(ts)+i] = h.idsKey(t)
 	}
-	res, err := appendScript.Run(ctx, h.client, keys, h.opt.MaxPerThread, h.opt.Retention.Milliseconds(), rec).Int64Slice()
+	res, err := appendScript.Run(ctx, h.client, keys, h.opt.MaxPerThread, h.opt.Retention.Milliseconds(), rec, seenKey(e.Sender, e.MessageID)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("mailbox: history append %s: %w", e.MessageID, err)
 	}

@@ -79,6 +79,7 @@ func (s *Service) accept(r *http.Request, in *send) error {
 		return apierror.BadRequest("", "Invalid envelope: %v", err)
 	}
 	now := s.now().UTC()
+	chosenID := m.ID != ""
 	m.Fill(now, newID)
 	in.msg = m
 	c := s.conf.Load()
@@ -110,6 +111,33 @@ func (s *Service) accept(r *http.Request, in *send) error {
 	}
 	if dec.Deny {
 		return apierror.Forbidden("Policy: " + joinReasons(dec.Reasons))
+	}
+	if chosenID {
+		return s.checkRepeat(r.Context(), in)
+	}
+	return nil
+}
+
+// checkRepeat refuses a message_id its sender already used in the thread:
+// a client retrying a POST whose answer it lost must not have the message
+// delivered twice (409 tells it the first one arrived).
+func (s *Service) checkRepeat(ctx context.Context, in *send) error {
+	m := in.msg
+	kind, id := m.Key()
+	if id == "" {
+		return nil
+	}
+	seen, err := s.history.Seen(ctx, kind, id, m.Sender.ID, m.ID)
+	if err != nil {
+		// The history being unreachable must not stop traffic: the
+		// append after the audit will tell.
+		s.log.Warn("message history unavailable: repeat check skipped", "message_id", m.ID, "error", err.Error())
+		return nil
+	}
+	if seen {
+		in.checks["repeat"] = "seen"
+		return &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "duplicate_message", Param: "message_id",
+			Message: fmt.Sprintf("Message %q was already accepted in this %s: it is not sent again.", m.ID, kind)}
 	}
 	return nil
 }

@@ -55,6 +55,14 @@ func TestSeed002FourStepFlow(t *testing.T) {
 	if got[0].header.Get("Authorization") != "" || got[0].header.Get("X-Gateway-Sender") != "orch_1" {
 		t.Errorf("relayed headers: Authorization %q, X-Gateway-Sender %q", got[0].header.Get("Authorization"), got[0].header.Get("X-Gateway-Sender"))
 	}
+	// The same message again (a client retrying a lost answer) is not
+	// delivered twice.
+	if status, resp := g.send("orch_1", step1); status != http.StatusConflict || resp["error"].(map[string]any)["code"] != "duplicate_message" {
+		t.Errorf("repeat of msg_001: %d %v", status, resp)
+	}
+	if n := len(g.peers["planner_1"].received()); n != 1 {
+		t.Errorf("planner got the repeat: %d messages", n)
+	}
 	step3 := `{"message_id":"msg_003","message_type":"request","sender_id":"orch_1","receiver_id":"executor_1","receiver_type":"executor","workflow_id":"wf_abc","task_id":"t2","action":"execute_operation","payload":{"operation":"update","customer_id":"CUST001","credit_limit":100000}}`
 	status, resp = g.send("orch_1", step3)
 	if status != http.StatusOK || resp["message_id"] != "msg_004" || resp["task_id"] != "t2" || resp["status"] != "success" {
@@ -85,6 +93,9 @@ func TestSeed002FourStepFlow(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d message.request entries, want 2", len(reqs))
 	}
+	if rej := g.entries(kindMessageReject); len(rej) != 1 || !strings.Contains(string(rej[0].Summary), "duplicate_message") {
+		t.Errorf("the repeat is not audited as refused: %v", rej)
+	}
 	if reqs[0].PayloadSHA256 != shaHex([]byte(step1)) || reqs[1].PayloadSHA256 != shaHex([]byte(step3)) {
 		t.Errorf("payload hashes are not of the bytes received")
 	}
@@ -92,7 +103,7 @@ func TestSeed002FourStepFlow(t *testing.T) {
 		t.Errorf("message.response entries: %+v", resps)
 	}
 	_, metricsText, _ := g.do(http.MethodGet, "/metrics", "", "")
-	for _, want := range []string{"gateway_messages_accepted_total 2", "gateway_messages_delivered_total 2", "gateway_messages_refused_total 0", "gateway_messages_queued 0"} {
+	for _, want := range []string{"gateway_messages_accepted_total 2", "gateway_messages_delivered_total 2", "gateway_messages_refused_total 1", "gateway_messages_queued 0"} {
 		if !strings.Contains(string(metricsText), want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -46,6 +46,10 @@ func TestMessagingTwoReplicasShareRedis(t *testing.T) {
 			t.Fatalf("notification %d: %d %v", i, status, resp)
 		}
 	}
+	// An id already used through A is refused through B.
+	if status, _ := b.send("orch_1", `{"message_id":"r0","message_type":"notification","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_redis","action":"task_assign","payload":{}}`); status != http.StatusConflict {
+		t.Errorf("repeat through the other replica: %d", status)
+	}
 	a.peers["planner_1"].waitFor(n)
 	time.Sleep(300 * time.Millisecond) // a duplicate would arrive now
 	got := a.peers["planner_1"].received()
