@@ -1031,32 +1031,7 @@ func TestChartFilesMatchRepository(t *testing.T) {
 		"files/specs":           "../../config/specs",
 	}
 	for copyPath, source := range pairs {
-		want := map[string]string{}
-		err := filepath.WalkDir(source, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
-				return err
-			}
-			rel, _ := filepath.Rel(source, path)
-			b, err := os.ReadFile(path)
-			want[rel] = string(b)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		err = filepath.WalkDir(copyPath, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, _ := filepath.Rel(copyPath, path)
-			b, err := os.ReadFile(path)
-			got[rel] = string(b)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		want, got := readTree(t, source), readTree(t, copyPath)
 		for rel, content := range want {
 			if got[rel] != content {
 				t.Errorf("%s/%s differs from %s/%s: copy it into the chart", copyPath, rel, source, rel)
@@ -1068,4 +1043,24 @@ func TestChartFilesMatchRepository(t *testing.T) {
 			}
 		}
 	}
+}
+
+// readTree maps each file below root (or root itself, a file) to its
+// content; Go files are the repository's, not policies.
+func readTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		b, err := os.ReadFile(path)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
