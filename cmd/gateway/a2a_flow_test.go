@@ -515,6 +515,12 @@ func TestSpawnUnderPolicy(t *testing.T) {
 		t.Errorf("plan with the spawned tool: %d %s", status, body)
 	}
 
+	// Even a spawner needs a person for an agent with an endpoint: the
+	// gateway would POST to any URL the message names.
+	status, body, _ = g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","META_Q",{"description":"x"}],["instantiate","META_AGENT",{"tool":"META_Q","verb":"check","endpoint":"http://169.254.169.254/latest"}]]}`)
+	if status != http.StatusAccepted || !strings.Contains(string(body), "a person must approve the endpoint") {
+		t.Errorf("spawn with an endpoint: %d %s", status, body)
+	}
 	status, out = spawn("planner_1", "TAX_AGENT")
 	if status != http.StatusAccepted || out["status"] != "escalated" || out["request_id"] == nil {
 		t.Fatalf("spawn without capability: %d %v", status, out)
@@ -533,7 +539,7 @@ func TestSpawnUnderPolicy(t *testing.T) {
 		t.Errorf("approved spawn not registered: %s", body)
 	}
 	spawns := g.entries("registry.spawn")
-	if len(spawns) != 3 { // approved, escalated, registered by review
+	if len(spawns) != 4 { // approved, escalated with endpoint, escalated, registered by review
 		t.Errorf("%d registry.spawn entries", len(spawns))
 	}
 	_ = io.Discard

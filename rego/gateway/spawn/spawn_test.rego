@@ -20,8 +20,10 @@ test_decisions[tc.note] if {
 		{"note": "no agent escalates", "agent": null, "message": _message, "want": "escalated"},
 		{"note": "wrong message is rejected", "agent": {"id": "o", "capabilities": ["spawn"]}, "message": {"g": "PLAN"}, "want": "rejected"},
 		{"note": "no message is rejected", "agent": {"id": "o", "capabilities": ["spawn"]}, "message": null, "want": "rejected"},
+		{"note": "an endpoint needs a person even for a spawner", "agent": {"id": "o", "capabilities": ["spawn"]}, "message": _message, "spawn": {"endpoint": "http://169.254.169.254/"}, "want": "escalated"},
+		{"note": "an empty endpoint is none", "agent": {"id": "o", "capabilities": ["spawn"]}, "message": _message, "spawn": {"endpoint": ""}, "want": "approved"},
 	]
-	d := spawn.decision with input as {"agent": tc.agent, "message": tc.message}
+	d := spawn.decision with input as {"agent": tc.agent, "message": tc.message, "spawn": object.get(tc, "spawn", {})}
 	d.status == tc.want
 	count(d.reasons) == 1
 }

@@ -3,9 +3,11 @@
 # description: |
 #   data.gateway.spawn.decision decides a seed 001 SPAWN_AGENT message
 #   (POST /registry/spawn). Input: {agent (the requester's registry entry),
-#   message}. Default: an agent with capability "spawn" may register new
-#   agents; any other request goes to a human; a message that is not a
-#   SPAWN_AGENT is rejected.
+#   message, spawn: {agent_name, verb, tool, description, inputs, outputs,
+#   missing_capability, endpoint}}. Default: an agent with capability
+#   "spawn" may register new agents; a spawn that names an endpoint (the
+#   gateway would POST messages to it) and any request from another agent
+#   go to a human; a message that is not a SPAWN_AGENT is rejected.
 package gateway.spawn
 
 # METADATA
@@ -17,6 +19,11 @@ decision := {
 	"reasons": ["input.message must be a SPAWN_AGENT message (g: SPAWN_AGENT)"],
 } if {
 	object.get(input, ["message", "g"], "") != "SPAWN_AGENT"
+} else := {
+	"status": "escalated",
+	"reasons": [sprintf("the new agent would receive messages at %q: a person must approve the endpoint", [input.spawn.endpoint])],
+} if {
+	object.get(input, ["spawn", "endpoint"], "") != ""
 } else := {
 	"status": "approved",
 	"reasons": [sprintf("agent %q has capability \"spawn\"", [input.agent.id])],
