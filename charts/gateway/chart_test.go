@@ -1064,3 +1064,35 @@ func readTree(t *testing.T, root string) map[string]string {
 	}
 	return out
 }
+
+// TestNetworkPolicyAgentEgress: with agents' selectors the gateway may
+// reach their message endpoints; without, no egress rule names agent ports.
+func TestNetworkPolicyAgentEgress(t *testing.T) {
+	helmBin(t)
+	docs := render(t, ".", nil, []string{"networkPolicy.egress.agents.podSelectors[0].app=agents", "networkPolicy.egress.agents.ports[0]=9443"})
+	np := find(docs, "NetworkPolicy", fullname)
+	if np == nil {
+		t.Fatal("no NetworkPolicy")
+	}
+	found := false
+	for _, r := range get(np, "spec", "egress").([]any) {
+		rule := r.(obj)
+		to, _ := rule["to"].([]any)
+		for _, peer := range to {
+			if get(peer.(obj), "podSelector", "matchLabels", "app") == "agents" {
+				ports := rule["ports"].([]any)
+				found = len(ports) == 1 && fmt.Sprint(get(ports[0].(obj), "port")) == "9443"
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no egress rule to the agents' pods on 9443: %v", get(np, "spec", "egress"))
+	}
+	for _, r := range get(find(render(t, ".", nil, nil), "NetworkPolicy", fullname), "spec", "egress").([]any) {
+		for _, p := range r.(obj)["ports"].([]any) {
+			if fmt.Sprint(get(p.(obj), "port")) == "9000" {
+				t.Errorf("agent egress rendered without selectors: %v", r)
+			}
+		}
+	}
+}
