@@ -119,6 +119,16 @@ type Capabilities struct {
 	MaxReferences     int      `json:"max_references"`
 	MaxDeviations     int      `json:"max_deviations"`
 	KnownReferences   int      `json:"known_references"`
+	// Seed 001 registry fields and the agent's message rules (SPEC 4.3);
+	// the endpoint is not shown, agents reach each other through the gateway.
+	SupportedVerbs   []string             `json:"supported_verbs"`
+	SupportedTools   []string             `json:"supported_tools"`
+	Inputs           []string             `json:"inputs"`
+	Outputs          []string             `json:"outputs"`
+	Description      string               `json:"description"`
+	Tags             []string             `json:"tags"`
+	ReceivesMessages bool                 `json:"receives_messages"`
+	MayMessage       []config.MessageRule `json:"may_message"`
 }
 
 // Capabilities serves GET /agent/capabilities.
@@ -137,7 +147,10 @@ func (s *Service) capabilities(w http.ResponseWriter, r *http.Request) error {
 		ApprovalRateLimit: strconv.Itoa(s.rate.N) + "/" + periodName(s.rate.Period),
 		RequestTypes:      requestTypes, Actions: actions, TargetTypes: targetTypes,
 		MaxContentSize: int64(lim.MaxContentSize), MaxReferences: lim.MaxReferences, MaxDeviations: lim.MaxDeviations,
-		KnownReferences:  s.cat.Len(),
+		KnownReferences: s.cat.Len(),
+		SupportedVerbs:  nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
+		Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
+		ReceivesMessages: a.Endpoint != "", MayMessage: nonNil(a.Messages),
 		ProcessingTimeMS: time.Since(start).Milliseconds(),
 	})
 }

@@ -242,9 +242,9 @@ type Agent struct {
 type MessageRule struct {
 	// To are recipient agent ids; "*" is any agent, "broadcast" a message
 	// without a recipient.
-	To []string `yaml:"to"`
+	To []string `yaml:"to" json:"to"`
 	// Actions are the envelope actions allowed; "*" is any action.
-	Actions []string `yaml:"actions"`
+	Actions []string `yaml:"actions" json:"actions"`
 }
 
 // Registry is config/registry.yaml: seed 001 section 10's verb and tool

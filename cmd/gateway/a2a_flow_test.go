@@ -458,6 +458,12 @@ func TestRegistryAndValidation(t *testing.T) {
 	if strings.Contains(string(body), "endpoint") || strings.Contains(string(body), "token") {
 		t.Errorf("the registry leaks endpoints or tokens: %s", body)
 	}
+	// An agent sees its own entry, with what it may send, never endpoints.
+	status, body, _ = g.do(http.MethodGet, "/agent/capabilities", "tok-planner_1", "")
+	if status != http.StatusOK || !strings.Contains(string(body), `"supported_verbs":["predict"]`) || !strings.Contains(string(body), `"may_message":[{"to":["orch_1"],"actions":["plan_complete","validation_result"]}]`) ||
+		!strings.Contains(string(body), `"receives_messages":true`) || strings.Contains(string(body), "http://") {
+		t.Errorf("capabilities: %d %s", status, body)
+	}
 	status, body, _ = g.do(http.MethodPost, "/registry/query", "tok-orch_1", `{"query":{"inputs":["c","history"]}}`)
 	_ = json.Unmarshal(body, &q)
 	if status != http.StatusOK || len(q.Data) != 2 || q.Data[0].Score != q.Data[1].Score || q.Data[0].AgentName != "executor_1" {
