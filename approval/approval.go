@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sacpgw/gateway/apierror"
@@ -108,17 +109,11 @@ type Deps struct {
 
 // Service serves the approval API. Create it with New.
 type Service struct {
-	cfg        *config.Config
 	decider    Decider
-	authz      Authorizer
 	store      Store
 	limiter    limit.Limiter
-	rate       limit.Rule
 	audit      Appender
 	failClosed bool
-	cat        *Catalogue
-	baseURL    string
-	webhook    string
 	client     *http.Client
 	log        *slog.Logger
 	now        func() time.Time
@@ -127,14 +122,53 @@ type Service struct {
 	// notifying bounds and tracks webhook goroutines.
 	notifySlots chan struct{}
 	notifying   sync.WaitGroup
+	// set is what a config reload replaces (Reload).
+	set atomic.Pointer[settings]
+	// ext acts on decisions on other components' escalations.
+	ext resolvers
+}
+
+// settings are the configuration-dependent parts of the service.
+type settings struct {
+	cfg     *config.Config
+	authz   Authorizer
+	cat     *Catalogue
+	rate    limit.Rule
+	baseURL string
+	webhook string
 	// creds are the admin's and reviewers' token hashes.
 	creds []credential
 	// knownRefs and protocolIn are parts of the policy input that do not
 	// change per request, built once.
 	knownRefs  []any
 	protocolIn map[string]any
-	// ext acts on decisions on other components' escalations.
-	ext resolvers
+}
+
+func newSettings(cfg *config.Config, authz Authorizer, cat *Catalogue, rate limit.Rule, baseURL, webhook string) *settings {
+	if rate.IsZero() {
+		rate = limit.Rule{N: 60, Period: time.Minute}
+	}
+	return &settings{
+		cfg: cfg, authz: authz, cat: cat, rate: rate, baseURL: strings.TrimRight(baseURL, "/"), webhook: webhook,
+		creds: credentials(cfg), knownRefs: policy.StringsInput(cat.IDs()), protocolIn: policy.ProtocolInput(cfg.Protocol),
+	}
+}
+
+// cur is the configuration serving now.
+func (s *Service) cur() *settings { return s.set.Load() }
+
+// Reload serves cfg (protocol settings, admin and reviewer tokens, the
+// approval section), its RBAC and catalogue from the next request on: a
+// revoked reviewer token stops working without a restart. Requests in
+// flight finish with what they started with; open review sessions stay
+// valid until they expire.
+func (s *Service) Reload(cfg *config.Config, authz Authorizer, cat *Catalogue) error {
+	if cfg == nil || authz == nil || cat == nil {
+		return errors.New("approval: reload: config, authorizer and catalogue are required")
+	}
+	a := cfg.Gateway.Approval
+	s.set.Store(newSettings(cfg, authz, cat, limit.Rule{N: a.RateLimit.N, Period: a.RateLimit.Period}, a.BaseURL, a.Webhook))
+	return nil
 }
 
 // New checks d and builds the service.
@@ -154,15 +188,12 @@ func New(d Deps) (*Service, error) {
 		return nil, errors.New("approval: missing dependencies: " + strings.Join(missing, ", "))
 	}
 	s := &Service{
-		cfg: d.Config, decider: d.Decider, authz: d.Authorizer, store: d.Store,
-		limiter: d.Limiter, rate: d.Rate, audit: d.Audit, failClosed: d.FailClosed,
-		cat: d.Catalogue, baseURL: strings.TrimRight(d.BaseURL, "/"), webhook: d.Webhook,
+		decider: d.Decider, store: d.Store,
+		limiter: d.Limiter, audit: d.Audit, failClosed: d.FailClosed,
 		client: d.HTTPClient, log: d.Log, now: d.Now, retention: d.Retention,
 		notifySlots: make(chan struct{}, 8),
 	}
-	if s.rate.IsZero() {
-		s.rate = limit.Rule{N: 60, Period: time.Minute}
-	}
+	s.set.Store(newSettings(d.Config, d.Authorizer, d.Catalogue, d.Rate, d.BaseURL, d.Webhook))
 	if s.client == nil {
 		s.client = &http.Client{Timeout: 5 * time.Second}
 	}
@@ -177,9 +208,6 @@ func New(d Deps) (*Service, error) {
 		ttl = 8 * time.Hour
 	}
 	s.sessions = newSessions(ttl, s.now)
-	s.knownRefs = policy.StringsInput(s.cat.IDs())
-	s.protocolIn = policy.ProtocolInput(s.cfg.Protocol)
-	s.creds = s.credentials()
 	return s, nil
 }
 
@@ -268,4 +296,4 @@ func newID() string {
 	return "req-" + hex.EncodeToString(b[:])
 }
 
-func (s *Service) reviewURL(id string) string { return s.baseURL + "/review/" + id }
+func (s *Service) reviewURL(id string) string { return s.cur().baseURL + "/review/" + id }

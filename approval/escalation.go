@@ -17,6 +17,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/scope"
 )
 
@@ -42,7 +43,7 @@ type credential struct {
 // credentials returns the admin's and reviewers' token hashes, decoded.
 // The config loader has already checked them (64 hex digits); one that
 // does not decode is skipped rather than matching a zero hash.
-func (s *Service) credentials() []credential {
+func credentials(cfg *config.Config) []credential {
 	var out []credential
 	add := func(hexHash string, p principal) {
 		b, err := hex.DecodeString(hexHash)
@@ -53,8 +54,8 @@ func (s *Service) credentials() []credential {
 		copy(c.hash[:], b)
 		out = append(out, c)
 	}
-	add(s.cfg.Gateway.Admin.TokenSHA256, principal{Name: "admin", Admin: true})
-	for _, r := range s.cfg.Gateway.Admin.Reviewers {
+	add(cfg.Gateway.Admin.TokenSHA256, principal{Name: "admin", Admin: true})
+	for _, r := range cfg.Gateway.Admin.Reviewers {
 		add(r.TokenSHA256, principal{Name: r.Name})
 	}
 	return out
@@ -66,12 +67,12 @@ func (s *Service) credentials() []credential {
 // token, which is a valid identity with no right here (403, not 401).
 func (s *Service) authenticate(token string) (who principal, ok, isAgent bool) {
 	h := sha256.Sum256([]byte(token))
-	for _, c := range s.creds {
+	for _, c := range s.cur().creds {
 		if subtle.ConstantTimeCompare(h[:], c.hash[:]) == 1 {
 			who, ok = c.who, true
 		}
 	}
-	for _, a := range s.cfg.Agents {
+	for _, a := range s.cur().cfg.Agents {
 		if a.TokenSHA256 != "" && subtle.ConstantTimeCompare(h[:], a.TokenHash[:]) == 1 {
 			isAgent = true
 		}
@@ -156,7 +157,7 @@ func (s *Service) pending(ctx context.Context) ([]EscalationItem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list escalations: %w", err)
 	}
-	timeout := s.cfg.Protocol.Timeouts.Escalation.D()
+	timeout := s.cur().cfg.Protocol.Timeouts.Escalation.D()
 	items := make([]EscalationItem, 0, len(recs))
 	for _, rec := range recs {
 		it := EscalationItem{RequestID: rec.ID, AgentID: rec.AgentID, Request: rec.Request, ContentSHA256: rec.ContentSHA256,
@@ -316,7 +317,7 @@ func (s *Service) ExpireEscalations(ctx context.Context) int {
 		s.log.Error("escalation expiry: list escalations", "error", err.Error())
 		return 0
 	}
-	timeout := s.cfg.Protocol.Timeouts.Escalation.D()
+	timeout := s.cur().cfg.Protocol.Timeouts.Escalation.D()
 	deadline := s.now().Add(-timeout)
 	n := 0
 	for _, rec := range recs {
@@ -339,7 +340,7 @@ func (s *Service) ExpireEscalations(ctx context.Context) int {
 // several replicas each may run it, because resolve only applies to a
 // request that is still ESCALATED.
 func (s *Service) Run(ctx context.Context) {
-	every := s.cfg.Protocol.Timeouts.Escalation.D() / 24
+	every := s.cur().cfg.Protocol.Timeouts.Escalation.D() / 24
 	every = min(max(every, time.Second), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -378,7 +379,7 @@ func (s *Service) Run(ctx context.Context) {
 // the audit trail either way). The text names the agent, the change and
 // the reason, never the content, which may be confidential.
 func (s *Service) notify(rec *Record) {
-	if s.webhook == "" || rec.Escalation == nil {
+	if s.cur().webhook == "" || rec.Escalation == nil {
 		return
 	}
 	select {
@@ -402,7 +403,7 @@ func (s *Service) notify(rec *Record) {
 		defer func() { <-s.notifySlots }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.webhook, bytes.NewReader(body))
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cur().webhook, bytes.NewReader(body))
 		if err != nil {
 			s.log.Warn("escalation webhook", "request_id", rec.ID, "error", err.Error())
 			return

@@ -20,9 +20,9 @@ func (s *Service) input(agent *config.Agent, req *AgentRequest, az Authz) map[st
 	return map[string]any{
 		"request":          requestInput(req),
 		"agent":            policy.AgentInput(agent),
-		"protocol":         s.protocolIn,
+		"protocol":         s.cur().protocolIn,
 		"authz":            policy.AuthzInput(az),
-		"known_references": s.knownRefs,
+		"known_references": s.cur().knownRefs,
 	}
 }
 

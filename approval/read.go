@@ -138,16 +138,16 @@ func (s *Service) capabilities(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
 	ex := scope.Get(r.Context())
 	a := ex.Agent
-	lim := s.cfg.Protocol.Limits
+	lim := s.cur().cfg.Protocol.Limits
 	return writeJSON(w, http.StatusOK, &Capabilities{
 		RequestID: ex.RequestID, AgentID: a.ID, AgentType: a.Type,
 		Capabilities: nonNil(a.Capabilities), AllowedTargets: nonNil(a.AllowedTargets),
 		RateLimit: a.RateLimit.String(), TokenLimit: a.TokenLimit.String(), MaxRequestSize: int64(a.MaxRequestSize),
 		ResponseFormat: responseFormat(a), Models: nonNil(a.Models),
-		ApprovalRateLimit: strconv.Itoa(s.rate.N) + "/" + periodName(s.rate.Period),
+		ApprovalRateLimit: strconv.Itoa(s.cur().rate.N) + "/" + periodName(s.cur().rate.Period),
 		RequestTypes:      requestTypes, Actions: actions, TargetTypes: targetTypes,
 		MaxContentSize: int64(lim.MaxContentSize), MaxReferences: lim.MaxReferences, MaxDeviations: lim.MaxDeviations,
-		KnownReferences: s.cat.Len(),
+		KnownReferences: s.cur().cat.Len(),
 		SupportedVerbs:  nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
 		Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
 		ReceivesMessages: a.Endpoint != "", MayMessage: nonNil(a.Messages),

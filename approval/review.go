@@ -114,7 +114,7 @@ func (s *Service) session(r *http.Request) (*session, bool) {
 // secure reports whether cookies must be Secure: the request came over TLS,
 // or the gateway's external URL is https (TLS ends at a proxy in front).
 func (s *Service) secure(r *http.Request) bool {
-	return r.TLS != nil || strings.HasPrefix(s.baseURL, "https://")
+	return r.TLS != nil || strings.HasPrefix(s.cur().baseURL, "https://")
 }
 
 // sameOrigin refuses a state-changing request whose Origin (or, without
@@ -252,11 +252,11 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	known := map[string]bool{}
 	for _, ref := range rec.Request.References {
-		_, known[ref] = s.cat.Get(ref)
+		_, known[ref] = s.cur().cat.Get(ref)
 	}
 	page := reviewPage{Rec: rec, Who: sess.who, CSRF: sess.csrf, Known: known, Open: rec.State == StateEscalated && rec.Escalation != nil}
 	if rec.Escalation != nil {
-		page.ExpiresAt = rec.Escalation.At.Add(s.cfg.Protocol.Timeouts.Escalation.D())
+		page.ExpiresAt = rec.Escalation.At.Add(s.cur().cfg.Protocol.Timeouts.Escalation.D())
 	}
 	return render(w, http.StatusOK, "review", page)
 }

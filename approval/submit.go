@@ -76,7 +76,7 @@ func (s *Service) submit(w http.ResponseWriter, r *http.Request) error {
 // overhead (see bodyOverhead), and never more than the agent's own
 // max_request_size.
 func (s *Service) bodyLimit(a *config.Agent) int64 {
-	n := 2*int64(s.cfg.Protocol.Limits.MaxContentSize) + bodyOverhead
+	n := 2*int64(s.cur().cfg.Protocol.Limits.MaxContentSize) + bodyOverhead
 	if a.MaxRequestSize > 0 && int64(a.MaxRequestSize) < n {
 		n = int64(a.MaxRequestSize)
 	}
@@ -86,7 +86,7 @@ func (s *Service) bodyLimit(a *config.Agent) int64 {
 // allow applies the per-agent rate of POST /agent/request, setting OpenAI's
 // x-ratelimit-* headers, and audits a refusal.
 func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchange) error {
-	res, err := s.limiter.Allow(r.Context(), "approval:"+ex.Agent.ID, s.rate, 1)
+	res, err := s.limiter.Allow(r.Context(), "approval:"+ex.Agent.ID, s.cur().rate, 1)
 	if err != nil {
 		return fmt.Errorf("approval rate limiter: %w", err)
 	}
@@ -98,7 +98,7 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchan
 		return nil
 	}
 	rec := audit.Record{Kind: audit.KindRateLimitReject, AgentID: ex.Agent.ID, SessionID: ex.SessionID, RequestID: ex.RequestID,
-		Summary: map[string]any{"route": r.URL.Path, "dimension": "approval_requests", "limit": s.rate.N, "period_s": s.rate.Period.Seconds()}}
+		Summary: map[string]any{"route": r.URL.Path, "dimension": "approval_requests", "limit": s.cur().rate.N, "period_s": s.cur().rate.Period.Seconds()}}
 	if err := s.record(r.Context(), rec); err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchan
 	}
 	hdr.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(res.RetryAfter.Seconds())))))
 	return apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s on /agent/request: %d per %s. Retry after %s.",
-		ex.Agent.ID, s.rate.N, s.rate.Period, roundUp(res.RetryAfter)), hdr)
+		ex.Agent.ID, s.cur().rate.N, s.cur().rate.Period, roundUp(res.RetryAfter)), hdr)
 }
 
 // roundUp rounds d up to whole milliseconds, so "retry after" is never early.
@@ -169,7 +169,7 @@ func (s *Service) auditReceipt(r *http.Request, ex *scope.Exchange, id string, b
 // cancellation is detached: the record must end in the policy's verdict,
 // not in whatever a hang-up left behind.
 func (s *Service) evaluate(ctx context.Context, agent *config.Agent, req *AgentRequest, az Authz) (policy.ApprovalDecision, string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Protocol.Timeouts.Validation.D())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cur().cfg.Protocol.Timeouts.Validation.D())
 	defer cancel()
 	dec, err := s.decider.Approval(ctx, s.input(agent, req, az))
 	return failClosed(dec, err, az)
@@ -257,7 +257,7 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 		return nil, nil, fmt.Errorf("store request %s: %w", id, err)
 	}
 
-	az := s.authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
+	az := s.cur().authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
 	dec, evalErr := s.evaluate(ctx, agent, req, az)
 	if evalErr != "" {
 		s.log.Error("approval policy failed; request denied", "request_id", id, "agent_id", agent.ID, "error", evalErr)
@@ -368,13 +368,13 @@ func (s *Service) response(id string, now time.Time, dec policy.ApprovalDecision
 func (s *Service) escalationFields(resp *LibrarianResponse, id, reason string) {
 	resp.EscalationReason = optional(reason)
 	resp.HumanReviewURL = optional(s.reviewURL(id))
-	mins := int(math.Ceil(s.cfg.Protocol.Timeouts.Escalation.D().Minutes()))
+	mins := int(math.Ceil(s.cur().cfg.Protocol.Timeouts.Escalation.D().Minutes()))
 	resp.EstimatedReviewTime = &mins
 }
 
 // answerQuery fills context and relevant_nodes from the catalogue.
 func (s *Service) answerQuery(resp *LibrarianResponse, query string, limit int) {
-	matches := s.cat.Search(query, limit)
+	matches := s.cur().cat.Search(query, limit)
 	nodes := make([]NodeSummary, 0, len(matches))
 	specs := make([]any, 0, len(matches))
 	for _, m := range matches {
@@ -386,7 +386,7 @@ func (s *Service) answerQuery(resp *LibrarianResponse, query string, limit int) 
 		specs = append(specs, map[string]any{"id": m.Spec.ID, "title": m.Spec.Title, "body": body, "truncated": truncated})
 	}
 	resp.RelevantNodes = nodes
-	resp.Context = map[string]any{"query": query, "matches": len(matches), "catalogue_size": s.cat.Len(), "specifications": specs}
+	resp.Context = map[string]any{"query": query, "matches": len(matches), "catalogue_size": s.cur().cat.Len(), "specifications": specs}
 	if resp.Feedback == "" {
 		resp.Feedback = fmt.Sprintf("%d specification(s) match the query.", len(matches))
 	}
@@ -470,7 +470,7 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	if req.TargetID == "" {
 		req.TargetID = orig.Request.TargetID
 	}
-	az := s.authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
+	az := s.cur().authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
 	dec, evalErr := s.evaluate(ctx, agent, req, az)
 	now := s.now().UTC()
 	completed := req.Completed == nil || *req.Completed

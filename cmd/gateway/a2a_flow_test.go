@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/testcert"
 )
 
@@ -627,10 +628,11 @@ func TestRecipientAnswerChecked(t *testing.T) {
 	}
 }
 
-// TestMessagingConfigHotReload: message rules and the registry change with
-// agents.yaml and registry.yaml, without a restart; a broken change keeps
-// the last good rules.
-func TestMessagingConfigHotReload(t *testing.T) {
+// TestServicesConfigHotReload: message rules, the registry and the
+// reviewers' tokens change with agents.yaml, registry.yaml and
+// gateway.yaml, without a restart; a broken change keeps the last good
+// configuration.
+func TestServicesConfigHotReload(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
 	ping := `{"message_type":"notification","sender_id":"outsider","receiver_id":"planner_1","action":"ping"}`
 	if status, _ := g.send("outsider", ping); status != http.StatusForbidden {
@@ -650,12 +652,24 @@ func TestMessagingConfigHotReload(t *testing.T) {
 	}
 	write("agents.yaml", changed)
 	write("registry.yaml", regChanged)
+	// A reviewer's token is rotated in the same reload.
+	gw, _ := os.ReadFile(filepath.Join(g.dir, "gateway.yaml"))
+	write("gateway.yaml", strings.Replace(string(gw), config.HashTokenHex("tok-reviewer"), config.HashTokenHex("tok-reviewer-2"), 1))
+	if status, _, _ := g.do(http.MethodGet, "/admin/escalations", "tok-reviewer", ""); status != http.StatusOK {
+		t.Fatalf("reviewer before the rotation: %d", status)
+	}
 	cfg := g.app.reload(g.dir, g.cfg)
 	if cfg == g.cfg {
 		t.Fatal("reload failed")
 	}
 	if status, resp := g.send("outsider", ping); status != http.StatusAccepted {
 		t.Errorf("after the reload: %d %v", status, resp)
+	}
+	if status, _, _ := g.do(http.MethodGet, "/admin/escalations", "tok-reviewer", ""); status != http.StatusUnauthorized {
+		t.Errorf("the revoked reviewer token still works: %d", status)
+	}
+	if status, _, _ := g.do(http.MethodGet, "/admin/escalations", "tok-reviewer-2", ""); status != http.StatusOK {
+		t.Errorf("the new reviewer token does not work: %d", status)
 	}
 	if status, body, _ := g.do(http.MethodPost, "/sacp/validate", "tok-outsider", `{"g":"X","plan":[["audit_books","LEDGER",{}]]}`); status != http.StatusOK {
 		t.Errorf("new verb after the reload: %d %s", status, body)

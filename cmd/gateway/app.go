@@ -506,7 +506,7 @@ func (a *app) reload(dir string, current *config.Config) *config.Config {
 		var ups *upstream.Set
 		if ups, err = upstream.New(cfg.Gateway.Upstreams, a.log); err == nil {
 			var gw *proxy.Gateway
-			if err = a.reloadMessaging(cfg); err != nil {
+			if err = a.reloadServices(cfg); err != nil {
 				ups.Close()
 			} else if gw, err = a.gateway(cfg, ups); err == nil {
 				a.mu.Lock()
@@ -537,18 +537,30 @@ func (a *app) reload(dir string, current *config.Config) *config.Config {
 	return cfg
 }
 
-// reloadMessaging gives the agent-to-agent side cfg's agents, registry
-// and message rules. It runs before the gateway is swapped: a config that
-// fails here keeps the last good one everywhere.
-func (a *app) reloadMessaging(cfg *config.Config) error {
-	if a.messaging == nil {
+// reloadServices gives the approval protocol and the agent-to-agent side
+// cfg's agents, RBAC, tokens, catalogue and registry. It runs before the
+// gateway is swapped, and everything that can fail is built before
+// anything is replaced: a config that fails keeps the last good one
+// everywhere.
+func (a *app) reloadServices(cfg *config.Config) error {
+	if a.approval == nil {
 		return nil
 	}
 	rbac, err := newRBAC(cfg)
 	if err != nil {
 		return err
 	}
+	catalogue, err := loadCatalogue(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := registry.Library(cfg.Registry); err != nil {
+		return err
+	}
 	if err := a.registry.Reload(cfg); err != nil {
+		return err
+	}
+	if err := a.approval.Reload(cfg, rbac, catalogue); err != nil {
 		return err
 	}
 	a.messaging.Reload(cfg, rbac)
