@@ -38,7 +38,9 @@ func TestCheckReply(t *testing.T) {
 		{"empty body is an ack", acl, "", "", func(m *envelope.Message) bool {
 			return m.Type == envelope.Ack && m.InReplyTo == "m1" && m.Sender.ID == "planner" && m.Recipient.ID == "orch" && m.Status == "received"
 		}},
-		{"SAM ack has no status", sam, "  ", "", func(m *envelope.Message) bool { return m.Type == envelope.Ack && m.Status == "" && m.CorrelationID == "c1" }},
+		{"SAM ack has no status", sam, "  ", "", func(m *envelope.Message) bool {
+			return m.Type == envelope.Ack && m.Status == "" && m.CorrelationID == "c1"
+		}},
 		{"ack without recipient is addressed to the requester", acl, `{"message_type":"ack","sender_id":"planner","in_reply_to":"m1","status":"received"}`, "", func(m *envelope.Message) bool {
 			return m.Recipient != nil && m.Recipient.ID == "orch" && m.WorkflowID == "wf"
 		}},
