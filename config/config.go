@@ -324,6 +324,10 @@ type Redaction struct {
 	ApplyTo     []string `yaml:"apply_to"`
 	Block       []string `yaml:"block"`
 	Requests    bool     `yaml:"requests"`
+	// Messages also redacts agent-to-agent envelopes (POST /v1/messages):
+	// the string values of the payload and the error text, both ways.
+	// Default false: agents exchange what they sent.
+	Messages bool `yaml:"messages"`
 }
 
 // StandardProtocol reports whether the agent gets the SACP JSON protocol.

@@ -182,6 +182,12 @@ func (s *Service) checkReply(req *envelope.Message, recipient string, answer []b
 		return nil, &attemptError{msg: "answer is not a valid envelope", err: err}
 	}
 	reply.Fill(s.now().UTC(), newID)
+	if _, blocked, err := redactEnvelope(s.conf.Load().red, reply); err != nil || blocked != "" {
+		if err != nil {
+			return nil, &attemptError{msg: "answer could not be redacted", err: err}
+		}
+		return nil, &attemptError{msg: "answer carries " + blocked + " data, which this gateway does not relay"}
+	}
 	switch {
 	case reply.Type != envelope.Response && reply.Type != envelope.Error && reply.Type != envelope.Ack:
 		return nil, &attemptError{msg: fmt.Sprintf("answer is a %s, not a response, error or ack", reply.Type)}

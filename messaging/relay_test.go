@@ -26,6 +26,8 @@ func request(t *testing.T, raw string) *envelope.Message {
 // formats; the reply is kept in the request's thread.
 func TestCheckReply(t *testing.T) {
 	s := &Service{now: time.Now}
+	c, _ := newConf(&config.Config{}, nil)
+	s.conf.Store(c)
 	acl := request(t, `{"message_id":"m1","message_type":"request","sender_id":"orch","receiver_id":"planner","workflow_id":"wf","action":"plan"}`)
 	sam := request(t, `{"message_id":"s1","correlation_id":"c1","sender":{"agent_id":"orch"},"recipient":{"agent_id":"planner"},"message_type":"REQUEST","payload":{"action":"plan"}}`)
 	tests := []struct {
@@ -79,7 +81,8 @@ func TestCheckReply(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	cfg := &config.Config{Gateway: config.Gateway{Messaging: config.Messaging{Timeout: config.Duration(10 * time.Second), MaxTimeout: config.Duration(time.Minute)}}}
 	s := &Service{}
-	s.conf.Store(newConf(cfg, nil))
+	c, _ := newConf(cfg, nil)
+	s.conf.Store(c)
 	for ms, want := range map[int]time.Duration{0: 10 * time.Second, 250: 250 * time.Millisecond, 3600000: time.Minute} {
 		if got := s.timeout(ms); got != want {
 			t.Errorf("timeout(%d) = %s, want %s", ms, got, want)
@@ -93,7 +96,8 @@ func TestAttemptErrors(t *testing.T) {
 	cfg := &config.Config{Gateway: config.Gateway{Messaging: config.Messaging{RetryBackoff: config.Duration(time.Millisecond)}}}
 	cfg.Protocol.Limits.MaxRetryAttempts = 3
 	s := &Service{client: nil}
-	s.conf.Store(newConf(cfg, nil))
+	c, _ := newConf(cfg, nil)
+	s.conf.Store(c)
 	s.client = newTestClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

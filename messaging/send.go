@@ -113,9 +113,32 @@ func (s *Service) accept(r *http.Request, in *send) error {
 		return apierror.Forbidden("Policy: " + joinReasons(dec.Reasons))
 	}
 	if chosenID {
-		return s.checkRepeat(r.Context(), in)
+		if err := s.checkRepeat(r.Context(), in); err != nil {
+			return err
+		}
+	}
+	counts, blocked, err := redactEnvelope(c.red, m)
+	if err != nil {
+		return apierror.BadRequest("payload", "The payload could not be redacted: %v.", err)
+	}
+	switch {
+	case c.red == nil:
+		in.checks["redaction"] = "not_configured"
+	case blocked != "":
+		in.checks["redaction"] = map[string]any{"verdict": "blocked", "detector": blocked}
+		return blockedMessage(blocked)
+	default:
+		in.checks["redaction"] = map[string]any{"verdict": "pass", "counts": countsAny(counts)}
 	}
 	return nil
+}
+
+func countsAny(c map[string]int) map[string]any {
+	out := make(map[string]any, len(c))
+	for k, v := range c {
+		out[k] = v
+	}
+	return out
 }
 
 // checkRepeat refuses a message_id its sender already used in the thread:

@@ -29,6 +29,7 @@ import (
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/registry"
 )
 
@@ -111,21 +112,36 @@ type conf struct {
 	attempts int
 	// agentIn is each configured agent's policy input, converted once.
 	agentIn map[string]any
+	// red redacts envelopes (protocol.redaction.messages); nil: off.
+	red *redact.Redactor
 }
 
-func newConf(cfg *config.Config, rbac Authorizer) *conf {
+func newConf(cfg *config.Config, rbac Authorizer) (*conf, error) {
 	c := &conf{cfg: cfg, rbac: rbac, attempts: max(1, cfg.Protocol.Limits.MaxRetryAttempts), agentIn: make(map[string]any, len(cfg.Agents))}
 	for id, a := range cfg.Agents {
 		c.agentIn[id] = policy.Preconvert(policy.AgentInput(a))
 	}
-	return c
+	if rc := cfg.Protocol.Redaction; rc.Messages && len(rc.Detectors) > 0 {
+		red, err := redact.New(redact.Config{Detectors: rc.Detectors, Replacement: rc.Replacement, Block: rc.Block})
+		if err != nil {
+			return nil, fmt.Errorf("messaging: redaction: %w", err)
+		}
+		c.red = red
+	}
+	return c, nil
 }
 
 // Reload serves cfg and its RBAC from the next message on (a config hot
 // reload); messages in flight finish under the configuration they began
-// with. The worker count and the queue are not changed.
-func (s *Service) Reload(cfg *config.Config, rbac Authorizer) {
-	s.conf.Store(newConf(cfg, rbac))
+// with. The worker count and the queue are not changed. On error nothing
+// changes.
+func (s *Service) Reload(cfg *config.Config, rbac Authorizer) error {
+	c, err := newConf(cfg, rbac)
+	if err != nil {
+		return err
+	}
+	s.conf.Store(c)
+	return nil
 }
 
 // counters are the service's totals for /metrics.
@@ -163,7 +179,11 @@ func New(d Deps) (*Service, error) {
 		reg: d.Registry, policy: d.Policy, queue: d.Queue, history: d.History,
 		audit: d.Audit, escalator: d.Escalator, log: d.Log, client: d.Client, now: d.Now,
 	}
-	s.conf.Store(newConf(d.Config, d.RBAC))
+	c, err := newConf(d.Config, d.RBAC)
+	if err != nil {
+		return nil, err
+	}
+	s.conf.Store(c)
 	if s.client == nil {
 		s.client = &http.Client{}
 	}

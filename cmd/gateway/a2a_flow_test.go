@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -681,5 +682,41 @@ func TestServicesConfigHotReload(t *testing.T) {
 	}
 	if status, _, _ := g.do(http.MethodPost, "/sacp/validate", "tok-outsider", `{"g":"X","plan":[["audit_books","LEDGER",{}]]}`); status != http.StatusOK {
 		t.Errorf("the last good registry stopped serving: %d", status)
+	}
+}
+
+// TestMessageRedaction: with protocol.redaction.messages, what the
+// detectors find in payloads is masked both ways before it is relayed or
+// recorded, and a blocking detector's value is not relayed at all.
+func TestMessageRedaction(t *testing.T) {
+	g := newA2A(t, a2aOpts{protocolExtra: "  redaction:\n    messages: true\n    block: [ssn]\n"})
+	g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
+		return `{"message_type":"response","sender_id":"planner_1","receiver_id":"orch_1","in_reply_to":"` + str(req["message_id"]) + `","workflow_id":"wf_red","action":"plan_complete","payload":{"owner":"carol@example.org","n":42}}`
+	}))
+	req := `{"message_type":"request","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_red","action":"plan_workflow","payload":{"customer":{"email":"alice@example.com","limit":100000}}}`
+	status, resp := g.send("orch_1", req)
+	if status != http.StatusOK {
+		t.Fatalf("%d %v", status, resp)
+	}
+	got := string(g.peers["planner_1"].received()[0].body)
+	if strings.Contains(got, "alice@example.com") || !strings.Contains(got, `"email":"[REDACTED:email]"`) || !strings.Contains(got, `"limit":100000`) {
+		t.Errorf("recipient got %s", got)
+	}
+	if p := resp["payload"].(map[string]any); p["owner"] != "[REDACTED:email]" || p["n"] != float64(42) {
+		t.Errorf("requester got %v", p)
+	}
+	_, _, data := g.history("orch_1", "workflow_id=wf_red")
+	raw, _ := json.Marshal(data)
+	if strings.Contains(string(raw), "alice@") || strings.Contains(string(raw), "carol@") {
+		t.Errorf("the history holds a redacted value: %s", raw)
+	}
+	// The audit keeps the hash of what was received, and the counts.
+	e := g.entries(kindMessage)
+	if len(e) != 1 || e[0].PayloadSHA256 != shaHex([]byte(req)) || !strings.Contains(string(e[0].Summary), `"email":1`) {
+		t.Errorf("audit %v", e)
+	}
+	status, resp = g.send("orch_1", `{"message_type":"notification","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_red","action":"x","payload":{"ssn":"123-45-6789"}}`)
+	if status != http.StatusBadRequest || resp["error"].(map[string]any)["code"] != "content_filter" || strings.Contains(fmt.Sprint(resp), "123-45") {
+		t.Errorf("blocked value: %d %v", status, resp)
 	}
 }

@@ -193,6 +193,8 @@ type a2aOpts struct {
 	failMode string
 	// messagingExtra is appended to gateway.yaml's messaging section.
 	messagingExtra string
+	// protocolExtra is appended under "protocol:" in protocol.yaml.
+	protocolExtra string
 }
 
 func newA2A(t testing.TB, o a2aOpts) *a2a {
@@ -257,7 +259,7 @@ messaging:
 	files := map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   b.String(),
-		config.ProtocolFile: "protocol:\n  limits:\n    max_retry_attempts: 3\n",
+		config.ProtocolFile: "protocol:\n  limits:\n    max_retry_attempts: 3\n" + o.protocolExtra,
 	}
 	reg, err := os.ReadFile("../../config/registry.yaml")
 	if err != nil {

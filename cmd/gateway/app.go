@@ -557,14 +557,13 @@ func (a *app) reloadServices(cfg *config.Config) error {
 	if _, err := registry.Library(cfg.Registry); err != nil {
 		return err
 	}
+	if err := a.messaging.Reload(cfg, rbac); err != nil {
+		return err
+	}
 	if err := a.registry.Reload(cfg); err != nil {
 		return err
 	}
-	if err := a.approval.Reload(cfg, rbac, catalogue); err != nil {
-		return err
-	}
-	a.messaging.Reload(cfg, rbac)
-	return nil
+	return a.approval.Reload(cfg, rbac, catalogue)
 }
 
 // watchConfig reloads on changes to the config directory, debounced so an
