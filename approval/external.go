@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/sacpgw/gateway/policy"
@@ -134,4 +135,19 @@ func (s *Service) afterResolve(ctx context.Context, rec *Record) {
 	if err := fn(ctx, rec); err != nil {
 		s.log.Error("acting on an escalation decision failed", "request_id", rec.ID, "type", rec.Request.RequestType, "error", err.Error())
 	}
+}
+
+// Person authenticates an admin or reviewer bearer token for another
+// component's /admin route (the same tokens, compared the same way, as
+// /admin/escalations). A refusal is audited as auth.failure and returned
+// as the error to send; who is "admin:<name>" or "reviewer:<name>".
+func (s *Service) Person(r *http.Request) (who string, err error) {
+	p, err := s.adminAuth(r)
+	if err != nil {
+		if aerr := s.auditAuthFailure(r, err); aerr != nil {
+			return "", aerr
+		}
+		return "", err
+	}
+	return p.role() + ":" + p.Name, nil
 }

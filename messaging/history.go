@@ -18,29 +18,47 @@ type HistoryList struct {
 	Data          []mailbox.Entry `json:"data"`
 }
 
+// thread reads the workflow_id or correlation_id query parameter (exactly
+// one) and lists the thread.
+func (s *Service) thread(r *http.Request) (kind, id string, entries []mailbox.Entry, err error) {
+	q := r.URL.Query()
+	wf, corr := q.Get("workflow_id"), q.Get("correlation_id")
+	kind, id = mailbox.KeyWorkflow, wf
+	switch {
+	case (wf == "") == (corr == ""):
+		return "", "", nil, apierror.BadRequest("workflow_id", "Give exactly one of workflow_id and correlation_id.")
+	case corr != "":
+		kind, id = mailbox.KeyCorrelation, corr
+	}
+	if len(id) > 128 {
+		return "", "", nil, apierror.BadRequest(kind+"_id", "%s_id is longer than 128 bytes.", kind)
+	}
+	entries, err = s.history.List(r.Context(), kind, id, 0)
+	if err != nil {
+		return "", "", nil, errorf("history: %w", err)
+	}
+	return kind, id, entries, nil
+}
+
+func list(kind, id string, entries []mailbox.Entry) HistoryList {
+	out := HistoryList{Object: "list", Data: entries}
+	if kind == mailbox.KeyWorkflow {
+		out.WorkflowID = id
+	} else {
+		out.CorrelationID = id
+	}
+	return out
+}
+
 // History serves GET /v1/messages?workflow_id=W (or correlation_id=C):
 // the thread's messages, oldest first, that the authenticated agent sent
 // or received. A thread with none of its messages is 404, exactly like a
 // thread that does not exist, so agents cannot probe other workflows.
 func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 	ex := scope.Get(r.Context())
-	q := r.URL.Query()
-	wf, corr := q.Get("workflow_id"), q.Get("correlation_id")
-	kind, id := mailbox.KeyWorkflow, wf
-	switch {
-	case (wf == "") == (corr == ""):
-		proxy.Fail(w, r, apierror.BadRequest("workflow_id", "Give exactly one of workflow_id and correlation_id."))
-		return
-	case corr != "":
-		kind, id = mailbox.KeyCorrelation, corr
-	}
-	if len(id) > 128 {
-		proxy.Fail(w, r, apierror.BadRequest(kind+"_id", "%s_id is longer than 128 bytes.", kind))
-		return
-	}
-	entries, err := s.history.List(r.Context(), kind, id, 0)
+	kind, id, entries, err := s.thread(r)
 	if err != nil {
-		proxy.Fail(w, r, errorf("history: %w", err))
+		proxy.Fail(w, r, err)
 		return
 	}
 	me := ex.Agent.ID
@@ -55,11 +73,44 @@ func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 			Message: "No messages of this " + kind + " were sent to or by agent " + me + "."})
 		return
 	}
-	out := HistoryList{Object: "list", Data: visible}
-	if kind == mailbox.KeyWorkflow {
-		out.WorkflowID = id
-	} else {
-		out.CorrelationID = id
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, list(kind, id, visible))
+}
+
+// People authenticates the admin's and reviewers' tokens (approval.Service).
+type People interface {
+	Person(r *http.Request) (who string, err error)
+}
+
+// KindMessageRead: a person read a whole thread.
+const KindMessageRead = "message.read"
+
+// AdminHistory serves GET /admin/messages?workflow_id=W (or
+// correlation_id=C) to the admin and reviewers: the whole thread, every
+// participant's messages, as a reviewer needs it to decide an escalation.
+// Each read is audited (who, which thread, how many messages).
+func (s *Service) AdminHistory(people People) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, err := people.Person(r)
+		if err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
+		kind, id, entries, err := s.thread(r)
+		if err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
+		ex := scope.Lookup(r.Context())
+		rec := s.record(ex, KindMessageRead, "", map[string]any{"reader": who, "thread_kind": kind, "thread_id": id, "messages": len(entries)})
+		if err := s.audit.Write(r.Context(), rec); err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
+		if len(entries) == 0 {
+			proxy.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: kind + "_id",
+				Message: "No messages in this " + kind + "."})
+			return
+		}
+		writeJSON(w, http.StatusOK, list(kind, id, entries))
+	})
 }

@@ -60,11 +60,14 @@ type Options struct {
 }
 
 // Route is an endpoint behind the current gateway's identify stage;
-// Metered routes also spend one request of the agent's rate_limit.
+// Metered routes also spend one request of the agent's rate_limit. A
+// People route is for the admin and reviewers: its handler authenticates
+// their tokens itself, and no agent identity is required.
 type Route struct {
 	Method, Path string
 	Handler      http.Handler
 	Metered      bool
+	People       bool
 }
 
 // Server serves the gateway's HTTP API.
@@ -118,7 +121,10 @@ func New(o Options) (*Server, error) {
 	}
 	for _, rt := range o.AgentRoutes {
 		h := s.authenticated(rt.Handler)
-		if rt.Metered {
+		switch {
+		case rt.People:
+			h = rt.Handler
+		case rt.Metered:
 			h = s.metered(rt.Handler)
 		}
 		e.Add(rt.Method, rt.Path, withPathValues(h))

@@ -90,6 +90,24 @@ func TestSeed002FourStepFlow(t *testing.T) {
 	if status, _, _ := g.history("orch_1", "workflow_id=wf_nope"); status != http.StatusNotFound {
 		t.Errorf("unknown workflow: %d", status)
 	}
+	// A reviewer reads the whole thread; an agent token cannot use the
+	// admin route; each read is audited.
+	status, body, _ := g.do(http.MethodGet, "/admin/messages?workflow_id=wf_abc", "tok-reviewer", "")
+	var thread struct {
+		Data []map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(body, &thread)
+	if status != http.StatusOK || len(thread.Data) != 4 {
+		t.Errorf("reviewer's view: %d %s", status, body)
+	}
+	for token, want := range map[string]int{"tok-orch_1": http.StatusForbidden, "": http.StatusUnauthorized, "tok-nobody": http.StatusUnauthorized} {
+		if status, _, _ := g.do(http.MethodGet, "/admin/messages?workflow_id=wf_abc", token, ""); status != want {
+			t.Errorf("admin route with %q: %d, want %d", token, status, want)
+		}
+	}
+	if reads := g.entries("message.read"); len(reads) != 1 || !strings.Contains(string(reads[0].Summary), `"reader":"reviewer:security-lead"`) {
+		t.Errorf("reads audited: %v", reads)
+	}
 
 	reqs := g.entries(kindMessage)
 	if len(reqs) != 2 {

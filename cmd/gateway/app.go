@@ -251,6 +251,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},
 			{Method: http.MethodPost, Path: "/v1/messages", Handler: http.HandlerFunc(a.messaging.Send), Metered: true},
 			{Method: http.MethodGet, Path: "/v1/messages", Handler: http.HandlerFunc(a.messaging.History)},
+			{Method: http.MethodGet, Path: "/admin/messages", Handler: a.messaging.AdminHistory(a.approval), People: true},
 		}
 	}
 	m := metrics.New(metrics.Options{})
