@@ -3,6 +3,7 @@ package messaging
 import (
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/mailbox"
@@ -10,12 +11,46 @@ import (
 	"github.com/sacpgw/gateway/scope"
 )
 
-// HistoryList is GET /v1/messages.
+// HistoryList is GET /v1/messages: one page of a thread.
 type HistoryList struct {
 	Object        string          `json:"object"`
 	WorkflowID    string          `json:"workflow_id,omitempty"`
 	CorrelationID string          `json:"correlation_id,omitempty"`
 	Data          []mailbox.Entry `json:"data"`
+	// HasMore says a further page exists; NextCursor is the cursor
+	// parameter that fetches it. The history is append-only, so a cursor
+	// stays valid while the thread is kept.
+	HasMore    bool   `json:"has_more"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Page sizes of GET /v1/messages (limit parameter).
+const (
+	defaultPage = 100
+	maxPage     = 1000
+)
+
+// page is the limit and cursor parameters.
+type page struct{ limit, from int }
+
+func pageOf(r *http.Request) (page, error) {
+	p := page{limit: defaultPage}
+	q := r.URL.Query()
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPage {
+			return p, apierror.BadRequest("limit", "limit must be an integer from 1 to %d.", maxPage)
+		}
+		p.limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return p, apierror.BadRequest("cursor", "cursor must be a next_cursor this API returned.")
+		}
+		p.from = n
+	}
+	return p, nil
 }
 
 // thread reads the workflow_id or correlation_id query parameter (exactly
@@ -40,8 +75,14 @@ func (s *Service) thread(r *http.Request) (kind, id string, entries []mailbox.En
 	return kind, id, entries, nil
 }
 
-func list(kind, id string, entries []mailbox.Entry) HistoryList {
-	out := HistoryList{Object: "list", Data: entries}
+// list is the page p of entries.
+func list(kind, id string, entries []mailbox.Entry, p page) HistoryList {
+	from := min(p.from, len(entries))
+	to := min(from+p.limit, len(entries))
+	out := HistoryList{Object: "list", Data: entries[from:to], HasMore: to < len(entries)}
+	if out.HasMore {
+		out.NextCursor = strconv.Itoa(to)
+	}
 	if kind == mailbox.KeyWorkflow {
 		out.WorkflowID = id
 	} else {
@@ -56,6 +97,11 @@ func list(kind, id string, entries []mailbox.Entry) HistoryList {
 // thread that does not exist, so agents cannot probe other workflows.
 func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 	ex := scope.Get(r.Context())
+	p, err := pageOf(r)
+	if err != nil {
+		proxy.Fail(w, r, err)
+		return
+	}
 	kind, id, entries, err := s.thread(r)
 	if err != nil {
 		proxy.Fail(w, r, err)
@@ -73,7 +119,7 @@ func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 			Message: "No messages of this " + kind + " were sent to or by agent " + me + "."})
 		return
 	}
-	writeJSON(w, http.StatusOK, list(kind, id, visible))
+	writeJSON(w, http.StatusOK, list(kind, id, visible, p))
 }
 
 // People authenticates the admin's and reviewers' tokens (approval.Service).
@@ -95,6 +141,11 @@ func (s *Service) AdminHistory(people People) http.Handler {
 			proxy.Fail(w, r, err)
 			return
 		}
+		p, err := pageOf(r)
+		if err != nil {
+			proxy.Fail(w, r, err)
+			return
+		}
 		kind, id, entries, err := s.thread(r)
 		if err != nil {
 			proxy.Fail(w, r, err)
@@ -111,6 +162,6 @@ func (s *Service) AdminHistory(people People) http.Handler {
 				Message: "No messages in this " + kind + "."})
 			return
 		}
-		writeJSON(w, http.StatusOK, list(kind, id, entries))
+		writeJSON(w, http.StatusOK, list(kind, id, entries, p))
 	})
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/mailbox"
 )
 
 func request(t *testing.T, raw string) *envelope.Message {
@@ -113,3 +115,40 @@ func TestAttemptErrors(t *testing.T) {
 }
 
 func newTestClient() *http.Client { return &http.Client{Timeout: 2 * time.Second} }
+
+// TestHistoryPages: limit and cursor walk a thread without gaps or
+// repeats.
+func TestHistoryPages(t *testing.T) {
+	entries := make([]mailbox.Entry, 7)
+	for i := range entries {
+		entries[i].MessageID = "m" + strconv.Itoa(i)
+	}
+	var got []string
+	p := page{limit: 3}
+	for pages := 0; ; pages++ {
+		l := list(mailbox.KeyWorkflow, "wf", entries, p)
+		for _, e := range l.Data {
+			got = append(got, e.MessageID)
+		}
+		if !l.HasMore {
+			if pages != 2 || l.NextCursor != "" {
+				t.Errorf("%d pages, last cursor %q", pages+1, l.NextCursor)
+			}
+			break
+		}
+		n, _ := strconv.Atoi(l.NextCursor)
+		p.from = n
+	}
+	if strings.Join(got, ",") != "m0,m1,m2,m3,m4,m5,m6" {
+		t.Errorf("walked %v", got)
+	}
+	if l := list(mailbox.KeyWorkflow, "wf", entries, page{limit: 3, from: 99}); len(l.Data) != 0 || l.HasMore {
+		t.Errorf("cursor past the end: %+v", l)
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "cursor=-1", "cursor=x"} {
+		r, _ := http.NewRequest(http.MethodGet, "/v1/messages?workflow_id=w&"+q, nil)
+		if _, err := pageOf(r); err == nil {
+			t.Errorf("%s accepted", q)
+		}
+	}
+}
