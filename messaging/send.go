@@ -384,7 +384,12 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 		}
 		queued = append(queued, t.AgentName)
 	}
-	body := map[string]any{"status": "queued", "message_id": in.msg.ID, "recipients": queued}
+	status := "queued"
+	if len(in.targets) == 0 {
+		// A broadcast nobody receives: accepted and recorded, handed to no one.
+		status = "no_recipients"
+	}
+	body := map[string]any{"status": status, "message_id": in.msg.ID, "recipients": queued}
 	if esc != nil {
 		body["escalation"] = esc
 	}
