@@ -47,5 +47,10 @@ func NewClient(c config.MessagingTLS) (*http.Client, error) {
 		}
 	}
 	t.TLSClientConfig = tc
-	return &http.Client{Transport: t}, nil
+	return &http.Client{Transport: t, CheckRedirect: noRedirects}, nil
 }
+
+// noRedirects keeps the gateway at the endpoint it was configured with: a
+// recipient that answers 3xx cannot send it (and the message) elsewhere,
+// such as a cloud metadata address. The 3xx is a refused delivery.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -185,7 +185,7 @@ func New(d Deps) (*Service, error) {
 	}
 	s.conf.Store(c)
 	if s.client == nil {
-		s.client = &http.Client{}
+		s.client = &http.Client{CheckRedirect: noRedirects}
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -627,12 +627,24 @@ func TestRecipientAnswerChecked(t *testing.T) {
 		{"addressed to someone else", `{"message_type":"response","sender_id":"planner_1","receiver_id":"executor_1","in_reply_to":"%s","action":"plan_complete"}`, `addressed to "executor_1"`},
 		{"a request instead of an answer", `{"message_type":"request","sender_id":"planner_1","receiver_id":"orch_1","action":"plan_workflow"}`, "not a response, error or ack"},
 		{"not an envelope", `{"ok":true}`, "not a valid envelope"},
+		{"a redirect elsewhere", "redirect", "refused with 307"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
 				return strings.Replace(tc.answer, "%s", str(req["message_id"]), 1)
 			}))
+			if tc.answer == "redirect" {
+				elsewhere := g.peers["executor_1"]
+				g.peers["planner_1"].set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+					http.Redirect(w, r, elsewhere.srv.URL+"/messages", http.StatusTemporaryRedirect)
+				})
+				t.Cleanup(func() {
+					if n := len(elsewhere.received()); n != 0 {
+						t.Errorf("the gateway followed the redirect: %d requests elsewhere", n)
+					}
+				})
+			}
 			status, resp := g.send("orch_1", `{"message_type":"request","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_ans_`+itoa(i)+`","action":"plan_workflow","payload":{}}`)
 			msg := str(resp["error"].(map[string]any)["message"])
 			if status != http.StatusBadGateway || !strings.Contains(msg, tc.want) {
