@@ -31,6 +31,8 @@ type send struct {
 	targets   []registry.Entry
 	checks    map[string]any
 	conf      *conf
+	// chosenID: the sender chose the message_id (the gateway did not).
+	chosenID bool
 }
 
 // Send serves POST /v1/messages. The agent is the authenticated one (the
@@ -56,9 +58,23 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// accept runs every check before anything is relayed: size, envelope,
-// clock, sender, recipient, RBAC, policy.
+// accept runs every check before anything is relayed, in order: size and
+// envelope, clock, sender, recipient, RBAC and policy, repeat, redaction.
+// Each step records its verdict in in.checks for the audit entry.
 func (s *Service) accept(r *http.Request, in *send) error {
+	for _, step := range []func(*http.Request, *send) error{
+		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.redact,
+	} {
+		if err := step(r, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readEnvelope reads the body within the agent's max_request_size, decodes
+// the envelope, fills in its id and timestamp, and checks the clock.
+func (s *Service) readEnvelope(r *http.Request, in *send) error {
 	limit := int64(in.agent.MaxRequestSize)
 	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	var tooBig *http.MaxBytesError
@@ -79,27 +95,35 @@ func (s *Service) accept(r *http.Request, in *send) error {
 		return apierror.BadRequest("", "Invalid envelope: %v", err)
 	}
 	now := s.now().UTC()
-	chosenID := m.ID != ""
+	in.chosenID = m.ID != ""
 	m.Fill(now, newID)
 	in.msg = m
-	c := s.conf.Load()
-	in.conf = c
-	if skew := c.cfg.Gateway.Messaging.MaxClockSkew.D(); m.Timestamp.Sub(now) > skew || now.Sub(m.Timestamp) > skew {
+	in.conf = s.conf.Load()
+	if skew := in.conf.cfg.Gateway.Messaging.MaxClockSkew.D(); m.Timestamp.Sub(now) > skew || now.Sub(m.Timestamp) > skew {
 		return apierror.BadRequest("timestamp", "Invalid envelope: timestamp %s is more than %s away from the gateway's clock.", m.Timestamp.Format(time.RFC3339), skew)
 	}
-	if m.Sender.ID != in.agent.ID {
+	return nil
+}
+
+// checkSender: an agent may only send as itself.
+func (s *Service) checkSender(_ *http.Request, in *send) error {
+	if in.msg.Sender.ID != in.agent.ID {
 		in.checks["sender"] = "spoofed"
-		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(m.Sender.ID), in.agent.ID))
+		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(in.msg.Sender.ID), in.agent.ID))
 	}
 	in.checks["sender"] = "pass"
-	if err := s.resolveRecipient(r.Context(), in); err != nil {
-		return err
-	}
+	return nil
+}
+
+// authorize asks casbin whether the sender may send this action to the
+// recipient, then the Rego hook data.gateway.messages.deny.
+func (s *Service) authorize(r *http.Request, in *send) error {
+	m := in.msg
 	recipientID := ""
 	if m.Recipient != nil {
 		recipientID = m.Recipient.ID
 	}
-	az := c.rbac.AuthorizeMessage(in.agent.ID, recipientID, action(m))
+	az := in.conf.rbac.AuthorizeMessage(in.agent.ID, recipientID, action(m))
 	in.checks["rbac"] = map[string]any{"allowed": az.Allowed, "reason": az.Reason}
 	if !az.Allowed {
 		return apierror.Forbidden("RBAC: " + az.Reason + ".")
@@ -112,24 +136,26 @@ func (s *Service) accept(r *http.Request, in *send) error {
 	if dec.Deny {
 		return apierror.Forbidden("Policy: " + joinReasons(dec.Reasons))
 	}
-	if chosenID {
-		if err := s.checkRepeat(r.Context(), in); err != nil {
-			return err
-		}
-	}
-	counts, blocked, err := redactEnvelope(c.red, m)
-	if err != nil {
-		return apierror.BadRequest("payload", "The payload could not be redacted: %v.", err)
-	}
-	switch {
-	case c.red == nil:
+	return nil
+}
+
+// redact masks the envelope (protocol.redaction.messages), or refuses it
+// when a blocking detector matched.
+func (s *Service) redact(_ *http.Request, in *send) error {
+	red := in.conf.red
+	if red == nil {
 		in.checks["redaction"] = "not_configured"
+		return nil
+	}
+	counts, blocked, err := redactEnvelope(red, in.msg)
+	switch {
+	case err != nil:
+		return apierror.BadRequest("payload", "The payload could not be redacted: %v.", err)
 	case blocked != "":
 		in.checks["redaction"] = map[string]any{"verdict": "blocked", "detector": blocked}
 		return blockedMessage(blocked)
-	default:
-		in.checks["redaction"] = map[string]any{"verdict": "pass", "counts": countsAny(counts)}
 	}
+	in.checks["redaction"] = map[string]any{"verdict": "pass", "counts": countsAny(counts)}
 	return nil
 }
 
@@ -144,8 +170,12 @@ func countsAny(c map[string]int) map[string]any {
 // checkRepeat refuses a message_id its sender already used in the thread:
 // a client retrying a POST whose answer it lost must not have the message
 // delivered twice (409 tells it the first one arrived).
-func (s *Service) checkRepeat(ctx context.Context, in *send) error {
+func (s *Service) checkRepeat(r *http.Request, in *send) error {
 	m := in.msg
+	if !in.chosenID {
+		return nil
+	}
+	ctx := r.Context()
 	kind, id := m.Key()
 	if id == "" {
 		return nil
@@ -176,7 +206,8 @@ func action(m *envelope.Message) string {
 
 // resolveRecipient finds the recipient in the registry (configured or
 // spawned agents), or every agent that receives messages for a broadcast.
-func (s *Service) resolveRecipient(ctx context.Context, in *send) error {
+func (s *Service) resolveRecipient(r *http.Request, in *send) error {
+	ctx := r.Context()
 	m := in.msg
 	if m.Recipient == nil {
 		all, err := s.reg.Entries(ctx)
