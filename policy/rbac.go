@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
@@ -99,7 +101,17 @@ type RBAC struct {
 	e         *casbin.Enforcer
 	agents    map[string]*config.Agent
 	reviewers map[string]bool
+	// messages memoizes AuthorizeMessage: its verdict depends only on the
+	// policy lines, fixed for this RBAC's life (a reload builds a new
+	// one), and casbin's evaluation costs about 130 allocations. At most
+	// maxMessageVerdicts entries: actions are the agents' to choose.
+	messages     sync.Map // messageKey -> Authz
+	messageCount atomic.Int64
 }
+
+type messageKey struct{ sender, recipient, action string }
+
+const maxMessageVerdicts = 4096
 
 // NewRBAC builds the enforcer from the model file (empty modelPath: the
 // built-in DefaultRBACModel) and a policy generated from agents and the
@@ -273,6 +285,20 @@ func messageRules(id string, rules []config.MessageRule) [][]string {
 // AuthorizeMessage decides whether agent sender may send an envelope with
 // action to recipient ("" for a broadcast) through POST /v1/messages.
 func (r *RBAC) AuthorizeMessage(sender, recipient, action string) Authz {
+	k := messageKey{sender, recipient, action}
+	if v, ok := r.messages.Load(k); ok {
+		return v.(Authz)
+	}
+	az := r.authorizeMessage(sender, recipient, action)
+	if r.messageCount.Load() < maxMessageVerdicts {
+		if _, loaded := r.messages.LoadOrStore(k, az); !loaded {
+			r.messageCount.Add(1)
+		}
+	}
+	return az
+}
+
+func (r *RBAC) authorizeMessage(sender, recipient, action string) Authz {
 	if r.agents[sender] == nil {
 		return Authz{Reason: fmt.Sprintf("agent %q is not registered", sender)}
 	}

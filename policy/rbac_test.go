@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -202,5 +203,33 @@ func TestRBACAuthorizeMessage(t *testing.T) {
 		if a := r.Authorize("planner", "read", "code"); a.Allowed {
 			t.Errorf("model %q: a messages rule granted an approval action: %+v", model, a)
 		}
+	}
+}
+
+// TestRBACMessageVerdictsCached: repeated questions get the same answers
+// from the cache, and the cache stays bounded however many actions agents
+// invent.
+func TestRBACMessageVerdictsCached(t *testing.T) {
+	agents := map[string]*config.Agent{
+		"a": {ID: "a", Messages: []config.MessageRule{{To: []string{"b"}, Actions: []string{"go"}}}},
+		"b": {ID: "b"},
+	}
+	r, err := NewRBAC("", agents, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if !r.AuthorizeMessage("a", "b", "go").Allowed || r.AuthorizeMessage("a", "b", "stop").Allowed || r.AuthorizeMessage("b", "a", "go").Allowed {
+			t.Fatal("cached verdicts differ from the policy")
+		}
+	}
+	for i := range maxMessageVerdicts + 100 {
+		r.AuthorizeMessage("a", "b", "x"+strings.Repeat("y", i%7)+string(rune('a'+i%26))+strconv.Itoa(i))
+	}
+	if n := r.messageCount.Load(); n != maxMessageVerdicts {
+		t.Errorf("%d cached verdicts, want the cap %d", n, maxMessageVerdicts)
+	}
+	if !r.AuthorizeMessage("a", "b", "go").Allowed || r.AuthorizeMessage("a", "b", "new-one").Allowed {
+		t.Error("verdicts wrong once the cache is full")
 	}
 }
