@@ -133,6 +133,13 @@ func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relaye
 	if err != nil {
 		return nil, nil, errorf("encode delivery error: %w", err)
 	}
+	// The gateway's ERROR is a message of the thread like any other: it is
+	// audited with its hash before it is recorded.
+	esum := summary(e, "gateway")
+	esum["origin"] = "gateway"
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: m.Sender.ID, RequestID: e.ID, PayloadSHA256: sha256Hex(out), Summary: esum}); err != nil {
+		return nil, nil, err
+	}
 	if err := s.remember(ctx, e, out, []string{m.Sender.ID}, "gateway", sha256Hex(out)); err != nil {
 		s.log.Error("delivery error not recorded in the history", "message_id", m.ID, "error", err.Error())
 	}
@@ -167,6 +174,7 @@ func (s *Service) Resolve(ctx context.Context, rec *approval.Record) error {
 		return errorf("encode human response: %w", err)
 	}
 	sum := summary(resp, "review")
+	sum["origin"] = "human"
 	sum["escalation_id"], sum["reviewer"], sum["decision"] = rec.ID, rv.Reviewer, rv.Decision
 	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: rec.AgentID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Summary: sum}); err != nil {
 		return err

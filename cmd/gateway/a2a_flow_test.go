@@ -414,6 +414,30 @@ func TestRecipientDownRetriedThenErrorAndEscalation(t *testing.T) {
 	if d := g.entries(kindMessageDelivery); len(d) < 1 || !strings.Contains(string(d[0].Summary), `"status":"failed"`) {
 		t.Errorf("delivery entries %v", d)
 	}
+	// Every message of the thread is audited with the hash of its bytes:
+	// the agent's, the gateway's ERROR and the reviewer's RESPONSE.
+	msgs := g.entries(kindMessage)
+	origins := map[string]bool{}
+	for _, e := range msgs {
+		var sum map[string]any
+		_ = json.Unmarshal(e.Summary, &sum)
+		if o, _ := sum["origin"].(string); o != "" {
+			origins[o] = true
+		}
+	}
+	if len(msgs) != 3 || !origins["gateway"] || !origins["human"] {
+		t.Errorf("message entries %d, origins %v", len(msgs), origins)
+	}
+	for _, e := range data {
+		env, _ := json.Marshal(e["envelope"])
+		found := false
+		for _, m := range msgs {
+			found = found || m.PayloadSHA256 == e["payload_sha256"]
+		}
+		if !found {
+			t.Errorf("history entry %v (%s) has no audit entry with its hash", e["message_id"], env)
+		}
+	}
 }
 
 // TestSyncRequestToDeadEndpoint: a REQUEST to an endpoint that refuses
