@@ -2,11 +2,9 @@ package messaging
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/upstream"
@@ -21,13 +19,9 @@ func NewClient(c config.MessagingTLS) (*http.Client, error) {
 	t.Proxy = nil // endpoints are inside the mesh; never via a proxy
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pool, err := upstream.LoadCertPool(c.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("messaging.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("messaging.tls.ca_file %s: no PEM certificate", c.CAFile)
 		}
 		tc.RootCAs = pool
 	}

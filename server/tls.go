@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/upstream"
 )
 
 // TLSConfig builds the server's TLS settings from config: the minimum
@@ -34,13 +34,9 @@ func TLSConfig(c config.TLS, log *slog.Logger) (*tls.Config, error) {
 		cfg.MinVersion = tls.VersionTLS12
 	}
 	if c.ClientCAFile != "" {
-		pem, err := os.ReadFile(c.ClientCAFile)
+		pool, err := upstream.LoadCertPool(c.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("tls.client_ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.client_ca_file %s: no PEM certificates", c.ClientCAFile)
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert

@@ -181,15 +181,26 @@ func newHTTP(c config.Upstream) (http.RoundTripper, *url.URL, error) {
 	}
 	t := NewTransport(c.MaxIdleConns)
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pool, err := LoadCertPool(c.CAFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("ca_file %s: no PEM certificates", c.CAFile)
 		}
 		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	return t, base, nil
+}
+
+// LoadCertPool reads the PEM certificates of a CA file (upstreams'
+// ca_file, tls.client_ca_file, messaging.tls.ca_file). A file without a
+// certificate is an error, not an empty pool that would trust nothing.
+func LoadCertPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificates", path)
+	}
+	return pool, nil
 }
