@@ -23,6 +23,10 @@ type Spawn struct {
 	// {Name, Description, Inputs, Outputs: the first output}.
 	NewVerbs          []Verb
 	MissingCapability string // ctx.missing_capability
+	// Endpoint is the instantiate params' optional "endpoint": where the new
+	// agent receives messages ("" when absent). Whether it is an acceptable
+	// URL is the registry's call.
+	Endpoint string
 }
 
 // ParseSpawn validates a SPAWN_AGENT message and extracts the request. On top
@@ -68,6 +72,12 @@ func (l *Library) ParseSpawn(raw []byte) (*Spawn, Result) {
 	sp.AgentName = step[1].str
 	sp.Verb = step[2].get("verb").str
 	sp.Tool = step[2].get("tool").str
+	if e := step[2].get("endpoint"); e != nil {
+		if e.kind != kindString {
+			return nil, c.fail(CodeInvalidParams, fmt.Sprintf("plan[%d][2].endpoint", inst), "plan step %d: endpoint must be a string URL", inst+1)
+		}
+		sp.Endpoint = e.str
+	}
 
 	defined := false
 	for i := range plan.kids {
@@ -118,6 +128,7 @@ func (sp *Spawn) detach() {
 	sp.Tool = strings.Clone(sp.Tool)
 	sp.Description = strings.Clone(sp.Description)
 	sp.MissingCapability = strings.Clone(sp.MissingCapability)
+	sp.Endpoint = strings.Clone(sp.Endpoint)
 	cloneAll(sp.Inputs)
 	cloneAll(sp.Outputs)
 	for i := range sp.NewTools {

@@ -64,6 +64,12 @@ func TestParseSpawnVariants(t *testing.T) {
 				NewTools: []Tool{{ID: "H_API_V2", Description: "v2", Interface: "https://x", SupportedVerbs: []string{"s"}}}},
 		},
 		{
+			"endpoint",
+			`{"g":"SPAWN_AGENT","plan":[["define","T",{}],["instantiate","A",{"verb":"v","tool":"T","endpoint":"http://a:9000/m"}]]}`,
+			&Spawn{AgentName: "A", Verb: "v", Tool: "T", Endpoint: "http://a:9000/m",
+				NewTools: []Tool{{ID: "T", SupportedVerbs: []string{"v"}}}, NewVerbs: []Verb{{Name: "v"}}},
+		},
+		{
 			"new verb, empty define, ordinary steps ignored",
 			`{"g":"SPAWN_AGENT","ctx":{"missing_capability":"m"},"plan":[["define","T",{}],["s","H_API",{}],["instantiate","A",{"verb":"v","tool":"T"}]]}`,
 			&Spawn{AgentName: "A", Verb: "v", Tool: "T", Description: "m", MissingCapability: "m",
@@ -99,6 +105,7 @@ func TestParseSpawnErrors(t *testing.T) {
 		{"two instantiates", spawnMsg(`[` + def + `,` + inst + `,["instantiate","B",{"verb":"w","tool":"T"}]]`), CodeMalformedPlan, "plan[2]", "exactly one instantiate step, and plan step 2 is one already"},
 		{"orphan define", spawnMsg(`[["define","U",{}],` + def + `,` + inst + `]`), CodeMalformedPlan, "plan[0][1]", `tool "U" is defined but the instantiate step uses "T"`},
 		{"missing_capability number", `{"g":"SPAWN_AGENT","ctx":{"missing_capability":1},"plan":[` + def + `,` + inst + `]}`, CodeInvalidField, "ctx.missing_capability", "must be a string"},
+		{"endpoint not a string", spawnMsg(`[` + def + `,["instantiate","A",{"verb":"v","tool":"T","endpoint":8080}]]`), CodeInvalidParams, "plan[1][2].endpoint", "endpoint must be a string URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -184,8 +184,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, res)
 		return
 	}
-	endpoint, err := spawnEndpoint(raw)
-	if err != nil {
+	if err := checkEndpoint(sp.Endpoint); err != nil {
 		proxy.Fail(w, r, err)
 		return
 	}
@@ -197,7 +196,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		"spawn": map[string]any{
 			"agent_name": sp.AgentName, "verb": sp.Verb, "tool": sp.Tool, "description": sp.Description,
 			"inputs": policy.StringsInput(sp.Inputs), "outputs": policy.StringsInput(sp.Outputs),
-			"missing_capability": sp.MissingCapability, "endpoint": endpoint,
+			"missing_capability": sp.MissingCapability, "endpoint": sp.Endpoint,
 		},
 	}
 	dec, err := a.Policy.Spawn(ctx, in)
@@ -210,7 +209,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		"reasons": dec.Reasons, "decision_id": dec.DecisionID, "revision": dec.Revision, "fail_closed": dec.FailClosed, "route": "/registry/spawn"}
 	switch dec.Status {
 	case "approved":
-		e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID, endpoint)
+		e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID)
 		if err != nil {
 			sum["registered"], sum["error"] = false, err.Error()
 			if aerr := a.write(ctx, ex, sum); aerr != nil {
@@ -277,15 +276,14 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 	if !res.Valid() {
 		return fmt.Errorf("registry: approved spawn %s no longer valid: %s %s", rec.ID, res.Code, res.Details)
 	}
-	endpoint, err := spawnEndpoint(raw)
-	if err != nil {
+	if err := checkEndpoint(sp.Endpoint); err != nil {
 		return fmt.Errorf("registry: approved spawn %s: %w", rec.ID, err)
 	}
 	by := "person"
 	if rec.Escalation != nil && rec.Escalation.Review != nil {
 		by = rec.Escalation.Review.Reviewer
 	}
-	_, err = a.Registry.Spawn(ctx, sp, by, endpoint)
+	_, err := a.Registry.Spawn(ctx, sp, by)
 	sum := map[string]any{"agent_name": sp.AgentName, "decision": "approved", "via": "review", "reviewer": by,
 		"escalation_id": rec.ID, "registered": err == nil}
 	if err != nil {
@@ -297,33 +295,17 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 	return err
 }
 
-// spawnEndpoint is the optional "endpoint" param of the instantiate step:
-// where the new agent receives messages. The spawn policy sees it in
-// input.spawn.endpoint and should restrict it (the gateway will POST to it).
-func spawnEndpoint(raw []byte) (string, error) {
-	var m struct {
-		Plan []json.RawMessage `json:"plan"`
+// checkEndpoint accepts the endpoint a spawn names (the instantiate
+// step's "endpoint" param): an http or https URL without credentials, or
+// none. The spawn policy sees it in input.spawn.endpoint and should
+// restrict it (the gateway will POST to it).
+func checkEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
 	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return "", nil
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return apierror.BadRequest("plan", "The instantiate step's endpoint must be an http or https URL without credentials.")
 	}
-	for _, st := range m.Plan {
-		var step []json.RawMessage
-		if json.Unmarshal(st, &step) != nil || len(step) != 3 {
-			continue
-		}
-		var verb string
-		var params struct {
-			Endpoint *string `json:"endpoint"`
-		}
-		if json.Unmarshal(step[0], &verb) != nil || verb != "instantiate" || json.Unmarshal(step[2], &params) != nil || params.Endpoint == nil {
-			continue
-		}
-		u, err := url.Parse(*params.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return "", apierror.BadRequest("plan", "The instantiate step's endpoint must be an http or https URL without credentials.")
-		}
-		return *params.Endpoint, nil
-	}
-	return "", nil
+	return nil
 }

@@ -226,7 +226,7 @@ func (r *Registry) Entries(ctx context.Context) ([]Entry, error) {
 // policy (or a person) approved it. It fails with ErrExists when the agent
 // name is taken; new tool and verb definitions must not conflict with the
 // library.
-func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string, endpoint string) (Entry, error) {
+func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entry, error) {
 	v, err := r.current(ctx)
 	if err != nil {
 		return Entry{}, err
@@ -248,7 +248,7 @@ func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string, endpo
 	e := Entry{
 		AgentName: s.AgentName, Type: "spawned", SupportedVerbs: nonNil(verbs), SupportedTools: nonNil(tools),
 		Inputs: nonNil(s.Inputs), Outputs: nonNil(s.Outputs), Description: s.Description, Tags: []string{},
-		Endpoint: endpoint, Spawned: true, SpawnedBy: by, SpawnedAt: r.now().UTC(),
+		Endpoint: s.Endpoint, Spawned: true, SpawnedBy: by, SpawnedAt: r.now().UTC(),
 		Tools: s.NewTools, Verbs: s.NewVerbs,
 	}
 	if err := r.store.Add(ctx, e); err != nil {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/limit"
@@ -89,14 +88,14 @@ func TestSpawnedAgentsShareTheLibrary(t *testing.T) {
 			r1, _ := New(testConfig(), store)
 			r2, _ := New(testConfig(), store) // another replica
 			lib, _ := r1.Library(ctx)
-			sp, res := lib.ParseSpawn([]byte(`{"g":"SPAWN_AGENT","ctx":{"missing_capability":"visa"},"plan":[["define","VISA_Q",{"description":"Visa rules","inputs":["nationality"],"outputs":["visa_required"]}],["instantiate","Z_VISA",{"tool":"VISA_Q","verb":"check"}]]}`))
+			sp, res := lib.ParseSpawn([]byte(`{"g":"SPAWN_AGENT","ctx":{"missing_capability":"visa"},"plan":[["define","VISA_Q",{"description":"Visa rules","inputs":["nationality"],"outputs":["visa_required"]}],["instantiate","Z_VISA",{"tool":"VISA_Q","verb":"check","endpoint":"http://visa"}]]}`))
 			if !res.Valid() {
 				t.Fatalf("%+v", res)
 			}
-			if _, err := r1.Spawn(ctx, sp, "agent:orch", "http://visa"); err != nil {
+			if _, err := r1.Spawn(ctx, sp, "agent:orch"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r1.Spawn(ctx, sp, "agent:orch", ""); !errors.Is(err, ErrExists) {
+			if _, err := r1.Spawn(ctx, sp, "agent:orch"); !errors.Is(err, ErrExists) {
 				t.Errorf("second spawn: %v", err)
 			}
 			lib, _ = r1.Library(ctx)
@@ -104,7 +103,7 @@ func TestSpawnedAgentsShareTheLibrary(t *testing.T) {
 			if !res.Valid() {
 				t.Fatalf("%+v", res)
 			}
-			if _, err := r1.Spawn(ctx, sp2, "person:ops", ""); err != nil {
+			if _, err := r1.Spawn(ctx, sp2, "person:ops"); err != nil {
 				t.Fatal(err)
 			}
 			r2.ttl = 0
@@ -137,5 +136,4 @@ func TestLibraryRefusesUnknownVerb(t *testing.T) {
 	if err == nil {
 		t.Fatal("a tool naming an unknown verb was accepted")
 	}
-	var _ = compact.StatusValid
 }
