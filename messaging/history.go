@@ -119,7 +119,7 @@ func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 			Message: "No messages of this " + kind + " were sent to or by agent " + me + "."})
 		return
 	}
-	writeJSON(w, http.StatusOK, list(kind, id, visible, p))
+	proxy.WriteJSON(w, r, http.StatusOK, list(kind, id, visible, p))
 }
 
 // People authenticates the admin's and reviewers' tokens (approval.Service).
@@ -162,6 +162,6 @@ func (s *Service) AdminHistory(people People) http.Handler {
 				Message: "No messages in this " + kind + "."})
 			return
 		}
-		writeJSON(w, http.StatusOK, list(kind, id, entries, p))
+		proxy.WriteJSON(w, r, http.StatusOK, list(kind, id, entries, p))
 	})
 }

@@ -3,6 +3,7 @@ package messaging
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/tracing"
 )
 
@@ -235,18 +237,14 @@ func (s *Service) failed(w http.ResponseWriter, r *http.Request, in *send, relay
 	}
 	body := map[string]any{
 		"error":    map[string]any{"message": reason, "type": apierror.TypeUpstream, "code": "upstream_error", "param": nil},
-		"envelope": rawJSON(errBytes),
+		"envelope": json.RawMessage(errBytes),
 	}
 	if esc != nil {
 		body["escalation"] = esc
 	}
-	writeJSON(w, status, body)
+	proxy.WriteJSON(w, r, status, body)
 	if ex := in.ex; ex != nil {
 		ex.Status, ex.ErrCode = status, "upstream_error"
 	}
 	return nil
 }
-
-type rawJSON []byte
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sacpgw/gateway/apierror"
@@ -75,14 +73,9 @@ func (s *Service) accept(r *http.Request, in *send) error {
 // readEnvelope reads the body within the agent's max_request_size, decodes
 // the envelope, fills in its id and timestamp, and checks the clock.
 func (s *Service) readEnvelope(r *http.Request, in *send) error {
-	limit := int64(in.agent.MaxRequestSize)
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return apierror.TooLarge(limit)
-	case err != nil:
-		return apierror.BadRequest("", "The request body could not be read.")
+	raw, err := proxy.ReadLimited(r, int64(in.agent.MaxRequestSize))
+	if err != nil {
+		return err
 	}
 	in.raw = raw
 	in.ex.PayloadSHA256 = sha256Hex(raw)
@@ -424,19 +417,8 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 	if esc != nil {
 		body["escalation"] = esc
 	}
-	writeJSON(w, http.StatusAccepted, body)
+	proxy.WriteJSON(w, r, http.StatusAccepted, body)
 	return nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed","type":"server_error","code":"internal_error","param":null}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 func clip(s string) string {

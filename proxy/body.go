@@ -49,7 +49,7 @@ type Message struct {
 func ReadBody(kind Kind) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
-		body, err := readLimited(r, int64(ex.Agent.MaxRequestSize))
+		body, err := ReadLimited(r, int64(ex.Agent.MaxRequestSize))
 		if err != nil {
 			return err
 		}
@@ -67,9 +67,11 @@ func ReadBody(kind Kind) Stage {
 	})
 }
 
-// readLimited reads at most limit bytes; a larger body is a 413 without
-// reading the rest (the declared Content-Length is refused up front).
-func readLimited(r *http.Request, limit int64) ([]byte, error) {
+// ReadLimited reads at most limit bytes (an agent's max_request_size); a
+// larger body is a 413 without reading the rest (the declared
+// Content-Length is refused up front). Every front door that reads an
+// agent's body uses it.
+func ReadLimited(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, apierror.TooLarge(limit)
 	}

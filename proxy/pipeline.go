@@ -5,7 +5,10 @@
 package proxy
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/scope"
@@ -46,6 +49,21 @@ func Chain(end Endpoint, stages ...Stage) http.Handler {
 		})
 	}
 	return h
+}
+
+// WriteJSON answers v as JSON with status. v is the gateway's own value, so
+// an encoding failure is the gateway's bug: a 500 in OpenAI's shape.
+func WriteJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		Fail(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // Fail writes err in OpenAI's error shape and records it on the Exchange.

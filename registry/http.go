@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -44,28 +43,7 @@ type API struct {
 
 // readBody reads the body within the agent's max_request_size.
 func readBody(r *http.Request) ([]byte, error) {
-	ex := scope.Get(r.Context())
-	limit := int64(ex.Agent.MaxRequestSize)
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, apierror.TooLarge(limit)
-	case err != nil:
-		return nil, apierror.BadRequest("", "The request body could not be read.")
-	}
-	return raw, nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		proxy.Fail(w, &http.Request{}, fmt.Errorf("encode: %w", err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	return proxy.ReadLimited(r, int64(scope.Get(r.Context()).Agent.MaxRequestSize))
 }
 
 // Validate serves POST /sacp/validate: {"status":"VALID"} (200) or the
@@ -85,7 +63,7 @@ func (a *API) Validate(w http.ResponseWriter, r *http.Request) {
 	if !res.Valid() {
 		status = http.StatusUnprocessableEntity
 	}
-	writeJSON(w, status, res)
+	proxy.WriteJSON(w, r, status, res)
 }
 
 // QueryList is the answer of POST /registry/query.
@@ -115,7 +93,7 @@ func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 	if q.Inputs == nil {
 		q.Inputs = []string{}
 	}
-	writeJSON(w, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
+	proxy.WriteJSON(w, r, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
 }
 
 func decodeQuery(raw []byte) (Query, error) {
@@ -181,7 +159,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 	}
 	sp, res := lib.ParseSpawn(raw)
 	if !res.Valid() {
-		writeJSON(w, http.StatusUnprocessableEntity, res)
+		proxy.WriteJSON(w, r, http.StatusUnprocessableEntity, res)
 		return
 	}
 	if err := checkEndpoint(sp.Endpoint); err != nil {
@@ -230,7 +208,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out.Agent = &e
-		writeJSON(w, http.StatusCreated, out)
+		proxy.WriteJSON(w, r, http.StatusCreated, out)
 	case "escalated":
 		rec, err := a.Escalator.Escalate(ctx, approval.ExternalRequest{
 			Type: approval.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
@@ -249,7 +227,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		if rec.Response != nil && rec.Response.HumanReviewURL != nil {
 			out.HumanReviewURL = *rec.Response.HumanReviewURL
 		}
-		writeJSON(w, http.StatusAccepted, out)
+		proxy.WriteJSON(w, r, http.StatusAccepted, out)
 	default:
 		if err := a.write(ctx, ex, sum); err != nil {
 			proxy.Fail(w, r, err)
