@@ -53,26 +53,47 @@ func pageOf(r *http.Request) (page, error) {
 	return p, nil
 }
 
-// thread reads the workflow_id or correlation_id query parameter (exactly
-// one) and lists the thread.
-func (s *Service) thread(r *http.Request) (kind, id string, entries []mailbox.Entry, err error) {
+// threadQuery is a read of a thread: which one, which page, its entries.
+type threadQuery struct {
+	kind, id string
+	page     page
+	entries  []mailbox.Entry
+}
+
+// thread reads the query parameters (exactly one of workflow_id and
+// correlation_id, and the page) and lists the thread.
+func (s *Service) thread(r *http.Request) (threadQuery, error) {
+	var tq threadQuery
+	p, err := pageOf(r)
+	if err != nil {
+		return tq, err
+	}
 	q := r.URL.Query()
 	wf, corr := q.Get("workflow_id"), q.Get("correlation_id")
-	kind, id = mailbox.KeyWorkflow, wf
+	tq.kind, tq.id, tq.page = mailbox.KeyWorkflow, wf, p
 	switch {
 	case (wf == "") == (corr == ""):
-		return "", "", nil, apierror.BadRequest("workflow_id", "Give exactly one of workflow_id and correlation_id.")
+		return tq, apierror.BadRequest("workflow_id", "Give exactly one of workflow_id and correlation_id.")
 	case corr != "":
-		kind, id = mailbox.KeyCorrelation, corr
+		tq.kind, tq.id = mailbox.KeyCorrelation, corr
 	}
-	if len(id) > 128 {
-		return "", "", nil, apierror.BadRequest(kind+"_id", "%s_id is longer than 128 bytes.", kind)
+	if len(tq.id) > 128 {
+		return tq, apierror.BadRequest(tq.kind+"_id", "%s_id is longer than 128 bytes.", tq.kind)
 	}
-	entries, err = s.history.List(r.Context(), kind, id, 0)
-	if err != nil {
-		return "", "", nil, errorf("history: %w", err)
+	if tq.entries, err = s.history.List(r.Context(), tq.kind, tq.id, 0); err != nil {
+		return tq, errorf("history: %w", err)
 	}
-	return kind, id, entries, nil
+	return tq, nil
+}
+
+// answer writes the page of entries, or 404 when there are none.
+func (tq threadQuery) answer(w http.ResponseWriter, r *http.Request, entries []mailbox.Entry, none string) {
+	if len(entries) == 0 {
+		proxy.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: tq.kind + "_id",
+			Message: "No messages of this " + tq.kind + none + "."})
+		return
+	}
+	proxy.WriteJSON(w, r, http.StatusOK, list(tq.kind, tq.id, entries, tq.page))
 }
 
 // list is the page p of entries.
@@ -96,30 +117,19 @@ func list(kind, id string, entries []mailbox.Entry, p page) HistoryList {
 // or received. A thread with none of its messages is 404, exactly like a
 // thread that does not exist, so agents cannot probe other workflows.
 func (s *Service) History(w http.ResponseWriter, r *http.Request) {
-	ex := scope.Get(r.Context())
-	p, err := pageOf(r)
+	me := scope.Get(r.Context()).Agent.ID
+	tq, err := s.thread(r)
 	if err != nil {
 		proxy.Fail(w, r, err)
 		return
 	}
-	kind, id, entries, err := s.thread(r)
-	if err != nil {
-		proxy.Fail(w, r, err)
-		return
-	}
-	me := ex.Agent.ID
-	visible := make([]mailbox.Entry, 0, len(entries))
-	for _, e := range entries {
+	visible := make([]mailbox.Entry, 0, len(tq.entries))
+	for _, e := range tq.entries {
 		if e.Sender == me || slices.Contains(e.Recipients, me) {
 			visible = append(visible, e)
 		}
 	}
-	if len(visible) == 0 {
-		proxy.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: kind + "_id",
-			Message: "No messages of this " + kind + " were sent to or by agent " + me + "."})
-		return
-	}
-	proxy.WriteJSON(w, r, http.StatusOK, list(kind, id, visible, p))
+	tq.answer(w, r, visible, " were sent to or by agent "+me)
 }
 
 // People authenticates the admin's and reviewers' tokens (approval.Service).
@@ -141,27 +151,16 @@ func (s *Service) AdminHistory(people People) http.Handler {
 			proxy.Fail(w, r, err)
 			return
 		}
-		p, err := pageOf(r)
+		tq, err := s.thread(r)
 		if err != nil {
 			proxy.Fail(w, r, err)
 			return
 		}
-		kind, id, entries, err := s.thread(r)
-		if err != nil {
-			proxy.Fail(w, r, err)
-			return
-		}
-		ex := scope.Lookup(r.Context())
-		rec := s.record(ex, KindMessageRead, "", map[string]any{"reader": who, "thread_kind": kind, "thread_id": id, "messages": len(entries)})
+		rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", map[string]any{"reader": who, "thread_kind": tq.kind, "thread_id": tq.id, "messages": len(tq.entries)})
 		if err := s.audit.Write(r.Context(), rec); err != nil {
 			proxy.Fail(w, r, err)
 			return
 		}
-		if len(entries) == 0 {
-			proxy.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: kind + "_id",
-				Message: "No messages in this " + kind + "."})
-			return
-		}
-		proxy.WriteJSON(w, r, http.StatusOK, list(kind, id, entries, p))
+		tq.answer(w, r, tq.entries, "")
 	})
 }

@@ -2,7 +2,6 @@ package messaging
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 
 	"github.com/sacpgw/gateway/apierror"
@@ -33,7 +32,7 @@ func redactEnvelope(red *redact.Redactor, m *envelope.Message) (map[string]int, 
 		res.Add(r)
 		m.Error.Message = out
 	}
-	return maps.Clone(res.Counts), res.Blocked, nil
+	return res.Counts, res.Blocked, nil
 }
 
 // blockedMessage is the refusal of an envelope that carries a blocking

@@ -162,7 +162,7 @@ func (r *Registry) current(ctx context.Context) (*view, error) {
 			if _, dup := v.byName[e.AgentName]; dup {
 				continue
 			}
-			lib, err := v.lib.Extend(newVerbs(v.lib, e.Verbs), newTools(v.lib, e.Tools))
+			lib, err := extend(v.lib, e.Verbs, e.Tools)
 			if err != nil {
 				left = append(left, e)
 				continue
@@ -180,24 +180,12 @@ func (r *Registry) current(ctx context.Context) (*view, error) {
 	return v, nil
 }
 
-func newVerbs(l *compact.Library, vs []compact.Verb) []compact.Verb {
-	var out []compact.Verb
-	for _, v := range vs {
-		if _, ok := l.Verb(v.Name); !ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func newTools(l *compact.Library, ts []compact.Tool) []compact.Tool {
-	var out []compact.Tool
-	for _, t := range ts {
-		if _, ok := l.Tool(t.ID); !ok {
-			out = append(out, t)
-		}
-	}
-	return out
+// extend adds to lib the spawned definitions it does not have yet (a verb
+// one spawn defined may be named by the next).
+func extend(lib *compact.Library, verbs []compact.Verb, tools []compact.Tool) (*compact.Library, error) {
+	verbs = slices.DeleteFunc(slices.Clone(verbs), func(v compact.Verb) bool { _, ok := lib.Verb(v.Name); return ok })
+	tools = slices.DeleteFunc(slices.Clone(tools), func(t compact.Tool) bool { _, ok := lib.Tool(t.ID); return ok })
+	return lib.Extend(verbs, tools)
 }
 
 // Library is the verb and tool library including spawned definitions.
@@ -234,7 +222,7 @@ func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entr
 	if _, ok := v.byName[s.AgentName]; ok {
 		return Entry{}, fmt.Errorf("%w: agent %q", ErrExists, s.AgentName)
 	}
-	if _, err := v.lib.Extend(newVerbs(v.lib, s.NewVerbs), newTools(v.lib, s.NewTools)); err != nil {
+	if _, err := extend(v.lib, s.NewVerbs, s.NewTools); err != nil {
 		return Entry{}, fmt.Errorf("registry: spawn %q: %w", s.AgentName, err)
 	}
 	var tools []string
