@@ -51,13 +51,12 @@ func TestQueryRanksBestFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var names []string
-			var scores []float64
+			names, scores := []string{}, []float64{}
 			for _, m := range got {
 				names = append(names, m.AgentName)
 				scores = append(scores, m.Score)
 			}
-			if !slices.Equal(names, tc.want) && !(len(names) == 0 && len(tc.want) == 0) || !slices.Equal(scores, tc.scores) && len(tc.scores) > 0 {
+			if !slices.Equal(names, tc.want) || !slices.Equal(scores, tc.scores) {
 				t.Errorf("got %v %v, want %v %v", names, scores, tc.want, tc.scores)
 			}
 		})

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -594,7 +593,6 @@ func TestSpawnUnderPolicy(t *testing.T) {
 	if len(spawns) != 4 { // approved, escalated with endpoint, escalated, registered by review
 		t.Errorf("%d registry.spawn entries", len(spawns))
 	}
-	_ = io.Discard
 }
 
 // TestRelayOverMutualTLS: an endpoint that requires a client certificate
