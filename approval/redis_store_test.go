@@ -11,18 +11,6 @@ import (
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 
-// redisClient is one replica's connection to srv.
-func redisClient(t testing.TB, srv *testredis.Server) *redis.Client {
-	t.Helper()
-	opt, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // The store behaviours of store_test.go, run against Redis.
 func TestStoreConformance(t *testing.T) {
 	srv := testredis.Start(t)
@@ -31,7 +19,7 @@ func TestStoreConformance(t *testing.T) {
 		new  func(t *testing.T) Store
 	}{
 		{"redis", func(t *testing.T) Store {
-			return NewRedisStore(redisClient(t, srv), WithRedisKeyPrefix("{"+t.Name()+"}:"))
+			return NewRedisStore(srv.Client(t), WithRedisKeyPrefix("{"+t.Name()+"}:"))
 		}},
 	}
 	for _, st := range stores {
@@ -49,13 +37,13 @@ func TestStoreConformance(t *testing.T) {
 // Two replicas (two clients) updating one record lose nothing.
 func TestRedisStoreConcurrentUpdatesTwoReplicas(t *testing.T) {
 	srv := testredis.Start(t)
-	storeConcurrentUpdates(t, NewRedisStore(redisClient(t, srv)), NewRedisStore(redisClient(t, srv)))
+	storeConcurrentUpdates(t, NewRedisStore(srv.Client(t)), NewRedisStore(srv.Client(t)))
 }
 
 // Terminal records expire after the retention; others do not.
 func TestRedisStoreRetention(t *testing.T) {
 	srv := testredis.Start(t)
-	c := redisClient(t, srv)
+	c := srv.Client(t)
 	s := NewRedisStore(c, WithRedisRetention(time.Hour))
 	ctx := t.Context()
 	cases := []struct {
@@ -102,7 +90,7 @@ func checkTTL(t *testing.T, c *redis.Client, key string, want bool) {
 func TestRedisStoreReplicaRestart(t *testing.T) {
 	srv := testredis.Start(t)
 	ctx := t.Context()
-	first := NewRedisStore(redisClient(t, srv))
+	first := NewRedisStore(srv.Client(t))
 	if err := first.Create(ctx, &Record{ID: "req-1", State: StateEscalated, History: []Transition{{State: StateEscalated, By: "policy"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +114,7 @@ func TestRedisStoreLease(t *testing.T) {
 	var mu sync.Mutex
 	got := 0
 	for range 10 {
-		s := NewRedisStore(redisClient(t, srv))
+		s := NewRedisStore(srv.Client(t))
 		wg.Go(func() {
 			ok, err := s.Lease(t.Context(), "expiry", 300*time.Millisecond)
 			if err != nil {
@@ -144,7 +132,7 @@ func TestRedisStoreLease(t *testing.T) {
 		t.Fatalf("%d replicas hold the lease, want 1", got)
 	}
 	time.Sleep(400 * time.Millisecond)
-	if ok, err := NewRedisStore(redisClient(t, srv)).Lease(t.Context(), "expiry", time.Second); err != nil || !ok {
+	if ok, err := NewRedisStore(srv.Client(t)).Lease(t.Context(), "expiry", time.Second); err != nil || !ok {
 		t.Fatalf("lease after expiry: %v %v", ok, err)
 	}
 }
@@ -152,7 +140,7 @@ func TestRedisStoreLease(t *testing.T) {
 // A record deleted behind the store's back leaves the escalated listing.
 func TestRedisStoreEscalatedSkipsMissing(t *testing.T) {
 	srv := testredis.Start(t)
-	c := redisClient(t, srv)
+	c := srv.Client(t)
 	s := NewRedisStore(c)
 	ctx := t.Context()
 	for _, id := range []string{"a", "b"} {
@@ -174,8 +162,8 @@ func TestRedisStoreEscalatedSkipsMissing(t *testing.T) {
 // decision.
 func TestRedisStoreTwoServices(t *testing.T) {
 	srv := testredis.Start(t)
-	a := newHarness(t, func(d *Deps) { d.Store = NewRedisStore(redisClient(t, srv)) })
-	b := newHarness(t, func(d *Deps) { d.Store = NewRedisStore(redisClient(t, srv)) })
+	a := newHarness(t, func(d *Deps) { d.Store = NewRedisStore(srv.Client(t)) })
+	b := newHarness(t, func(d *Deps) { d.Store = NewRedisStore(srv.Client(t)) })
 	id := escalate(t, a, "x")
 	if _, st := b.status(tokClaude, id); st.State != StateEscalated {
 		t.Fatalf("replica b sees state %q", st.State)

@@ -35,7 +35,7 @@ func BenchmarkMemoryQueuePushPop(b *testing.B) {
 
 func BenchmarkRedisQueuePushPopAck(b *testing.B) {
 	srv := testredis.Start(b) // skips when redis-server is absent
-	benchPushPopAck(b, newRedisQueue(b, redisClient(b, srv), RedisQueueOptions{Prefix: "{bench}"}))
+	benchPushPopAck(b, newRedisQueue(b, srv.Client(b), RedisQueueOptions{Prefix: "{bench}"}))
 }
 
 func benchAppend(b *testing.B, h History) {
@@ -63,5 +63,5 @@ func BenchmarkMemoryHistoryAppend(b *testing.B) {
 
 func BenchmarkRedisHistoryAppend(b *testing.B) {
 	srv := testredis.Start(b)
-	benchAppend(b, NewRedisHistory(redisClient(b, srv), HistoryOptions{Prefix: "{bench}", MaxPerThread: math.MaxInt32}))
+	benchAppend(b, NewRedisHistory(srv.Client(b), HistoryOptions{Prefix: "{bench}", MaxPerThread: math.MaxInt32}))
 }

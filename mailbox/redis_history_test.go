@@ -11,14 +11,14 @@ func TestRedisHistory(t *testing.T) {
 	srv := testredis.Start(t)
 	runHistoryBehaviours(t, func(t *testing.T, o HistoryOptions) History {
 		o.Prefix = testPrefix(t)
-		return NewRedisHistory(redisClient(t, srv), o)
+		return NewRedisHistory(srv.Client(t), o)
 	})
 }
 
 // Each thread key expires Retention after its last append.
 func TestRedisHistoryRetention(t *testing.T) {
 	srv := testredis.Start(t)
-	c := redisClient(t, srv)
+	c := srv.Client(t)
 	prefix := testPrefix(t)
 	h := NewRedisHistory(c, HistoryOptions{Prefix: prefix, Retention: 2 * time.Second})
 	mustAppend(t, h, entry("1", "W", "C"))
@@ -49,7 +49,7 @@ func TestRedisHistoryRetention(t *testing.T) {
 
 func TestRedisHistoryDefaults(t *testing.T) {
 	srv := testredis.Start(t)
-	c := redisClient(t, srv)
+	c := srv.Client(t)
 	h := NewRedisHistory(c, HistoryOptions{})
 	mustAppend(t, h, entry("1", "W", ""))
 	ttl, err := c.PTTL(t.Context(), "{gw:mbox}:h:workflow:W").Result()

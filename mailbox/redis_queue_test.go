@@ -13,18 +13,6 @@ import (
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 
-// redisClient is one replica's connection to srv.
-func redisClient(t testing.TB, srv *testredis.Server) *redis.Client {
-	t.Helper()
-	opt, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func newRedisQueue(t testing.TB, c redis.UniversalClient, o RedisQueueOptions) *RedisQueue {
 	t.Helper()
 	q, err := NewRedisQueue(c, o)
@@ -40,7 +28,7 @@ func testPrefix(t testing.TB) string { return "{" + t.Name() + "}" }
 func TestRedisQueue(t *testing.T) {
 	srv := testredis.Start(t)
 	runQueueBehaviours(t, func(t *testing.T, capacity int) Queue {
-		return newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{
+		return newRedisQueue(t, srv.Client(t), RedisQueueOptions{
 			Prefix: testPrefix(t), Consumer: "c1", MaxLen: int64(capacity), Block: 100 * time.Millisecond,
 		})
 	})
@@ -50,7 +38,7 @@ func TestRedisQueue(t *testing.T) {
 // inspect them with redis-cli.
 func TestRedisQueueLayout(t *testing.T) {
 	srv := testredis.Start(t)
-	c := redisClient(t, srv)
+	c := srv.Client(t)
 	q := newRedisQueue(t, c, RedisQueueOptions{})
 	for p := range numPriorities {
 		key := fmt.Sprintf("{gw:mbox}:q:%d", p)
@@ -81,8 +69,8 @@ func TestRedisQueueLayout(t *testing.T) {
 func TestRedisQueueReclaim(t *testing.T) {
 	srv := testredis.Start(t)
 	prefix := testPrefix(t)
-	a := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{Prefix: prefix, Consumer: "a"})
-	b := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{
+	a := newRedisQueue(t, srv.Client(t), RedisQueueOptions{Prefix: prefix, Consumer: "a"})
+	b := newRedisQueue(t, srv.Client(t), RedisQueueOptions{
 		Prefix: prefix, Consumer: "b", ClaimIdle: 200 * time.Millisecond, Block: 50 * time.Millisecond,
 	})
 	pushed := mustPush(t, a, Delivery{MessageID: "m1", Priority: 1, Body: []byte("hello")})
@@ -123,14 +111,14 @@ func TestRedisQueueReclaim(t *testing.T) {
 func TestRedisQueueReclaimBacklog(t *testing.T) {
 	srv := testredis.Start(t)
 	prefix := testPrefix(t)
-	a := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{Prefix: prefix, Consumer: "a"})
+	a := newRedisQueue(t, srv.Client(t), RedisQueueOptions{Prefix: prefix, Consumer: "a"})
 	const n = 25 // more than one XAUTOCLAIM COUNT 1 scan (10 entries)
 	for i := range n {
 		mustPush(t, a, Delivery{MessageID: fmt.Sprint(i), Priority: i % numPriorities})
 		popWithin(t, a, 5*time.Second)
 	}
 	time.Sleep(150 * time.Millisecond)
-	b := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{
+	b := newRedisQueue(t, srv.Client(t), RedisQueueOptions{
 		Prefix: prefix, Consumer: "b", ClaimIdle: 100 * time.Millisecond, Block: 50 * time.Millisecond,
 	})
 	start := time.Now()
@@ -161,8 +149,8 @@ func TestRedisQueueTwoReplicas(t *testing.T) {
 		return RedisQueueOptions{Prefix: prefix, Consumer: name, Block: 50 * time.Millisecond}
 	}
 	replicas := []*RedisQueue{
-		newRedisQueue(t, redisClient(t, srv), opts("r1")),
-		newRedisQueue(t, redisClient(t, srv), opts("r2")),
+		newRedisQueue(t, srv.Client(t), opts("r1")),
+		newRedisQueue(t, srv.Client(t), opts("r2")),
 	}
 	const total = 1000
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -221,7 +209,7 @@ func TestRedisQueueTwoReplicas(t *testing.T) {
 func TestRedisQueueSurvivesRestart(t *testing.T) {
 	srv := testredis.Start(t)
 	prefix := testPrefix(t)
-	old := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{Prefix: prefix, Consumer: "old"})
+	old := newRedisQueue(t, srv.Client(t), RedisQueueOptions{Prefix: prefix, Consumer: "old"})
 	for i, p := range []int{3, 0, 2, 1} {
 		mustPush(t, old, Delivery{MessageID: fmt.Sprint("m", i), Priority: p})
 	}
@@ -230,7 +218,7 @@ func TestRedisQueueSurvivesRestart(t *testing.T) {
 		t.Fatalf("old popped %s, want m1", inflight.MessageID)
 	}
 
-	fresh := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{
+	fresh := newRedisQueue(t, srv.Client(t), RedisQueueOptions{
 		Prefix: prefix, Consumer: "new", ClaimIdle: 300 * time.Millisecond, Block: 50 * time.Millisecond,
 	})
 	wantLen(t, fresh, 4)
@@ -253,7 +241,7 @@ func TestRedisQueueSurvivesRestart(t *testing.T) {
 // queue: Pop recreates the group and delivers what was pushed since.
 func TestRedisQueueRedisLostData(t *testing.T) {
 	srv := testredis.Start(t)
-	q := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{Prefix: testPrefix(t), Consumer: "c", Block: 50 * time.Millisecond})
+	q := newRedisQueue(t, srv.Client(t), RedisQueueOptions{Prefix: testPrefix(t), Consumer: "c", Block: 50 * time.Millisecond})
 	srv.Restart()
 	var err error
 	for range 50 { // the client reconnects on its own
@@ -277,7 +265,7 @@ func TestRedisQueueRedisLostData(t *testing.T) {
 
 func TestRedisQueueAckWithoutID(t *testing.T) {
 	srv := testredis.Start(t)
-	q := newRedisQueue(t, redisClient(t, srv), RedisQueueOptions{Prefix: testPrefix(t)})
+	q := newRedisQueue(t, srv.Client(t), RedisQueueOptions{Prefix: testPrefix(t)})
 	if err := q.Ack(t.Context(), Delivery{}); err == nil {
 		t.Fatal("Ack of a delivery without id succeeded")
 	}

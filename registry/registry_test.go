@@ -8,7 +8,6 @@ import (
 
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/testredis"
-	"github.com/sacpgw/gateway/limit"
 )
 
 func testConfig() *config.Config {
@@ -72,12 +71,7 @@ func TestSpawnedAgentsShareTheLibrary(t *testing.T) {
 		"memory": func(*testing.T) Store { return NewMemoryStore() },
 		"redis": func(t *testing.T) Store {
 			srv := testredis.Start(t)
-			c, err := limit.NewRedisClient(srv.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			return NewRedisStore(c, "test")
+			return NewRedisStore(srv.Client(t), "test")
 		},
 	}
 	for name, mk := range stores {

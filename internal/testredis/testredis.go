@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // InstallHint is the reason given when redis-server is missing.
@@ -199,4 +201,17 @@ func logTail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// Client is a new connection to the server, closed when tb ends: one
+// replica's view of the shared state.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(s.URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
 }
