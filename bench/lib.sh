@@ -34,3 +34,9 @@ parse_wrk() {
 	END { printf "%.2f %.1f %.1f %d %d\n", rps, p50, p99, reqs, errs }
 	' "$1"
 }
+
+# cpu_ticks pid -> utime+stime of the process in clock ticks (fields 14, 15 of
+# /proc/pid/stat); divide by getconf CLK_TCK for seconds.
+cpu_ticks() {
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}

@@ -109,7 +109,6 @@ wait_ready gateway "$GW_PID" "$GATEWAY_PORT"
 
 url_of() { case $1 in bare) echo "http://127.0.0.1:$BARE_PORT/messages" ;; gateway) echo "http://127.0.0.1:$GATEWAY_PORT/v1/messages" ;; esac; }
 pid_of() { case $1 in bare) echo "$BARE_PID" ;; gateway) echo "$GW_PID" ;; esac; }
-cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 # Sanity: the gateway authenticates, relays and returns the RESPONSE.
 one='{"message_id":"sanity_1","message_type":"request","sender_id":"orch","receiver_id":"planner","workflow_id":"wf_sanity","action":"plan_workflow","payload":{}}'

@@ -182,9 +182,6 @@ for t in bare gateway; do
 done
 
 # ---------------------------------------------------------------- helpers
-cpu_ticks() { # pid -> utime+stime in clock ticks (fields 14, 15 of /proc/pid/stat)
-	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
-}
 machine_ticks() { # busy clock ticks of the whole machine (user nice system irq softirq steal)
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
 }
