@@ -165,20 +165,10 @@ func describeResult(r compact.Result) string {
 
 // Reask is the user message asking for a corrected answer.
 func (c *compactChecker) Reask(errs []string) string {
-	var b strings.Builder
-	b.WriteString("Your previous response is not a valid SACP answer.\n")
-	if len(errs) > 0 {
-		b.WriteString("Problems found:\n")
-		for _, e := range errs {
-			b.WriteString("- ")
-			b.WriteString(e)
-			b.WriteByte('\n')
-		}
-	}
-	b.WriteString("\nReply again with exactly one JSON object and nothing before or after it (no prose, no markdown code fences): ")
-	b.WriteString(`a SACP message with "g" and "plan", each plan step [verb, tool, params] using only your supported verbs and tools, `)
-	b.WriteString(`or an ERR object {"status":"ERR","code":"<ERROR_CODE>","details":"<reason>"}.`)
-	return b.String()
+	return sacp.Reask("Your previous response is not a valid SACP answer.", errs,
+		"Reply again with exactly one JSON object and nothing before or after it (no prose, no markdown code fences): "+
+			`a SACP message with "g" and "plan", each plan step [verb, tool, params] using only your supported verbs and tools, `+
+			`or an ERR object {"status":"ERR","code":"<ERROR_CODE>","details":"<reason>"}.`)
 }
 
 // Fields are added to the audit's protocol check.

@@ -239,8 +239,18 @@ func (r Response) Compact() []byte {
 // again (SPEC 4.1 step 4). It lists errs and restates that the answer must be
 // the bare JSON object, since most failures are prose or fences around it.
 func ReaskPrompt(errs []string) string {
+	return Reask("Your previous response does not follow the required JSON response protocol.", errs,
+		"Reply again with only the corrected JSON object, with no text or markdown code fences before or after it. "+
+			`It must have "thought" (string), "status" (one of `+strings.Join(statuses, ", ")+
+			`), "data" (object), "message" (string) and optionally "next_step_hint" (string).`)
+}
+
+// Reask builds a re-ask message of any response protocol: what is wrong
+// (intro), the problems found, one per line, then what to send instead.
+func Reask(intro string, errs []string, instruction string) string {
 	var b strings.Builder
-	b.WriteString("Your previous response does not follow the required JSON response protocol.\n")
+	b.WriteString(intro)
+	b.WriteByte('\n')
 	if len(errs) > 0 {
 		b.WriteString("Problems found:\n")
 		for _, e := range errs {
@@ -249,10 +259,8 @@ func ReaskPrompt(errs []string) string {
 			b.WriteByte('\n')
 		}
 	}
-	b.WriteString("\nReply again with only the corrected JSON object, with no text or markdown code fences before or after it. ")
-	b.WriteString(`It must have "thought" (string), "status" (one of `)
-	b.WriteString(strings.Join(statuses, ", "))
-	b.WriteString(`), "data" (object), "message" (string) and optionally "next_step_hint" (string).`)
+	b.WriteString("\n")
+	b.WriteString(instruction)
 	return b.String()
 }
 
