@@ -337,41 +337,28 @@ func decodeErrorObject(members []member) (*ErrorInfo, *FieldError) {
 	return e, nil
 }
 
-// optText decodes a string or null ("") and bounds its length.
-func optText(field string, v []byte, limit int) (string, *FieldError) {
+// optString decodes a string or null (""), and checks a string with check.
+func optString(field string, v []byte, check func(field, s string) *FieldError) (string, *FieldError) {
 	switch v[0] {
 	case 'n':
 		return "", nil
 	case '"':
 		s := stringValue(v)
-		return s, checkText(field, s, limit)
+		return s, check(field, s)
 	}
 	return "", &FieldError{Field: field, Reason: "must be a string"}
+}
+
+// optText decodes a string or null ("") and bounds its length.
+func optText(field string, v []byte, limit int) (string, *FieldError) {
+	return optString(field, v, func(field, s string) *FieldError { return checkText(field, s, limit) })
 }
 
 // optID decodes an id or null (""). An empty string is not an absent id: it
 // is rejected so that "" never reaches a routing decision.
-func optID(field string, v []byte) (string, *FieldError) {
-	switch v[0] {
-	case 'n':
-		return "", nil
-	case '"':
-		s := stringValue(v)
-		return s, checkID(field, s)
-	}
-	return "", &FieldError{Field: field, Reason: "must be a string"}
-}
+func optID(field string, v []byte) (string, *FieldError) { return optString(field, v, checkID) }
 
-func optAction(field string, v []byte) (string, *FieldError) {
-	switch v[0] {
-	case 'n':
-		return "", nil
-	case '"':
-		s := stringValue(v)
-		return s, checkAction(field, s)
-	}
-	return "", &FieldError{Field: field, Reason: "must be a string"}
-}
+func optAction(field string, v []byte) (string, *FieldError) { return optString(field, v, checkAction) }
 
 // optObject returns the compacted object, or nil for null when nullOK.
 func optObject(field string, v []byte, nullOK bool) (json.RawMessage, *FieldError) {
