@@ -10,7 +10,6 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/envelope"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
@@ -21,9 +20,7 @@ import (
 
 // send is one POST /v1/messages on its way through the checks.
 type send struct {
-	agent     *config.Agent
-	ex        *scope.Exchange
-	raw       []byte
+	ex        *scope.Exchange // ex.Agent is the sender
 	msg       *envelope.Message
 	recipient *registry.Entry // nil for a broadcast
 	targets   []registry.Entry
@@ -37,7 +34,7 @@ type send struct {
 // route runs behind identity and the request rate limit).
 func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	ex := scope.Get(r.Context())
-	in := &send{agent: ex.Agent, ex: ex, checks: map[string]any{}}
+	in := &send{ex: ex, checks: map[string]any{}}
 	if err := s.accept(r, in); err != nil {
 		s.stats.refused.Add(1)
 		s.refuse(r.Context(), in, err)
@@ -73,11 +70,10 @@ func (s *Service) accept(r *http.Request, in *send) error {
 // readEnvelope reads the body within the agent's max_request_size, decodes
 // the envelope, fills in its id and timestamp, and checks the clock.
 func (s *Service) readEnvelope(r *http.Request, in *send) error {
-	raw, err := proxy.ReadLimited(r, int64(in.agent.MaxRequestSize))
+	raw, err := proxy.ReadLimited(r, int64(in.ex.Agent.MaxRequestSize))
 	if err != nil {
 		return err
 	}
-	in.raw = raw
 	in.ex.PayloadSHA256 = sha256Hex(raw)
 	m, err := envelope.Decode(raw)
 	if err != nil {
@@ -100,9 +96,9 @@ func (s *Service) readEnvelope(r *http.Request, in *send) error {
 
 // checkSender: an agent may only send as itself.
 func (s *Service) checkSender(_ *http.Request, in *send) error {
-	if in.msg.Sender.ID != in.agent.ID {
+	if in.msg.Sender.ID != in.ex.Agent.ID {
 		in.checks["sender"] = "spoofed"
-		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(in.msg.Sender.ID), in.agent.ID))
+		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(in.msg.Sender.ID), in.ex.Agent.ID))
 	}
 	in.checks["sender"] = "pass"
 	return nil
@@ -116,7 +112,7 @@ func (s *Service) authorize(r *http.Request, in *send) error {
 	if m.Recipient != nil {
 		recipientID = m.Recipient.ID
 	}
-	az := in.conf.rbac.AuthorizeMessage(in.agent.ID, recipientID, action(m))
+	az := in.conf.rbac.AuthorizeMessage(in.ex.Agent.ID, recipientID, action(m))
 	in.checks["rbac"] = map[string]any{"allowed": az.Allowed, "reason": az.Reason}
 	if !az.Allowed {
 		return apierror.Forbidden("RBAC: " + az.Reason + ".")
@@ -200,7 +196,7 @@ func (s *Service) resolveRecipient(r *http.Request, in *send) error {
 			return errorf("registry: %w", err)
 		}
 		for _, e := range all {
-			if e.Endpoint != "" && e.AgentName != in.agent.ID {
+			if e.Endpoint != "" && e.AgentName != in.ex.Agent.ID {
 				in.targets = append(in.targets, e)
 			}
 		}
@@ -255,9 +251,9 @@ func (s *Service) policyInput(in *send, az policy.Authz) map[string]any {
 	if in.recipient != nil {
 		recipient = entryInput(*in.recipient)
 	}
-	agent := in.conf.agentIn[in.agent.ID]
+	agent := in.conf.agentIn[in.ex.Agent.ID]
 	if agent == nil {
-		agent = policy.AgentInput(in.agent)
+		agent = policy.AgentInput(in.ex.Agent)
 	}
 	return map[string]any{"agent": agent, "message": msg, "recipient": recipient, "authz": policy.AuthzInput(az)}
 }
