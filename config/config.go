@@ -8,6 +8,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/netip"
 )
 
 // Config is the whole, validated configuration.
@@ -38,6 +39,41 @@ type Gateway struct {
 	Audit     Audit      `yaml:"audit"`
 	State     State      `yaml:"state"`
 	Messaging Messaging  `yaml:"messaging"`
+	// HTTP bounds the connections clients hold open.
+	HTTP HTTP `yaml:"http"`
+}
+
+// HTTP bounds what a client connection may hold: slow headers and bodies,
+// readers that take nothing, and the traffic of clients that have not
+// authenticated (SPEC 5: limited per source before any work).
+type HTTP struct {
+	// ReadHeaderTimeout bounds the wait for a request's headers. Default 5s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// BodyIdleTimeout cuts a request body that sends no byte for this long.
+	// Default 15s.
+	BodyIdleTimeout Duration `yaml:"body_idle_timeout"`
+	// WriteIdleTimeout cuts a client that accepts no byte of the answer for
+	// this long (streams included: each write extends it). Default 60s.
+	WriteIdleTimeout Duration `yaml:"write_idle_timeout"`
+	// IdleTimeout closes a keep-alive connection without requests. Default 120s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// Unauthenticated limits the traffic of sources that have not
+	// authenticated.
+	Unauthenticated Unauthenticated `yaml:"unauthenticated"`
+}
+
+// Unauthenticated bounds what a source that has not authenticated can cost:
+// connections, refused requests, and audit entries.
+type Unauthenticated struct {
+	// ConnsPerSource caps the connections one source address holds before
+	// one of them authenticates. Default 64.
+	ConnsPerSource int `yaml:"conns_per_source"`
+	// RateLimit bounds the failed authentications of one source address;
+	// past it the source gets 429 before any work. Default 10/second.
+	RateLimit Rate `yaml:"rate_limit"`
+	// AuditWindow: the first failure of a source in a window is audited at
+	// once, the repeats as one counted entry per source per window. Default 60s.
+	AuditWindow Duration `yaml:"audit_window"`
 }
 
 // Messaging configures agent-to-agent traffic (POST /v1/messages).
@@ -64,6 +100,12 @@ type Messaging struct {
 	MaxClockSkew Duration `yaml:"max_clock_skew"`
 	// TLS is how the gateway connects to https endpoints.
 	TLS MessagingTLS `yaml:"tls"`
+	// AllowedNetworks are CIDRs that outbound calls (agent endpoints,
+	// webhooks, spawned agents) may reach although they are loopback,
+	// link-local or private. Empty: only public addresses.
+	AllowedNetworks []string `yaml:"allowed_networks"`
+	// AllowedPrefixes is AllowedNetworks parsed; set by Load.
+	AllowedPrefixes []netip.Prefix `yaml:"-"`
 }
 
 // MessagingTLS authenticates the gateway to the agents' endpoints and them
@@ -190,6 +232,9 @@ type State struct {
 	// OnFailure is closed (503 while Redis is down) or local (fall back to
 	// in-memory limits). Default local.
 	OnFailure string `yaml:"on_failure"`
+	// Timeout is the deadline of every call to the state backend; a slower
+	// backend counts as down. Default 50ms.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // Agent is one entry of config/agents.yaml.
@@ -213,8 +258,11 @@ type Agent struct {
 	// DataSchemaFile is a JSON Schema for SACP "data", relative to the config dir.
 	DataSchemaFile string `yaml:"data_schema_file"`
 	// Models is an allow-list of model globs. Empty: any routed model.
-	Models   []string `yaml:"models"`
-	SPIFFEID string   `yaml:"spiffe_id"`
+	Models []string `yaml:"models"`
+	// CompletionEstimate is the completion tokens a token budget reserves
+	// for a request that sets no max_tokens. Default 1024.
+	CompletionEstimate int    `yaml:"completion_estimate"`
+	SPIFFEID           string `yaml:"spiffe_id"`
 
 	// Seed 001 registry fields (SPEC 4.3): what the agent can do, for
 	// POST /registry/query and the sacp_compact prompt.
@@ -291,6 +339,9 @@ type Timeouts struct {
 	Response Duration `yaml:"response"`
 	// Escalation: escalations older than this become REJECTED. Default 24h.
 	Escalation Duration `yaml:"escalation"`
+	// StreamIdle ends a stream whose upstream sends nothing for this long
+	// with an error event. Default 30s.
+	StreamIdle Duration `yaml:"stream_idle"`
 }
 
 // Limits of seed 004.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -338,7 +339,47 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if !oneOf(g.State.OnFailure, "closed", "local") {
 		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local", g.State.OnFailure)
 	}
+	if g.State.Timeout == 0 {
+		g.State.Timeout = Duration(50 * time.Millisecond)
+	}
+	if g.State.Timeout < 0 {
+		l.add(f, at("state", "timeout"), "state.timeout: must be positive")
+	}
 	l.messaging(n, &g.Messaging)
+	l.http(n, &g.HTTP)
+}
+
+func (l *loader) http(n *yaml.Node, h *HTTP) {
+	const f = GatewayFile
+	at := func(p ...string) int { return lineOf(n, append([]string{"http"}, p...)...) }
+	for _, d := range []struct {
+		key string
+		v   *Duration
+		def time.Duration
+	}{
+		{"read_header_timeout", &h.ReadHeaderTimeout, 5 * time.Second},
+		{"body_idle_timeout", &h.BodyIdleTimeout, 15 * time.Second},
+		{"write_idle_timeout", &h.WriteIdleTimeout, time.Minute},
+		{"idle_timeout", &h.IdleTimeout, 2 * time.Minute},
+		{"unauthenticated.audit_window", &h.Unauthenticated.AuditWindow, time.Minute},
+	} {
+		if *d.v == 0 {
+			*d.v = Duration(d.def)
+		}
+		if *d.v < 0 {
+			l.add(f, at(strings.Split(d.key, ".")...), "http.%s: must be positive", d.key)
+		}
+	}
+	u := &h.Unauthenticated
+	if u.ConnsPerSource == 0 {
+		u.ConnsPerSource = 64
+	}
+	if u.ConnsPerSource < 0 {
+		l.add(f, at("unauthenticated", "conns_per_source"), "http.unauthenticated.conns_per_source: must be positive")
+	}
+	if u.RateLimit.IsZero() {
+		u.RateLimit = Rate{N: 10, Period: time.Second}
+	}
 }
 
 func (l *loader) messaging(n *yaml.Node, m *Messaging) {
@@ -382,6 +423,15 @@ func (l *loader) messaging(n *yaml.Node, m *Messaging) {
 	}
 	if m.QueueCapacity < 0 {
 		l.add(f, at("queue_capacity"), "messaging.queue_capacity: must be positive")
+	}
+	m.AllowedPrefixes = nil
+	for i, c := range m.AllowedNetworks {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			l.add(f, at("allowed_networks", strconv.Itoa(i)), "messaging.allowed_networks: %q is not a CIDR such as 10.0.0.0/8", c)
+			continue
+		}
+		m.AllowedPrefixes = append(m.AllowedPrefixes, p.Masked())
 	}
 }
 
@@ -569,6 +619,12 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 		if a.MaxRequestSize == 0 {
 			a.MaxRequestSize = 1 << 20
 		}
+		if a.CompletionEstimate == 0 {
+			a.CompletionEstimate = 1024
+		}
+		if a.CompletionEstimate < 0 {
+			l.add(f, at("completion_estimate"), "agent %q: completion_estimate: must be positive", id)
+		}
 		for i, t := range a.AllowedTargets {
 			if !oneOf(t, TargetTypes...) {
 				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)", id, t, strings.Join(TargetTypes, ", "))
@@ -608,6 +664,12 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	if p.Timeouts.Escalation == 0 {
 		p.Timeouts.Escalation = Duration(24 * time.Hour)
+	}
+	if p.Timeouts.StreamIdle == 0 {
+		p.Timeouts.StreamIdle = Duration(30 * time.Second)
+	}
+	if p.Timeouts.StreamIdle < 0 {
+		l.add(f, at("timeouts", "stream_idle"), "protocol.timeouts.stream_idle: must be positive")
 	}
 	// Seed 004's compliance defaults are the strict ones: a key left out
 	// keeps the protection on, never silently off.
