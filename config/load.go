@@ -721,7 +721,9 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 		r.Replacement = "[REDACTED:{detector}]"
 	}
 	if r.ApplyTo == nil {
-		r.ApplyTo = []string{"message", "data"}
+		// Every field by default: thought and next_step_hint reach the
+		// client and the audit trail like message and data.
+		r.ApplyTo = append([]string(nil), SACPFields...)
 	}
 	for i, a := range r.ApplyTo {
 		if !oneOf(a, SACPFields...) {

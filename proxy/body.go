@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sacpgw/gateway/apierror"
+	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/scope"
 )
 
@@ -103,6 +104,18 @@ func DecodeRequest(kind Kind, body []byte) (*Request, error) {
 	// instead, so that what is audited is what was sent.
 	if !utf8.Valid(body) {
 		return nil, apierror.BadRequest("", "The request body is not valid UTF-8.")
+	}
+	// The one strict reading: no duplicate keys at any depth, no key that
+	// differs from a known field only by case, nothing after the value.
+	// Past it, encoding/json's case-insensitive matching below reads the
+	// same document as any case-sensitive reader (the provider), so the
+	// original bytes can go upstream as they are.
+	if err := sj.Check(body, requestFields); err != nil {
+		var se *sj.Error
+		if errors.As(err, &se) {
+			return nil, apierror.BadRequest(se.Path, "Invalid request body: %s.", se.Error())
+		}
+		return nil, apierror.BadRequest("", "Invalid request body: %v.", err)
 	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {

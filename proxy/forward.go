@@ -9,10 +9,10 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -45,8 +45,14 @@ type Forwarder struct {
 	Log *slog.Logger
 	// Audit writes the llm.request and llm.response entries.
 	Audit *Recorder
-	// Redactor, if set, redacts chat answers (whole or streamed).
+	// Redactor, if set, redacts answers (whole or streamed).
 	Redactor *redact.Redactor
+	// KeepAlive is the interval of SSE comments sent while an upstream
+	// stream is silent; zero: none.
+	KeepAlive time.Duration
+	// StreamIdle ends a stream whose upstream sends nothing this long with
+	// an error event; zero: no limit.
+	StreamIdle time.Duration
 
 	bufPool bufferPool
 	errLog  *log.Logger
@@ -174,7 +180,8 @@ func (c *call) modifyResponse(resp *http.Response) error {
 		return &upstreamStatusError{status: resp.StatusCode}
 	}
 	ctx := resp.Request.Context()
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	media := mediaType(resp.Header.Get("Content-Type"))
+	if media == "text/event-stream" && resp.StatusCode == http.StatusOK && c.kind == KindChat {
 		// A stream has started: from here it may run as long as it needs.
 		// The timer stops before the audit wait below, which is the
 		// gateway's own time, not the provider's.
@@ -187,23 +194,26 @@ func (c *call) modifyResponse(resp *http.Response) error {
 			resp.Body.Close()
 			return err
 		}
-		resp.Header.Del("Content-Length")
+		resp.Header = http.Header{}
+		resp.Header.Set("Content-Type", "text/event-stream")
 		resp.Header.Set("Cache-Control", "no-cache")
 		resp.Header.Set("X-Accel-Buffering", "no")
 		status := resp.StatusCode
-		filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage)
-		if c.redacts() {
-			filter.content = newStreamRedactor(c.f.Redactor)
+		scan := newChunkScanner(c.f.Redactor)
+		filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage, scan)
+		filter.KeepAlive, filter.Idle = c.f.KeepAlive, c.f.StreamIdle
+		filter.onRefuse = func(reason string) {
+			c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": reason})
+			c.ex.ErrCode = "upstream_error"
 		}
 		filter.finish = func(sum string, complete bool) error {
-			if filter.content != nil {
-				filter.content.collect()
-				c.noteRedactions(filter.content.res)
+			if c.redacts() {
+				c.noteRedactions(scan.result())
 			}
 			if !complete && c.ex.ErrCode == "" {
 				c.ex.ErrCode = "stream_incomplete"
 			}
-			return c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, sum, responseSummary(c.ex, status)))
+			return c.f.Audit.Write(context.WithoutCancel(ctx), record(c.ex, audit.KindLLMResponse, sum, responseSummary(c.ex, status)))
 		}
 		resp.Body = filter
 		return nil
@@ -222,35 +232,70 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	if err := c.waitRequest(); err != nil {
 		return err
 	}
+	if media != "application/json" {
+		return c.unknownShape("an answer of type " + strconvQuote(media))
+	}
+	out, sh, res, err := checkAnswer(c.f.Redactor, body, resp.StatusCode == http.StatusOK && c.kind == KindChat)
+	if err != nil {
+		return c.unknownShape(err.Error())
+	}
 	if resp.StatusCode == http.StatusOK {
-		var doc struct {
-			Usage *scope.Usage `json:"usage"`
-		}
-		if json.Unmarshal(body, &doc) == nil && doc.Usage != nil {
-			c.recordUsage(*doc.Usage)
-		}
-		if c.redacts() {
-			var res redact.Result
-			body, res = redactCompletion(c.f.Redactor, body)
-			c.noteRedactions(res)
+		switch {
+		case sh != nil && sh.Usage != nil:
+			c.recordUsage(*sh.Usage)
+		case sh == nil:
+			var doc struct {
+				Usage *scope.Usage `json:"usage"`
+			}
+			// Already read strictly by checkAnswer.
+			if json.Unmarshal(body, &doc) == nil && doc.Usage != nil {
+				c.recordUsage(*doc.Usage)
+			}
 		}
 	}
+	if c.redacts() {
+		c.noteRedactions(res)
+	}
+	body = out
 	// Closed fail mode: the answer waits for its entry.
 	if err := c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, sha256Hex(body), responseSummary(c.ex, resp.StatusCode))); err != nil {
 		c.responseAudited = true
 		return err
 	}
 	c.responseAudited = true
+	resp.Header = http.Header{}
+	resp.Header.Set("Content-Type", "application/json")
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
 }
 
+// unknownShape refuses an answer the gateway cannot read into the shape it
+// knows: never passed on, a 502, and the audit entry says which check
+// refused it.
+func (c *call) unknownShape(reason string) error {
+	c.f.Log.Warn("upstream answer refused", "request_id", c.ex.RequestID, "upstream", c.up.Name, "reason", reason)
+	c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": "unknown_shape"})
+	return &upstreamStatusError{shape: reason}
+}
+
+// mediaType is the lowercased media type of a Content-Type header, without
+// parameters ("" when absent or malformed).
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
 // redacts reports whether this answer is scanned: chat answers of agents
 // without the protocol (the protocol stage redacts its own fields).
 func (c *call) redacts() bool {
-	return c.f.Redactor != nil && c.kind == KindChat
+	return c.f.Redactor != nil
 }
 
 func (c *call) noteRedactions(res redact.Result) {
@@ -282,9 +327,15 @@ func (c *call) recordUsage(u scope.Usage) {
 type upstreamStatusError struct {
 	status   int
 	tooLarge bool
+	// shape is why an answer of unknown shape was refused.
+	shape string
 }
 
 func (e *upstreamStatusError) Error() string {
+	if e.shape != "" {
+		// The reason stays in the log: it may quote the provider's keys.
+		return "it sent an answer the gateway cannot read, which was not passed on"
+	}
 	if e.tooLarge {
 		return fmt.Sprintf("answer larger than %d bytes", maxAnswerSize)
 	}

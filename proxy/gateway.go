@@ -74,7 +74,12 @@ func New(d Deps) (*Gateway, error) {
 			return nil, fmt.Errorf("redaction: %w", err)
 		}
 	}
-	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec, Redactor: red}
+	keepAlive := d.KeepAlive
+	if keepAlive <= 0 {
+		keepAlive = 5 * time.Second
+	}
+	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec, Redactor: red,
+		KeepAlive: keepAlive, StreamIdle: d.Config.Protocol.Timeouts.StreamIdle.D()}
 	proto, err := NewProtocol(d.Config, d.Upstreams, red, rec)
 	if err != nil {
 		return nil, err
@@ -108,7 +113,11 @@ func New(d Deps) (*Gateway, error) {
 	// for a forbidden model must not spend the agent's rate), then the
 	// limits, then the upstream call.
 	g.chat = Chain(complete, chatStages...)
-	g.embeddings = Chain(fwd.Forward, StageFunc(g.auditRejection), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim)
+	embStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
+	if d.Config.Protocol.Redaction.Requests && red != nil {
+		embStages = append(embStages, RedactRequests(red))
+	}
+	g.embeddings = Chain(fwd.Forward, embStages...)
 	g.models = Chain(g.listModels, ident)
 	return g, nil
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
+	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/scope"
@@ -390,7 +391,8 @@ func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange
 		return nil, &upstreamStatusError{status: resp.StatusCode}
 	}
 	ans := &answer{status: resp.StatusCode}
-	if ans.status == http.StatusOK && bytes.HasPrefix([]byte(resp.Header.Get("Content-Type")), []byte("text/event-stream")) {
+	media := mediaType(resp.Header.Get("Content-Type"))
+	if ans.status == http.StatusOK && media == "text/event-stream" {
 		return ans, gather(resp.Body, ans)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
@@ -401,95 +403,76 @@ func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange
 		return nil, &upstreamStatusError{tooLarge: true}
 	}
 	ans.raw = raw
+	// Read once, strictly: an answer of unknown shape is refused, never
+	// validated or replayed.
+	if media != "application/json" {
+		return nil, &upstreamStatusError{shape: "an answer of type " + strconv.Quote(media)}
+	}
+	if err := sj.Check(raw, answerFields); err != nil {
+		return nil, &upstreamStatusError{shape: err.Error()}
+	}
 	if ans.status != http.StatusOK {
 		return ans, nil
 	}
-	var doc struct {
-		ID      string `json:"id"`
-		Created int64  `json:"created"`
-		Model   string `json:"model"`
-		Choices []struct {
-			Message struct {
-				Content   *string         `json:"content"`
-				ToolCalls json.RawMessage `json:"tool_calls"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *scope.Usage `json:"usage"`
+	sh, err := decodeShape(raw, false)
+	if err != nil {
+		return nil, &upstreamStatusError{shape: err.Error()}
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("answer is not a chat completion: %w", err)
+	ans.id, ans.created, ans.model = sh.ID, sh.Created, sh.Model
+	if sh.Usage != nil {
+		ans.usage, ans.hasUsage = *sh.Usage, true
 	}
-	ans.id, ans.created, ans.model = doc.ID, doc.Created, doc.Model
-	if doc.Usage != nil {
-		ans.usage, ans.hasUsage = *doc.Usage, true
-	}
-	if len(doc.Choices) > 0 {
-		c := doc.Choices[0]
-		if c.Message.Content != nil {
-			ans.content = *c.Message.Content
+	if len(sh.Choices) > 0 {
+		if m := sh.Choices[0].Message; m != nil {
+			_ = json.Unmarshal(m.Content, &ans.content) // text; parts are not a protocol answer
+			ans.toolCalls = len(m.ToolCalls) > 0
 		}
-		ans.toolCalls = hasToolCalls(c.Message.ToolCalls)
-		ans.finish = c.FinishReason
+		if fr := sh.Choices[0].FinishReason; fr != nil {
+			ans.finish = *fr
+		}
 	}
 	return ans, nil
 }
 
-func hasToolCalls(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null" && string(raw) != "[]"
-}
-
-// gather reads a whole SSE answer: the content deltas of choice 0, tool
-// calls, finish reason and usage, keeping the raw events for replay.
+// gather reads a whole SSE answer (per the WHATWG rules, like every
+// stream the gateway reads): the content deltas of choice 0, tool calls,
+// finish reason and usage, keeping each event's data for replay. An event
+// of unknown shape refuses the whole answer.
 func gather(body io.Reader, ans *answer) error {
-	br := bufio.NewReaderSize(body, 16<<10)
-	var content bytes.Buffer
-	var ev []byte
+	sr := newSSEReader(body)
+	var content strings.Builder
 	for {
-		line, err := br.ReadSlice('\n')
-		ev = append(ev, line...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read stream: %w", err)
-		}
-		if isBlank(line) || (err != nil && len(ev) > 0) {
-			if len(bytes.TrimSpace(ev)) > 0 {
-				ans.events = append(ans.events, ev)
-				gatherEvent(eventData(ev), ans, &content)
-			}
-			ev = nil
-		}
-		if err != nil {
+		msg, err := sr.next()
+		if errors.Is(err, io.EOF) {
 			break
 		}
+		if err != nil {
+			return fmt.Errorf("read stream: %w", err)
+		}
+		if msg.comment {
+			continue
+		}
+		if msg.name != "" && msg.name != "message" {
+			return &upstreamStatusError{shape: "a stream event named " + strconv.Quote(msg.name)}
+		}
+		if string(msg.data) == "[DONE]" {
+			break
+		}
+		if err := sj.Check(msg.data, answerFields); err != nil {
+			return &upstreamStatusError{shape: err.Error()}
+		}
+		c, err := decodeShape(msg.data, true)
+		if err != nil {
+			return &upstreamStatusError{shape: err.Error()}
+		}
+		ans.events = append(ans.events, msg.data)
+		gatherEvent(c, ans, &content)
 	}
 	ans.content = content.String()
 	return nil
 }
 
-func gatherEvent(data []byte, ans *answer, content *bytes.Buffer) {
-	if len(data) == 0 || bytes.Equal(data, doneData) {
-		return
-	}
-	var c struct {
-		ID      string `json:"id"`
-		Created int64  `json:"created"`
-		Model   string `json:"model"`
-		Choices []struct {
-			Index int `json:"index"`
-			Delta struct {
-				Content   *string         `json:"content"`
-				ToolCalls json.RawMessage `json:"tool_calls"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *scope.Usage `json:"usage"`
-	}
-	if json.Unmarshal(data, &c) != nil {
-		return
-	}
+func gatherEvent(c *answerShape, ans *answer, content *strings.Builder) {
 	if ans.id == "" {
 		ans.id, ans.created, ans.model = c.ID, c.Created, c.Model
 	}
@@ -497,14 +480,17 @@ func gatherEvent(data []byte, ans *answer, content *bytes.Buffer) {
 		ans.usage, ans.hasUsage = *c.Usage, true
 	}
 	for _, ch := range c.Choices {
-		if ch.Index != 0 {
+		if *ch.Index != 0 {
 			continue
 		}
-		if ch.Delta.Content != nil {
-			content.WriteString(*ch.Delta.Content)
-		}
-		if hasToolCalls(ch.Delta.ToolCalls) {
-			ans.toolCalls = true
+		if d := ch.Delta; d != nil {
+			var text string
+			if json.Unmarshal(d.Content, &text) == nil {
+				content.WriteString(text)
+			}
+			if len(d.ToolCalls) > 0 {
+				ans.toolCalls = true
+			}
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			ans.finish = *ch.FinishReason
@@ -580,19 +566,49 @@ func (p *Protocol) auditFailure(ctx context.Context, ex *scope.Exchange, status 
 	_ = p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, "", responseSummary(ex, status)))
 }
 
-// replay sends an upstream answer unchanged: a provider's 4xx error or a
-// tool-call turn.
+// replay passes on a provider's 4xx error or a tool-call turn, read and
+// redacted by the same rules as every answer (tool call arguments
+// included).
 func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, ex *scope.Exchange, ans *answer, dropUsage bool) error {
 	var b []byte
+	var res redact.Result
 	if out != nil && ans.raw == nil {
-		for _, e := range ans.events {
-			if dropUsage && usageOnly(eventData(e)) {
+		scan := newChunkScanner(p.Redactor)
+		for _, data := range ans.events {
+			cr, err := scan.event(data)
+			if err != nil {
+				return p.fail(w, r, out, ex, apierror.Upstream(http.StatusBadGateway, "The upstream sent a stream event the gateway cannot read; it was not passed on.", err))
+			}
+			if dropUsage && cr.usageOnly {
 				continue
 			}
-			b = append(b, e...)
+			b = append(b, cr.out...)
+			if cr.blocked {
+				break
+			}
 		}
+		if !bytes.HasSuffix(b, doneEvent) {
+			tail, _ := scan.flush()
+			b = append(b, tail...)
+			if !bytes.HasSuffix(b, doneEvent) {
+				b = append(b, doneEvent...)
+			}
+		}
+		res = scan.result()
 	} else {
-		b = ans.raw
+		var err error
+		b, _, res, err = checkAnswer(p.Redactor, ans.raw, ans.status == http.StatusOK)
+		if err != nil {
+			return p.fail(w, r, out, ex, apierror.Upstream(http.StatusBadGateway, "The upstream sent an answer the gateway cannot read; it was not passed on.", err))
+		}
+	}
+	if p.Redactor != nil {
+		ex.Redacted(res.Counts)
+		verdict := map[string]any{"verdict": "applied", "count": res.Total()}
+		if res.Blocked != "" {
+			verdict["blocked"] = res.Blocked
+		}
+		ex.Check("redaction", verdict)
 	}
 	if err := p.Audit.Write(r.Context(), record(ex, audit.KindLLMResponse, sha256Hex(b), responseSummary(ex, ans.status))); err != nil {
 		return p.fail(w, r, out, ex, err)
@@ -604,7 +620,7 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, e
 	if out != nil {
 		if out.started() {
 			// An error answer after keep-alives: it can only be an event now.
-			out.finish(nil, ans.status, append(append([]byte("data: "), bytes.TrimSpace(b)...), '\n', '\n'))
+			out.finish(nil, ans.status, sseEvent(b))
 			return nil
 		}
 		out.stop()
@@ -614,14 +630,6 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, e
 	w.WriteHeader(ans.status)
 	_, _ = w.Write(b)
 	return nil
-}
-
-func usageOnly(data []byte) bool {
-	var c struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   *scope.Usage      `json:"usage"`
-	}
-	return json.Unmarshal(data, &c) == nil && c.Usage != nil && len(c.Choices) == 0
 }
 
 type completionMessage struct {

@@ -78,15 +78,17 @@ func BenchmarkStreamRedactorEvent(b *testing.B) {
 		piece := strings.Join(words[i:min(len(words), i+3)], " ") + " "
 		c, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
 			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": piece}, "finish_reason": nil}}})
-		events = append(events, sseEvent(c))
+		events = append(events, c)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	n := 0
 	for b.Loop() {
-		s := newStreamRedactor(red)
-		for _, ev := range events {
-			s.event(ev, eventData(ev))
+		s := newChunkScanner(red)
+		for _, data := range events {
+			if _, err := s.event(data); err != nil {
+				b.Fatal(err)
+			}
 			n++
 		}
 		s.flush()

@@ -12,7 +12,7 @@ import (
 // runStream feeds text split at the given cut points through the stream
 // redactor as SSE chunk events and returns the content the client sees.
 func runStream(t testing.TB, r *redact.Redactor, text string, cuts []int) (string, bool) {
-	s := newStreamRedactor(r)
+	s := newChunkScanner(r)
 	var out []byte
 	prev := 0
 	pieces := []string{}
@@ -28,10 +28,12 @@ func runStream(t testing.TB, r *redact.Redactor, text string, cuts []int) (strin
 	pieces = append(pieces, text[prev:])
 	for _, p := range pieces {
 		b, _ := json.Marshal(map[string]any{"id": "x", "choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": p}, "finish_reason": nil}}})
-		ev := sseEvent(b)
-		o, blocked := s.event(ev, eventData(ev))
-		out = append(out, o...)
-		if blocked {
+		res, err := s.event(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, res.out...)
+		if res.blocked {
 			return collectContent(t, out), true
 		}
 	}
@@ -73,19 +75,6 @@ func TestStreamRedactorMatchesWholeText(t *testing.T) {
 		if got != want {
 			t.Fatalf("cut at %d:\n got %q\nwant %q", cut, got, want)
 		}
-	}
-}
-
-func TestSpliceContent(t *testing.T) {
-	ev := []byte(`data: {"id":"a","choices":[{"index":0,"delta":{"content":"hi bob"},"finish_reason":null}]}` + "\n\n")
-	out, ok := spliceContent(ev, json.RawMessage(`"hi bob"`), `hi "[x]"`)
-	if !ok || string(out) != `data: {"id":"a","choices":[{"index":0,"delta":{"content":"hi \"[x]\""},"finish_reason":null}]}`+"\n\n" {
-		t.Fatalf("splice = %q %v", out, ok)
-	}
-	// The same value elsewhere in the event: decline, the caller re-encodes.
-	dup := []byte(`data: {"id":"hi","choices":[{"index":0,"delta":{"content":"hi"}}]}`)
-	if _, ok := spliceContent(dup, json.RawMessage(`"hi"`), "x"); ok {
-		t.Fatal("spliced an ambiguous value")
 	}
 }
 

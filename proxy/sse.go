@@ -1,222 +1,301 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"hash"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/sacpgw/gateway/scope"
 )
 
-// sseFilter passes an upstream SSE stream through event by event, so that
-// the reverse proxy flushes each event to the client as soon as it is
-// complete, never gathering the stream. On the way it reads the usage chunk
-// (stream_options.include_usage) for token accounting, and drops it when the
-// gateway asked for it on the agent's behalf, so the client sees exactly the
-// stream it asked for.
+// sseFilter passes an upstream chat completion stream on event by event,
+// so that the reverse proxy flushes each one as soon as it is complete,
+// never gathering the stream. Each event is read per the WHATWG rules
+// (sseReader), checked strictly, redacted (chunkScanner) and re-emitted in
+// one canonical form: "data: <json>\n\n". An event the gateway cannot read
+// into the chunk shape it knows is never passed on: the stream ends with
+// an error event and no [DONE].
+//
+// On the way it reads the usage chunk (stream_options.include_usage) for
+// token accounting, and drops it when the gateway asked for it on the
+// agent's behalf. While the upstream is silent it sends ": keep-alive"
+// comment lines every KeepAlive, and after Idle of silence it ends the
+// stream with an error event.
+//
+// The upstream is read by one goroutine (started on the first Read) so
+// that keep-alives and the idle deadline do not wait for the provider;
+// everything that touches the Exchange happens there, before the last
+// byte reaches Read.
 type sseFilter struct {
-	src    *bufio.Reader
+	src    *sseReader
 	closer io.Closer
-	// dropUsage removes usage-only chunks (no choices) the client did not ask for.
+	// dropUsage removes usage-only chunks the client did not ask for.
 	dropUsage bool
 	onUsage   func(scope.Usage)
+	// scan checks and redacts each chunk (its Redactor may be nil: check only).
+	scan *chunkScanner
 	// finish, if set, is called once: when the [DONE] event is about to be
-	// sent (complete), or when the stream ends or is closed without one.
-	// sum is the SHA-256 of every byte sent, [DONE] included. An error at
-	// [DONE] replaces it with an error event: the stream is not completed.
-	finish   func(sum string, complete bool) error
-	finished bool
-	hash     hash.Hash
-	// content, if set, redacts the content deltas across chunks.
-	content *streamRedactor
+	// sent (complete), or when the stream ends, fails or is closed without
+	// one. sum is the SHA-256 of every event sent, [DONE] included
+	// (keep-alive comments are not part of the answer). An error at [DONE]
+	// replaces it with an error event: the stream is not completed.
+	finish func(sum string, complete bool) error
+	// onRefuse is told why the stream was ended by the gateway (unknown
+	// shape, idle upstream); nil: not recorded.
+	onRefuse func(reason string)
+	// KeepAlive is the interval of keep-alive comments; zero: none.
+	KeepAlive time.Duration
+	// Idle ends a stream silent this long; zero: no limit.
+	Idle time.Duration
 
-	ev  []byte // the event being assembled
-	out []byte // bytes ready for Read
-	off int
+	hash     hash.Hash
+	finished bool
+	out      []byte // bytes ready for Read
+	off      int
+	err      error
+
+	once  sync.Once
+	keep  *time.Ticker
+	keepC <-chan time.Time
+	idle  *time.Timer
+	idleC <-chan time.Time
+	idled bool
+	items chan sseItem
+	done  chan struct{}
+	quit  chan struct{}
+	stop  sync.Once
+}
+
+type sseItem struct {
+	b   []byte
 	err error
 }
 
-func newSSEFilter(body io.ReadCloser, dropUsage bool, onUsage func(scope.Usage)) *sseFilter {
-	return &sseFilter{src: bufio.NewReaderSize(body, 16<<10), closer: body, dropUsage: dropUsage, onUsage: onUsage, hash: sha256.New()}
+// errStreamIdle ends a stream whose upstream sent nothing for Idle.
+var errStreamIdle = errors.New("upstream stream idle")
+
+func newSSEFilter(body io.ReadCloser, dropUsage bool, onUsage func(scope.Usage), scan *chunkScanner) *sseFilter {
+	return &sseFilter{src: newSSEReader(body), closer: body, dropUsage: dropUsage, onUsage: onUsage, scan: scan,
+		hash: sha256.New(), items: make(chan sseItem, 4), done: make(chan struct{}), quit: make(chan struct{})}
 }
 
 func (f *sseFilter) Read(p []byte) (int, error) {
+	f.once.Do(f.start)
 	for f.off >= len(f.out) {
 		if f.err != nil {
 			return 0, f.err
 		}
-		f.out, f.off = f.out[:0], 0
-		f.next()
+		select {
+		case it := <-f.items:
+			f.out, f.off, f.err = it.b, 0, it.err
+			f.quiet()
+		case <-f.keepC:
+			f.out, f.off = keepAliveLine, 0
+		case <-f.idleC:
+			// The pump is still blocked on the upstream: stop it, take
+			// what it left, then say why in the stream.
+			f.idled = true
+			f.halt()
+			<-f.done
+			f.drain()
+			if !f.finished {
+				f.out = append(f.out, f.refuse("idle", "The upstream sent nothing for "+f.Idle.String()+"; the answer was ended.")...)
+			}
+			f.err = io.EOF
+		}
 	}
 	n := copy(p, f.out[f.off:])
 	f.off += n
 	return n, nil
 }
 
+// start launches the pump and the timers.
+func (f *sseFilter) start() {
+	if f.KeepAlive > 0 {
+		f.keep = time.NewTicker(f.KeepAlive)
+		f.keepC = f.keep.C
+	}
+	if f.Idle > 0 {
+		f.idle = time.NewTimer(f.Idle)
+		f.idleC = f.idle.C
+	}
+	go f.pump()
+}
+
+// quiet restarts the silence timers: the upstream just sent something.
+func (f *sseFilter) quiet() {
+	if f.keep != nil {
+		f.keep.Reset(f.KeepAlive)
+	}
+	if f.idle != nil {
+		f.idle.Reset(f.Idle)
+	}
+}
+
+// drain takes what the stopped pump left.
+func (f *sseFilter) drain() {
+	for {
+		select {
+		case it := <-f.items:
+			f.out = append(f.out[f.off:], it.b...)
+			f.off = 0
+		default:
+			return
+		}
+	}
+}
+
+var keepAliveLine = []byte(": keep-alive\n")
+
+// halt stops the pump: the upstream body is closed, which ends its read.
+func (f *sseFilter) halt() {
+	f.stop.Do(func() {
+		close(f.quit)
+		_ = f.closer.Close()
+	})
+}
+
 func (f *sseFilter) Close() error {
+	f.once.Do(func() { close(f.done) }) // never started: nothing to wait for
+	f.halt()
+	<-f.done
+	if f.keep != nil {
+		f.keep.Stop()
+	}
+	if f.idle != nil {
+		f.idle.Stop()
+	}
 	f.end(false)
-	return f.closer.Close()
+	return nil
+}
+
+// pump reads and processes the upstream until the stream ends.
+func (f *sseFilter) pump() {
+	defer close(f.done)
+	for {
+		b, err := f.next()
+		if err == nil && len(b) == 0 {
+			continue
+		}
+		select {
+		case f.items <- sseItem{b: b, err: err}:
+		case <-f.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // end calls finish once.
 func (f *sseFilter) end(complete bool) error {
 	if f.finished || f.finish == nil {
+		f.finished = true
 		return nil
 	}
 	f.finished = true
 	return f.finish(hex.EncodeToString(f.hash.Sum(nil)), complete)
 }
 
-// send queues bytes for the client and hashes them.
-func (f *sseFilter) send(b []byte) {
-	f.out = append(f.out, b...)
-	f.hash.Write(b)
-}
-
-// next reads one event (up to and including its blank line) into f.out.
-func (f *sseFilter) next() {
-	f.ev = f.ev[:0]
-	for {
-		line, err := f.src.ReadSlice('\n')
-		f.ev = append(f.ev, line...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
+// next reads one event and returns what to send for it; err ends the
+// stream after those bytes.
+func (f *sseFilter) next() ([]byte, error) {
+	msg, err := f.src.next()
+	if err != nil {
+		select {
+		case <-f.quit:
+			// Halted (idle upstream or client gone): Read or Close end it.
+			return nil, errStreamIdle
+		default:
 		}
-		if err != nil {
-			// End of stream (or a cut upstream): pass what there is, then the error.
-			f.emit()
-			if f.content != nil && !f.finished && f.err == nil {
-				if out, blocked := f.content.flush(); !blocked {
-					f.send(out)
-				}
-			}
-			if f.err == nil {
-				f.err = err
-			}
+		if errors.Is(err, io.EOF) {
+			// The upstream ended without [DONE]: what was sent stands, the
+			// answer is incomplete.
 			f.end(false)
-			return
+			return nil, io.EOF
 		}
-		if isBlank(line) {
-			f.emit()
-			return
+		if errors.Is(err, errEventTooLarge) {
+			return f.refuse("unknown_shape", "The upstream sent a stream event too large to check; the answer was ended."), io.EOF
+		}
+		f.end(false)
+		return nil, err
+	}
+	switch {
+	case msg.comment:
+		// A provider's keep-alive: passed on as one comment line with no
+		// blank line after it (several SDKs dispatch an empty event on
+		// ": x\n\n"), and never its text, which nobody checked.
+		return keepAliveLine, nil
+	case msg.name != "" && msg.name != "message":
+		return f.refuse("unknown_shape", "The upstream sent a stream event of a kind the gateway does not know; the answer was ended."), io.EOF
+	case string(msg.data) == "[DONE]":
+		return f.complete()
+	}
+	res, err := f.scan.event(msg.data)
+	if err != nil {
+		return f.refuse("unknown_shape", "The upstream sent a stream event the gateway cannot read; the answer was ended."), io.EOF
+	}
+	if res.usage != nil && f.onUsage != nil {
+		f.onUsage(*res.usage)
+		if f.dropUsage && res.usageOnly {
+			return nil, nil
 		}
 	}
+	if res.blocked {
+		// The content_filter ending carries its own [DONE].
+		f.hash.Write(res.out)
+		if err := f.end(true); err != nil {
+			return auditFail, io.EOF
+		}
+		return res.out, io.EOF
+	}
+	f.hash.Write(res.out)
+	return res.out, nil
+}
+
+// complete sends what the redactor held back, then [DONE] once the answer is
+// on record.
+func (f *sseFilter) complete() ([]byte, error) {
+	out, blocked := f.scan.flush()
+	if blocked {
+		f.hash.Write(out)
+		if err := f.end(true); err != nil {
+			return auditFail, io.EOF
+		}
+		return out, io.EOF
+	}
+	out = append(out, doneEvent...)
+	f.hash.Write(out)
+	if err := f.end(true); err != nil {
+		return append(out[:len(out)-len(doneEvent)], auditFail...), io.EOF
+	}
+	return out, io.EOF
+}
+
+// refuse ends the stream with an OpenAI-shaped error event and no [DONE].
+func (f *sseFilter) refuse(reason, message string) []byte {
+	if f.onRefuse != nil {
+		f.onRefuse(reason)
+	}
+	b := errorEvent("upstream_error", "upstream_error", message)
+	f.hash.Write(b)
+	f.end(false)
+	return b
 }
 
 var (
-	usageKey  = []byte(`"usage"`)
-	doneData  = []byte("[DONE]")
-	auditFail = []byte(`data: {"error":{"message":"The audit trail is unavailable; the answer was not completed.","type":"server_error","code":"audit_unavailable","param":null}}` + "\n\n")
+	doneEvent = []byte("data: [DONE]\n\n")
+	auditFail = errorEvent("server_error", "audit_unavailable", "The audit trail is unavailable; the answer was not completed.")
 )
 
-func (f *sseFilter) emit() {
-	if len(f.ev) == 0 {
-		return
-	}
-	done := bytes.Contains(f.ev, doneData) && bytes.Equal(eventData(f.ev), doneData)
-	if f.content != nil {
-		var out []byte
-		var blocked bool
-		if done {
-			out, blocked = f.content.flush()
-			if !blocked {
-				f.send(out)
-			}
-		} else {
-			out, blocked = f.content.event(f.ev, eventData(f.ev))
-		}
-		if blocked {
-			// The content_filter ending carries its own [DONE]; nothing more
-			// is read from the upstream.
-			f.ev = out
-			f.err = io.EOF
-			done = true
-		} else if !done {
-			f.ev = out
-		}
-	}
-	if done {
-		if f.finish == nil || f.finished {
-			f.send(f.ev)
-			return
-		}
-		f.hash.Write(f.ev)
-		f.finished = true
-		if err := f.finish(hex.EncodeToString(f.hash.Sum(nil)), true); err != nil {
-			f.out = append(f.out, auditFail...)
-			return
-		}
-		f.out = append(f.out, f.ev...)
-		return
-	}
-	if commentOnly(f.ev) {
-		// A provider's keep-alive (": ping\n\n"): the blank line after it
-		// makes several SDKs (openai-go before #621, openai-python #2722)
-		// dispatch an empty event and fail on it. The comment line alone
-		// still keeps idle-timeout proxies awake.
-		f.send(append(bytes.TrimRight(f.ev, "\r\n"), '\n'))
-		return
-	}
-	if bytes.Contains(f.ev, usageKey) {
-		if data := eventData(f.ev); data != nil {
-			var chunk struct {
-				Choices []json.RawMessage `json:"choices"`
-				Usage   *scope.Usage      `json:"usage"`
-			}
-			if json.Unmarshal(data, &chunk) == nil && chunk.Usage != nil {
-				f.onUsage(*chunk.Usage)
-				if f.dropUsage && len(chunk.Choices) == 0 {
-					return
-				}
-			}
-		}
-	}
-	f.send(f.ev)
-}
-
-// commentOnly reports whether an event holds nothing but ":" comment lines
-// (and its terminating blank line).
-func commentOnly(ev []byte) bool {
-	sawComment := false
-	for _, line := range bytes.Split(ev, []byte("\n")) {
-		line = bytes.TrimRight(line, "\r")
-		switch {
-		case len(line) == 0:
-		case line[0] == ':':
-			sawComment = true
-		default:
-			return false
-		}
-	}
-	return sawComment && (bytes.HasSuffix(ev, []byte("\n\n")) || bytes.HasSuffix(ev, []byte("\n\r\n")))
-}
-
-func isBlank(line []byte) bool {
-	return len(line) == 1 || (len(line) == 2 && line[0] == '\r')
-}
-
-// eventData returns the joined "data:" lines of one SSE event.
-func eventData(ev []byte) []byte {
-	var data []byte
-	for len(ev) > 0 {
-		line := ev
-		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
-		}
-	}
-	return data
+// errorEvent is an SSE event in OpenAI's error shape.
+func errorEvent(typ, code, message string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "code": code, "param": nil}})
+	return sseEvent(b)
 }

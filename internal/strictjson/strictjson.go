@@ -1,0 +1,335 @@
+// Package strictjson reads untrusted JSON once, strictly, so that the
+// gateway acts on exactly what every other reader of the same bytes will
+// see: valid UTF-8 only, no duplicate member names at any depth, nothing
+// after the value, and, where the caller knows the shape, no member name
+// that differs from a known one only by case (encoding/json would read
+// "Model" as "model"; a case-sensitive provider would not).
+//
+// Rewrite walks the same way and lets the caller replace string values
+// (redaction); the output is re-encoded from what was checked, never the
+// original bytes patched by a second parser.
+package strictjson
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Fields describes the known member names of an object (and, through
+// Elem, of the elements of an array) at one position of a document.
+// A nil *Fields is a position whose shape is not known: only duplicates are
+// checked below it.
+type Fields struct {
+	names  map[string]*Fields
+	folded map[string]string
+	elem   *Fields
+}
+
+// Object describes an object whose known members are the keys of m, each
+// with the description of its value (nil: unknown shape).
+func Object(m map[string]*Fields) *Fields {
+	f := &Fields{names: m, folded: make(map[string]string, len(m))}
+	for k := range m {
+		f.folded[strings.ToLower(k)] = k
+	}
+	return f
+}
+
+// Array describes an array whose elements are described by elem.
+func Array(elem *Fields) *Fields { return &Fields{elem: elem} }
+
+// Either describes a value that may be an object (o) or an array (of a's
+// elements), such as a chat message's content (a string or a list of parts).
+func Either(o, a *Fields) *Fields {
+	f := &Fields{}
+	if o != nil {
+		f.names, f.folded = o.names, o.folded
+	}
+	if a != nil {
+		f.elem = a.elem
+	}
+	return f
+}
+
+// Names lists the known member names (tests and error messages).
+func (f *Fields) Names() []string {
+	if f == nil {
+		return nil
+	}
+	out := make([]string, 0, len(f.names))
+	for k := range f.names {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (f *Fields) member(name string) *Fields {
+	if f == nil || f.names == nil {
+		return nil
+	}
+	return f.names[name]
+}
+
+func (f *Fields) element() *Fields {
+	if f == nil {
+		return nil
+	}
+	return f.elem
+}
+
+// Elem is one step of a Path: a member name, or an array index when Key
+// is empty and Index >= 0.
+type Elem struct {
+	Key   string
+	Index int
+}
+
+// Path is where a value sits in the document, outermost first.
+type Path []Elem
+
+// String renders the path as messages[0].content.
+func (p Path) String() string {
+	var b strings.Builder
+	for _, e := range p {
+		if e.Index >= 0 && e.Key == "" {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(e.Index))
+			b.WriteByte(']')
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.Key)
+	}
+	return b.String()
+}
+
+// Key returns the member name n steps from the end (0: the last step), or
+// "" when that step is an array index or out of range.
+func (p Path) Key(n int) string {
+	i := len(p) - 1 - n
+	if i < 0 || i >= len(p) {
+		return ""
+	}
+	return p[i].Key
+}
+
+// Error is a document the strict reading refused; Path names where.
+type Error struct {
+	Path string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// Visit is called for every string value (not member names) with its
+// path; it returns the replacement and whether the value changed.
+type Visit func(p Path, s string) (string, bool)
+
+// Check reads data strictly against f (nil: shape unknown).
+func Check(data []byte, f *Fields) error {
+	_, _, err := Rewrite(data, f, nil)
+	return err
+}
+
+// Rewrite reads data strictly against f, calls v for every string value,
+// and, when v changed any, returns the document re-encoded (compact) with
+// the replacements; otherwise data itself and changed=false.
+func Rewrite(data []byte, f *Fields, v Visit) (out []byte, changed bool, err error) {
+	repl, err := walk(data, f, v)
+	if err != nil || len(repl) == 0 {
+		return data, false, err
+	}
+	out, err = encode(data, repl)
+	return out, err == nil, err
+}
+
+// walk is the one strict reading. It returns the replacements v asked for,
+// by the ordinal of the string value in document order.
+func walk(data []byte, top *Fields, v Visit) (map[int]string, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &Error{Msg: "the body is empty"}
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		f     *Fields
+		obj   bool
+		index int
+	}
+	var (
+		stack   []frame
+		path    Path
+		repl    map[int]string
+		ordinal int
+		// name is the member name whose value comes next.
+		name    string
+		hasName bool
+	)
+	// enter returns the description of the value about to be read and
+	// pushes its path step.
+	enter := func() *Fields {
+		if len(stack) == 0 {
+			return top
+		}
+		fr := &stack[len(stack)-1]
+		if fr.obj {
+			path = append(path, Elem{Key: name, Index: -1})
+			hasName = false
+			return fr.f.member(name)
+		}
+		path = append(path, Elem{Index: fr.index})
+		fr.index++
+		return fr.f.element()
+	}
+	leave := func() {
+		if len(stack) > 0 && len(path) > 0 {
+			path = path[:len(path)-1]
+		}
+	}
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, syntaxError(err, path)
+		}
+		k := tok.Kind()
+		inObj := len(stack) > 0 && stack[len(stack)-1].obj
+		if inObj && !hasName && k == '"' {
+			name = tok.String()
+			hasName = true
+			if fr := stack[len(stack)-1]; fr.f != nil && fr.f.names != nil {
+				if _, known := fr.f.names[name]; !known {
+					if canon, ok := fr.f.folded[strings.ToLower(name)]; ok {
+						return nil, &Error{Path: append(path, Elem{Key: name, Index: -1}).String(),
+							Msg: fmt.Sprintf("the key %q differs from the field %q only by case", name, canon)}
+					}
+				}
+			}
+			continue
+		}
+		switch k {
+		case '{', '[':
+			f := enter()
+			stack = append(stack, frame{f: f, obj: k == '{'})
+			continue
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+			leave()
+		case '"':
+			enter()
+			if v != nil {
+				s := tok.String()
+				if r, ok := v(path, s); ok && r != s {
+					if repl == nil {
+						repl = map[int]string{}
+					}
+					repl[ordinal] = r
+				}
+			}
+			ordinal++
+			leave()
+		default:
+			enter()
+			leave()
+		}
+		if len(stack) == 0 {
+			break
+		}
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, &Error{Msg: "there is data after the JSON value"}
+	}
+	return repl, nil
+}
+
+// encode re-reads data (already checked) and writes it compact, with the
+// string values at the given ordinals replaced.
+func encode(data []byte, repl map[int]string) ([]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	var buf bytes.Buffer
+	buf.Grow(len(data) + 64)
+	enc := jsontext.NewEncoder(&buf)
+	ordinal := 0
+	depth := 0
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, syntaxError(err, nil)
+		}
+		k := tok.Kind()
+		isName := k == '"' && depth > 0 && isObjectName(dec)
+		if k == '"' && !isName {
+			if r, ok := repl[ordinal]; ok {
+				tok = jsontext.String(r)
+			}
+			ordinal++
+		}
+		if err := enc.WriteToken(tok); err != nil {
+			return nil, fmt.Errorf("strictjson: encode: %w", err)
+		}
+		switch k {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// isObjectName reports whether the string token just read was a member
+// name: in an object, names are the odd-numbered tokens (1, 3, ...).
+func isObjectName(dec *jsontext.Decoder) bool {
+	kind, n := dec.StackIndex(dec.StackDepth())
+	return kind == '{' && n%2 == 1
+}
+
+func syntaxError(err error, p Path) error {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) {
+		where := p.String()
+		if ptr := string(se.JSONPointer); ptr != "" {
+			where = pointerPath(ptr)
+		}
+		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			return &Error{Path: where, Msg: "duplicate key"}
+		}
+		return &Error{Path: where, Msg: fmt.Sprintf("invalid JSON at byte %d: %v", se.ByteOffset, se.Err)}
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &Error{Path: p.String(), Msg: "the JSON ends too early"}
+	}
+	return &Error{Path: p.String(), Msg: err.Error()}
+}
+
+// pointerPath turns a JSON Pointer (/messages/0/content) into the path
+// notation of Path.String (messages[0].content).
+func pointerPath(ptr string) string {
+	var b strings.Builder
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		if n, err := strconv.Atoi(tok); err == nil && n >= 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}

@@ -1,0 +1,453 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	sj "github.com/sacpgw/gateway/internal/strictjson"
+	"github.com/sacpgw/gateway/redact"
+	"github.com/sacpgw/gateway/scope"
+)
+
+// redactDoc reads body strictly against fields and redacts every string
+// except the structural ones (nil r: the strict reading alone). Tool call
+// arguments that hold JSON are redacted inside, string by string, so an
+// escape such as \u0040 cannot hide an e-mail address from the detectors.
+// onBlock, if set, is told the path of each string a blocking detector
+// matched.
+func redactDoc(r *redact.Redactor, body []byte, fields *sj.Fields, structural func(sj.Path, string) bool, onBlock func(sj.Path)) ([]byte, redact.Result, error) {
+	var res redact.Result
+	if r == nil {
+		return body, res, sj.Check(body, fields)
+	}
+	out, _, err := sj.Rewrite(body, fields, func(p sj.Path, s string) (string, bool) {
+		if structural(p, s) {
+			return s, false
+		}
+		var o string
+		var rr redact.Result
+		if isArguments(p) {
+			o, rr = redactArguments(r, s)
+		} else {
+			o, rr = r.String(s)
+		}
+		res.Add(rr)
+		if rr.Blocked != "" && onBlock != nil {
+			onBlock(p)
+		}
+		return o, o != s
+	})
+	return out, res, err
+}
+
+// redactArguments redacts a tool call's arguments: every string inside
+// when they are a JSON object or array, else the text as a whole.
+func redactArguments(r *redact.Redactor, s string) (string, redact.Result) {
+	t := bytes.TrimSpace([]byte(s))
+	if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		var res redact.Result
+		out, changed, err := sj.Rewrite([]byte(s), nil, func(_ sj.Path, v string) (string, bool) {
+			o, rr := r.String(v)
+			res.Add(rr)
+			return o, o != v
+		})
+		if err == nil {
+			if !changed {
+				return s, res
+			}
+			return string(out), res
+		}
+	}
+	return r.String(s)
+}
+
+// answerShape is what the gateway relies on in a chat completion or a
+// stream chunk: decoded only after the strict reading passed, so
+// encoding/json's lenient matching cannot see another document. A field of
+// another type (an "index" that is a string, an "id" that is a number) is
+// an answer of unknown shape, refused rather than passed on.
+type answerShape struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index   *int         `json:"index"`
+		Message *answerDelta `json:"message"`
+		Delta   *answerDelta `json:"delta"`
+		// FinishReason is a string or null.
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *scope.Usage `json:"usage"`
+}
+
+type answerDelta struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Index    *int   `json:"index"`
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function *struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+	Refusal          *string `json:"refusal"`
+	ReasoningContent *string `json:"reasoning_content"`
+}
+
+// shapeError is an answer of a shape the gateway does not know.
+type shapeError struct{ reason string }
+
+func (e *shapeError) Error() string { return "unknown answer shape: " + e.reason }
+
+// decodeShape decodes data (already read strictly) into answerShape and
+// checks what the type system cannot: content is a string, null or a list
+// of parts; stream chunks carry each choice's index.
+func decodeShape(data []byte, stream bool) (*answerShape, error) {
+	var sh answerShape
+	if err := json.Unmarshal(data, &sh); err != nil {
+		return nil, &shapeError{reason: err.Error()}
+	}
+	for i, c := range sh.Choices {
+		d := c.Message
+		if stream {
+			d = c.Delta
+			if c.Index == nil {
+				return nil, &shapeError{reason: fmt.Sprintf("choices[%d] has no index", i)}
+			}
+		}
+		if d == nil {
+			continue
+		}
+		if k := firstByte(d.Content); k != 0 && k != '"' && k != 'n' && k != '[' {
+			return nil, &shapeError{reason: fmt.Sprintf("choices[%d] content is neither text nor parts", i)}
+		}
+		for j, tc := range d.ToolCalls {
+			if stream && tc.Index == nil {
+				return nil, &shapeError{reason: fmt.Sprintf("choices[%d].tool_calls[%d] has no index", i, j)}
+			}
+		}
+	}
+	return &sh, nil
+}
+
+func firstByte(raw json.RawMessage) byte {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return 0
+	}
+	return t[0]
+}
+
+// checkAnswer reads a whole JSON answer strictly, checks its shape, and
+// redacts every string but the structural ones (r nil: no redaction). A
+// blocking detector withholds the choices it matched in (Azure OpenAI's
+// content_filter convention); one that matched outside the choices
+// withholds them all.
+func checkAnswer(r *redact.Redactor, body []byte, chat bool) ([]byte, *answerShape, redact.Result, error) {
+	blockedAt := map[int]bool{}
+	outside := false
+	out, res, err := redactDoc(r, body, answerFields, structuralAnswer, func(p sj.Path) {
+		if len(p) >= 2 && p[0].Key == "choices" {
+			blockedAt[p[1].Index] = true
+		} else {
+			outside = true
+		}
+	})
+	if err != nil {
+		return nil, nil, res, &shapeError{reason: err.Error()}
+	}
+	var sh *answerShape
+	if chat {
+		if sh, err = decodeShape(body, false); err != nil {
+			return nil, nil, res, err
+		}
+	}
+	if res.Blocked == "" {
+		return out, sh, res, nil
+	}
+	if sh == nil {
+		// Not a chat answer (embeddings): nothing to end with content_filter.
+		return nil, nil, res, &shapeError{reason: "a blocked value outside a chat answer"}
+	}
+	return blockedCompletion(sh, blockedAt, outside), sh, res, nil
+}
+
+// blockedCompletion rebuilds an answer whose blocked choices carry no text
+// and end with content_filter; nothing of the blocked value is kept.
+func blockedCompletion(sh *answerShape, blockedAt map[int]bool, all bool) []byte {
+	type msg struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	type ch struct {
+		Index        int    `json:"index"`
+		Message      msg    `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	}
+	doc := struct {
+		ID      string       `json:"id"`
+		Object  string       `json:"object"`
+		Created int64        `json:"created"`
+		Model   string       `json:"model"`
+		Choices []ch         `json:"choices"`
+		Usage   *scope.Usage `json:"usage,omitempty"`
+	}{ID: sh.ID, Object: "chat.completion", Created: sh.Created, Model: sh.Model, Usage: sh.Usage, Choices: []ch{}}
+	for i, c := range sh.Choices {
+		idx := i
+		if c.Index != nil {
+			idx = *c.Index
+		}
+		if all || blockedAt[i] {
+			doc.Choices = append(doc.Choices, ch{Index: idx, Message: msg{Role: "assistant"}, FinishReason: "content_filter"})
+			continue
+		}
+		// A choice without findings keeps its text, already redacted by
+		// the walk; rebuilding from the shape keeps only role and content.
+		content := ""
+		if c.Message != nil {
+			_ = json.Unmarshal(c.Message.Content, &content)
+		}
+		fr := "stop"
+		if c.FinishReason != nil {
+			fr = *c.FinishReason
+		}
+		doc.Choices = append(doc.Choices, ch{Index: idx, Message: msg{Role: "assistant", Content: content}, FinishReason: fr})
+	}
+	b, _ := json.Marshal(doc)
+	return b
+}
+
+// streamKey names one text field of a streamed answer that arrives in
+// fragments: a choice's content, refusal or reasoning, or one tool call's
+// arguments. Each has its own redact.Stream, so a value split across
+// chunks is still found.
+type streamKey struct {
+	choice int
+	field  string
+	tool   int
+}
+
+// chunkScanner checks and redacts a chat completion stream chunk by
+// chunk. Text fields that arrive in fragments are redacted across chunk
+// boundaries (each holds back a short tail that may start a value); every
+// other string is redacted whole.
+type chunkScanner struct {
+	r       *redact.Redactor
+	streams map[streamKey]*redact.Stream
+	res     redact.Result
+	// id, model and created of the last chunk, for the chunks it writes.
+	id, model string
+	created   int64
+}
+
+func newChunkScanner(r *redact.Redactor) *chunkScanner {
+	return &chunkScanner{r: r, streams: map[streamKey]*redact.Stream{}}
+}
+
+// streamField returns the key of a fragment field at p, if it is one.
+func streamField(sh *answerShape, p sj.Path) (streamKey, bool) {
+	if len(p) < 4 || p[0].Key != "choices" || p[2].Key != "delta" {
+		return streamKey{}, false
+	}
+	k := p[1].Index
+	if k < 0 || k >= len(sh.Choices) || sh.Choices[k].Index == nil {
+		return streamKey{}, false
+	}
+	idx := *sh.Choices[k].Index
+	switch {
+	case len(p) == 4:
+		switch f := p[3].Key; f {
+		case "content", "refusal", "reasoning_content", "reasoning":
+			return streamKey{choice: idx, field: f, tool: -1}, true
+		}
+	case len(p) == 5 && p[3].Key == "function_call" && p[4].Key == "arguments":
+		return streamKey{choice: idx, field: "function_call", tool: -1}, true
+	case len(p) == 7 && p[3].Key == "tool_calls" && p[5].Key == "function" && p[6].Key == "arguments":
+		j := p[4].Index
+		d := sh.Choices[k].Delta
+		if d == nil || j < 0 || j >= len(d.ToolCalls) {
+			return streamKey{}, false
+		}
+		return streamKey{choice: idx, field: "arguments", tool: *d.ToolCalls[j].Index}, true
+	}
+	return streamKey{}, false
+}
+
+// chunkResult is what one stream event turned into.
+type chunkResult struct {
+	// out is what to send (zero or more SSE events).
+	out []byte
+	// usage is the chunk's usage, if it had one; usageOnly when it had no
+	// choices besides.
+	usage     *scope.Usage
+	usageOnly bool
+	// blocked: out is the content_filter ending ([DONE] included) and the
+	// stream must stop.
+	blocked bool
+}
+
+// event checks and redacts one chunk's data.
+func (s *chunkScanner) event(data []byte) (chunkResult, error) {
+	sh, err := decodeShape(data, true)
+	if err != nil {
+		// Before the strict reading: refuse what encoding/json cannot read,
+		// then let the strict reading say why when it can.
+		if serr := sj.Check(data, answerFields); serr != nil {
+			return chunkResult{}, &shapeError{reason: serr.Error()}
+		}
+		return chunkResult{}, err
+	}
+	if sh.ID != "" {
+		s.id, s.model, s.created = sh.ID, sh.Model, sh.Created
+	}
+	res := chunkResult{usage: sh.Usage, usageOnly: sh.Usage != nil && len(sh.Choices) == 0}
+	finishing := map[int]bool{}
+	for _, c := range sh.Choices {
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			finishing[*c.Index] = true
+		}
+	}
+	// Text held back for a finishing choice goes out before its last chunk.
+	var pre []byte
+	for _, k := range s.keys() {
+		if !finishing[k.choice] {
+			continue
+		}
+		out, blocked := s.flushKey(k)
+		if blocked {
+			return chunkResult{out: s.blockedEnd(k.choice), blocked: true}, nil
+		}
+		pre = append(pre, out...)
+	}
+	blockedChoice := -1
+	var visit sj.Visit
+	if s.r != nil {
+		visit = func(p sj.Path, str string) (string, bool) {
+			if structuralAnswer(p, str) {
+				return str, false
+			}
+			if k, ok := streamField(sh, p); ok {
+				st := s.stream(k)
+				text := st.Write(str)
+				if finishing[k.choice] {
+					text += st.Flush()
+				}
+				if st.Blocked() && blockedChoice < 0 {
+					blockedChoice = k.choice
+				}
+				return text, text != str
+			}
+			var o string
+			var rr redact.Result
+			if isArguments(p) {
+				o, rr = redactArguments(s.r, str)
+			} else {
+				o, rr = s.r.String(str)
+			}
+			s.res.Add(rr)
+			if rr.Blocked != "" && blockedChoice < 0 {
+				blockedChoice = 0
+				if len(p) >= 2 && p[0].Key == "choices" && p[1].Index < len(sh.Choices) {
+					blockedChoice = *sh.Choices[p[1].Index].Index
+				}
+			}
+			return o, o != str
+		}
+	}
+	out, _, err := sj.Rewrite(data, answerFields, visit)
+	if err != nil {
+		return chunkResult{}, &shapeError{reason: err.Error()}
+	}
+	if blockedChoice >= 0 {
+		return chunkResult{out: s.blockedEnd(blockedChoice), blocked: true}, nil
+	}
+	res.out = append(pre, sseEvent(out)...)
+	return res, nil
+}
+
+func (s *chunkScanner) keys() []streamKey {
+	keys := make([]streamKey, 0, len(s.streams))
+	for k := range s.streams {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.choice != b.choice {
+			return a.choice < b.choice
+		}
+		if a.tool != b.tool {
+			return a.tool < b.tool
+		}
+		return a.field < b.field
+	})
+	return keys
+}
+
+func (s *chunkScanner) stream(k streamKey) *redact.Stream {
+	st := s.streams[k]
+	if st == nil {
+		st = s.r.Stream()
+		s.streams[k] = st
+	}
+	return st
+}
+
+// flushKey returns a chunk with the text held back for k, if any.
+func (s *chunkScanner) flushKey(k streamKey) (out []byte, blocked bool) {
+	st := s.streams[k]
+	text := st.Flush()
+	if st.Blocked() {
+		return nil, true
+	}
+	if text == "" {
+		return nil, false
+	}
+	var delta any
+	switch k.field {
+	case "arguments":
+		delta = map[string]any{"tool_calls": []any{map[string]any{"index": k.tool, "function": map[string]any{"arguments": text}}}}
+	case "function_call":
+		delta = map[string]any{"function_call": map[string]any{"arguments": text}}
+	default:
+		delta = map[string]any{k.field: text}
+	}
+	b, _ := json.Marshal(map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
+		"choices": []any{map[string]any{"index": k.choice, "delta": delta, "finish_reason": nil}}})
+	return sseEvent(b), false
+}
+
+// flush returns chunks carrying all held-back text, to send before [DONE];
+// blocked=true when held-back text trips a blocking detector, and out is
+// then the content_filter ending, [DONE] included.
+func (s *chunkScanner) flush() (out []byte, blocked bool) {
+	for _, k := range s.keys() {
+		b, blk := s.flushKey(k)
+		if blk {
+			return s.blockedEnd(k.choice), true
+		}
+		out = append(out, b...)
+	}
+	return out, false
+}
+
+// result is every count so far, the fragments' and the whole strings'.
+func (s *chunkScanner) result() redact.Result {
+	res := s.res
+	for _, st := range s.streams {
+		res.Add(st.Result())
+	}
+	return res
+}
+
+// blockedEnd ends the stream: the choice finishes with content_filter and
+// [DONE] follows. Nothing of the blocked value was sent.
+func (s *chunkScanner) blockedEnd(index int) []byte {
+	b, _ := json.Marshal(map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
+		"choices": []any{map[string]any{"index": index, "delta": map[string]any{}, "finish_reason": "content_filter"}}})
+	return append(sseEvent(b), "data: [DONE]\n\n"...)
+}
