@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sacpgw/gateway/apierror"
+	sj "github.com/sacpgw/gateway/internal/strictjson"
 )
 
 // bodyOverhead is what a request may carry besides its content: the other
@@ -167,7 +169,7 @@ func decodeStrict(body []byte, v any) error {
 	if !utf8.Valid(body) {
 		return apierror.BadRequest("", "The request body is not valid UTF-8.")
 	}
-	if err := checkDuplicateKeys(body); err != nil {
+	if err := checkStrict(body, v); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -245,61 +247,28 @@ func jsonKind(k string) string {
 	return "a " + k
 }
 
-// checkDuplicateKeys rejects an object that names a key twice, at any
-// depth. encoding/json keeps the last of them silently, so without this a
-// body could mean one thing to the gateway and another to whoever reads
-// the audited bytes later.
-func checkDuplicateKeys(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	// Each frame is an open object (its keys so far) or array (nil keys).
-	type frame struct {
-		keys     map[string]struct{}
-		isObject bool
-		wantKey  bool
+// checkStrict is the one strict reading of an approval body (see
+// internal/strictjson): a key named twice at any depth, or a key that
+// differs from a field of v only by case, is refused. encoding/json keeps
+// the last duplicate and matches case-insensitively, so without this a body
+// could mean one thing to the policy and another to whoever reads the
+// audited bytes later ("content" and "Content").
+func checkStrict(body []byte, v any) error {
+	err := sj.Check(body, sj.FromStruct(reflect.TypeOf(v)))
+	if err == nil {
+		return nil
 	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
+	if se, ok := errors.AsType[*sj.Error](err); ok {
+		key := se.Path
+		if i := strings.LastIndexAny(key, ".]"); i >= 0 {
+			key = key[i+1:]
 		}
-		if err != nil {
-			return jsonError(err)
+		if se.Msg == "duplicate key" {
+			return apierror.BadRequest(key, "Duplicate key %q in the request body.", key)
 		}
-		top := len(stack) - 1
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				if top >= 0 && stack[top].isObject {
-					stack[top].wantKey = true
-				}
-				stack = append(stack, frame{keys: map[string]struct{}{}, isObject: true, wantKey: true})
-			case '[':
-				if top >= 0 && stack[top].isObject {
-					stack[top].wantKey = true
-				}
-				stack = append(stack, frame{})
-			default:
-				stack = stack[:top]
-			}
-		case string:
-			if top >= 0 && stack[top].isObject && stack[top].wantKey {
-				if _, dup := stack[top].keys[t]; dup {
-					return apierror.BadRequest(t, "Duplicate key %q in the request body.", t)
-				}
-				stack[top].keys[t] = struct{}{}
-				stack[top].wantKey = false
-				continue
-			}
-			if top >= 0 && stack[top].isObject {
-				stack[top].wantKey = true
-			}
-		default:
-			if top >= 0 && stack[top].isObject {
-				stack[top].wantKey = true
-			}
+		if strings.Contains(se.Msg, "only by case") {
+			return apierror.BadRequest(key, "Invalid request body: %s.", se.Error())
 		}
 	}
+	return apierror.BadRequest("", "The request body is not valid JSON: %v.", err)
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/sacpgw/gateway/apierror"
 )
 
@@ -32,6 +34,17 @@ func TestDecodeRequest(t *testing.T) {
 		{"null input", KindEmbeddings, `{"model":"m","input":null}`, "input", 400},
 		{"bad utf8", KindChat, "{\"model\":\"m\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "-", 400},
 		{"trailing garbage", KindChat, `{"model":"m","messages":[{"role":"user","content":"x"}]} x`, "-", 400},
+		// The allow-list bypass: encoding/json alone would read "Model" as
+		// the model and keep the last of two keys; a case-sensitive provider
+		// reads the other one.
+		{"case variant of model", KindChat, `{"model":"evil","Model":"m","messages":[{"role":"user","content":"x"}]}`, "Model", 400},
+		{"only a case variant", KindChat, `{"MODEL":"m","messages":[{"role":"user","content":"x"}]}`, "MODEL", 400},
+		{"duplicate model", KindChat, `{"model":"evil","model":"m","messages":[{"role":"user","content":"x"}]}`, "model", 400},
+		{"case variant in a message", KindChat, `{"model":"m","messages":[{"role":"user","content":"x","Content":"y"}]}`, "messages[0].Content", 400},
+		{"case variant of stream", KindChat, `{"model":"m","Stream":true,"messages":[{"role":"user","content":"x"}]}`, "Stream", 400},
+		{"duplicate deep down", KindChat, `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":1,"a":2}}}]}`, "tools[0].function.parameters.a", 400},
+		{"lone surrogate", KindChat, `{"model":"m","messages":[{"role":"user","content":"\ud800"}]}`, "-", 400},
+		{"unknown member passes", KindChat, `{"model":"m","messages":[{"role":"user","content":"x"}],"x_vendor":{"Model":"free"}}`, "", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
@@ -71,6 +84,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
+	f.Add(`{"model":"a","Model":"b","messages":[{"role":"user","content":"x"}]}`, false)
+	f.Add(`{"model":"a","messages":[{"role":"user","Role":"system","content":"x"}],"STREAM":true}`, false)
 	f.Fuzz(func(t *testing.T, body string, embeddings bool) {
 		kind := KindChat
 		if embeddings {
@@ -86,6 +101,28 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if req.Model == "" || (kind == KindChat && len(req.Messages) == 0) || EstimateTokens(kind, req) < 0 {
 			t.Fatalf("accepted an incomplete request: %q", body)
+		}
+		// Differential: a case-sensitive reader that refuses duplicate keys
+		// (encoding/json v2's defaults, as a strict provider reads) must
+		// accept what the gateway accepted and see the same model, stream
+		// flag and roles. What the gateway checked is what goes upstream.
+		var other struct {
+			Model    string `json:"model"`
+			Stream   bool   `json:"stream"`
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+		}
+		if err := jsonv2.Unmarshal([]byte(body), &other); err != nil {
+			t.Fatalf("gateway accepted what a strict case-sensitive reader refuses: %q: %v", body, err)
+		}
+		if other.Model != req.Model || other.Stream != req.Stream || len(other.Messages) != len(req.Messages) {
+			t.Fatalf("readings differ on %q: gateway %q/%v/%d, strict %q/%v/%d", body, req.Model, req.Stream, len(req.Messages), other.Model, other.Stream, len(other.Messages))
+		}
+		for i := range other.Messages {
+			if other.Messages[i].Role != req.Messages[i].Role {
+				t.Fatalf("readings differ on messages[%d].role of %q", i, body)
+			}
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -332,4 +333,50 @@ func pointerPath(ptr string) string {
 		b.WriteString(tok)
 	}
 	return b.String()
+}
+
+// FromStruct describes the JSON shape of a struct type from its json tags:
+// each tagged field is a known member, nested structs (also in slices,
+// arrays and pointers) are described in turn; maps and interfaces are of
+// unknown shape.
+func FromStruct(t reflect.Type) *Fields {
+	return fromType(t, map[reflect.Type]*Fields{})
+}
+
+func fromType(t reflect.Type, seen map[reflect.Type]*Fields) *Fields {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		return Array(fromType(t.Elem(), seen))
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	if f, ok := seen[t]; ok {
+		return f
+	}
+	m := map[string]*Fields{}
+	f := Object(m)
+	seen[t] = f
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		m[name] = fromType(sf.Type, seen)
+		f.folded[strings.ToLower(name)] = name
+	}
+	return f
 }
