@@ -35,6 +35,10 @@ type Request struct {
 	} `json:"stream_options"`
 	// Input is the embeddings input.
 	Input json.RawMessage `json:"input"`
+	// MaxTokens and MaxCompletionTokens bound the completion (the token
+	// budget reserves them before the call).
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
 }
 
 // Message is one chat message; Content stays raw (a string or parts).
@@ -63,6 +67,8 @@ func ReadBody(kind Kind) Stage {
 		ex.Model = req.Model
 		ex.Stream = req.Stream
 		ex.TokenEstimate = EstimateTokens(kind, req)
+		ex.MaxTokens = req.completionBound()
+		ex.NoCompletion = kind == KindEmbeddings
 		next.ServeHTTP(w, r)
 		return nil
 	})
@@ -143,6 +149,11 @@ func DecodeRequest(kind Kind, body []byte) (*Request, error) {
 			return nil, apierror.BadRequest("input", "Missing required parameter: 'input'.")
 		}
 	}
+	for name, p := range map[string]*int{"max_tokens": req.MaxTokens, "max_completion_tokens": req.MaxCompletionTokens} {
+		if p != nil && *p < 0 {
+			return nil, apierror.BadRequest(name, "Invalid '%s': must not be negative.", name)
+		}
+	}
 	return &req, nil
 }
 
@@ -152,6 +163,17 @@ func jsonReason(err error) string {
 		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
 	}
 	return err.Error()
+}
+
+// completionBound is the completion tokens the request allows at most, 0
+// when it sets no bound.
+func (r *Request) completionBound() int {
+	for _, p := range []*int{r.MaxCompletionTokens, r.MaxTokens} {
+		if p != nil && *p > 0 {
+			return *p
+		}
+	}
+	return 0
 }
 
 // EstimateTokens approximates the prompt's tokens before the call (about

@@ -87,6 +87,12 @@ func New(d Deps) (*Gateway, error) {
 	if d.KeepAlive > 0 {
 		proto.KeepAlive = d.KeepAlive
 	}
+	lim.Attempts = func(a *config.Agent) int {
+		if proto.Applies(a) && proto.Reask {
+			return proto.MaxAttempts
+		}
+		return 1
+	}
 	agentInputs := NewAgentInputs(d.Config.Agents)
 	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
 	proto.Library, proto.Log = d.Library, d.Log

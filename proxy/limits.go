@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -16,15 +17,41 @@ import (
 )
 
 // Limits is the stage enforcing the agent's rate_limit (requests) and
-// token_limit (prompt+completion tokens). The token budget is reserved with
-// the prompt estimate before the call and settled with the upstream's
-// reported usage after it, so a burst of concurrent requests cannot overrun
-// the budget by more than their estimates.
+// token_limit (prompt+completion tokens). The token budget is reserved
+// before the call with all the request may spend (the prompt estimate plus
+// max_tokens, or the agent's completion_estimate, for every attempt the
+// protocol may make) and settled with the upstream's reported usage after
+// it, so concurrent requests cannot together spend more than the budget
+// (with max_tokens set) and the settle survives the client leaving.
 type Limits struct {
 	Requests limit.Limiter
 	Tokens   limit.Budget
 	// Audit records rejections.
 	Audit *Recorder
+	// Attempts is how many model calls one request of this agent may make
+	// (the protocol's re-asks); nil: one.
+	Attempts func(*config.Agent) int
+}
+
+// settleTimeout bounds the settle, which runs on a context the client's
+// departure does not cancel.
+const settleTimeout = 5 * time.Second
+
+// reservation is what a request may spend at most: each attempt sends the
+// prompt and may receive the completion bound.
+func (l *Limits) reservation(ex *scope.Exchange) int {
+	completion := ex.MaxTokens
+	if completion == 0 {
+		completion = ex.Agent.CompletionEstimate
+	}
+	if ex.NoCompletion {
+		completion = 0
+	}
+	attempts := 1
+	if l.Attempts != nil {
+		attempts = max(1, l.Attempts(ex.Agent))
+	}
+	return attempts * (ex.TokenEstimate + completion)
 }
 
 // reject audits a 429 and returns it.
@@ -55,7 +82,7 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		return nil
 	}
 	tr := rule(a.TokenLimit)
-	reserved := ex.TokenEstimate
+	reserved := l.reservation(ex)
 	res, err := l.Tokens.Reserve(r.Context(), "tok:"+a.ID, tr, reserved)
 	if err != nil {
 		return stateError("token budget", err)
@@ -68,13 +95,18 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	verdict["tokens_reserved"] = reserved
 	ex.Check("limits", verdict)
 	next.ServeHTTP(w, r)
+	// What the provider reported is charged; without a report (the client
+	// left before the usage chunk, the upstream failed mid-stream) the whole
+	// reservation stays spent: the gateway cannot know it was less.
 	actual := reserved
 	if ex.UsageKnown {
 		actual = ex.Usage.TotalTokens
 	}
-	// Settling must happen even when the client went away mid-stream: the
-	// tokens were spent all the same.
-	if err := l.Tokens.Settle(r.Context(), "tok:"+a.ID, tr, reserved, actual); err != nil {
+	// Settling must happen even when the client went away: the tokens were
+	// spent all the same, so the client's cancellation must not reach it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+	defer cancel()
+	if err := l.Tokens.Settle(ctx, "tok:"+a.ID, tr, reserved, actual); err != nil {
 		ex.Err = fmt.Errorf("token budget settle: %w", err)
 	}
 	return nil

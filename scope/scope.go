@@ -35,6 +35,11 @@ type Exchange struct {
 	Body []byte
 	// TokenEstimate is the prompt size estimated before the call.
 	TokenEstimate int
+	// MaxTokens is the completion bound the request set (max_tokens or
+	// max_completion_tokens); 0 when it set none.
+	MaxTokens int
+	// NoCompletion: the operation produces no completion tokens (embeddings).
+	NoCompletion bool
 	// Usage is what the upstream reported; UsageKnown says whether it did.
 	Usage      Usage
 	UsageKnown bool

@@ -185,7 +185,9 @@ func TestStreamUsageForTokenBudget(t *testing.T) {
 		io.WriteString(w, "data: [DONE]\n\n")
 	})
 	st := newStack(t, stackOpts{upstreamURL: us.URL + "/v1"})
-	resp := st.post("/v1/chat/completions", "tok-budget", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	// max_tokens keeps the reservation (prompt + completion bound) inside
+	// the 100-token budget.
+	resp := st.post("/v1/chat/completions", "tok-budget", `{"model":"gpt-4o-mini","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"hi"}]}`)
 	body := readAll(t, resp.Body)
 	if strings.Contains(body, `"usage"`) {
 		t.Errorf("usage chunk the client did not ask for was sent: %s", body)
