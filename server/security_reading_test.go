@@ -69,10 +69,10 @@ func TestSecurityPromptRedactionCoversEveryField(t *testing.T) {
 	})
 	st := newStack(t, stackOpts{upstreamURL: us.URL + "/v1", protocolExtra: "  redaction:\n    requests: true\n"})
 	bodies := map[string]string{
-		"name":           `{"model":"gpt-4o-mini","messages":[{"role":"user","name":"` + mail + `","content":"hi"}]}`,
-		"tool arguments": `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"send","arguments":"{\"to\":\"jane.doe\\u0040example.com\",\"key\":\"` + key + `\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sent"}]}`,
+		"name":             `{"model":"gpt-4o-mini","messages":[{"role":"user","name":"` + mail + `","content":"hi"}]}`,
+		"tool arguments":   `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"send","arguments":"{\"to\":\"jane.doe\\u0040example.com\",\"key\":\"` + key + `\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sent"}]}`,
 		"tool description": `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","description":"mail ` + mail + `","parameters":{"type":"object"}}}]}`,
-		"content parts":  `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"key ` + key + `"}]}]}`,
+		"content parts":    `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"key ` + key + `"}]}]}`,
 	}
 	for note, body := range bodies {
 		resp := st.post("/v1/chat/completions", "tok-alpha", body)
