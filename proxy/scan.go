@@ -313,16 +313,9 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 		}
 	}
 	// Text held back for a finishing choice goes out before its last chunk.
-	var pre []byte
-	for _, k := range s.keys() {
-		if !finishing[k.choice] {
-			continue
-		}
-		out, blocked := s.flushKey(k)
-		if blocked {
-			return chunkResult{out: s.blockedEnd(k.choice), blocked: true}, nil
-		}
-		pre = append(pre, out...)
+	pre, blocked, at := s.flushFinishing(finishing)
+	if blocked {
+		return chunkResult{out: s.blockedEnd(at), blocked: true}, nil
 	}
 	blockedChoice := -1
 	var visit sj.Visit
@@ -368,6 +361,26 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	}
 	res.out = append(pre, sseEvent(out)...)
 	return res, nil
+}
+
+// flushFinishing returns chunks with the text held back for the choices
+// that finish in this chunk; blocked (with the choice) when that text trips
+// a blocking detector.
+func (s *chunkScanner) flushFinishing(finishing map[int]bool) (pre []byte, blocked bool, choice int) {
+	if len(finishing) == 0 || len(s.streams) == 0 {
+		return nil, false, 0
+	}
+	for _, k := range s.keys() {
+		if !finishing[k.choice] {
+			continue
+		}
+		out, blk := s.flushKey(k)
+		if blk {
+			return nil, true, k.choice
+		}
+		pre = append(pre, out...)
+	}
+	return pre, false, 0
 }
 
 func (s *chunkScanner) keys() []streamKey {

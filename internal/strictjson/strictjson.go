@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -146,24 +147,47 @@ func Check(data []byte, f *Fields) error {
 }
 
 // Rewrite reads data strictly against f, calls v for every string value,
-// and, when v changed any, returns the document re-encoded (compact) with
-// the replacements; otherwise data itself and changed=false.
+// and, when v changed any, returns the checked bytes with those values
+// replaced (quoted anew); otherwise data itself and changed=false.
 func Rewrite(data []byte, f *Fields, v Visit) (out []byte, changed bool, err error) {
 	repl, err := walk(data, f, v)
 	if err != nil || len(repl) == 0 {
 		return data, false, err
 	}
-	out, err = encode(data, repl)
-	return out, err == nil, err
+	return splice(data, repl), true, nil
+}
+
+// span is a string value of the checked document (its quotes included) and
+// what replaces it.
+type span struct {
+	start, end int64
+	with       string
+}
+
+// splice writes data with the spans replaced by their new values, quoted.
+// Everything else is the checked bytes as they were.
+func splice(data []byte, repl []span) []byte {
+	out := make([]byte, 0, len(data)+64)
+	var at int64
+	for _, r := range repl {
+		out = append(out, data[at:r.start]...)
+		out, _ = jsontext.AppendQuote(out, r.with)
+		at = r.end
+	}
+	return append(out, data[at:]...)
 }
 
 // walk is the one strict reading. It returns the replacements v asked for,
-// by the ordinal of the string value in document order.
-func walk(data []byte, top *Fields, v Visit) (map[int]string, error) {
+// in document order. Scalars and member
+// names are read as raw values (no copy); only strings v is called for are
+// unquoted.
+func walk(data []byte, top *Fields, v Visit) ([]span, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Msg: "the body is empty"}
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	dec := decoders.Get().(*jsontext.Decoder)
+	dec.Reset(bytes.NewReader(data))
+	defer decoders.Put(dec)
 	type frame struct {
 		f     *Fields
 		obj   bool
@@ -172,11 +196,11 @@ func walk(data []byte, top *Fields, v Visit) (map[int]string, error) {
 	var (
 		stack   []frame
 		path    Path
-		repl    map[int]string
-		ordinal int
+		repl    []span
 		// name is the member name whose value comes next.
 		name    string
 		hasName bool
+		scratch []byte
 	)
 	// enter returns the description of the value about to be read and
 	// pushes its path step.
@@ -200,25 +224,20 @@ func walk(data []byte, top *Fields, v Visit) (map[int]string, error) {
 		}
 	}
 	for {
-		tok, err := dec.ReadToken()
-		if err != nil {
+		k := dec.PeekKind()
+		switch k {
+		case '{', '[', '}', ']':
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, syntaxError(err, path)
+			}
+		case 0:
+			_, err := dec.ReadToken()
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
 			return nil, syntaxError(err, path)
 		}
-		k := tok.Kind()
 		inObj := len(stack) > 0 && stack[len(stack)-1].obj
-		if inObj && !hasName && k == '"' {
-			name = tok.String()
-			hasName = true
-			if fr := stack[len(stack)-1]; fr.f != nil && fr.f.names != nil {
-				if _, known := fr.f.names[name]; !known {
-					if canon, ok := fr.f.folded[strings.ToLower(name)]; ok {
-						return nil, &Error{Path: append(path, Elem{Key: name, Index: -1}).String(),
-							Msg: fmt.Sprintf("the key %q differs from the field %q only by case", name, canon)}
-					}
-				}
-			}
-			continue
-		}
 		switch k {
 		case '{', '[':
 			f := enter()
@@ -227,20 +246,31 @@ func walk(data []byte, top *Fields, v Visit) (map[int]string, error) {
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 			leave()
-		case '"':
-			enter()
-			if v != nil {
-				s := tok.String()
-				if r, ok := v(path, s); ok && r != s {
-					if repl == nil {
-						repl = map[int]string{}
-					}
-					repl[ordinal] = r
-				}
-			}
-			ordinal++
-			leave()
 		default:
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return nil, syntaxError(err, path)
+			}
+			if k == '"' {
+				scratch = unquote(scratch[:0], raw)
+				if inObj && !hasName {
+					if err := checkName(stack[len(stack)-1].f, scratch, path); err != nil {
+						return nil, err
+					}
+					name, hasName = string(scratch), true
+					continue
+				}
+				enter()
+				if v != nil {
+					s := string(scratch)
+					if r, ok := v(path, s); ok && r != s {
+						end := dec.InputOffset()
+						repl = append(repl, span{start: end - int64(len(raw)), end: end, with: r})
+					}
+				}
+				leave()
+				break
+			}
 			enter()
 			leave()
 		}
@@ -254,49 +284,38 @@ func walk(data []byte, top *Fields, v Visit) (map[int]string, error) {
 	return repl, nil
 }
 
-// encode re-reads data (already checked) and writes it compact, with the
-// string values at the given ordinals replaced.
-func encode(data []byte, repl map[int]string) ([]byte, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
-	var buf bytes.Buffer
-	buf.Grow(len(data) + 64)
-	enc := jsontext.NewEncoder(&buf)
-	ordinal := 0
-	depth := 0
-	for {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return nil, syntaxError(err, nil)
-		}
-		k := tok.Kind()
-		isName := k == '"' && depth > 0 && isObjectName(dec)
-		if k == '"' && !isName {
-			if r, ok := repl[ordinal]; ok {
-				tok = jsontext.String(r)
-			}
-			ordinal++
-		}
-		if err := enc.WriteToken(tok); err != nil {
-			return nil, fmt.Errorf("strictjson: encode: %w", err)
-		}
-		switch k {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		}
-		if depth == 0 {
-			break
-		}
+// decoders recycles jsontext decoders (their buffers and name sets) across
+// documents; Reset gives each document a clean state.
+var decoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
+
+// unquote appends the value of the JSON string raw to dst.
+func unquote(dst, raw []byte) []byte {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return append(dst, inner...)
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	out, err := jsontext.AppendUnquote(dst, raw)
+	if err != nil {
+		// The decoder validated the string: this cannot fail.
+		return append(dst, inner...)
+	}
+	return out
 }
 
-// isObjectName reports whether the string token just read was a member
-// name: in an object, names are the odd-numbered tokens (1, 3, ...).
-func isObjectName(dec *jsontext.Decoder) bool {
-	kind, n := dec.StackIndex(dec.StackDepth())
-	return kind == '{' && n%2 == 1
+// checkName refuses a member name that differs from a known one only by
+// case; name is only valid during the call.
+func checkName(f *Fields, name []byte, path Path) error {
+	if f == nil || f.names == nil {
+		return nil
+	}
+	if _, known := f.names[string(name)]; known {
+		return nil
+	}
+	if canon, ok := f.folded[strings.ToLower(string(name))]; ok {
+		return &Error{Path: append(path, Elem{Key: string(name), Index: -1}).String(),
+			Msg: fmt.Sprintf("the key %q differs from the field %q only by case", name, canon)}
+	}
+	return nil
 }
 
 func syntaxError(err error, p Path) error {
