@@ -108,3 +108,34 @@ func abs(n int) int {
 	}
 	return n
 }
+
+func TestStructuralAllowList(t *testing.T) {
+	r, _ := redact.New(redact.Config{})
+	answer := `{"id":"chatcmpl-9a8B7c6D5e4F3g2H1","object":"chat.completion","created":1,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_44709d6fcb",` +
+		`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"mail bob@example.com",` +
+		`"tool_calls":[{"id":"call_Jk2LxQ9zT4vB8nM3","type":"function","function":{"name":"send","arguments":"{}"}}]}}]}`
+	out, _, res, err := checkAnswer(r, []byte(answer), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kept := range []string{"chatcmpl-9a8B7c6D5e4F3g2H1", "gpt-4o-2024-08-06", "fp_44709d6fcb", "call_Jk2LxQ9zT4vB8nM3", `"name":"send"`} {
+		if !strings.Contains(string(out), kept) {
+			t.Errorf("structural value %s was changed: %s", kept, out)
+		}
+	}
+	if res.Total() != 1 || strings.Contains(string(out), "bob@") {
+		t.Errorf("content not redacted: %s", out)
+	}
+	// A structural field that is not identifier-shaped is scanned like any
+	// string: it cannot carry an address past the detectors.
+	sneaky := strings.Replace(answer, `"system_fingerprint":"fp_44709d6fcb"`, `"system_fingerprint":"mail bob@example.com"`, 1)
+	out, _, _, _ = checkAnswer(r, []byte(sneaky), true)
+	if strings.Contains(string(out), "bob@") {
+		t.Errorf("sneaky structural value passed: %s", out)
+	}
+	emb := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":"AAAAPwAAgD8AAABAsk3Kqf+Qz0LwKm1u"}],"model":"text-embedding-3-small"}`
+	out, _, _, err = checkAnswer(r, []byte(emb), false)
+	if err != nil || string(out) != emb {
+		t.Errorf("base64 embedding changed: %s %v", out, err)
+	}
+}

@@ -81,9 +81,14 @@ func identifierLike(s string) bool {
 // structuralAnswer reports whether the string at p in an answer is one of
 // the documented structural fields that redaction leaves alone: the
 // answer's id, object, model and system_fingerprint, a choice's
-// finish_reason, a message's role, any type, and a tool call's id and
-// function name.
+// finish_reason, a message's role, any type, a tool call's id and
+// function name, and an embedding given as base64.
 func structuralAnswer(p sj.Path, s string) bool {
+	if len(p) == 3 && p.Key(0) == "embedding" && p.Key(2) == "data" {
+		// A base64 vector (encoding_format: base64): the provider's
+		// numbers, not text, and high-entropy enough to look like a key.
+		return true
+	}
 	if !identifierLike(s) {
 		return false
 	}
