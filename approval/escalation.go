@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -106,7 +107,17 @@ func (s *Service) auditAuthFailure(r *http.Request, err error) error {
 		rid = ex.RequestID
 	}
 	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid,
-		Summary: map[string]any{"route": r.URL.Path, "method": r.Method, "status": e.Status, "reason": e.Message}})
+		Summary: map[string]any{"route": r.URL.Path, "method": r.Method, "status": e.Status, "reason": e.Message, "remote": remoteIP(r)}})
+}
+
+// remoteIP is the peer address without the port: failed sign-ins are
+// summarized and limited per source (proxies are not trusted to name one).
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // EscalationItem is one entry of GET /admin/escalations.

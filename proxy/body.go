@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"unicode/utf8"
 
@@ -91,6 +92,11 @@ func ReadLimited(r *http.Request, limit int64) ([]byte, error) {
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+1))
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The server's body idle deadline: the client stopped sending.
+		return nil, &apierror.Error{Status: http.StatusRequestTimeout, Type: apierror.TypeInvalidRequest, Code: "request_timeout",
+			Message: "The request body stopped arriving; send it without pauses."}
+	}
 	if err != nil {
 		return nil, apierror.BadRequest("", "We could not read the body of your request: %v", err)
 	}

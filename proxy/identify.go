@@ -111,6 +111,12 @@ func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
 	case spiffe != "":
 		return nil, apierror.Unauthorized("The client certificate's SPIFFE ID is not registered to any agent.")
 	case s.sidecar != nil:
+		if browserContext(r) {
+			// A web page can make a browser send a token-less request to a
+			// loopback sidecar (a text/plain POST needs no preflight): only a
+			// local process, never a page, speaks for the agent.
+			return nil, apierror.Unauthorized("A request from a browser context (an Origin header, or a body that is not application/json) needs the agent's token, even at a sidecar.")
+		}
 		return s.sidecar, nil
 	}
 	return nil, apierror.Unauthorized("You didn't provide an API key. Send your gateway token as 'Authorization: Bearer <token>'.")
@@ -148,6 +154,19 @@ func (s *Identifier) byToken(tok string) (*config.Agent, error) {
 		return nil, apierror.Unauthorized("This sidecar gateway serves agent " + s.sidecar.ID + " only.")
 	}
 	return match, nil
+}
+
+// browserContext reports whether a request bears the marks of a browser
+// page: an Origin header, or a body whose type is not JSON.
+func browserContext(r *http.Request) bool {
+	if r.Header.Get("Origin") != "" {
+		return true
+	}
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return mediaType(r.Header.Get("Content-Type")) != "application/json"
+	}
+	return false
 }
 
 // clientIP is the peer address without the port; proxies in front of the

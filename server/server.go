@@ -57,6 +57,8 @@ type Options struct {
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+	// Bounds limit slow clients and unauthenticated sources.
+	Bounds Bounds
 }
 
 // Route is an endpoint behind the current gateway's identify stage;
@@ -81,6 +83,8 @@ type Server struct {
 	checks   []Check
 	timeout  time.Duration
 	draining atomic.Bool
+	bounds   Bounds
+	conns    *connTracker
 }
 
 // New builds the routes.
@@ -91,13 +95,16 @@ func New(o Options) (*Server, error) {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics, tls: o.TLS, tracer: o.Tracer}
+	s := &Server{log: o.Log, checks: o.Checks, timeout: o.ShutdownTimeout, metrics: o.Metrics, tls: o.TLS, tracer: o.Tracer, bounds: o.Bounds}
+	if o.Bounds.ConnsPerSource > 0 {
+		s.conns = newConnTracker(o.Bounds.ConnsPerSource)
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.renderError
 	// The scope comes first so that even a panic or a 404 is logged with its
 	// request id; recovery sits inside it so the log line sees the 500.
-	e.Use(s.scope, s.recover)
+	e.Use(s.scope, s.recover, s.guard)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	if o.Metrics != nil {
@@ -140,13 +147,22 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // lets in-flight requests (streams included) finish within the shutdown
 // timeout, and returns nil on a clean stop.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	b := s.bounds
+	if b.ReadHeaderTimeout <= 0 {
+		b.ReadHeaderTimeout = 5 * time.Second
+	}
+	if b.IdleTimeout <= 0 {
+		b.IdleTimeout = 120 * time.Second
+	}
 	srv := &http.Server{
 		Handler:           s.echo,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: b.ReadHeaderTimeout,
+		IdleTimeout:       b.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		// No WriteTimeout: a stream may outlive any fixed bound; upstream
-		// timeouts and client disconnects end requests instead.
+		// No WriteTimeout: a stream may outlive any fixed bound. Bounds
+		// cut idle bodies and idle readers instead (see guard).
+		ConnContext: s.conns.context,
+		ConnState:   s.conns.state,
 	}
 	errc := make(chan error, 1)
 	if s.tls != nil {

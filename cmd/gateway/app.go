@@ -17,10 +17,12 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/sourceguard"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/messaging"
@@ -51,6 +53,9 @@ type app struct {
 	state     *state
 	sidecar   string
 	log       *slog.Logger
+	// sources summarizes failed authentications in front of the audit
+	// trail and limits them per source address (nil without a trail).
+	sources *sourceguard.Guard
 	tracer    *tracing.Tracer
 	mu        sync.Mutex // guards upstreams across reloads
 }
@@ -65,10 +70,19 @@ func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 		Tokens:       a.state.budget,
 		Log:          a.log,
 		SidecarAgent: a.sidecar,
-		Audit:        appender(a.audit),
+		Audit:        a.trail(),
 		Policies:     a.policies,
 		Library:      a.registry,
 	})
+}
+
+// trail is where the front doors write: the audit trail behind the
+// failed-authentication summarizer.
+func (a *app) trail() proxy.Appender {
+	if a.sources == nil {
+		return appender(a.audit)
+	}
+	return a.sources
 }
 
 // close releases what build started (the policy watcher, pooled connections).
@@ -189,6 +203,13 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		return nil, &usageError{err.Error()}
 	}
 	a := &app{upstreams: ups, audit: auditLog, policies: engine}
+	if auditLog != nil {
+		un := cfg.Gateway.HTTP.Unauthenticated
+		a.sources = sourceguard.New(auditLog, sourceguard.Options{
+			Rate: rate.Limit(float64(un.RateLimit.N) / un.RateLimit.Period.Seconds()), Burst: un.RateLimit.N,
+			Window: un.AuditWindow.D(),
+		})
+	}
 	fail := func(err error) (*app, error) {
 		a.close()
 		return nil, err
@@ -211,7 +232,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		a.approval, err = approval.New(approval.Deps{
 			Config: cfg, Decider: engine, Authorizer: rbac, Store: st.store,
 			Limiter: limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
-			Audit: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
+			Audit: a.sources, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
 			BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: log,
 		})
 		if err != nil {
@@ -317,11 +338,20 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		Metrics:         m,
 		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
 		Checks:          checks,
+		Bounds:          bounds(cfg.Gateway.HTTP, a.sources),
 	})
 	if err != nil {
 		return fail(err)
 	}
 	return a, nil
+}
+
+// bounds are the server's connection limits from gateway.yaml's http.
+func bounds(h config.HTTP, sources *sourceguard.Guard) server.Bounds {
+	return server.Bounds{
+		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), BodyIdle: h.BodyIdleTimeout.D(), WriteIdle: h.WriteIdleTimeout.D(),
+		IdleTimeout: h.IdleTimeout.D(), ConnsPerSource: h.Unauthenticated.ConnsPerSource, Sources: sources,
+	}
 }
 
 // newRBAC builds the casbin RBAC of cfg: the model file of the config dir
@@ -449,6 +479,11 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 	defer stopRun()
 	go a.approval.Run(runCtx)
 	go a.messaging.Run(runCtx)
+	sourcesDone := make(chan struct{})
+	go func() { a.sources.Run(runCtx); close(sourcesDone) }()
+	// The last summaries of failed authentications go in before the trail
+	// closes (deferred earlier, so run later).
+	defer func() { stopRun(); <-sourcesDone }()
 	if err := a.watchConfig(runCtx, cfg.Dir, cfg); err != nil {
 		log.Warn("config hot reload disabled", "error", err.Error())
 	}
