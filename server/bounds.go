@@ -125,8 +125,8 @@ func remoteIP(r *http.Request) string {
 // connTracker counts, per source address, the connections none of whose
 // requests has authenticated yet, and closes new ones past the cap.
 type connTracker struct {
-	limit int
-	mu    sync.Mutex
+	limit  int
+	mu     sync.Mutex
 	unauth map[string]int
 	conns  map[net.Conn]*connInfo
 }

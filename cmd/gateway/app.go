@@ -56,8 +56,8 @@ type app struct {
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
 	sources *sourceguard.Guard
-	tracer    *tracing.Tracer
-	mu        sync.Mutex // guards upstreams across reloads
+	tracer  *tracing.Tracer
+	mu      sync.Mutex // guards upstreams across reloads
 }
 
 // gateway builds the OpenAI front door for cfg; limits, audit trail and

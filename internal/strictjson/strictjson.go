@@ -194,9 +194,9 @@ func walk(data []byte, top *Fields, v Visit) ([]span, error) {
 		index int
 	}
 	var (
-		stack   []frame
-		path    Path
-		repl    []span
+		stack []frame
+		path  Path
+		repl  []span
 		// name is the member name whose value comes next.
 		name    string
 		hasName bool
