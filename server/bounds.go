@@ -70,8 +70,9 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // idleBody sets a read deadline before each read of the request body and
-// clears it at the end: a body that stalls is cut, a finished one leaves
-// the connection's reads (which also watch for the client leaving) alone.
+// clears it once the body is complete: a body that stalls is cut, a
+// finished one leaves the connection's reads (which also watch for the
+// client leaving) alone.
 type idleBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
@@ -85,10 +86,13 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	}
 	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
 	n, err := b.ReadCloser.Read(p)
-	if err != nil {
+	if err == io.EOF {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
+	// Any other error (the deadline) leaves the deadline passed: the server
+	// then cannot wait for the rest of a stalled body after the answer,
+	// and closes the connection instead.
 	return n, err
 }
 
