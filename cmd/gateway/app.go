@@ -297,6 +297,9 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	if auditLog != nil {
 		m.AuditStats(auditLog.Stats)
 	}
+	if g := a.sources; g != nil {
+		m.Gauge("gateway_unauthenticated_sources", "Source addresses tracked for failed authentications (summarized and limited per address).", func() float64 { return float64(g.Sources()) })
+	}
 	if svc := a.messaging; svc != nil {
 		for _, c := range []struct {
 			name, help string
