@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -85,6 +86,9 @@ func scanStd(raw []byte) (dup, deep bool) {
 			if isKey {
 				if stack[top].keys[v] {
 					dup = true
+				}
+				if f, ok := messageFields[strings.ToLower(v)]; ok && f != v {
+					dup = true // a case variant of a message field
 				}
 				stack[top].keys[v] = true
 				stack[top].wanted = false

@@ -177,6 +177,10 @@ func (c *checker) fail(code, path, format string, args ...any) Result {
 	return Result{Status: StatusErr, Code: code, Details: d, Path: c.prefix + path}
 }
 
+// messageFields are a message's fields by their lowercase form.
+var messageFields = map[string]string{"g": "g", "plan": "plan", "status": "status", "msg_id": "msg_id", "reply_to": "reply_to",
+	"state": "state", "proto_ver": "proto_ver", "out_fmt": "out_fmt", "ctx": "ctx", "test_mode": "test_mode", "subtask": "subtask"}
+
 // checkMessage validates a message object. answer allows the empty plan of a
 // DONE/FAILED reply; it applies to the top level only.
 func (l *Library) checkMessage(msg *value, prefix string, answer bool) Result {
@@ -207,6 +211,13 @@ func (l *Library) checkMessage(msg *value, prefix string, answer bool) Result {
 			testMode = m.val
 		case "subtask":
 			subtask = m.val
+		default:
+			// Read once, as every reader will: a key that differs from a
+			// field only by case ("G" beside "g") would be that field to a
+			// case-insensitive recipient, and something else here.
+			if f, ok := messageFields[strings.ToLower(m.key)]; ok {
+				return c.fail(CodeMalformedMessage, m.key, "the key %q differs from the field %q only by case", m.key, f)
+			}
 		}
 	}
 
