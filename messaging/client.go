@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -14,9 +15,12 @@ import (
 // keep-alive connections (a busy relay must not reconnect per message),
 // the endpoints' certificates verified against ca_file, and the gateway's
 // client certificate presented for mTLS.
-func NewClient(c config.MessagingTLS) (*http.Client, error) {
-	t := upstream.NewTransport(0)
-	t.Proxy = nil // endpoints are inside the mesh; never via a proxy
+//
+// Every connection goes only where p allows: the dialed address is checked
+// (no loopback, private, link-local or metadata ranges unless
+// messaging.allowed_networks lists them), never through a proxy.
+func NewClient(c config.MessagingTLS, p egress.Policy) (*http.Client, error) {
+	t := p.Guard(upstream.NewTransport(0))
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CAFile != "" {
 		pool, err := upstream.LoadCertPool(c.CAFile)
@@ -41,10 +45,7 @@ func NewClient(c config.MessagingTLS) (*http.Client, error) {
 		}
 	}
 	t.TLSClientConfig = tc
-	return &http.Client{Transport: t, CheckRedirect: noRedirects}, nil
+	// No redirects: a recipient that answers 3xx cannot send the gateway
+	// (and the message) elsewhere; the 3xx is a refused delivery.
+	return &http.Client{Transport: t, CheckRedirect: egress.NoRedirects}, nil
 }
-
-// noRedirects keeps the gateway at the endpoint it was configured with: a
-// recipient that answers 3xx cannot send it (and the message) elsewhere,
-// such as a cloud metadata address. The 3xx is a refused delivery.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

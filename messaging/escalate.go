@@ -11,6 +11,7 @@ import (
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/mailbox"
 )
 
@@ -112,13 +113,33 @@ type failedDelivery struct {
 	Error   json.RawMessage `json:"error"`
 }
 
+// failureKind names a delivery failure for the audit trail in a fixed
+// vocabulary (never the recipient's words).
+func failureKind(err error) string {
+	var ae *attemptError
+	switch {
+	case errors.Is(err, egress.ErrDestination):
+		return "destination_not_allowed"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &ae):
+		return ae.kind()
+	}
+	return "failed"
+}
+
 // deliveryError records that m could not be handed to recipient: the
 // gateway's ERROR envelope (to m's sender, replying to m) is audited and
 // appended to the history, and a person is asked to decide. A message the
 // gateway or a reviewer wrote gets no ERROR about itself (no loops).
-func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relayed []byte, recipient, code, reason string, attempts int, latency time.Duration) ([]byte, *EscalationRef, error) {
+//
+// reason is what the sender reads (the same sentence for every kind of
+// failure, so the gateway is no port scanner); cause, the real failure,
+// goes to the log and the audit entry only.
+func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relayed []byte, recipient, code, reason string, cause error, attempts int, latency time.Duration) ([]byte, *EscalationRef, error) {
+	s.log.Warn("message not delivered", "message_id", m.ID, "recipient", recipient, "attempts", attempts, "error", cause.Error())
 	sum := map[string]any{"message_id": m.ID, "recipient": recipient, "status": "failed", "attempts": attempts,
-		"latency_ms": latency.Milliseconds(), "error_code": code, "reason": reason}
+		"latency_ms": latency.Milliseconds(), "error_code": code, "reason": reason, "cause": failureKind(cause)}
 	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: m.Sender.ID, RequestID: m.ID, PayloadSHA256: sha256Hex(relayed), Summary: sum}); err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/tracing"
 )
@@ -26,6 +27,16 @@ type attemptError struct {
 	msg   string
 	retry bool
 	err   error
+	// why is the failure's kind for the audit trail: unreachable,
+	// bad_status, redirect_refused, bad_answer.
+	why string
+}
+
+func (e *attemptError) kind() string {
+	if e.why == "" {
+		return "bad_answer"
+	}
+	return e.why
 }
 
 func (e *attemptError) Unwrap() error { return e.err }
@@ -56,7 +67,7 @@ func (s *Service) post(ctx context.Context, endpoint, sender, requestID string, 
 		if ctx.Err() != nil {
 			return 0, nil, &attemptError{msg: "timed out", retry: false, err: ctx.Err()}
 		}
-		return 0, nil, &attemptError{msg: "unreachable", retry: true, err: err}
+		return 0, nil, &attemptError{msg: "unreachable", retry: !errors.Is(err, egress.ErrDestination), err: err, why: "unreachable"}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
@@ -66,9 +77,11 @@ func (s *Service) post(ctx context.Context, endpoint, sender, requestID string, 
 	case len(answer) > maxAnswer:
 		return resp.StatusCode, nil, &attemptError{msg: fmt.Sprintf("answer over %d bytes", maxAnswer)}
 	case resp.StatusCode >= 500:
-		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("answered %d", resp.StatusCode), retry: true}
+		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("answered %d", resp.StatusCode), retry: true, why: "bad_status"}
+	case resp.StatusCode >= 400:
+		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("refused with %d", resp.StatusCode), why: "bad_status"}
 	case resp.StatusCode >= 300:
-		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("refused with %d", resp.StatusCode)}
+		return resp.StatusCode, answer, &attemptError{msg: fmt.Sprintf("redirected with %d", resp.StatusCode), why: "redirect_refused"}
 	}
 	return resp.StatusCode, answer, nil
 }
@@ -230,8 +243,14 @@ func (s *Service) failed(w http.ResponseWriter, r *http.Request, in *send, relay
 	if timedOut {
 		status, code = http.StatusGatewayTimeout, "TIMEOUT"
 	}
-	reason := fmt.Sprintf("The gateway could not deliver %s to %s after %d attempt(s): %v.", m.ID, in.recipient.AgentName, attempts, cause)
-	errBytes, esc, err := s.deliveryError(ctx, m, relayed, in.recipient.AgentName, code, reason, attempts, latency)
+	// One sentence whatever went wrong: the recipient's answer, its status
+	// or a connection error would let a caller probe what is behind an
+	// endpoint. The cause is in the log and the audit entry.
+	reason := fmt.Sprintf("The gateway could not deliver %s to %s.", m.ID, in.recipient.AgentName)
+	if timedOut {
+		reason = fmt.Sprintf("%s did not answer %s within its timeout.", in.recipient.AgentName, m.ID)
+	}
+	errBytes, esc, err := s.deliveryError(ctx, m, relayed, in.recipient.AgentName, code, reason, cause, attempts, latency)
 	if err != nil {
 		return err
 	}

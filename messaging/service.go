@@ -26,6 +26,7 @@ import (
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
@@ -185,7 +186,9 @@ func New(d Deps) (*Service, error) {
 	}
 	s.conf.Store(c)
 	if s.client == nil {
-		s.client = &http.Client{CheckRedirect: noRedirects}
+		// Public addresses only, no redirects (NewClient cannot fail
+		// without certificate files).
+		s.client, _ = NewClient(config.MessagingTLS{}, egress.Policy{})
 	}
 	if s.now == nil {
 		s.now = time.Now

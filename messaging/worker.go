@@ -78,8 +78,8 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 		s.ack(ctx, d)
 		return
 	}
-	reason := "delivery to " + d.Recipient + " failed: " + err.Error()
-	if _, _, rerr := s.deliveryError(ctx, m, d.Body, d.Recipient, "DELIVERY_FAILED", reason, attempts, latency); rerr != nil {
+	reason := "The gateway could not deliver " + d.MessageID + " to " + d.Recipient + "."
+	if _, _, rerr := s.deliveryError(ctx, m, d.Body, d.Recipient, "DELIVERY_FAILED", reason, err, attempts, latency); rerr != nil {
 		s.log.Error("delivery failure not recorded: it will be retried", "message_id", d.MessageID, "error", rerr.Error())
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/policy"
@@ -39,6 +40,9 @@ type API struct {
 	Audit     *proxy.Recorder
 	Escalator Escalator
 	Log       *slog.Logger
+	// Egress is where the gateway may send messages; a spawn naming an
+	// address outside it is refused at once (the dial is checked anyway).
+	Egress egress.Policy
 }
 
 // readBody reads the body within the agent's max_request_size.
@@ -162,7 +166,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		proxy.WriteJSON(w, r, http.StatusUnprocessableEntity, res)
 		return
 	}
-	if err := checkEndpoint(sp.Endpoint); err != nil {
+	if err := a.checkEndpoint(sp.Endpoint); err != nil {
 		proxy.Fail(w, r, err)
 		return
 	}
@@ -254,7 +258,7 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 	if !res.Valid() {
 		return fmt.Errorf("registry: approved spawn %s no longer valid: %s %s", rec.ID, res.Code, res.Details)
 	}
-	if err := checkEndpoint(sp.Endpoint); err != nil {
+	if err := a.checkEndpoint(sp.Endpoint); err != nil {
 		return fmt.Errorf("registry: approved spawn %s: %w", rec.ID, err)
 	}
 	by := "person"
@@ -277,13 +281,17 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 // step's "endpoint" param): an http or https URL without credentials, or
 // none. The spawn policy sees it in input.spawn.endpoint and should
 // restrict it (the gateway will POST to it).
-func checkEndpoint(endpoint string) error {
+func (a *API) checkEndpoint(endpoint string) error {
 	if endpoint == "" {
 		return nil
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return apierror.BadRequest("plan", "The instantiate step's endpoint must be an http or https URL without credentials.")
+	}
+	if err := a.Egress.CheckURLHost(u.Host); err != nil {
+		return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.TypeInvalidRequest, Code: "INVALID_PARAMS", Param: "plan",
+			Message: "The instantiate step's endpoint is an address the gateway does not send to (loopback, private, link-local or metadata ranges are refused unless messaging.allowed_networks lists them)."}
 	}
 	return nil
 }

@@ -449,10 +449,11 @@ func TestSyncRequestToDeadEndpoint(t *testing.T) {
 		t.Fatalf("%d %v", status, resp)
 	}
 	env := resp["envelope"].(map[string]any)
-	if env["error"].(map[string]any)["code"] != "DELIVERY_FAILED" || !strings.Contains(str(resp["error"].(map[string]any)["message"]), "after 3 attempt(s)") {
+	if env["error"].(map[string]any)["code"] != "DELIVERY_FAILED" || !strings.Contains(str(resp["error"].(map[string]any)["message"]), "could not deliver") {
 		t.Errorf("%v", resp)
 	}
-	if esc, ok := resp["escalation"].(map[string]any); !ok || !strings.HasPrefix(str(esc["human_review_url"]), "/review/") {
+	// The person who decides learns how often the gateway tried.
+	if esc, ok := resp["escalation"].(map[string]any); !ok || !strings.HasPrefix(str(esc["human_review_url"]), "/review/") || !strings.Contains(str(esc["reason"]), "after 3 attempt(s)") {
 		t.Errorf("no escalation: %v", resp)
 	}
 }
@@ -568,9 +569,14 @@ func TestSpawnUnderPolicy(t *testing.T) {
 
 	// Even a spawner needs a person for an agent with an endpoint: the
 	// gateway would POST to any URL the message names.
-	status, body, _ = g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","META_Q",{"description":"x"}],["instantiate","META_AGENT",{"tool":"META_Q","verb":"check","endpoint":"http://169.254.169.254/latest"}]]}`)
+	status, body, _ = g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","META_Q",{"description":"x"}],["instantiate","META_AGENT",{"tool":"META_Q","verb":"check","endpoint":"https://meta-agent.example.org/latest"}]]}`)
 	if status != http.StatusAccepted || !strings.Contains(string(body), "a person must approve the endpoint") {
 		t.Errorf("spawn with an endpoint: %d %s", status, body)
+	}
+	// An endpoint in the metadata range is refused before any person sees it.
+	status, body, _ = g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","META_R",{"description":"x"}],["instantiate","META_AGENT2",{"tool":"META_R","verb":"check","endpoint":"http://169.254.169.254/latest"}]]}`)
+	if status != http.StatusUnprocessableEntity {
+		t.Errorf("spawn with a metadata endpoint: %d %s", status, body)
 	}
 	status, out = spawn("planner_1", "TAX_AGENT")
 	if status != http.StatusAccepted || out["status"] != "escalated" || out["request_id"] == nil {
@@ -646,12 +652,12 @@ func TestRecipientAnswerChecked(t *testing.T) {
 	tests := []struct {
 		name, answer, want string
 	}{
-		{"poses as another agent", `{"message_type":"response","sender_id":"executor_1","receiver_id":"orch_1","in_reply_to":"%s","action":"plan_complete"}`, `claims sender "executor_1"`},
-		{"answers another request", `{"message_type":"response","sender_id":"planner_1","receiver_id":"orch_1","in_reply_to":"msg_other","action":"plan_complete"}`, `replies to "msg_other"`},
-		{"addressed to someone else", `{"message_type":"response","sender_id":"planner_1","receiver_id":"executor_1","in_reply_to":"%s","action":"plan_complete"}`, `addressed to "executor_1"`},
-		{"a request instead of an answer", `{"message_type":"request","sender_id":"planner_1","receiver_id":"orch_1","action":"plan_workflow"}`, "not a response, error or ack"},
-		{"not an envelope", `{"ok":true}`, "not a valid envelope"},
-		{"a redirect elsewhere", "redirect", "refused with 307"},
+		{"poses as another agent", `{"message_type":"response","sender_id":"executor_1","receiver_id":"orch_1","in_reply_to":"%s","action":"plan_complete"}`, "bad_answer"},
+		{"answers another request", `{"message_type":"response","sender_id":"planner_1","receiver_id":"orch_1","in_reply_to":"msg_other","action":"plan_complete"}`, "bad_answer"},
+		{"addressed to someone else", `{"message_type":"response","sender_id":"planner_1","receiver_id":"executor_1","in_reply_to":"%s","action":"plan_complete"}`, "bad_answer"},
+		{"a request instead of an answer", `{"message_type":"request","sender_id":"planner_1","receiver_id":"orch_1","action":"plan_workflow"}`, "bad_answer"},
+		{"not an envelope", `{"ok":true}`, "bad_answer"},
+		{"a redirect elsewhere", "redirect", "redirect_refused"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -670,9 +676,23 @@ func TestRecipientAnswerChecked(t *testing.T) {
 				})
 			}
 			status, resp := g.send("orch_1", `{"message_type":"request","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_ans_`+itoa(i)+`","action":"plan_workflow","payload":{}}`)
+			// The caller reads one sentence whatever the recipient did (no
+			// oracle of what is behind an endpoint); the audit entry names
+			// the kind of failure.
 			msg := str(resp["error"].(map[string]any)["message"])
-			if status != http.StatusBadGateway || !strings.Contains(msg, tc.want) {
+			if status != http.StatusBadGateway || !strings.Contains(msg, "could not deliver") {
 				t.Fatalf("%d %s", status, msg)
+			}
+			found := false
+			for _, e := range g.entries("message.delivery") {
+				var sum map[string]any
+				_ = json.Unmarshal(e.Summary, &sum)
+				if str(sum["message_id"]) == str(resp["envelope"].(map[string]any)["in_reply_to"]) && str(sum["cause"]) == tc.want {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no message.delivery entry with cause %q", tc.want)
 			}
 			// The thread holds the request and the gateway's ERROR, not the answer.
 			_, _, data := g.history("orch_1", "workflow_id=wf_ans_"+itoa(i))

@@ -195,6 +195,9 @@ type a2aOpts struct {
 	messagingExtra string
 	// protocolExtra is appended under "protocol:" in protocol.yaml.
 	protocolExtra string
+	// publicOnly leaves out messaging.allowed_networks: the loopback
+	// endpoints of the test are then refused, as in a default install.
+	publicOnly bool
 }
 
 func newA2A(t testing.TB, o a2aOpts) *a2a {
@@ -255,7 +258,7 @@ messaging:
   retry_backoff: 10ms
   timeout: 2s
   workers: ` + itoa(o.workers) + `
-` + o.messagingExtra + state
+` + allowLoopback(o) + o.messagingExtra + state
 	files := map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   b.String(),
@@ -303,6 +306,14 @@ messaging:
 		auditLog.Close()
 	})
 	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
+}
+
+// allowLoopback lets the gateway reach the test's endpoints on loopback.
+func allowLoopback(o a2aOpts) string {
+	if o.publicOnly {
+		return ""
+	}
+	return "  allowed_networks: [127.0.0.0/8]\n"
 }
 
 func itoa(n int) string {

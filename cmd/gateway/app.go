@@ -22,6 +22,7 @@ import (
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/sourceguard"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/mailbox"
@@ -228,12 +229,16 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	}
 	a.state = st
 	limiter := st.limiter
+	// Outbound calls of the gateway's own (endpoints, webhooks) reach only
+	// what messaging.allowed_networks adds to the public addresses.
+	egressPolicy := egress.Policy{Allowed: cfg.Gateway.Messaging.AllowedPrefixes}
 	if auditLog != nil {
 		a.approval, err = approval.New(approval.Deps{
 			Config: cfg, Decider: engine, Authorizer: rbac, Store: st.store,
 			Limiter: limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
 			Audit: a.sources, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
 			BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: log,
+			HTTPClient: egressPolicy.Client(5 * time.Second),
 		})
 		if err != nil {
 			return fail(err)
@@ -252,7 +257,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	var agentRoutes []server.Route
 	if a.approval != nil {
 		rec := &proxy.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
-		client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS)
+		client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS, egressPolicy)
 		if err != nil {
 			return fail(&usageError{err.Error()})
 		}
@@ -263,7 +268,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		if err != nil {
 			return fail(err)
 		}
-		api := &registry.API{Registry: reg, Policy: engine, Audit: rec, Escalator: a.approval, Log: log}
+		api := &registry.API{Registry: reg, Policy: engine, Audit: rec, Escalator: a.approval, Log: log, Egress: egressPolicy}
 		a.approval.Handle(approval.TypeSpawn, api.Resolve)
 		a.approval.Handle(approval.TypeMessage, a.messaging.Resolve)
 		agentRoutes = []server.Route{
