@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
