@@ -48,6 +48,10 @@ type Options struct {
 	OnShadowDisagreement func(ShadowEvent)
 	// NoWatch disables hot reload (tools such as config check).
 	NoWatch bool
+	// SkipSmokeTest loads policies without evaluating each decision point
+	// on a sample input first (tests of the engine's own fail-closed
+	// behaviour on policies that error).
+	SkipSmokeTest bool
 	// Debounce is how long the watcher waits after the last change before
 	// reloading, so that an editor's rename-and-create lands as one reload.
 	// Zero: 200ms.
@@ -121,6 +125,9 @@ func New(o Options) (*Engine, error) {
 	}
 	ctx := context.Background()
 	p, err := loadFS(ctx, fsys, displayDir(o.Dir))
+	if err == nil && !o.SkipSmokeTest {
+		err = smokeTest(ctx, p, nil, o.Timeout)
+	}
 	if err != nil {
 		return nil, &LoadError{Dir: displayDir(o.Dir), Text: errorText(err), Err: err}
 	}
@@ -241,6 +248,16 @@ func (e *Engine) Ready() error {
 		return errors.New("policy: no policies loaded")
 	}
 	return nil
+}
+
+// ReloadProblem is why the last reload of the policy directory was
+// rejected ("" when it loaded): the last good policies still decide, so the
+// gateway stays ready, and /readyz says it.
+func (e *Engine) ReloadProblem() string {
+	if p := e.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Close stops watching and the shadow worker. Decisions still work (with

@@ -314,7 +314,9 @@ func TestFailClosed(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range tests {
 		t.Run(tc.dir, func(t *testing.T) {
-			e := newEngine(t, Options{Dir: tc.dir})
+			// These policies fail on purpose: the engine's own fail-closed
+			// path is under test, not the load-time smoke test.
+			e := newEngine(t, Options{Dir: tc.dir, SkipSmokeTest: true})
 
 			a, err := e.Approval(ctx, boom)
 			if err != nil {
@@ -358,7 +360,7 @@ func TestFailClosed(t *testing.T) {
 
 // The error policies only fail on input.boom: without it, chat allows.
 func TestFailClosedIsPerEvaluation(t *testing.T) {
-	e := newEngine(t, Options{Dir: "testdata/errors"})
+	e := newEngine(t, Options{Dir: "testdata/errors", SkipSmokeTest: true})
 	c, err := e.ChatDeny(context.Background(), map[string]any{})
 	if err != nil || c.FailClosed || c.Deny {
 		t.Fatalf("%+v %v", c, err)
@@ -374,7 +376,7 @@ func TestFailClosedOnBadInput(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
-	e := newEngine(t, Options{Dir: "testdata/slow"})
+	e := newEngine(t, Options{Dir: "testdata/slow", SkipSmokeTest: true})
 	in := map[string]any{"request": map[string]any{"messages": []any{}}}
 
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -397,7 +399,7 @@ func TestDeadline(t *testing.T) {
 }
 
 func TestTimeoutOption(t *testing.T) {
-	e := newEngine(t, Options{Dir: "testdata/slow", Timeout: 20 * time.Millisecond, NoWatch: true})
+	e := newEngine(t, Options{Dir: "testdata/slow", Timeout: 20 * time.Millisecond, NoWatch: true, SkipSmokeTest: true})
 	start := time.Now()
 	d, err := e.ChatDeny(context.Background(), map[string]any{"request": map[string]any{"messages": []any{}}})
 	if !errors.Is(err, context.DeadlineExceeded) || !d.Deny || !d.FailClosed {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -60,6 +61,9 @@ type prepared struct {
 	revision string
 	files    []string
 	queries  [numPoints]rego.PreparedEvalQuery
+	// defined are the decision points that answered the smoke test's
+	// sample input.
+	defined [numPoints]bool
 }
 
 // readFiles returns the policy files of fsys, sorted by path: every *.rego
@@ -179,6 +183,63 @@ func compile(ctx context.Context, files []regoFile) (*prepared, error) {
 		p.queries[pt] = q
 	}
 	return p, nil
+}
+
+// sampleAgent is the agent of the smoke test's inputs.
+var sampleAgent = map[string]any{"id": "sample-agent", "type": "sample", "capabilities": []any{"read"}, "allowed_targets": []any{"code"},
+	"models": []any{}, "response_format": "none", "messages": []any{}}
+
+// samples are inputs of the shapes the gateway sends each decision point
+// (SPEC 6), for the smoke test.
+var samples = [numPoints]map[string]any{
+	ptApproval: {"agent": sampleAgent, "authz": map[string]any{"allowed": true, "reason": ""}, "known_references": []any{},
+		"protocol": map[string]any{"version": "1.0", "limits": map[string]any{"max_content_size": 102400, "max_references": 20, "max_deviations": 5, "max_retry_attempts": 3},
+			"compliance": map[string]any{"strict_mode": true, "allow_deviations": false, "require_rationale": true, "enforce_references": true}},
+		"request": map[string]any{"agent_id": "sample-agent", "request_type": "QUERY", "action": "read", "target_type": "code", "target_path": "src/sample.go"}},
+	ptChat: {"agent": sampleAgent, "model": "sample-model", "dialect": "chat",
+		"request": map[string]any{"model": "sample-model", "messages": []any{map[string]any{"role": "user", "content": "hello"}}}},
+	ptGuardrails: {"agent": sampleAgent, "response": map[string]any{"thought": "sample", "status": "success", "data": map[string]any{}, "message": "hello"}},
+	ptSpawn: {"agent": sampleAgent, "message": map[string]any{"g": "SPAWN_AGENT", "plan": []any{}},
+		"spawn": map[string]any{"agent": "sample-spawn", "tool": "SAMPLE_TOOL", "verb": "check", "endpoint": ""}},
+	ptMessages: {"agent": sampleAgent, "authz": map[string]any{"allowed": true, "reason": ""},
+		"message": map[string]any{"sender": "sample-agent", "recipient": "other-agent", "action": "ping", "type": "EVENT", "payload": map[string]any{}},
+		"recipient": map[string]any{"id": "other-agent", "supported_verbs": []any{}}},
+}
+
+// smokeTest evaluates every decision point of p once on a sample input. A
+// policy that compiles but raises an error there, or leaves undefined a
+// decision the running policy (prev) answers, would deny or reject
+// everything once loaded while /readyz said ready: it is refused, and the
+// last good policy keeps deciding. With no prev (startup) an undefined
+// decision is allowed: a policy set need not answer every point, and those
+// it does not answer fail closed.
+func smokeTest(ctx context.Context, p, prev *prepared, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	var errs []string
+	for pt := range numPoints {
+		in, err := ast.InterfaceToValue(samples[pt])
+		if err != nil {
+			return fmt.Errorf("sample input of %s: %w", queries[pt], err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		out := evalPrepared(ctx, p, pt, in)
+		cancel()
+		p.defined[pt] = out.err == nil
+		switch {
+		case out.err == nil:
+		case out.rule == RulePolicyUndefined && (prev == nil || !prev.defined[pt]):
+		case out.rule == RulePolicyUndefined:
+			errs = append(errs, fmt.Sprintf("%s is undefined on a sample input, and the running policy defines it", queries[pt]))
+		default:
+			errs = append(errs, fmt.Sprintf("%s fails on a sample input: %v", queries[pt], out.err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New("the policies do not evaluate: " + strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // errorText renders a load error with one "file:line: message" per line.

@@ -61,6 +61,9 @@ func (e *Engine) reloadLocked(shadow bool) (ReloadEvent, bool, error) {
 			return ReloadEvent{}, false, nil // no change: touch, chmod, an editor's swap file
 		}
 		p, err = compile(context.Background(), files)
+		if err == nil && !e.opts.SkipSmokeTest {
+			err = smokeTest(context.Background(), p, cur, e.opts.Timeout)
+		}
 	}
 	ev := ReloadEvent{OK: err == nil, Shadow: shadow, Dir: dir, Attempted: attempted, At: time.Now().UTC()}
 	for _, f := range files {

@@ -36,6 +36,9 @@ type Check struct {
 	Name string
 	// Ready returns nil when the component can serve.
 	Ready func(ctx context.Context) error
+	// Detail, if set, adds what a ready component wants known (a rejected
+	// policy reload: the last good policies serve).
+	Detail func() string
 }
 
 // Options configure the server; Gateway and Log are required.
@@ -247,6 +250,11 @@ func (s *Server) readyz(c echo.Context) error {
 			status, code = "not ready", http.StatusServiceUnavailable
 		} else {
 			checks[ch.Name] = "ok"
+			if ch.Detail != nil {
+				if d := ch.Detail(); d != "" {
+					checks[ch.Name] = "ok; " + d
+				}
+			}
 		}
 	}
 	return c.JSON(code, map[string]any{"status": status, "checks": checks})

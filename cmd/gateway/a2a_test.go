@@ -195,6 +195,8 @@ type a2aOpts struct {
 	messagingExtra string
 	// protocolExtra is appended under "protocol:" in protocol.yaml.
 	protocolExtra string
+	// policyDir replaces the repository's rego/ (relative to the config dir).
+	policyDir string
 	// publicOnly leaves out messaging.allowed_networks: the loopback
 	// endpoints of the test are then refused, as in a default install.
 	publicOnly bool
@@ -249,7 +251,7 @@ admin:
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 policy:
-  dir: ../../rego
+  dir: ` + policyDir(o) + `
 audit:
   dir: ` + o.auditDir + `
   chain: ` + o.chain + `
@@ -306,6 +308,13 @@ messaging:
 		auditLog.Close()
 	})
 	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
+}
+
+func policyDir(o a2aOpts) string {
+	if o.policyDir != "" {
+		return o.policyDir
+	}
+	return "../../rego"
 }
 
 // allowLoopback lets the gateway reach the test's endpoints on loopback.

@@ -284,7 +284,12 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	m.PolicyStats(engine.Stats)
 	checks := []server.Check{
 		{Name: "config", Ready: func(context.Context) error { return nil }},
-		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }},
+		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }, Detail: func() string {
+			if p := engine.ReloadProblem(); p != "" {
+				return "the last reload was rejected and the last good policies serve: " + p
+			}
+			return ""
+		}},
 	}
 	if auditLog != nil && cfg.Gateway.Audit.FailMode == "closed" {
 		// Closed mode cannot answer without the trail: out of the Service.
