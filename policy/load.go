@@ -202,7 +202,7 @@ var samples = [numPoints]map[string]any{
 	ptSpawn: {"agent": sampleAgent, "message": map[string]any{"g": "SPAWN_AGENT", "plan": []any{}},
 		"spawn": map[string]any{"agent": "sample-spawn", "tool": "SAMPLE_TOOL", "verb": "check", "endpoint": ""}},
 	ptMessages: {"agent": sampleAgent, "authz": map[string]any{"allowed": true, "reason": ""},
-		"message": map[string]any{"sender": "sample-agent", "recipient": "other-agent", "action": "ping", "type": "EVENT", "payload": map[string]any{}},
+		"message":   map[string]any{"sender": "sample-agent", "recipient": "other-agent", "action": "ping", "type": "EVENT", "payload": map[string]any{}},
 		"recipient": map[string]any{"id": "other-agent", "supported_verbs": []any{}}},
 }
 
