@@ -83,6 +83,9 @@ func TestLoadProblems(t *testing.T) {
 		{"bad spiffe", okGateway, okAgents + "    spiffe_id: https://x\n", okProtocol, `agents.yaml:4: agent "a1": spiffe_id "https://x"`},
 		{"apply_to unknown field", okGateway, okAgents, "protocol:\n  redaction:\n    apply_to: [message, secrets]\n", `protocol.yaml:3: protocol.redaction.apply_to: unknown SACP field "secrets"`},
 		{"empty env in unit", okGateway, okAgents + "    rate_limit: ${RATE}\n", okProtocol, `agents.yaml:4: invalid rate ""`},
+		{"reserved agent id", okGateway, "agents:\n  gateway:\n    token_sha256: \"" + strings.Repeat("c", 64) + "\"\n", okProtocol, `agents.yaml:2: agents: "gateway" is reserved`},
+		{"markup in an agent id", okGateway, "agents:\n  \"<b>x</b>\":\n    token_sha256: \"" + strings.Repeat("c", 64) + "\"\n", okProtocol, `agents.yaml:2: agents: "<b>x</b>" is not a valid agent name`},
+		{"bad messaging network", okGateway + "messaging:\n  allowed_networks: [10.0.0.0/33]\n", okAgents, okProtocol, `gateway.yaml:6: messaging.allowed_networks: "10.0.0.0/33" is not a CIDR`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sacpgw/gateway/compact"
+	"github.com/sacpgw/gateway/internal/names"
 )
 
 // File names inside the config directory.
@@ -583,6 +584,9 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 		}
 		a.ID = id
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
+		if err := names.Check(id); err != nil {
+			l.add(f, at(), "agents: %v", err)
+		}
 		if a.TokenSHA256 == "" && a.SPIFFEID == "" {
 			l.add(f, at(), "agent %q: token_sha256 or spiffe_id is required", id)
 		}

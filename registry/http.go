@@ -11,9 +11,11 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/egress"
+	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
@@ -162,6 +164,9 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		a.Log.Warn("registry: checking the spawn against the last known library", "error", lerr.Error())
 	}
 	sp, res := lib.ParseSpawn(raw)
+	if res.Valid() {
+		res = checkName(sp.AgentName)
+	}
 	if !res.Valid() {
 		proxy.WriteJSON(w, r, http.StatusUnprocessableEntity, res)
 		return
@@ -255,6 +260,9 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 	raw := []byte(rec.Request.Content)
 	lib, _ := a.Registry.Library(ctx)
 	sp, res := lib.ParseSpawn(raw)
+	if res.Valid() {
+		res = checkName(sp.AgentName)
+	}
 	if !res.Valid() {
 		return fmt.Errorf("registry: approved spawn %s no longer valid: %s %s", rec.ID, res.Code, res.Details)
 	}
@@ -275,6 +283,15 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 		err = aerr
 	}
 	return err
+}
+
+// checkName applies the one rule for agent names to a spawned agent's name
+// (the instantiate step's second element).
+func checkName(name string) compact.Result {
+	if err := names.Check(name); err != nil {
+		return compact.Result{Status: compact.StatusErr, Code: compact.CodeInvalidParams, Details: "the agent's name: " + err.Error(), Path: "plan"}
+	}
+	return compact.Result{Status: compact.StatusValid}
 }
 
 // checkEndpoint accepts the endpoint a spawn names (the instantiate

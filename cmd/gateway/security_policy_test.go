@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"os"
@@ -80,4 +81,23 @@ func TestSecurityPolicyThatDoesNotEvaluateIsNotLoaded(t *testing.T) {
 	if !found {
 		t.Error("no policy.reload entry with ok:false")
 	}
+}
+
+// Spawned agents were accepted under any name, "gateway" and markup
+// included: names appear in the review page, the audit trail and as
+// senders. One pattern holds for configured and spawned agents.
+func TestSecuritySpawnNamesFollowOnePattern(t *testing.T) {
+	g := newA2A(t, a2aOpts{})
+	for _, name := range []string{"gateway", "human", "<script>x</script>", strings.Repeat("A", 64)} {
+		body := `{"g":"SPAWN_AGENT","plan":[["define","NAME_Q",{"description":"x"}],["instantiate",` + jsonQuote(name) + `,{"tool":"NAME_Q","verb":"check"}]]}`
+		st, out, _ := g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", body)
+		if st != http.StatusUnprocessableEntity || !strings.Contains(string(out), "INVALID_PARAMS") {
+			t.Errorf("%q: %d %s", name, st, out)
+		}
+	}
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -1,0 +1,42 @@
+// Package names is the one rule for the names agents go by: configured
+// agent ids and the names of agents spawned at run time. They appear in
+// logs, audit entries, metrics labels, Redis keys and the review page, so
+// they are short, plain and never markup.
+package names
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Pattern is what an agent name looks like: a letter or digit, then up to
+// 62 letters, digits, '_', '.' or '-'. Letters of either case: the
+// protocol's own examples name spawned agents VISA_AGENT and configured ones
+// vendor_onboarding_agent.
+const Pattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`
+
+var pattern = regexp.MustCompile(Pattern)
+
+// reserved are the names the gateway itself uses as a sender.
+var reserved = []string{"gateway", "human"}
+
+// Check reports why s is not a valid agent name (nil when it is).
+func Check(s string) error {
+	if !pattern.MatchString(s) {
+		return fmt.Errorf("%q is not a valid agent name (%s)", clip(s), Pattern)
+	}
+	for _, r := range reserved {
+		if strings.EqualFold(s, r) {
+			return fmt.Errorf("%q is reserved for the gateway", s)
+		}
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
