@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/policy"
