@@ -97,8 +97,22 @@ func From(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	if errors.Is(err, ErrStateUnavailable) {
+		return StateUnavailable(err)
+	}
 	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error",
 		Message: "The gateway failed to process the request.", Err: err}
+}
+
+// ErrStateUnavailable marks a failure of the state backend (Redis down,
+// slow past its deadline): the client gets 503 state_unavailable with
+// Retry-After, never a 500, and may try again.
+var ErrStateUnavailable = errors.New("state backend unavailable")
+
+// StateUnavailable is the 503 of a call whose store is down.
+func StateUnavailable(cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "state_unavailable",
+		Message: "The gateway's shared state is unavailable; retry shortly.", Header: http.Header{"Retry-After": {"1"}}, Err: cause}
 }
 
 type body struct {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/sacpgw/gateway/apierror"
 )
 
 // What Fallback does when its primary (Redis) fails.
@@ -23,7 +25,7 @@ const DefaultRetryInterval = time.Second
 
 // ErrUnavailable wraps the primary's error when Fallback refuses to decide
 // (on_failure closed, or no local fallback). The proxy maps it to 503.
-var ErrUnavailable = errors.New("limit state unavailable")
+var ErrUnavailable = fmt.Errorf("limit state unavailable: %w", apierror.ErrStateUnavailable)
 
 // Readier is implemented by limiters that depend on a service (Redis), for
 // /readyz.
@@ -35,11 +37,11 @@ type Readier interface {
 // fails, either falls back to Local (OnFailure local) or returns an error
 // wrapping ErrUnavailable (OnFailure closed).
 //
-// After a failure the primary is left alone for RetryInterval: requests go
-// straight to the fallback (or fail fast) instead of each waiting for a
-// dead Redis. Then one request tries the primary again; when it answers,
-// the primary is used again. The Redis client reconnects by itself, so a
-// restarted Redis needs no intervention.
+// After a failure the primary is left alone: requests go straight to the
+// fallback (or fail fast) instead of each waiting for a dead Redis, and a
+// background probe tries the primary every RetryInterval; when it answers,
+// the primary is used again. No request pays for the probe. The Redis
+// client reconnects by itself, so a restarted Redis needs no intervention.
 //
 // A Fallback must not be copied after first use.
 type Fallback struct {
@@ -55,9 +57,12 @@ type Fallback struct {
 	// OnFailure is OnFailureLocal or OnFailureClosed. Empty means local
 	// (the config default); any other value means closed.
 	OnFailure string
-	// RetryInterval is how long the primary is skipped after it failed.
-	// Zero means DefaultRetryInterval; negative means try it every time.
+	// RetryInterval is how long the primary is skipped after it failed
+	// before a background probe tries it again. Zero means
+	// DefaultRetryInterval; negative means probe at every decision.
 	RetryInterval time.Duration
+	// ProbeTimeout bounds the background probe. Zero: 1s.
+	ProbeTimeout time.Duration
 	// Log receives one line when the primary fails and one when it
 	// recovers, not one per request. Nil: slog.Default().
 	Log *slog.Logger
@@ -144,15 +149,18 @@ func (f *Fallback) log() *slog.Logger {
 
 // try runs primary unless it is being skipped, and on failure runs local
 // (nil: none) or returns the error.
+//
+// While the primary is skipped, no request tries it again: once per
+// interval a background probe (a ping within ProbeTimeout) does, and brings
+// the primary back when it answers. A slow or hung Redis thus costs one
+// request its deadline, not one request per interval.
 func try[T any](f *Fallback, ctx context.Context, primary, local func() (T, error)) (T, error) {
 	var zero T
-	now := time.Now().UnixNano()
-	at := f.retryAt.Load()
-	// While the primary is skipped, one caller per interval (the one that
-	// moves retryAt on) tries it again.
-	skip := at != 0 && (now < at || !f.retryAt.CompareAndSwap(at, now+int64(f.interval())))
 	var err error
-	if skip {
+	if at := f.retryAt.Load(); at != 0 {
+		if now := time.Now().UnixNano(); now >= at && f.retryAt.CompareAndSwap(at, now+int64(f.interval())) {
+			go f.probe()
+		}
 		err = errors.New("skipped after a recent failure")
 		if last := f.lastErr.Load(); last != nil {
 			err = fmt.Errorf("skipped after a recent failure: %w", *last)
@@ -161,9 +169,6 @@ func try[T any](f *Fallback, ctx context.Context, primary, local func() (T, erro
 		var v T
 		v, err = primary()
 		if err == nil {
-			if at != 0 && f.retryAt.Swap(0) != 0 {
-				f.log().Info("limit state: redis available again")
-			}
 			return v, nil
 		}
 		if ctx.Err() != nil {
@@ -185,6 +190,24 @@ func try[T any](f *Fallback, ctx context.Context, primary, local func() (T, erro
 	}
 	f.fallbacks.Add(1)
 	return local()
+}
+
+// probe asks the primary whether it answers again, off any request's path.
+func (f *Fallback) probe() {
+	timeout := f.ProbeTimeout
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := f.Ready(ctx); err != nil {
+		f.errs.Add(1)
+		f.lastErr.Store(&err)
+		return
+	}
+	if f.retryAt.Swap(0) != 0 {
+		f.log().Info("limit state: redis available again")
+	}
 }
 
 func (f *Fallback) interval() time.Duration {

@@ -17,8 +17,9 @@ var errDown = errors.New("redis down")
 
 // flaky is a primary that fails while down is set and counts its calls.
 type flaky struct {
-	down  atomic.Bool
-	calls atomic.Int64
+	down   atomic.Bool
+	calls  atomic.Int64
+	probes atomic.Int64
 }
 
 func (f *flaky) Allow(context.Context, string, Rule, int) (Result, error) {
@@ -35,6 +36,16 @@ func (f *flaky) Reserve(ctx context.Context, key string, rule Rule, n int) (Resu
 
 func (f *flaky) Settle(context.Context, string, Rule, int, int) error {
 	f.calls.Add(1)
+	if f.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// Ready is the background probe's ping: it is not a decision, so it is
+// counted apart.
+func (f *flaky) Ready(context.Context) error {
+	f.probes.Add(1)
 	if f.down.Load() {
 		return errDown
 	}
@@ -108,8 +119,9 @@ func TestFallbackModes(t *testing.T) {
 	}
 }
 
-// After RetryInterval one request tries the primary again; once it answers
-// it is used for every request.
+// After RetryInterval a background probe tries the primary again; no
+// request pays for it. Once the probe finds it answering, the primary
+// decides every request again.
 func TestFallbackRecovers(t *testing.T) {
 	p := &flaky{}
 	p.down.Store(true)
@@ -123,16 +135,40 @@ func TestFallbackRecovers(t *testing.T) {
 	if p.calls.Load() != 1 || f.Fallbacks() != 10 {
 		t.Fatalf("calls %d fallbacks %d, want 1 and 10", p.calls.Load(), f.Fallbacks())
 	}
+	// Still down after the interval: the probe fails, requests stay local.
+	time.Sleep(60 * time.Millisecond)
+	if _, err := f.Allow(t.Context(), "a", rule, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return p.probes.Load() == 1 })
+	if p.calls.Load() != 1 {
+		t.Fatalf("a request tried the failed primary: %d calls", p.calls.Load())
+	}
 	p.down.Store(false)
 	time.Sleep(60 * time.Millisecond)
+	// This decision starts the probe; it is served locally meanwhile.
+	if _, err := f.Allow(t.Context(), "a", rule, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return p.probes.Load() == 2 })
+	waitFor(t, func() bool { return f.retryAt.Load() == 0 })
 	for range 10 {
 		res, err := f.Allow(t.Context(), "a", rule, 1)
 		if err != nil || res.Remaining != 42 {
 			t.Fatalf("after recovery: %+v %v", res, err)
 		}
 	}
-	if p.calls.Load() != 11 || f.Fallbacks() != 10 {
-		t.Fatalf("calls %d fallbacks %d, want 11 and 10", p.calls.Load(), f.Fallbacks())
+	if p.calls.Load() != 11 || f.Fallbacks() != 12 {
+		t.Fatalf("calls %d fallbacks %d, want 11 and 12", p.calls.Load(), f.Fallbacks())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
 	}
 }
 

@@ -2,12 +2,15 @@ package limit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sacpgw/gateway/apierror"
 )
 
 // Default key prefixes. redis_rate adds its own "rate:" in front of the
@@ -21,13 +24,72 @@ const (
 // pool size and retries may be set as URL query parameters, e.g.
 // ?dial_timeout=1s&read_timeout=500ms). Context deadlines bound network
 // calls. The client reconnects by itself after Redis restarts.
-func NewRedisClient(url string) (*redis.Client, error) {
+//
+// timeout (state.timeout; zero keeps the URL's or go-redis' defaults) is
+// the deadline of every call: dialing, reading, writing and waiting for a
+// pooled connection, so a hung Redis costs a request at most that long
+// (blocking reads such as XREADGROUP BLOCK add their block time). Every
+// failure that is not Redis' own reply is marked
+// apierror.ErrStateUnavailable, so the front doors answer 503 with
+// Retry-After instead of 500.
+func NewRedisClient(url string, timeout time.Duration) (*redis.Client, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
 	opt.ContextTimeoutEnabled = true
-	return redis.NewClient(opt), nil
+	if timeout > 0 {
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
+		opt.MaxRetries = 0 // a retry would double the deadline a request pays
+	}
+	c := redis.NewClient(opt)
+	c.AddHook(unavailableHook{})
+	return c, nil
+}
+
+// unavailableHook marks transport failures (not Redis' replies, not
+// redis.Nil) as apierror.ErrStateUnavailable.
+type unavailableHook struct{}
+
+func (unavailableHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (unavailableHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		mark(cmd)
+		if err != nil && isUnavailable(err) {
+			return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
+		}
+		return err
+	}
+}
+
+func (unavailableHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			mark(c)
+		}
+		if err != nil && isUnavailable(err) {
+			return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
+		}
+		return err
+	}
+}
+
+func mark(cmd redis.Cmder) {
+	if err := cmd.Err(); err != nil && isUnavailable(err) {
+		cmd.SetErr(fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err))
+	}
+}
+
+// isUnavailable: a failure to reach Redis, not an answer from it.
+func isUnavailable(err error) bool {
+	if errors.Is(err, redis.Nil) || errors.Is(err, apierror.ErrStateUnavailable) {
+		return false
+	}
+	var reply redis.Error
+	return !errors.As(err, &reply)
 }
 
 // RedisOption configures Redis and RedisBudget.

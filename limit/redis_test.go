@@ -16,7 +16,7 @@ import (
 // newClient is one replica's connection to srv.
 func newClient(t *testing.T, srv *testredis.Server) *redis.Client {
 	t.Helper()
-	c, err := NewRedisClient(srv.URL())
+	c, err := NewRedisClient(srv.URL(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestRedisReplicaRestartKeepsLimits(t *testing.T) {
 	rule := Rule{N: 5, Period: time.Hour}
 	brule := Rule{N: 100, Period: time.Hour}
 	run := func(allow, reserve int) (allowed int, reserved bool) {
-		c, err := NewRedisClient(srv.URL())
+		c, err := NewRedisClient(srv.URL(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

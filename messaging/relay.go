@@ -129,11 +129,11 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	// the proxy does for model calls); its answer is released only once
 	// the entry is, so with fail_mode closed no unaudited exchange
 	// completes.
-	waitAdmitted := s.audit.Start(ctx, s.admitted(in, relayed))
+	// Stored first: nothing is audited as accepted that was not stored.
 	if err := s.remember(ctx, m, relayed, names(in.targets), "agent", in.ex.PayloadSHA256); err != nil {
-		_ = waitAdmitted()
 		return err
 	}
+	waitAdmitted := s.audit.Start(ctx, s.admitted(in, relayed))
 	esc := s.maybeEscalate(ctx, m, relayed)
 	timeout := s.timeout(m.TimeoutMS)
 	dctx, cancel := context.WithTimeout(ctx, timeout)

@@ -321,11 +321,15 @@ func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum map[st
 
 // admit audits the accepted envelope and appends it to the history: the
 // message exists for the gateway only once both are done.
+//
+// The message is stored in its thread first: nothing is audited as
+// accepted that was not stored (a history that is down is a 503
+// state_unavailable with Retry-After, and no message.request entry).
 func (s *Service) admit(ctx context.Context, in *send, relayed []byte) error {
-	if err := s.audit.Write(ctx, s.admitted(in, relayed)); err != nil {
+	if err := s.remember(ctx, in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256); err != nil {
 		return err
 	}
-	return s.remember(ctx, in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256)
+	return s.audit.Write(ctx, s.admitted(in, relayed))
 }
 
 // admitted is the message.request entry of an accepted envelope.

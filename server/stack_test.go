@@ -240,7 +240,7 @@ audit:
 		store   approval.Store = approval.NewMemoryStore()
 	)
 	if o.redisURL != "" {
-		client, err := limit.NewRedisClient(o.redisURL)
+		client, err := limit.NewRedisClient(o.redisURL, 50*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}

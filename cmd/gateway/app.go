@@ -122,7 +122,7 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
 			queue: mailbox.NewMemoryQueue(msg.QueueCapacity), history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore()}, nil
 	}
-	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL)
+	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL, cfg.Gateway.State.Timeout.D())
 	if err != nil {
 		return nil, fmt.Errorf("state.redis_url: %w", err)
 	}

@@ -148,10 +148,31 @@ func (s *Server) startLocked() error {
 	}
 }
 
+// Pause freezes the server (SIGSTOP): connections stay open and nothing
+// answers, the way a hung Redis behaves (unlike a stopped one, which
+// refuses connections at once).
+func (s *Server) Pause() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume lets a paused server answer again (SIGCONT).
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 func (s *Server) stopLocked() {
 	if s.cmd == nil {
 		return
 	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server ignores SIGTERM
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
