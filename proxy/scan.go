@@ -180,30 +180,14 @@ func checkAnswer(r *redact.Redactor, body []byte, chat bool) ([]byte, *answerSha
 // blockedCompletion rebuilds an answer whose blocked choices carry no text
 // and end with content_filter; nothing of the blocked value is kept.
 func blockedCompletion(sh *answerShape, blockedAt map[int]bool, all bool) []byte {
-	type msg struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	type ch struct {
-		Index        int    `json:"index"`
-		Message      msg    `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	}
-	doc := struct {
-		ID      string       `json:"id"`
-		Object  string       `json:"object"`
-		Created int64        `json:"created"`
-		Model   string       `json:"model"`
-		Choices []ch         `json:"choices"`
-		Usage   *scope.Usage `json:"usage,omitempty"`
-	}{ID: sh.ID, Object: "chat.completion", Created: sh.Created, Model: sh.Model, Usage: sh.Usage, Choices: []ch{}}
+	doc := completion{ID: sh.ID, Object: "chat.completion", Created: sh.Created, Model: sh.Model, Usage: sh.Usage, Choices: []completionChoice{}}
 	for i, c := range sh.Choices {
 		idx := i
 		if c.Index != nil {
 			idx = *c.Index
 		}
 		if all || blockedAt[i] {
-			doc.Choices = append(doc.Choices, ch{Index: idx, Message: msg{Role: "assistant"}, FinishReason: "content_filter"})
+			doc.Choices = append(doc.Choices, completionChoice{Index: idx, Message: completionMessage{Role: "assistant"}, FinishReason: "content_filter"})
 			continue
 		}
 		// A choice without findings keeps its text, already redacted by
@@ -216,7 +200,7 @@ func blockedCompletion(sh *answerShape, blockedAt map[int]bool, all bool) []byte
 		if c.FinishReason != nil {
 			fr = *c.FinishReason
 		}
-		doc.Choices = append(doc.Choices, ch{Index: idx, Message: msg{Role: "assistant", Content: content}, FinishReason: fr})
+		doc.Choices = append(doc.Choices, completionChoice{Index: idx, Message: completionMessage{Role: "assistant", Content: content}, FinishReason: fr})
 	}
 	b, _ := json.Marshal(doc)
 	return b
