@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -233,5 +234,34 @@ func BenchmarkMessagesDeny(b *testing.B) {
 			err = errors.New("denied: " + strings.Join(d.Reasons, "; "))
 		}
 		return err
+	})
+}
+
+func BenchmarkChatDenyPreconverted(b *testing.B) {
+	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
+	in := benchChatInput()
+	in["agent"] = Preconvert(in["agent"])
+	in["request"] = Preconvert(in["request"])
+	latency(b, chatEval(e, in))
+}
+
+// BenchmarkChatDenyFromJSON converts the request from its bytes, as the
+// gateway's chat policy stage does.
+func BenchmarkChatDenyFromJSON(b *testing.B) {
+	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
+	in := benchChatInput()
+	body, err := json.Marshal(in["request"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	in["agent"] = Preconvert(in["agent"])
+	eval := chatEval(e, in)
+	latency(b, func() error {
+		v, err := JSONInput(body)
+		if err != nil {
+			return err
+		}
+		in["request"] = v
+		return eval()
 	})
 }

@@ -1,6 +1,12 @@
 package policy
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/sacpgw/gateway/config"
@@ -82,4 +88,78 @@ func Preconvert(v any) any {
 		return av
 	}
 	return v
+}
+
+// JSONInput converts a JSON document that has passed the strict reading
+// to OPA's representation in one pass over its bytes, the way the gateway
+// read it: no second decoder with other rules, and no intermediate
+// map[string]any for ast.InterfaceToValue to walk again. Numbers keep
+// their literal text.
+func JSONInput(data []byte) (ast.Value, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	v, err := jsonValue(dec)
+	if err != nil {
+		return nil, fmt.Errorf("policy input: %w", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("policy input: data after the JSON value")
+	}
+	return v, nil
+}
+
+func jsonValue(dec *jsontext.Decoder) (ast.Value, error) {
+	switch dec.PeekKind() {
+	case '{':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		var kvs [][2]*ast.Term
+		for dec.PeekKind() != '}' {
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			k := ast.StringTerm(tok.String())
+			v, err := jsonValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			kvs = append(kvs, [2]*ast.Term{k, ast.NewTerm(v)})
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		return ast.NewObject(kvs...), nil
+	case '[':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		var elems []*ast.Term
+		for dec.PeekKind() != ']' {
+			v, err := jsonValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			elems = append(elems, ast.NewTerm(v))
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		return ast.NewArray(elems...), nil
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	switch tok.Kind() {
+	case '"':
+		return ast.String(tok.String()), nil
+	case '0':
+		return ast.Number(tok.String()), nil
+	case 't', 'f':
+		return ast.Boolean(tok.Bool()), nil
+	case 'n':
+		return ast.Null{}, nil
+	}
+	return nil, fmt.Errorf("unexpected %v", tok.Kind())
 }

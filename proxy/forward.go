@@ -12,9 +12,12 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
@@ -392,27 +395,83 @@ func describe(err error) string {
 
 // withStreamUsage returns body with stream_options.include_usage set, and
 // whether it had to be added (so the usage chunk must be hidden again).
+// body has passed the strict reading: it is spliced, not decoded and
+// encoded again, so every other byte goes upstream as it was checked.
 func withStreamUsage(body []byte) ([]byte, bool) {
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(body, &doc) != nil {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return body, false
 	}
-	opts := map[string]json.RawMessage{}
-	if raw, ok := doc["stream_options"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &opts) != nil {
+	members := 0
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
 			return body, false
 		}
+		name := tok.String() // valid until the next read
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return body, false
+		}
+		members++
+		if name != "stream_options" {
+			continue
+		}
+		end := dec.InputOffset()
+		opts, ok := includeUsage(raw)
+		if !ok {
+			return body, false
+		}
+		return slices.Concat(body[:end-int64(len(raw))], opts, body[end:]), true
 	}
-	if string(opts["include_usage"]) == "true" {
+	last := bytes.LastIndexByte(body, '}')
+	if last < 0 {
 		return body, false
 	}
-	opts["include_usage"] = json.RawMessage("true")
-	doc["stream_options"], _ = json.Marshal(opts)
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return body, false
+	add := `"stream_options":{"include_usage":true}`
+	if members > 0 {
+		add = "," + add
 	}
-	return out, true
+	return slices.Concat(body[:last], []byte(add), body[last:]), true
+}
+
+// includeUsage returns stream_options (null or an object) with
+// include_usage true; ok is false when it is already so, or of another
+// type (the provider refuses that request itself).
+func includeUsage(raw jsontext.Value) ([]byte, bool) {
+	switch raw.Kind() {
+	case 'n':
+		return []byte(`{"include_usage":true}`), true
+	case '{':
+	default:
+		return nil, false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	out := []byte{'{'}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, false
+		}
+		name := tok.String() // valid until the next read
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		if name == "include_usage" {
+			if string(v) == "true" {
+				return nil, false
+			}
+			continue
+		}
+		out, _ = jsontext.AppendQuote(out, name)
+		out = append(append(out, ':'), v...)
+		out = append(out, ',')
+	}
+	return append(out, `"include_usage":true}`...), true
 }
 
 // bufferPool recycles the reverse proxy's copy buffers.

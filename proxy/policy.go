@@ -49,8 +49,10 @@ func (in AgentInputs) of(a *config.Agent) any {
 func ChatPolicy(p Policies, agents AgentInputs) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
-		var req map[string]any
-		if err := json.Unmarshal(ex.Body, &req); err != nil {
+		// The body passed the strict reading; the policies see it as read,
+		// converted in one pass.
+		req, err := policy.JSONInput(ex.Body)
+		if err != nil {
 			return apierror.BadRequest("", "We could not parse the JSON body of your request.")
 		}
 		d, _ := p.ChatDeny(r.Context(), map[string]any{"agent": agents.of(ex.Agent), "request": req, "model": ex.Model})

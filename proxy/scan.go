@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
@@ -84,8 +87,8 @@ type answerShape struct {
 }
 
 type answerDelta struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
+	Role      string         `json:"role"`
+	Content   jsontext.Value `json:"content"`
 	ToolCalls []struct {
 		Index    *int   `json:"index"`
 		ID       string `json:"id"`
@@ -109,7 +112,7 @@ func (e *shapeError) Error() string { return "unknown answer shape: " + e.reason
 // of parts; stream chunks carry each choice's index.
 func decodeShape(data []byte, stream bool) (*answerShape, error) {
 	var sh answerShape
-	if err := json.Unmarshal(data, &sh); err != nil {
+	if err := jsonv2.Unmarshal(data, &sh); err != nil {
 		return nil, &shapeError{reason: err.Error()}
 	}
 	for i, c := range sh.Choices {
@@ -135,7 +138,7 @@ func decodeShape(data []byte, stream bool) (*answerShape, error) {
 	return &sh, nil
 }
 
-func firstByte(raw json.RawMessage) byte {
+func firstByte(raw []byte) byte {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 {
 		return 0
@@ -290,10 +293,10 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 		s.id, s.model, s.created = sh.ID, sh.Model, sh.Created
 	}
 	res := chunkResult{usage: sh.Usage, usageOnly: sh.Usage != nil && len(sh.Choices) == 0}
-	finishing := map[int]bool{}
+	var finishing choiceSet
 	for _, c := range sh.Choices {
 		if c.FinishReason != nil && *c.FinishReason != "" {
-			finishing[*c.Index] = true
+			finishing = append(finishing, *c.Index)
 		}
 	}
 	// Text held back for a finishing choice goes out before its last chunk.
@@ -311,7 +314,7 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 			if k, ok := streamField(sh, p); ok {
 				st := s.stream(k)
 				text := st.Write(str)
-				if finishing[k.choice] {
+				if finishing.has(k.choice) {
 					text += st.Flush()
 				}
 				if st.Blocked() && blockedChoice < 0 {
@@ -347,15 +350,28 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	return res, nil
 }
 
+// choiceSet is the indexes of the choices that finish in one chunk: one or
+// a few, so a slice beats a map.
+type choiceSet []int
+
+func (c choiceSet) has(i int) bool {
+	for _, v := range c {
+		if v == i {
+			return true
+		}
+	}
+	return false
+}
+
 // flushFinishing returns chunks with the text held back for the choices
 // that finish in this chunk; blocked (with the choice) when that text trips
 // a blocking detector.
-func (s *chunkScanner) flushFinishing(finishing map[int]bool) (pre []byte, blocked bool, choice int) {
+func (s *chunkScanner) flushFinishing(finishing choiceSet) (pre []byte, blocked bool, choice int) {
 	if len(finishing) == 0 || len(s.streams) == 0 {
 		return nil, false, 0
 	}
 	for _, k := range s.keys() {
-		if !finishing[k.choice] {
+		if !finishing.has(k.choice) {
 			continue
 		}
 		out, blk := s.flushKey(k)

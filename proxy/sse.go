@@ -93,6 +93,12 @@ func (f *sseFilter) Read(p []byte) (int, error) {
 		select {
 		case it := <-f.items:
 			f.out, f.off, f.err = it.b, 0, it.err
+			// Take what else the pump has ready: one write to the
+			// client (and one flush) for every event already read.
+			for f.err == nil && len(f.items) > 0 {
+				it = <-f.items
+				f.out, f.err = append(f.out, it.b...), it.err
+			}
 			f.quiet()
 		case <-f.keepC:
 			f.out, f.off = keepAliveLine, 0

@@ -30,15 +30,19 @@ import (
 type Fields struct {
 	names  map[string]*Fields
 	folded map[string]string
-	elem   *Fields
+	// canon maps each known name to itself: a member name read from a
+	// document becomes the known string without a copy.
+	canon map[string]string
+	elem  *Fields
 }
 
 // Object describes an object whose known members are the keys of m, each
 // with the description of its value (nil: unknown shape).
 func Object(m map[string]*Fields) *Fields {
-	f := &Fields{names: m, folded: make(map[string]string, len(m))}
+	f := &Fields{names: m, folded: make(map[string]string, len(m)), canon: make(map[string]string, len(m))}
 	for k := range m {
 		f.folded[strings.ToLower(k)] = k
+		f.canon[k] = k
 	}
 	return f
 }
@@ -51,7 +55,7 @@ func Array(elem *Fields) *Fields { return &Fields{elem: elem} }
 func Either(o, a *Fields) *Fields {
 	f := &Fields{}
 	if o != nil {
-		f.names, f.folded = o.names, o.folded
+		f.names, f.folded, f.canon = o.names, o.folded, o.canon
 	}
 	if a != nil {
 		f.elem = a.elem
@@ -76,6 +80,16 @@ func (f *Fields) member(name string) *Fields {
 		return nil
 	}
 	return f.names[name]
+}
+
+// intern returns name as a string: the known one when f knows it.
+func (f *Fields) intern(name []byte) string {
+	if f != nil {
+		if s, ok := f.canon[string(name)]; ok {
+			return s
+		}
+	}
+	return string(name)
 }
 
 func (f *Fields) element() *Fields {
@@ -178,103 +192,129 @@ func splice(data []byte, repl []span) []byte {
 }
 
 // walk is the one strict reading. It returns the replacements v asked for,
-// in document order. Scalars and member
-// names are read as raw values (no copy); only strings v is called for are
-// unquoted.
+// in document order. Scalars and member names are read as raw values (no
+// copy); only strings v is called for are unquoted. The walker and its
+// buffers are pooled: a chunk of a stream is read without allocating
+// beyond the strings handed to v.
 func walk(data []byte, top *Fields, v Visit) ([]span, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Msg: "the body is empty"}
 	}
-	dec := decoders.Get().(*jsontext.Decoder)
-	dec.Reset(bytes.NewReader(data))
-	defer decoders.Put(dec)
-	type frame struct {
-		f     *Fields
-		obj   bool
-		index int
+	w := walkers.Get().(*walker)
+	defer w.release()
+	w.reader.Reset(data)
+	w.dec.Reset(&w.reader)
+	return w.run(top, v)
+}
+
+// frame is one open object or array.
+type frame struct {
+	f     *Fields
+	obj   bool
+	index int
+}
+
+// walker holds the state of one walk; pooled.
+type walker struct {
+	dec     jsontext.Decoder
+	reader  bytes.Reader
+	stack   []frame
+	path    Path
+	scratch []byte
+	// name is the member name whose value comes next.
+	name    string
+	hasName bool
+}
+
+var walkers = sync.Pool{New: func() any { return new(walker) }}
+
+func (w *walker) release() {
+	w.stack, w.path, w.scratch = w.stack[:0], w.path[:0], w.scratch[:0]
+	w.name, w.hasName = "", false
+	w.reader.Reset(nil)
+	w.dec.Reset(&w.reader)
+	walkers.Put(w)
+}
+
+// enter returns the description of the value about to be read and pushes
+// its path step.
+func (w *walker) enter(top *Fields) *Fields {
+	if len(w.stack) == 0 {
+		return top
 	}
-	var (
-		stack []frame
-		path  Path
-		repl  []span
-		// name is the member name whose value comes next.
-		name    string
-		hasName bool
-		scratch []byte
-	)
-	// enter returns the description of the value about to be read and
-	// pushes its path step.
-	enter := func() *Fields {
-		if len(stack) == 0 {
-			return top
-		}
-		fr := &stack[len(stack)-1]
-		if fr.obj {
-			path = append(path, Elem{Key: name, Index: -1})
-			hasName = false
-			return fr.f.member(name)
-		}
-		path = append(path, Elem{Index: fr.index})
-		fr.index++
-		return fr.f.element()
+	fr := &w.stack[len(w.stack)-1]
+	if fr.obj {
+		w.path = append(w.path, Elem{Key: w.name, Index: -1})
+		w.hasName = false
+		return fr.f.member(w.name)
 	}
-	leave := func() {
-		if len(stack) > 0 && len(path) > 0 {
-			path = path[:len(path)-1]
-		}
+	w.path = append(w.path, Elem{Index: fr.index})
+	fr.index++
+	return fr.f.element()
+}
+
+func (w *walker) leave() {
+	if len(w.stack) > 0 && len(w.path) > 0 {
+		w.path = w.path[:len(w.path)-1]
 	}
+}
+
+func (w *walker) run(top *Fields, v Visit) ([]span, error) {
+	dec := &w.dec
+	var repl []span
 	for {
 		k := dec.PeekKind()
 		switch k {
 		case '{', '[', '}', ']':
 			if _, err := dec.ReadToken(); err != nil {
-				return nil, syntaxError(err, path)
+				return nil, syntaxError(err, w.path)
 			}
 		case 0:
 			_, err := dec.ReadToken()
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, syntaxError(err, path)
+			return nil, syntaxError(err, w.path)
 		}
-		inObj := len(stack) > 0 && stack[len(stack)-1].obj
+		inObj := len(w.stack) > 0 && w.stack[len(w.stack)-1].obj
 		switch k {
 		case '{', '[':
-			f := enter()
-			stack = append(stack, frame{f: f, obj: k == '{'})
+			f := w.enter(top)
+			w.stack = append(w.stack, frame{f: f, obj: k == '{'})
 			continue
 		case '}', ']':
-			stack = stack[:len(stack)-1]
-			leave()
+			w.stack = w.stack[:len(w.stack)-1]
+			w.leave()
 		default:
 			raw, err := dec.ReadValue()
 			if err != nil {
-				return nil, syntaxError(err, path)
+				return nil, syntaxError(err, w.path)
 			}
 			if k == '"' {
-				scratch = unquote(scratch[:0], raw)
-				if inObj && !hasName {
-					if err := checkName(stack[len(stack)-1].f, scratch, path); err != nil {
+				w.scratch = unquote(w.scratch[:0], raw)
+				if inObj && !w.hasName {
+					f := w.stack[len(w.stack)-1].f
+					if err := checkName(f, w.scratch, w.path); err != nil {
 						return nil, err
 					}
-					name, hasName = string(scratch), true
+					w.name, w.hasName = f.intern(w.scratch), true
 					continue
 				}
-				enter()
+				w.enter(top)
 				if v != nil {
-					s := string(scratch)
-					if r, ok := v(path, s); ok && r != s {
+					s := string(w.scratch)
+					if r, ok := v(w.path, s); ok && r != s {
 						end := dec.InputOffset()
 						repl = append(repl, span{start: end - int64(len(raw)), end: end, with: r})
 					}
 				}
-				leave()
+				w.leave()
 				break
 			}
-			enter()
-			leave()
+			w.enter(top)
+			w.leave()
 		}
-		if len(stack) == 0 {
+		if len(w.stack) == 0 {
 			break
 		}
 	}

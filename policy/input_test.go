@@ -1,0 +1,55 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// JSONInput must give the policies the same document encoding/json and
+// ast.InterfaceToValue would, for every document the strict reading
+// accepts; it exists only to do it in one pass.
+func FuzzJSONInput(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0.2}`,
+		`{"a":{"b":[1,2.5,-3e4,null,true,false,"x\u00e9\n"]},"":{}}`,
+		`[]`, `"s"`, `12345678901234567890`, `{"z":1,"a":2}`, `1.0`, `{"k":[[],[{}]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil || dec.More() {
+			return
+		}
+		if _, err := dec.Token(); err == nil {
+			return
+		}
+		want, err := ast.InterfaceToValue(v)
+		if err != nil {
+			return
+		}
+		got, err := JSONInput(data)
+		if err != nil {
+			// jsontext refuses what encoding/json tolerates (invalid
+			// UTF-8, duplicate names): the strict reading has refused
+			// those before.
+			return
+		}
+		if want.Compare(got) != 0 {
+			t.Fatalf("JSONInput(%q) = %v, want %v", data, got, want)
+		}
+	})
+}
+
+func TestJSONInputRefusesTrailingData(t *testing.T) {
+	for _, s := range []string{`{} {}`, `{"a":1}x`, `{"a":`, ``} {
+		if _, err := JSONInput([]byte(s)); err == nil {
+			t.Errorf("JSONInput(%q): no error", s)
+		}
+	}
+}
