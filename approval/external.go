@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/policy"
 )
 
@@ -18,34 +19,16 @@ import (
 // and 5). The approval protocol itself never produces them, and a REPORT
 // cannot complete them.
 const (
-	TypeSpawn   = "SPAWN_AGENT"
-	TypeMessage = "MESSAGE"
+	TypeSpawn   = escalation.TypeSpawn
+	TypeMessage = escalation.TypeMessage
 )
 
 // Resolver acts on a person's (or the expiry's) decision on an external
-// escalation; rec is the record as stored after the decision, in state
-// APPROVED or REJECTED, with Escalation.Review set.
-type Resolver func(ctx context.Context, rec *Record) error
+// escalation.
+type Resolver = escalation.Resolver
 
 // ExternalRequest is an escalation opened by another component.
-type ExternalRequest struct {
-	// Type is TypeSpawn or TypeMessage.
-	Type string
-	// AgentID is the agent the escalation is about (the one that waits).
-	AgentID   string
-	SessionID string
-	// Action is a short label shown to the reviewer ("spawn VISA_AGENT",
-	// "execution_failed").
-	Action string
-	// Content is what the reviewer judges (the message, as JSON); its
-	// SHA-256 binds the decision as for approvals.
-	Content string
-	// Reason is why a person must decide.
-	Reason string
-	// DecisionID and Revision identify the policy evaluation, if any.
-	DecisionID string
-	Revision   string
-}
+type ExternalRequest = escalation.Request
 
 // resolvers maps a request type to its Resolver; set while wiring.
 type resolvers struct {
@@ -118,6 +101,32 @@ func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, e
 	return rec, nil
 }
 
+// Open is Escalate for the other front doors (escalation.Opener).
+func (s *Service) Open(ctx context.Context, req escalation.Request) (escalation.Opened, error) {
+	rec, err := s.Escalate(ctx, req)
+	if err != nil {
+		return escalation.Opened{}, err
+	}
+	o := escalation.Opened{ID: rec.ID}
+	if rec.Response != nil && rec.Response.HumanReviewURL != nil {
+		o.ReviewURL = *rec.Response.HumanReviewURL
+	}
+	return o, nil
+}
+
+var _ escalation.Opener = (*Service)(nil)
+
+// decided is what a Resolver is told of a decided record.
+func decided(rec *Record) escalation.Decided {
+	d := escalation.Decided{ID: rec.ID, Type: rec.Request.RequestType, AgentID: rec.AgentID,
+		Approved: rec.State == StateApproved, State: string(rec.State), Content: rec.Request.Content}
+	if rec.Escalation != nil && rec.Escalation.Review != nil {
+		rv := rec.Escalation.Review
+		d.Reviewer, d.Decision, d.Comment = rv.Reviewer, rv.Decision, rv.Comment
+	}
+	return d
+}
+
 func externalKind(requestType string) string {
 	if requestType == TypeSpawn {
 		return "spawn"
@@ -132,7 +141,7 @@ func (s *Service) afterResolve(ctx context.Context, rec *Record) {
 	if fn == nil {
 		return
 	}
-	if err := fn(ctx, rec); err != nil {
+	if err := fn(ctx, decided(rec)); err != nil {
 		s.log.Error("acting on an escalation decision failed", "request_id", rec.ID, "type", rec.Request.RequestType, "error", err.Error())
 	}
 }

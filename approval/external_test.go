@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sacpgw/gateway/internal/escalation"
 )
 
 // TestExternalEscalationOnTheReviewPage: an escalation another component
@@ -17,11 +19,11 @@ import (
 func TestExternalEscalationOnTheReviewPage(t *testing.T) {
 	h := newHarness(t)
 	var mu sync.Mutex
-	var decided []*Record
-	h.svc.Handle(TypeSpawn, func(_ context.Context, rec *Record) error {
+	var got []escalation.Decided
+	h.svc.Handle(TypeSpawn, func(_ context.Context, d escalation.Decided) error {
 		mu.Lock()
 		defer mu.Unlock()
-		decided = append(decided, rec)
+		got = append(got, d)
 		return nil
 	})
 	content := `{"g":"SPAWN_AGENT","plan":[["instantiate","VISA_AGENT",{"tool":"VISA_Q","verb":"check","endpoint":"http://x/<script>"}]]}`
@@ -57,8 +59,9 @@ func TestExternalEscalationOnTheReviewPage(t *testing.T) {
 		t.Fatalf("decide: %d", res2.StatusCode)
 	}
 	mu.Lock()
-	if len(decided) != 1 || decided[0].State != StateApproved || decided[0].Escalation.Review == nil || decided[0].Escalation.Review.Comment != "endpoint checked" {
-		t.Errorf("resolver got %+v", decided)
+	if len(got) != 1 || !got[0].Approved || got[0].State != string(StateApproved) || got[0].ID != rec.ID || got[0].AgentID != "claude-3" ||
+		got[0].Content != content || got[0].Comment != "endpoint checked" || got[0].Decision != "approve" || got[0].Reviewer == "" {
+		t.Errorf("resolver got %+v", got)
 	}
 	mu.Unlock()
 	_, st := h.status(tokClaude, rec.ID)
@@ -74,7 +77,7 @@ func TestExternalEscalationOnTheReviewPage(t *testing.T) {
 // person's decision stands.
 func TestResolverFailureKeepsTheDecision(t *testing.T) {
 	h := newHarness(t)
-	h.svc.Handle(TypeMessage, func(context.Context, *Record) error { return errors.New("recipient gone") })
+	h.svc.Handle(TypeMessage, func(context.Context, escalation.Decided) error { return errors.New("recipient gone") })
 	rec, err := h.svc.Escalate(context.Background(), ExternalRequest{Type: TypeMessage, AgentID: "claude-3", Action: "execution_failed", Content: `{"error":"x"}`})
 	if err != nil {
 		t.Fatal(err)

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/envelope"
 	"github.com/sacpgw/gateway/internal/egress"
+	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/mailbox"
 )
 
@@ -86,8 +86,8 @@ func (s *Service) countErrors(ctx context.Context, m *envelope.Message) int {
 
 // escalate opens the review and audits that it did.
 func (s *Service) escalate(ctx context.Context, m *envelope.Message, waiting, reason string, content []byte) *EscalationRef {
-	rec, err := s.escalator.Escalate(ctx, approval.ExternalRequest{
-		Type: approval.TypeMessage, AgentID: waiting, Action: action(m), Content: string(content), Reason: reason,
+	rec, err := s.escalator.Open(ctx, escalation.Request{
+		Type: escalation.TypeMessage, AgentID: waiting, Action: action(m), Content: string(content), Reason: reason,
 	})
 	sum := map[string]any{"message_id": m.ID, "reason": reason, "waiting_agent": waiting}
 	if err != nil {
@@ -99,11 +99,7 @@ func (s *Service) escalate(ctx context.Context, m *envelope.Message, waiting, re
 	s.stats.escalated.Add(1)
 	sum["opened"], sum["escalation_id"] = true, rec.ID
 	_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
-	ref := &EscalationRef{RequestID: rec.ID, Reason: reason}
-	if rec.Response != nil && rec.Response.HumanReviewURL != nil {
-		ref.HumanReviewURL = *rec.Response.HumanReviewURL
-	}
-	return ref
+	return &EscalationRef{RequestID: rec.ID, Reason: reason, HumanReviewURL: rec.ReviewURL}
 }
 
 // failedDelivery is the content a reviewer sees for a delivery that
@@ -173,18 +169,17 @@ func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relaye
 // the reviewer's decision goes back to the waiting agent as a RESPONSE
 // (seed 003 5.5), recorded in the thread and queued to the agent when it
 // has an endpoint.
-func (s *Service) Resolve(ctx context.Context, rec *approval.Record) error {
-	if rec.Escalation == nil || rec.Escalation.Review == nil {
-		return errors.New("messaging: resolve: no review on the record")
+func (s *Service) Resolve(ctx context.Context, rec escalation.Decided) error {
+	if rec.Decision == "" {
+		return errors.New("messaging: resolve: no review on the decision")
 	}
-	errEnv, err := errorEnvelope([]byte(rec.Request.Content))
+	errEnv, err := errorEnvelope([]byte(rec.Content))
 	if err != nil {
 		return errorf("resolve %s: %w", rec.ID, err)
 	}
-	rv := rec.Escalation.Review
 	payload, _ := json.Marshal(map[string]any{
-		"action": "human_decision", "decision": rv.Decision, "reviewer": rv.Reviewer, "comment": rv.Comment,
-		"escalation_id": rec.ID, "state": string(rec.State),
+		"action": "human_decision", "decision": rec.Decision, "reviewer": rec.Reviewer, "comment": rec.Comment,
+		"escalation_id": rec.ID, "state": rec.State,
 	})
 	to := envelope.Party{ID: rec.AgentID}
 	resp := envelope.NewResponse(errEnv.Format, envelope.Party{ID: HumanID, Role: "reviewer"}, &to, errEnv.ID,
@@ -196,7 +191,7 @@ func (s *Service) Resolve(ctx context.Context, rec *approval.Record) error {
 	}
 	sum := summary(resp, "review")
 	sum["origin"] = "human"
-	sum["escalation_id"], sum["reviewer"], sum["decision"] = rec.ID, rv.Reviewer, rv.Decision
+	sum["escalation_id"], sum["reviewer"], sum["decision"] = rec.ID, rec.Reviewer, rec.Decision
 	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: rec.AgentID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Summary: sum}); err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/mailbox"
-	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
 )
 
@@ -89,11 +89,11 @@ func (s *Service) thread(r *http.Request) (threadQuery, error) {
 // answer writes the page of entries, or 404 when there are none.
 func (tq threadQuery) answer(w http.ResponseWriter, r *http.Request, entries []mailbox.Entry, none string) {
 	if len(entries) == 0 {
-		proxy.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: tq.kind + "_id",
+		httpx.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found", Param: tq.kind + "_id",
 			Message: "No messages of this " + tq.kind + none + "."})
 		return
 	}
-	proxy.WriteJSON(w, r, http.StatusOK, list(tq.kind, tq.id, entries, tq.page))
+	httpx.WriteJSON(w, r, http.StatusOK, list(tq.kind, tq.id, entries, tq.page))
 }
 
 // list is the page p of entries.
@@ -120,7 +120,7 @@ func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 	me := scope.Get(r.Context()).Agent.ID
 	tq, err := s.thread(r)
 	if err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	visible := make([]mailbox.Entry, 0, len(tq.entries))
@@ -148,17 +148,17 @@ func (s *Service) AdminHistory(people People) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, err := people.Person(r)
 		if err != nil {
-			proxy.Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
 		tq, err := s.thread(r)
 		if err != nil {
-			proxy.Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
 		rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", map[string]any{"reader": who, "thread_kind": tq.kind, "thread_id": tq.id, "messages": len(tq.entries)})
 		if err := s.audit.Write(r.Context(), rec); err != nil {
-			proxy.Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
 		tq.answer(w, r, tq.entries, "")

@@ -13,7 +13,7 @@ import (
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/envelope"
 	"github.com/sacpgw/gateway/internal/egress"
-	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/tracing"
 )
 
@@ -261,7 +261,7 @@ func (s *Service) failed(w http.ResponseWriter, r *http.Request, in *send, relay
 	if esc != nil {
 		body["escalation"] = esc
 	}
-	proxy.WriteJSON(w, r, status, body)
+	httpx.WriteJSON(w, r, status, body)
 	if ex := in.ex; ex != nil {
 		ex.Status, ex.ErrCode = status, "upstream_error"
 	}

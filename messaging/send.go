@@ -11,9 +11,9 @@ import (
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/registry"
 	"github.com/sacpgw/gateway/scope"
 )
@@ -38,7 +38,7 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	if err := s.accept(r, in); err != nil {
 		s.stats.refused.Add(1)
 		s.refuse(r.Context(), in, err)
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	s.stats.accepted.Add(1)
@@ -49,7 +49,7 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 		err = s.enqueue(w, r, in)
 	}
 	if err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 	}
 }
 
@@ -70,7 +70,7 @@ func (s *Service) accept(r *http.Request, in *send) error {
 // readEnvelope reads the body within the agent's max_request_size, decodes
 // the envelope, fills in its id and timestamp, and checks the clock.
 func (s *Service) readEnvelope(r *http.Request, in *send) error {
-	raw, err := proxy.ReadLimited(r, int64(in.ex.Agent.MaxRequestSize))
+	raw, err := httpx.ReadLimited(r, int64(in.ex.Agent.MaxRequestSize))
 	if err != nil {
 		return err
 	}
@@ -409,7 +409,7 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 	if esc != nil {
 		body["escalation"] = esc
 	}
-	proxy.WriteJSON(w, r, http.StatusAccepted, body)
+	httpx.WriteJSON(w, r, http.StatusAccepted, body)
 	return nil
 }
 

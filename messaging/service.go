@@ -24,12 +24,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/httpx"
+
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/registry"
 )
@@ -65,7 +66,7 @@ type Decider interface {
 
 // Escalator opens a human review (approval.Service).
 type Escalator interface {
-	Escalate(ctx context.Context, req approval.ExternalRequest) (*approval.Record, error)
+	Open(ctx context.Context, req escalation.Request) (escalation.Opened, error)
 }
 
 // Deps are the service's dependencies; all but Client and Now are required.
@@ -76,7 +77,7 @@ type Deps struct {
 	Policy    Decider
 	Queue     mailbox.Queue
 	History   mailbox.History
-	Audit     *proxy.Recorder
+	Audit     *httpx.Recorder
 	Escalator Escalator
 	Log       *slog.Logger
 	// Client calls recipients' endpoints. Nil: a client with no timeout of
@@ -92,7 +93,7 @@ type Service struct {
 	policy    Decider
 	queue     mailbox.Queue
 	history   mailbox.History
-	audit     *proxy.Recorder
+	audit     *httpx.Recorder
 	escalator Escalator
 	log       *slog.Logger
 	client    *http.Client

@@ -1,83 +1,14 @@
 package proxy
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/scope"
 )
-
-// Appender is what the recorder needs of the audit trail (audit.Log).
-type Appender interface {
-	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
-}
-
-// Recorder writes the proxy's audit entries and applies the fail mode:
-// closed means an entry that is not durable is a 503 and the answer is
-// withheld; open means the request is served and the loss is logged (the
-// audit package counts it, and writes an audit.loss entry once the disk
-// is back, so the gap is visible in the chain).
-type Recorder struct {
-	Log        Appender
-	FailClosed bool
-	Logger     *slog.Logger
-}
-
-// Write appends rec and, in closed mode, waits until it is durable. The
-// write is detached from the client's context: a client that hangs up must
-// not cancel the record of what it did.
-func (r *Recorder) Write(ctx context.Context, rec audit.Record) error {
-	if r == nil || r.Log == nil {
-		return nil
-	}
-	if !r.FailClosed {
-		go r.append(context.WithoutCancel(ctx), rec)
-		return nil
-	}
-	return r.append(context.WithoutCancel(ctx), rec)
-}
-
-func (r *Recorder) append(ctx context.Context, rec audit.Record) error {
-	_, err := r.Log.Append(ctx, rec)
-	if err == nil {
-		return nil
-	}
-	r.Logger.Error("audit entry not written", "kind", rec.Kind, "request_id", rec.RequestID, "fail_closed", r.FailClosed, "error", err.Error())
-	if errors.Is(err, audit.ErrUnavailable) {
-		return apierror.AuditUnavailable(err)
-	}
-	return fmt.Errorf("audit %s: %w", rec.Kind, err)
-}
-
-// Start writes rec in the background and returns a wait function, so the
-// fsync overlaps the upstream call; the answer is released only after wait
-// returns nil.
-func (r *Recorder) Start(ctx context.Context, rec audit.Record) (wait func() error) {
-	if r == nil || r.Log == nil {
-		return func() error { return nil }
-	}
-	if !r.FailClosed {
-		_ = r.Write(ctx, rec)
-		return func() error { return nil }
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.append(context.WithoutCancel(ctx), rec) }()
-	var once sync.Once
-	var err error
-	return func() error {
-		once.Do(func() { err = <-done })
-		return err
-	}
-}
 
 // record builds an entry of the request's Exchange.
 func record(ex *scope.Exchange, kind, payloadSHA string, summary map[string]any) audit.Record {

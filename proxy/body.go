@@ -1,16 +1,14 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/scope"
 )
@@ -55,7 +53,7 @@ type Message struct {
 func ReadBody(kind Kind) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
-		body, err := ReadLimited(r, int64(ex.Agent.MaxRequestSize))
+		body, err := httpx.ReadLimited(r, int64(ex.Agent.MaxRequestSize))
 		if err != nil {
 			return err
 		}
@@ -73,37 +71,6 @@ func ReadBody(kind Kind) Stage {
 		next.ServeHTTP(w, r)
 		return nil
 	})
-}
-
-// ReadLimited reads at most limit bytes (an agent's max_request_size); a
-// larger body is a 413 without reading the rest (the declared
-// Content-Length is refused up front). Every front door that reads an
-// agent's body uses it.
-func ReadLimited(r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, apierror.TooLarge(limit)
-	}
-	if r.Body == nil {
-		return nil, apierror.BadRequest("", "We could not parse the JSON body of your request: the body is empty.")
-	}
-	size := 512
-	if r.ContentLength > 0 {
-		size = int(r.ContentLength)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// The server's body idle deadline: the client stopped sending.
-		return nil, &apierror.Error{Status: http.StatusRequestTimeout, Type: apierror.TypeInvalidRequest, Code: "request_timeout",
-			Message: "The request body stopped arriving; send it without pauses."}
-	}
-	if err != nil {
-		return nil, apierror.BadRequest("", "We could not read the body of your request: %v", err)
-	}
-	if n > limit {
-		return nil, apierror.TooLarge(limit)
-	}
-	return buf.Bytes(), nil
 }
 
 // DecodeRequest parses and checks a request body. It is the parser of

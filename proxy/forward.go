@@ -21,6 +21,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
 	"github.com/sacpgw/gateway/tracing"
@@ -47,7 +48,7 @@ type Forwarder struct {
 	// Log receives the reverse proxy's own error reports.
 	Log *slog.Logger
 	// Audit writes the llm.request and llm.response entries.
-	Audit *Recorder
+	Audit *httpx.Recorder
 	// Redactor, if set, redacts answers (whole or streamed).
 	Redactor *redact.Redactor
 	// KeepAlive is the interval of SSE comments sent while an upstream
@@ -360,12 +361,12 @@ func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	}()
 	var ae *apierror.Error
 	if errors.As(err, &ae) {
-		Fail(w, r, ae) // an audit failure: 503
+		httpx.Fail(w, r, ae) // an audit failure: 503
 		return
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), errTimeout):
-		Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout,
+		httpx.Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout,
 			fmt.Sprintf("Upstream %s did not answer within %s.", name, c.f.Timeout), err))
 	case ctx.Err() != nil:
 		// The client went away; there is nobody to answer.
@@ -377,7 +378,7 @@ func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 		if errors.As(err, &se) {
 			msg = fmt.Sprintf("Upstream %s failed: %s.", name, se.Error())
 		}
-		Fail(w, r, apierror.Upstream(http.StatusBadGateway, msg, err))
+		httpx.Fail(w, r, apierror.Upstream(http.StatusBadGateway, msg, err))
 	}
 }
 

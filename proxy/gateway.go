@@ -12,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
@@ -26,7 +27,7 @@ type Deps struct {
 	Tokens    limit.Budget
 	Log       *slog.Logger
 	// Audit is the audit trail; nil disables auditing (tests of other stages only).
-	Audit Appender
+	Audit httpx.Appender
 	// SidecarAgent, when set, is the agent requests without a token act as.
 	SidecarAgent string
 	// KeepAlive is the SSE keep-alive interval while a protocol answer is
@@ -44,7 +45,7 @@ type Deps struct {
 type Gateway struct {
 	chat, embeddings, models http.Handler
 	upstreams                *upstream.Set
-	audit                    *Recorder
+	audit                    *httpx.Recorder
 	ident                    *Identifier
 	lim                      *Limits
 }
@@ -59,9 +60,9 @@ func New(d Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rec *Recorder
+	var rec *httpx.Recorder
 	if d.Audit != nil {
-		rec = &Recorder{Log: d.Audit, FailClosed: d.Config.Gateway.Audit.FailMode == "closed", Logger: d.Log}
+		rec = &httpx.Recorder{Log: d.Audit, FailClosed: d.Config.Gateway.Audit.FailMode == "closed", Logger: d.Log}
 	}
 	ident.Audit = rec
 	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec}
@@ -141,7 +142,7 @@ func (g *Gateway) Models() http.Handler { return g.models }
 // failures), for the other front doors of the gateway (the approval API).
 func (g *Gateway) ServeAuthenticated(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	if err := g.ident.Serve(w, r, h); err != nil {
-		Fail(w, r, err)
+		httpx.Fail(w, r, err)
 	}
 }
 
@@ -151,13 +152,13 @@ func (g *Gateway) ServeAuthenticated(w http.ResponseWriter, r *http.Request, h h
 func (g *Gateway) ServeMetered(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	metered := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.lim.allowRequest(w, r); err != nil {
-			Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 	if err := g.ident.Serve(w, r, metered); err != nil {
-		Fail(w, r, err)
+		httpx.Fail(w, r, err)
 	}
 }
 

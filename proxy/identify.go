@@ -10,6 +10,7 @@ import (
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/scope"
 )
 
@@ -24,7 +25,7 @@ type Identifier struct {
 	// bySPIFFE maps the SPIFFE IDs of agents' client certificates (mTLS).
 	bySPIFFE map[string]*config.Agent
 	// Audit records failed authentications (never the token).
-	Audit *Recorder
+	Audit *httpx.Recorder
 }
 
 type tokenEntry struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/scope"
 )
@@ -27,7 +28,7 @@ type Limits struct {
 	Requests limit.Limiter
 	Tokens   limit.Budget
 	// Audit records rejections.
-	Audit *Recorder
+	Audit *httpx.Recorder
 	// Attempts is how many model calls one request of this agent may make
 	// (the protocol's re-asks); nil: one.
 	Attempts func(*config.Agent) int

@@ -5,13 +5,9 @@
 package proxy
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 
-	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/httpx"
 )
 
 // A Stage handles one step: it calls next to continue, or returns an error
@@ -37,43 +33,16 @@ type Endpoint func(w http.ResponseWriter, r *http.Request) error
 func Chain(end Endpoint, stages ...Stage) http.Handler {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := end(w, r); err != nil {
-			Fail(w, r, err)
+			httpx.Fail(w, r, err)
 		}
 	})
 	for i := len(stages) - 1; i >= 0; i-- {
 		s, next := stages[i], h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if err := s.Serve(w, r, next); err != nil {
-				Fail(w, r, err)
+				httpx.Fail(w, r, err)
 			}
 		})
 	}
 	return h
-}
-
-// WriteJSON answers v as JSON with status. v is the gateway's own value, so
-// an encoding failure is the gateway's bug: a 500 in OpenAI's shape.
-func WriteJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		Fail(w, r, fmt.Errorf("encode response: %w", err))
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// Fail writes err in OpenAI's error shape and records it on the Exchange.
-func Fail(w http.ResponseWriter, r *http.Request, err error) {
-	e := apierror.Write(w, err)
-	if ex := scope.Lookup(r.Context()); ex != nil {
-		ex.ErrCode = e.Code
-		ex.Status = e.Status
-		if e.Err != nil {
-			ex.Err = e.Err
-		}
-	}
 }

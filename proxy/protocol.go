@@ -18,6 +18,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/httpx"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
@@ -56,7 +57,7 @@ type Protocol struct {
 	// KeepAlive is the idle time after which a gathering stream sends an
 	// SSE comment, so idle-timeout proxies do not cut the client off.
 	KeepAlive time.Duration
-	Audit     *Recorder
+	Audit     *httpx.Recorder
 	// Policies applies the guardrails to validated answers; nil: none.
 	Policies Policies
 	// AgentInputs are the agents' policy input documents.
@@ -65,7 +66,7 @@ type Protocol struct {
 
 // NewProtocol builds the protocol stage from config, compiling every
 // protocol agent's data schema once.
-func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, rec *Recorder) (*Protocol, error) {
+func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, rec *httpx.Recorder) (*Protocol, error) {
 	tplPath := ""
 	if f := cfg.Protocol.SACP.TemplateFile; f != "" {
 		tplPath = cfg.Dir + "/" + f

@@ -10,14 +10,15 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/httpx"
+
 	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
 )
 
@@ -31,7 +32,7 @@ type Spawner interface {
 
 // Escalator opens a human review (approval.Service).
 type Escalator interface {
-	Escalate(ctx context.Context, req approval.ExternalRequest) (*approval.Record, error)
+	Open(ctx context.Context, req escalation.Request) (escalation.Opened, error)
 }
 
 // API serves POST /sacp/validate, /registry/query and /registry/spawn.
@@ -39,7 +40,7 @@ type Escalator interface {
 type API struct {
 	Registry  *Registry
 	Policy    Spawner
-	Audit     *proxy.Recorder
+	Audit     *httpx.Recorder
 	Escalator Escalator
 	Log       *slog.Logger
 	// Egress is where the gateway may send messages; a spawn naming an
@@ -49,7 +50,7 @@ type API struct {
 
 // readBody reads the body within the agent's max_request_size.
 func readBody(r *http.Request) ([]byte, error) {
-	return proxy.ReadLimited(r, int64(scope.Get(r.Context()).Agent.MaxRequestSize))
+	return httpx.ReadLimited(r, int64(scope.Get(r.Context()).Agent.MaxRequestSize))
 }
 
 // Validate serves POST /sacp/validate: {"status":"VALID"} (200) or the
@@ -57,7 +58,7 @@ func readBody(r *http.Request) ([]byte, error) {
 func (a *API) Validate(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(r)
 	if err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	lib, err := a.Registry.Library(r.Context())
@@ -69,7 +70,7 @@ func (a *API) Validate(w http.ResponseWriter, r *http.Request) {
 	if !res.Valid() {
 		status = http.StatusUnprocessableEntity
 	}
-	proxy.WriteJSON(w, r, status, res)
+	httpx.WriteJSON(w, r, status, res)
 }
 
 // QueryList is the answer of POST /registry/query.
@@ -84,12 +85,12 @@ type QueryList struct {
 func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(r)
 	if err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	q, err := decodeQuery(raw)
 	if err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	matches, err := a.Registry.Query(r.Context(), q)
@@ -99,7 +100,7 @@ func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 	if q.Inputs == nil {
 		q.Inputs = []string{}
 	}
-	proxy.WriteJSON(w, r, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
+	httpx.WriteJSON(w, r, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
 }
 
 func decodeQuery(raw []byte) (Query, error) {
@@ -155,7 +156,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 	ex := scope.Get(ctx)
 	raw, err := readBody(r)
 	if err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	ex.PayloadSHA256 = sha256Hex(raw)
@@ -168,11 +169,11 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		res = checkName(sp.AgentName)
 	}
 	if !res.Valid() {
-		proxy.WriteJSON(w, r, http.StatusUnprocessableEntity, res)
+		httpx.WriteJSON(w, r, http.StatusUnprocessableEntity, res)
 		return
 	}
 	if err := a.checkEndpoint(sp.Endpoint); err != nil {
-		proxy.Fail(w, r, err)
+		httpx.Fail(w, r, err)
 		return
 	}
 	var msg any
@@ -188,7 +189,7 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 	}
 	dec, err := a.Policy.Spawn(ctx, in)
 	if err != nil {
-		proxy.Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout, "The spawn policy did not decide in time.", err))
+		httpx.Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout, "The spawn policy did not decide in time.", err))
 		return
 	}
 	out := SpawnResult{Status: dec.Status, AgentName: sp.AgentName, Reasons: nonNil(dec.Reasons), DecisionID: dec.DecisionID}
@@ -200,49 +201,46 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			sum["registered"], sum["error"] = false, err.Error()
 			if aerr := a.write(ctx, ex, sum); aerr != nil {
-				proxy.Fail(w, r, aerr)
+				httpx.Fail(w, r, aerr)
 				return
 			}
 			if errors.Is(err, ErrExists) {
-				proxy.Fail(w, r, &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "agent_exists", Param: "plan",
+				httpx.Fail(w, r, &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "agent_exists", Param: "plan",
 					Message: fmt.Sprintf("Agent %q is already registered.", sp.AgentName)})
 				return
 			}
-			proxy.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
+			httpx.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
 			return
 		}
 		sum["registered"] = true
 		if err := a.write(ctx, ex, sum); err != nil {
-			proxy.Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
 		out.Agent = &e
-		proxy.WriteJSON(w, r, http.StatusCreated, out)
+		httpx.WriteJSON(w, r, http.StatusCreated, out)
 	case "escalated":
-		rec, err := a.Escalator.Escalate(ctx, approval.ExternalRequest{
-			Type: approval.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
+		rec, err := a.Escalator.Open(ctx, escalation.Request{
+			Type: escalation.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
 			Content: string(raw), Reason: strings.Join(dec.Reasons, "; "), DecisionID: dec.DecisionID, Revision: dec.Revision,
 		})
 		if err != nil {
-			proxy.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
+			httpx.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
 			return
 		}
 		sum["escalation_id"] = rec.ID
 		if err := a.write(ctx, ex, sum); err != nil {
-			proxy.Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
-		out.RequestID = rec.ID
-		if rec.Response != nil && rec.Response.HumanReviewURL != nil {
-			out.HumanReviewURL = *rec.Response.HumanReviewURL
-		}
-		proxy.WriteJSON(w, r, http.StatusAccepted, out)
+		out.RequestID, out.HumanReviewURL = rec.ID, rec.ReviewURL
+		httpx.WriteJSON(w, r, http.StatusAccepted, out)
 	default:
 		if err := a.write(ctx, ex, sum); err != nil {
-			proxy.Fail(w, r, err)
+			httpx.Fail(w, r, err)
 			return
 		}
-		proxy.Fail(w, r, apierror.Forbidden("Spawn rejected by policy: "+strings.Join(dec.Reasons, "; ")+"."))
+		httpx.Fail(w, r, apierror.Forbidden("Spawn rejected by policy: "+strings.Join(dec.Reasons, "; ")+"."))
 	}
 }
 
@@ -253,11 +251,11 @@ func (a *API) write(ctx context.Context, ex *scope.Exchange, sum map[string]any)
 
 // Resolve is the approval service's Resolver for TypeSpawn: a person's
 // approval registers the agent the message asked for.
-func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
-	if rec.State != approval.StateApproved {
+func (a *API) Resolve(ctx context.Context, rec escalation.Decided) error {
+	if !rec.Approved {
 		return nil
 	}
-	raw := []byte(rec.Request.Content)
+	raw := []byte(rec.Content)
 	lib, _ := a.Registry.Library(ctx)
 	sp, res := lib.ParseSpawn(raw)
 	if res.Valid() {
@@ -270,8 +268,8 @@ func (a *API) Resolve(ctx context.Context, rec *approval.Record) error {
 		return fmt.Errorf("registry: approved spawn %s: %w", rec.ID, err)
 	}
 	by := "person"
-	if rec.Escalation != nil && rec.Escalation.Review != nil {
-		by = rec.Escalation.Review.Reviewer
+	if rec.Reviewer != "" {
+		by = rec.Reviewer
 	}
 	_, err := a.Registry.Spawn(ctx, sp, by)
 	sum := map[string]any{"agent_name": sp.AgentName, "decision": "approved", "via": "review", "reviewer": by,

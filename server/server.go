@@ -25,6 +25,7 @@ import (
 
 	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/scope"
@@ -412,7 +413,7 @@ func (s *Server) renderError(err error, c echo.Context) {
 			err = &apierror.Error{Status: he.Code, Type: apierror.TypeInvalidRequest, Code: "invalid_request", Message: fmt.Sprint(he.Message)}
 		}
 	}
-	proxy.Fail(c.Response(), c.Request(), err)
+	httpx.Fail(c.Response(), c.Request(), err)
 }
 
 // traceID returns the trace id of a valid W3C traceparent

@@ -23,6 +23,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/egress"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/sourceguard"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/mailbox"
@@ -79,7 +80,7 @@ func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 
 // trail is where the front doors write: the audit trail behind the
 // failed-authentication summarizer.
-func (a *app) trail() proxy.Appender {
+func (a *app) trail() httpx.Appender {
 	if a.sources == nil {
 		return appender(a.audit)
 	}
@@ -256,7 +257,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	}
 	var agentRoutes []server.Route
 	if a.approval != nil {
-		rec := &proxy.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
+		rec := &httpx.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
 		client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS, egressPolicy)
 		if err != nil {
 			return fail(&usageError{err.Error()})
@@ -441,7 +442,7 @@ func loadCatalogue(cfg *config.Config) (*approval.Catalogue, error) {
 }
 
 // appender keeps a nil *audit.Log from becoming a non-nil interface.
-func appender(l *audit.Log) proxy.Appender {
+func appender(l *audit.Log) httpx.Appender {
 	if l == nil {
 		return nil
 	}

@@ -1,0 +1,68 @@
+// Package escalation is the contract between the approval protocol's human
+// review and the other front doors that need a person's decision (a spawn
+// the policy escalated, an agent-to-agent error that needs a human): they
+// open a review through an Opener and are told the outcome through a
+// Resolver, without importing the approval service. The wiring joins them.
+package escalation
+
+import "context"
+
+// Types of the escalations other front doors open.
+const (
+	TypeSpawn   = "SPAWN_AGENT"
+	TypeMessage = "MESSAGE"
+)
+
+// Request opens a review.
+type Request struct {
+	// Type is TypeSpawn or TypeMessage.
+	Type string
+	// AgentID is the agent the escalation is about (the one that waits).
+	AgentID   string
+	SessionID string
+	// Action is a short label shown to the reviewer ("spawn VISA_AGENT",
+	// "execution_failed").
+	Action string
+	// Content is what the reviewer judges (the message, as JSON); its
+	// SHA-256 binds the decision.
+	Content string
+	// Reason is why a person must decide.
+	Reason string
+	// DecisionID and Revision identify the policy evaluation, if any.
+	DecisionID string
+	Revision   string
+}
+
+// Opened is a review that waits for a person.
+type Opened struct {
+	ID string
+	// ReviewURL is the page where a person decides; empty when the
+	// gateway has no public URL configured.
+	ReviewURL string
+}
+
+// Opener opens reviews (the approval service).
+type Opener interface {
+	Open(ctx context.Context, req Request) (Opened, error)
+}
+
+// Decided is a person's (or the expiry's) decision on a review.
+type Decided struct {
+	ID      string
+	Type    string
+	AgentID string
+	// Approved is the outcome; State is the approval protocol's state
+	// name for it (APPROVED or REJECTED).
+	Approved bool
+	State    string
+	// Content is the Request's Content, as the reviewer saw it.
+	Content string
+	// Reviewer, Decision and Comment are the review, when a person (not
+	// the expiry) decided.
+	Reviewer string
+	Decision string
+	Comment  string
+}
+
+// Resolver acts on a decision of one Type.
+type Resolver func(ctx context.Context, d Decided) error
