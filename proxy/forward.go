@@ -39,8 +39,6 @@ var errTimeout = errors.New("upstream response timeout")
 // provider's key, ModifyResponse reads usage (and, for whole answers,
 // enforces the answer size), ErrorHandler maps failures to 502/504.
 type Forwarder struct {
-	// Upstreams routes models to providers.
-	Upstreams *upstream.Set
 	// Timeout bounds the wait for the provider's answer: the whole body for
 	// JSON answers, the response headers for streams (a stream may then run
 	// as long as it needs). Zero means no timeout.
@@ -96,11 +94,10 @@ func (f *Forwarder) ForwardChat(w http.ResponseWriter, r *http.Request) error {
 func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) error {
 	f.once.Do(func() { f.errLog = slog.NewLogLogger(f.Log.Handler(), slog.LevelWarn) })
 	ex := scope.Get(r.Context())
-	up := f.Upstreams.Route(ex.Model)
+	up := ex.Route
 	if up == nil {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	ex.Upstream = up.Name
 	c := &call{f: f, ex: ex, up: up, path: r.URL.Path, body: ex.Body, kind: kind}
 	if kind == KindChat && f.Redactor == nil {
 		ex.Check("redaction", map[string]any{"verdict": "disabled"})

@@ -79,9 +79,9 @@ func New(d Deps) (*Gateway, error) {
 	if keepAlive <= 0 {
 		keepAlive = 5 * time.Second
 	}
-	fwd := &Forwarder{Upstreams: d.Upstreams, Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec, Redactor: red,
+	fwd := &Forwarder{Timeout: d.Config.Protocol.Timeouts.Response.D(), Log: d.Log, Audit: rec, Redactor: red,
 		KeepAlive: keepAlive, StreamIdle: d.Config.Protocol.Timeouts.StreamIdle.D()}
-	proto, err := NewProtocol(d.Config, d.Upstreams, red, rec)
+	proto, err := NewProtocol(d.Config, red, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (g *Gateway) allowModel(w http.ResponseWriter, r *http.Request, next http.H
 	if up == nil {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	ex.Upstream = up.Name
+	ex.Upstream, ex.Route = up.Name, up
 	next.ServeHTTP(w, r)
 	return nil
 }

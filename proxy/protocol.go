@@ -42,8 +42,7 @@ type Protocol struct {
 	Library      LibrarySource
 	EmptyLibrary *compact.Library
 	// Log receives warnings (a library that could not be refreshed); nil: none.
-	Log       *slog.Logger
-	Upstreams *upstream.Set
+	Log *slog.Logger
 	// Validators holds each protocol agent's validator, compiled at startup.
 	Validators map[string]*sacp.Validator
 	Redactor   *redact.Redactor
@@ -66,7 +65,7 @@ type Protocol struct {
 
 // NewProtocol builds the protocol stage from config, compiling every
 // protocol agent's data schema once.
-func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, rec *httpx.Recorder) (*Protocol, error) {
+func NewProtocol(cfg *config.Config, red *redact.Redactor, rec *httpx.Recorder) (*Protocol, error) {
 	tplPath := ""
 	if f := cfg.Protocol.SACP.TemplateFile; f != "" {
 		tplPath = cfg.Dir + "/" + f
@@ -76,7 +75,7 @@ func NewProtocol(cfg *config.Config, ups *upstream.Set, red *redact.Redactor, re
 		return nil, fmt.Errorf("protocol template: %w", err)
 	}
 	p := &Protocol{
-		Template: tpl, Upstreams: ups, Redactor: red, Audit: rec,
+		Template: tpl, Redactor: red, Audit: rec,
 		Validators:       map[string]*sacp.Validator{},
 		CompactTemplates: map[string]sacp.Template{},
 		ApplyTo:          map[string]bool{},
@@ -224,11 +223,10 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 // Serve is the endpoint for protocol agents.
 func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	ex := scope.Get(r.Context())
-	up := p.Upstreams.Route(ex.Model)
+	up := ex.Route
 	if up == nil {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	ex.Upstream = up.Name
 	ctx, cancel := context.WithTimeoutCause(r.Context(), p.Timeout, errTimeout)
 	defer cancel()
 	ex.Audited = true

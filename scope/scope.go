@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/upstream"
 )
 
 // Usage is the token usage the upstream reported (or the gateway estimated).
@@ -45,6 +46,9 @@ type Exchange struct {
 	UsageKnown bool
 	// Upstream is the name of the provider the request was routed to.
 	Upstream string
+	// Route is that provider, chosen once when the model was checked:
+	// every later stage and the forwarder use it, never routing again.
+	Route *upstream.Upstream
 	// UpstreamTime is the time spent waiting for the provider (to the
 	// response headers; all attempts for protocol agents).
 	UpstreamTime time.Duration
