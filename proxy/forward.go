@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/http/httputil"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,12 +18,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/scope"
-	"github.com/sacpgw/gateway/tracing"
-	"github.com/sacpgw/gateway/upstream"
 )
 
 // maxAnswerSize bounds a non-streaming answer the gateway reads into memory.
@@ -34,16 +29,16 @@ const maxAnswerSize = 64 << 20
 // errTimeout is the cancellation cause when timeouts.response expires.
 var errTimeout = errors.New("upstream response timeout")
 
-// Forwarder sends a request to its upstream through httputil.ReverseProxy:
-// Rewrite points it at the provider and swaps the agent's token for the
-// provider's key, ModifyResponse reads usage (and, for whole answers,
-// enforces the answer size), ErrorHandler maps failures to 502/504.
+// Forwarder is the endpoint of agents without a response protocol (and of
+// embeddings): one call to the exchange's route through send, the answer
+// read strictly and redacted (whole, or event by event for a stream), one
+// llm.response entry however it ends.
 type Forwarder struct {
 	// Timeout bounds the wait for the provider's answer: the whole body for
 	// JSON answers, the response headers for streams (a stream may then run
 	// as long as it needs). Zero means no timeout.
 	Timeout time.Duration
-	// Log receives the reverse proxy's own error reports.
+	// Log receives warnings (an answer refused).
 	Log *slog.Logger
 	// Audit writes the llm.request and llm.response entries.
 	Audit *httpx.Recorder
@@ -57,28 +52,16 @@ type Forwarder struct {
 	StreamIdle time.Duration
 
 	bufPool bufferPool
-	errLog  *log.Logger
-	once    sync.Once
 }
 
-// call is the per-request state of one forward; the reverse proxy is built
-// around it per request because its hooks only see the request or response.
+// call is the per-request state of one forward.
 type call struct {
 	f         *Forwarder
 	ex        *scope.Exchange
-	up        *upstream.Upstream
-	path      string
-	body      []byte
-	dropUsage bool
-	cancel    context.CancelCauseFunc
-	timer     *time.Timer
+	j         *journal
 	kind      Kind
-	// waitRequest returns once the llm.request entry is durable (or failed).
-	waitRequest func() error
-	// responseAudited is set once an llm.response entry was attempted.
-	responseAudited bool
-	// sent is when the request left for the provider.
-	sent time.Time
+	dropUsage bool
+	timer     *time.Timer
 }
 
 // Forward is the endpoint of the embeddings chain.
@@ -92,153 +75,134 @@ func (f *Forwarder) ForwardChat(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) error {
-	f.once.Do(func() { f.errLog = slog.NewLogLogger(f.Log.Handler(), slog.LevelWarn) })
 	ex := scope.Get(r.Context())
-	up := ex.Route
-	if up == nil {
+	if ex.Route == nil {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	c := &call{f: f, ex: ex, up: up, path: r.URL.Path, body: ex.Body, kind: kind}
+	c := &call{f: f, ex: ex, kind: kind, j: &journal{rec: f.Audit, ex: ex}}
 	if kind == KindChat && f.Redactor == nil {
 		ex.Check("redaction", map[string]any{"verdict": "disabled"})
 	}
+	body := ex.Body
 	if ex.Stream && ex.Agent != nil && !ex.Agent.TokenLimit.IsZero() {
 		// Token accounting needs the stream's usage: ask for it, and hide it
 		// from a client that did not.
-		c.body, c.dropUsage = withStreamUsage(c.body)
+		body, c.dropUsage = withStreamUsage(body)
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	c.cancel = cancel
 	defer cancel(nil)
 	if f.Timeout > 0 {
 		c.timer = time.AfterFunc(f.Timeout, func() { cancel(errTimeout) })
 		defer c.timer.Stop()
 	}
 	ex.Attempts++
-	ex.Audited = true
-	c.sent = time.Now()
-	c.waitRequest = f.Audit.Start(ctx, record(ex, audit.KindLLMRequest, ex.PayloadSHA256, requestSummary(ex, r)))
-	rp := &httputil.ReverseProxy{
-		Rewrite:        c.rewrite,
-		Transport:      up.Transport,
-		FlushInterval:  -1,
-		ModifyResponse: c.modifyResponse,
-		ErrorHandler:   c.errorHandler,
-		BufferPool:     &f.bufPool,
-		ErrorLog:       f.errLog,
+	c.j.begin(ctx, r)
+	sent := time.Now()
+	resp, err := send(ctx, r.Header, ex, r.URL.Path, body)
+	if err != nil {
+		return c.fail(ctx, w, r, err)
 	}
-	rp.ServeHTTP(w, r.WithContext(ctx))
+	ex.UpstreamTime = time.Since(sent)
+	if mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" && resp.StatusCode == http.StatusOK && kind == KindChat {
+		return c.stream(ctx, w, r, resp)
+	}
+	return c.whole(ctx, w, r, resp)
+}
+
+// stream passes a chat completion stream on event by event.
+func (c *call) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, resp *http.Response) error {
+	// A stream has started: from here it may run as long as it needs. The
+	// timer stops before the audit wait below, which is the gateway's own
+	// time, not the provider's.
+	if err := c.stopTimer(); err != nil {
+		resp.Body.Close()
+		return c.fail(ctx, w, r, err)
+	}
+	// No answer leaves before the request is on record.
+	if err := c.j.requested(); err != nil {
+		resp.Body.Close()
+		return c.fail(ctx, w, r, err)
+	}
+	scan := newChunkScanner(c.f.Redactor)
+	filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage, scan)
+	filter.KeepAlive, filter.Idle = c.f.KeepAlive, c.f.StreamIdle
+	filter.onRefuse = func(reason string) {
+		c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": reason})
+		c.ex.ErrCode = "upstream_error"
+	}
+	filter.finish = func(sum string, complete bool) error {
+		if c.redacts() {
+			c.noteRedactions(scan.result())
+		}
+		if !complete && c.ex.ErrCode == "" {
+			c.ex.ErrCode = "stream_incomplete"
+		}
+		return c.j.respond(ctx, http.StatusOK, sum)
+	}
+	writeSSEHeader(w, http.StatusOK)
+	c.f.copyStream(w, filter)
 	return nil
 }
 
-// forwardedHeaders are the only request headers that reach a provider: the
-// agent's credentials, cookies and client fingerprints stay here.
-var forwardedHeaders = []string{"Content-Type", "Accept", "X-Request-Id", "X-Session-Id", "X-Correlation-Id", "Traceparent", "Tracestate", "Openai-Beta"}
-
-func (c *call) rewrite(pr *httputil.ProxyRequest) {
-	out := pr.Out
-	out.URL = c.up.Target(c.path)
-	out.Host = ""
-	out.Header = outboundHeader(pr.In.Context(), pr.In.Header, c.ex, c.up)
-	body := c.body
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
+// writeSSEHeader commits an event stream's headers.
+func writeSSEHeader(w http.ResponseWriter, status int) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(status)
 }
 
-// outboundHeader builds the headers of a request to a provider. With
-// tracing on, the traceparent names the gateway's span as the parent.
-func outboundHeader(ctx context.Context, in http.Header, ex *scope.Exchange, up *upstream.Upstream) http.Header {
-	h := make(http.Header, len(forwardedHeaders)+2)
-	for _, k := range forwardedHeaders {
-		if v := in[k]; len(v) > 0 {
-			h[k] = v
+// copyStream writes what the filter releases, flushing each piece. A
+// stream the upstream broke is cut (http.ErrAbortHandler), so the client
+// sees a broken stream rather than a clean end; a client that left ends
+// the copy, and closing the filter records the stream as incomplete.
+func (f *Forwarder) copyStream(w http.ResponseWriter, src *sseFilter) {
+	rc := http.NewResponseController(w)
+	buf := f.bufPool.Get()
+	defer f.bufPool.Put(buf)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				src.Close()
+				return
+			}
+			_ = rc.Flush()
+		}
+		if err != nil {
+			src.Close()
+			if !errors.Is(err, io.EOF) {
+				panic(http.ErrAbortHandler)
+			}
+			return
 		}
 	}
-	if ex.RequestID != "" {
-		h.Set("X-Request-Id", ex.RequestID)
-	}
-	h.Set("Content-Type", "application/json")
-	tracing.Inject(ctx, h)
-	up.Authorize(h)
-	return h
 }
 
-// answerHeaders are the only response headers passed back from a provider;
-// its rate-limit, organisation and tracing headers describe the gateway's
-// account, not the agent's.
-var answerHeaders = map[string]bool{"Content-Type": true, "Content-Length": true}
-
-func (c *call) modifyResponse(resp *http.Response) error {
-	c.ex.UpstreamTime = time.Since(c.sent)
-	for k := range resp.Header {
-		if !answerHeaders[k] {
-			delete(resp.Header, k)
-		}
-	}
-	if resp.StatusCode >= 500 {
-		resp.Body.Close()
-		return &upstreamStatusError{status: resp.StatusCode}
-	}
-	ctx := resp.Request.Context()
-	media := mediaType(resp.Header.Get("Content-Type"))
-	if media == "text/event-stream" && resp.StatusCode == http.StatusOK && c.kind == KindChat {
-		// A stream has started: from here it may run as long as it needs.
-		// The timer stops before the audit wait below, which is the
-		// gateway's own time, not the provider's.
-		if err := c.stopTimer(); err != nil {
-			resp.Body.Close()
-			return err
-		}
-		// No answer leaves before the request is on record.
-		if err := c.waitRequest(); err != nil {
-			resp.Body.Close()
-			return err
-		}
-		resp.Header = http.Header{}
-		resp.Header.Set("Content-Type", "text/event-stream")
-		resp.Header.Set("Cache-Control", "no-cache")
-		resp.Header.Set("X-Accel-Buffering", "no")
-		status := resp.StatusCode
-		scan := newChunkScanner(c.f.Redactor)
-		filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage, scan)
-		filter.KeepAlive, filter.Idle = c.f.KeepAlive, c.f.StreamIdle
-		filter.onRefuse = func(reason string) {
-			c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": reason})
-			c.ex.ErrCode = "upstream_error"
-		}
-		filter.finish = func(sum string, complete bool) error {
-			if c.redacts() {
-				c.noteRedactions(scan.result())
-			}
-			if !complete && c.ex.ErrCode == "" {
-				c.ex.ErrCode = "stream_incomplete"
-			}
-			return c.f.Audit.Write(context.WithoutCancel(ctx), record(c.ex, audit.KindLLMResponse, sum, responseSummary(c.ex, status)))
-		}
-		resp.Body = filter
-		return nil
-	}
+// whole reads a JSON answer, checks and redacts it, records it and only
+// then releases it.
+func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request, resp *http.Response) error {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
 	resp.Body.Close()
 	if err != nil {
-		return fmt.Errorf("read answer: %w", err)
+		return c.fail(ctx, w, r, fmt.Errorf("read answer: %w", err))
 	}
 	if len(body) > maxAnswerSize {
-		return &upstreamStatusError{tooLarge: true}
+		return c.fail(ctx, w, r, &upstreamStatusError{tooLarge: true})
 	}
 	if err := c.stopTimer(); err != nil {
-		return err
+		return c.fail(ctx, w, r, err)
 	}
-	if err := c.waitRequest(); err != nil {
-		return err
+	if err := c.j.requested(); err != nil {
+		return c.fail(ctx, w, r, err)
 	}
-	if media != "application/json" {
-		return c.unknownShape("an answer of type " + strconvQuote(media))
+	if media := mediaType(resp.Header.Get("Content-Type")); media != "application/json" {
+		return c.fail(ctx, w, r, c.unknownShape("an answer of type "+strconvQuote(media)))
 	}
 	out, sh, res, err := checkAnswer(c.f.Redactor, body, resp.StatusCode == http.StatusOK && c.kind == KindChat)
 	if err != nil {
-		return c.unknownShape(err.Error())
+		return c.fail(ctx, w, r, c.unknownShape(err.Error()))
 	}
 	if resp.StatusCode == http.StatusOK {
 		switch {
@@ -257,18 +221,33 @@ func (c *call) modifyResponse(resp *http.Response) error {
 	if c.redacts() {
 		c.noteRedactions(res)
 	}
-	body = out
 	// Closed fail mode: the answer waits for its entry.
-	if err := c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, sha256Hex(body), responseSummary(c.ex, resp.StatusCode))); err != nil {
-		c.responseAudited = true
-		return err
+	if err := c.j.respond(ctx, resp.StatusCode, sha256Hex(out)); err != nil {
+		httpx.Fail(w, r, err)
+		return nil
 	}
-	c.responseAudited = true
-	resp.Header = http.Header{}
-	resp.Header.Set("Content-Type", "application/json")
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	resp.ContentLength = int64(len(body))
-	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+	return nil
+}
+
+// fail answers a call that produced no answer, in OpenAI's shape (nobody
+// when the client left), and records it.
+func (c *call) fail(ctx context.Context, w http.ResponseWriter, r *http.Request, err error) error {
+	status := 499 // client closed the request
+	var ae *apierror.Error
+	if !errors.As(err, &ae) && !errors.Is(context.Cause(ctx), errTimeout) && ctx.Err() != nil {
+		// The client went away; there is nobody to answer.
+		c.ex.ErrCode, c.ex.Err = "client_closed_request", err
+	} else {
+		e := apierror.From(upstreamError(ctx, c.ex.Route.Name, c.f.Timeout, err))
+		httpx.Fail(w, r, e)
+		status = e.Status
+	}
+	_ = c.j.respond(ctx, status, "")
 	return nil
 }
 
@@ -276,7 +255,7 @@ func (c *call) modifyResponse(resp *http.Response) error {
 // knows: never passed on, a 502, and the audit entry says which check
 // refused it.
 func (c *call) unknownShape(reason string) error {
-	c.f.Log.Warn("upstream answer refused", "request_id", c.ex.RequestID, "upstream", c.up.Name, "reason", reason)
+	c.f.Log.Warn("upstream answer refused", "request_id", c.ex.RequestID, "upstream", c.ex.Upstream, "reason", reason)
 	c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": "unknown_shape"})
 	return &upstreamStatusError{shape: reason}
 }
@@ -341,42 +320,6 @@ func (e *upstreamStatusError) Error() string {
 		return fmt.Sprintf("answer larger than %d bytes", maxAnswerSize)
 	}
 	return fmt.Sprintf("status %d", e.status)
-}
-
-func (c *call) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	ctx := r.Context()
-	name := c.up.Name
-	defer func() {
-		if !c.responseAudited {
-			c.responseAudited = true
-			status := c.ex.Status
-			if status == 0 {
-				status = 499 // client closed the request
-			}
-			_ = c.f.Audit.Write(ctx, record(c.ex, audit.KindLLMResponse, "", responseSummary(c.ex, status)))
-		}
-	}()
-	var ae *apierror.Error
-	if errors.As(err, &ae) {
-		httpx.Fail(w, r, ae) // an audit failure: 503
-		return
-	}
-	switch {
-	case errors.Is(context.Cause(ctx), errTimeout):
-		httpx.Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout,
-			fmt.Sprintf("Upstream %s did not answer within %s.", name, c.f.Timeout), err))
-	case ctx.Err() != nil:
-		// The client went away; there is nobody to answer.
-		c.ex.ErrCode = "client_closed_request"
-		c.ex.Err = err
-	default:
-		var se *upstreamStatusError
-		msg := fmt.Sprintf("Upstream %s failed: %s.", name, describe(err))
-		if errors.As(err, &se) {
-			msg = fmt.Sprintf("Upstream %s failed: %s.", name, se.Error())
-		}
-		httpx.Fail(w, r, apierror.Upstream(http.StatusBadGateway, msg, err))
-	}
 }
 
 // describe gives the innermost reason of a transport error ("connection
@@ -472,7 +415,7 @@ func includeUsage(raw jsontext.Value) ([]byte, bool) {
 	return append(out, `"include_usage":true}`...), true
 }
 
-// bufferPool recycles the reverse proxy's copy buffers.
+// bufferPool recycles the stream copy buffers.
 type bufferPool struct{ p sync.Pool }
 
 func (b *bufferPool) Get() []byte {

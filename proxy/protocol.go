@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/httpx"
@@ -23,7 +22,6 @@ import (
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/scope"
-	"github.com/sacpgw/gateway/upstream"
 )
 
 // Protocol enforces the response protocols: for agents with response_format
@@ -229,8 +227,8 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), p.Timeout, errTimeout)
 	defer cancel()
-	ex.Audited = true
-	waitRequest := p.Audit.Start(ctx, record(ex, audit.KindLLMRequest, ex.PayloadSHA256, requestSummary(ex, r)))
+	j := &journal{rec: p.Audit, ex: ex}
+	j.begin(ctx, r)
 
 	var out *sseOut
 	body := ex.Body
@@ -249,10 +247,10 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	for attempt := 1; ; attempt++ {
 		ex.Attempts = attempt
 		sent := time.Now()
-		ans, err = p.call(ctx, r, ex, up, body)
+		ans, err = p.call(ctx, r, ex, body)
 		ex.UpstreamTime += time.Since(sent)
 		if err != nil {
-			return p.fail(w, r, out, ex, upstreamError(ctx, up.Name, p.Timeout, err))
+			return p.fail(w, r, out, j, upstreamError(ctx, up.Name, p.Timeout, err))
 		}
 		total.PromptTokens += ans.usage.PromptTokens
 		total.CompletionTokens += ans.usage.CompletionTokens
@@ -267,22 +265,22 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		body, err = reaskBody(body, ans.content, chk.Reask(errs))
 		if err != nil {
-			return p.fail(w, r, out, ex, fmt.Errorf("re-ask: %w", err))
+			return p.fail(w, r, out, j, fmt.Errorf("re-ask: %w", err))
 		}
 	}
-	if err := waitRequest(); err != nil {
-		return p.fail(w, r, out, ex, err)
+	if err := j.requested(); err != nil {
+		return p.fail(w, r, out, j, err)
 	}
 	switch {
 	case ans.status != http.StatusOK:
 		// The provider refused (4xx): pass its error on unchanged.
 		ex.ErrCode = "upstream_status_" + strconv.Itoa(ans.status)
-		return p.replay(w, r, out, ex, ans, dropUsage)
+		return p.replay(w, r, out, j, ans, dropUsage)
 	case ans.toolCalls:
 		// Tool loop (seed 000 8, phase 1): not yet the final synthesis.
 		ex.SACP = &scope.SACPOutcome{Status: "tool_calls", Valid: true, Attempts: ex.Attempts, ToolCalls: true}
 		ex.Check("protocol", chk.Fields(map[string]any{"verdict": "tool_calls"}))
-		return p.replay(w, r, out, ex, ans, dropUsage)
+		return p.replay(w, r, out, j, ans, dropUsage)
 	}
 	res := chk.Settle(ctx, ex, ans.content)
 	verdict := "valid"
@@ -301,7 +299,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	h := map[string]string{"X-SACP-Status": res.status, "X-SACP-Valid": strconv.FormatBool(res.valid), "X-SACP-Attempts": strconv.Itoa(ex.Attempts)}
 	if out == nil {
 		b := completionJSON(ans, content, finish, total, ex.UsageKnown)
-		if err := p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, sha256Hex(b), responseSummary(ex, http.StatusOK))); err != nil {
+		if err := j.respond(ctx, http.StatusOK, sha256Hex(b)); err != nil {
 			return err
 		}
 		for k, v := range h {
@@ -317,8 +315,8 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range events {
 		all = append(all, e...)
 	}
-	if err := p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, sha256Hex(all), responseSummary(ex, http.StatusOK))); err != nil {
-		return p.fail(w, r, out, ex, err)
+	if err := j.respond(ctx, http.StatusOK, sha256Hex(all)); err != nil {
+		return p.fail(w, r, out, j, err)
 	}
 	out.finish(h, http.StatusOK, all)
 	return nil
@@ -374,21 +372,12 @@ func sortedFields(m map[string]bool) []string {
 }
 
 // call makes one model call; a stream is gathered whole.
-func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange, up *upstream.Upstream, body []byte) (*answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.Target(r.URL.Path).String(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = outboundHeader(ctx, r.Header, ex, up)
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	resp, err := up.Transport.RoundTrip(req)
+func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange, body []byte) (*answer, error) {
+	resp, err := send(ctx, r.Header, ex, r.URL.Path, body)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 500 {
-		return nil, &upstreamStatusError{status: resp.StatusCode}
-	}
 	ans := &answer{status: resp.StatusCode}
 	media := mediaType(resp.Header.Get("Content-Type"))
 	if ans.status == http.StatusOK && media == "text/event-stream" {
@@ -516,24 +505,13 @@ func reaskBody(body []byte, invalid, prompt string) ([]byte, error) {
 	return json.Marshal(doc)
 }
 
-// upstreamError maps a failed call to 504 (our deadline) or 502.
-func upstreamError(ctx context.Context, name string, timeout time.Duration, err error) error {
-	if errors.Is(context.Cause(ctx), errTimeout) {
-		return apierror.Upstream(http.StatusGatewayTimeout, fmt.Sprintf("Upstream %s did not answer within %s.", name, timeout), err)
-	}
-	var se *upstreamStatusError
-	if errors.As(err, &se) {
-		return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, se.Error()), err)
-	}
-	return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, describe(err)), err)
-}
-
 // fail answers with err: in OpenAI's error shape before anything was sent,
 // or as an SSE error event once keep-alives committed the stream.
-func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, ex *scope.Exchange, err error) error {
+func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *journal, err error) error {
+	ex := j.ex
 	if r.Context().Err() != nil {
 		ex.ErrCode, ex.Err = "client_closed_request", err
-		p.auditFailure(r.Context(), ex, 499)
+		p.auditFailure(r.Context(), j, 499)
 		return nil
 	}
 	if out == nil || !out.started() {
@@ -543,18 +521,19 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, ex 
 		e := apierror.From(err)
 		ex.Status = e.Status
 		ex.ErrCode = e.Code
-		p.auditFailure(r.Context(), ex, e.Status)
+		p.auditFailure(r.Context(), j, e.Status)
 		return err
 	}
 	e := apierror.From(err)
 	ex.ErrCode, ex.Err = e.Code, err
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "code": e.Code, "param": nil}})
 	out.finish(nil, e.Status, append(append([]byte("data: "), b...), '\n', '\n'))
-	p.auditFailure(r.Context(), ex, e.Status)
+	p.auditFailure(r.Context(), j, e.Status)
 	return nil
 }
 
-func (p *Protocol) auditFailure(ctx context.Context, ex *scope.Exchange, status int) {
+func (p *Protocol) auditFailure(ctx context.Context, j *journal, status int) {
+	ex := j.ex
 	if _, ok := ex.Checks["protocol"]; !ok {
 		c := map[string]any{"verdict": "no_answer", "template_sha256": p.templateFor(ex.Agent).SHA256}
 		if isCompact(ex.Agent) {
@@ -562,13 +541,14 @@ func (p *Protocol) auditFailure(ctx context.Context, ex *scope.Exchange, status 
 		}
 		ex.Check("protocol", c)
 	}
-	_ = p.Audit.Write(ctx, record(ex, audit.KindLLMResponse, "", responseSummary(ex, status)))
+	_ = j.respond(ctx, status, "")
 }
 
 // replay passes on a provider's 4xx error or a tool-call turn, read and
 // redacted by the same rules as every answer (tool call arguments
 // included).
-func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, ex *scope.Exchange, ans *answer, dropUsage bool) error {
+func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j *journal, ans *answer, dropUsage bool) error {
+	ex := j.ex
 	var b []byte
 	var res redact.Result
 	if out != nil && ans.raw == nil {
@@ -576,7 +556,7 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, e
 		for _, data := range ans.events {
 			cr, err := scan.event(data)
 			if err != nil {
-				return p.fail(w, r, out, ex, apierror.Upstream(http.StatusBadGateway, "The upstream sent a stream event the gateway cannot read; it was not passed on.", err))
+				return p.fail(w, r, out, j, apierror.Upstream(http.StatusBadGateway, "The upstream sent a stream event the gateway cannot read; it was not passed on.", err))
 			}
 			if dropUsage && cr.usageOnly {
 				continue
@@ -598,7 +578,7 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, e
 		var err error
 		b, _, res, err = checkAnswer(p.Redactor, ans.raw, ans.status == http.StatusOK)
 		if err != nil {
-			return p.fail(w, r, out, ex, apierror.Upstream(http.StatusBadGateway, "The upstream sent an answer the gateway cannot read; it was not passed on.", err))
+			return p.fail(w, r, out, j, apierror.Upstream(http.StatusBadGateway, "The upstream sent an answer the gateway cannot read; it was not passed on.", err))
 		}
 	}
 	if p.Redactor != nil {
@@ -609,8 +589,8 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, e
 		}
 		ex.Check("redaction", verdict)
 	}
-	if err := p.Audit.Write(r.Context(), record(ex, audit.KindLLMResponse, sha256Hex(b), responseSummary(ex, ans.status))); err != nil {
-		return p.fail(w, r, out, ex, err)
+	if err := j.respond(r.Context(), ans.status, sha256Hex(b)); err != nil {
+		return p.fail(w, r, out, j, err)
 	}
 	if out != nil && ans.raw == nil {
 		out.finish(nil, ans.status, b)

@@ -14,7 +14,7 @@ import (
 )
 
 // sseFilter passes an upstream chat completion stream on event by event,
-// so that the reverse proxy flushes each one as soon as it is complete,
+// so that the forwarder flushes each one as soon as it is complete,
 // never gathering the stream. Each event is read per the WHATWG rules
 // (sseReader), checked strictly, redacted (chunkScanner) and re-emitted in
 // one canonical form: "data: <json>\n\n". An event the gateway cannot read
