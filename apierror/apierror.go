@@ -133,6 +133,18 @@ func Write(w http.ResponseWriter, err error) *Error {
 	for k, vs := range e.Header {
 		h[k] = vs
 	}
+	b := e.JSON()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(b)
+	return e
+}
+
+// JSON is the error in OpenAI's shape, {"error":{...}}, newline-terminated:
+// the body of an error answer, and the data of an error event in a stream
+// that has already begun.
+func (e *Error) JSON() []byte {
 	p := payload{Message: e.Message, Type: e.Type, Code: e.Code}
 	if e.Param != "" {
 		p.Param = &e.Param
@@ -141,10 +153,5 @@ func Write(w http.ResponseWriter, err error) *Error {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // messages quote "<token>" and such literally
 	_ = enc.Encode(body{Error: p})
-	b := buf.Bytes()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(b)
-	return e
+	return buf.Bytes()
 }

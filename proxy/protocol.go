@@ -526,8 +526,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *
 	}
 	e := apierror.From(err)
 	ex.ErrCode, ex.Err = e.Code, err
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "code": e.Code, "param": nil}})
-	out.finish(nil, e.Status, append(append([]byte("data: "), b...), '\n', '\n'))
+	out.finish(nil, e.Status, sseEvent(bytes.TrimSuffix(e.JSON(), []byte("\n"))))
 	p.auditFailure(r.Context(), j, e.Status)
 	return nil
 }

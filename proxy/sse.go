@@ -1,15 +1,16 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"hash"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/scope"
 )
 
@@ -302,6 +303,5 @@ var (
 
 // errorEvent is an SSE event in OpenAI's error shape.
 func errorEvent(typ, code, message string) []byte {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "code": code, "param": nil}})
-	return sseEvent(b)
+	return sseEvent(bytes.TrimSuffix((&apierror.Error{Type: typ, Code: code, Message: message}).JSON(), []byte("\n")))
 }

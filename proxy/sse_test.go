@@ -96,7 +96,7 @@ func TestSSEFilterRefusesUnknownShapes(t *testing.T) {
 		}
 		// The first chunk went out (its text held back by the redactor as
 		// a possible start of a value), then the error event ends it.
-		if !strings.HasPrefix(out, `data: {"choices":[{"delta":{"content":""}`) || !strings.HasSuffix(out, `"type":"upstream_error"}}`+"\n\n") {
+		if !strings.HasPrefix(out, `data: {"choices":[{"delta":{"content":""}`) || !strings.HasSuffix(out, `"type":"upstream_error","code":"upstream_error","param":null}}`+"\n\n") {
 			t.Errorf("%s: want the first chunk then an error event, got %q", note, out)
 		}
 	}
