@@ -56,8 +56,8 @@ var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 // decision to the point label. Approval and spawn decisions happen outside
 // a proxied Exchange; their callers use PolicyDecision.
 var policyPoints = map[string]string{
-	"policy":     "chat",
-	"guardrails": "guardrails",
+	scope.CheckPolicy:     "chat",
+	scope.CheckGuardrails: "guardrails",
 }
 
 // Options configure New.
@@ -220,33 +220,18 @@ func (m *Metrics) Observe(ex *scope.Exchange, route string, status int, d time.D
 			m.redC.get(det).Add(float64(n))
 		}
 	}
-	if len(ex.Checks) == 0 {
-		return
-	}
-	for name, point := range policyPoints {
-		if v := verdict(ex.Checks[name]); v != "" {
-			m.decC.get(pair{point, v}).Inc()
+	for _, v := range ex.Checks {
+		if point, ok := policyPoints[v.Check]; ok && v.Verdict != "" {
+			m.decC.get(pair{point, v.Verdict}).Inc()
+		}
+		if v.Check == scope.CheckLimits && v.Verdict == "reject" {
+			dim := v.Dimension
+			if dim == "" {
+				dim = "unknown"
+			}
+			m.rejC.get(pair{agent, dim}).Inc()
 		}
 	}
-	if c, ok := ex.Checks["limits"].(map[string]any); ok && c["verdict"] == "reject" {
-		dim, _ := c["dimension"].(string)
-		if dim == "" {
-			dim = "unknown"
-		}
-		m.rejC.get(pair{agent, dim}).Inc()
-	}
-}
-
-// verdict is the "verdict" of a check recorded as a map, or "".
-func verdict(c any) string {
-	switch c := c.(type) {
-	case map[string]any:
-		v, _ := c["verdict"].(string)
-		return v
-	case map[string]string:
-		return c["verdict"]
-	}
-	return ""
 }
 
 // ObserveUpstream records the latency of one call to the named upstream

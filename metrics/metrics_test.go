@@ -37,12 +37,12 @@ func chat(agent *config.Agent, reqID, model string) *scope.Exchange {
 		Attempts:   3,
 		Redactions: map[string]int{"email": 2, "iban": 1},
 		SACP:       &scope.SACPOutcome{Status: "success", Valid: true, Attempts: 3},
-		Checks: map[string]any{
-			"auth":       map[string]any{"verdict": "pass", "method": "token"},
-			"limits":     map[string]any{"verdict": "pass", "requests": "10/s", "tokens": "none"},
-			"policy":     map[string]any{"verdict": "allow", "decision_id": reqID, "revision": "r1"},
-			"protocol":   map[string]any{"verdict": "valid", "attempts": 3},
-			"guardrails": map[string]any{"verdict": "pass", "decision_id": reqID},
+		Checks: []scope.Verdict{
+			{Check: scope.CheckAuth, Verdict: "pass", Method: "token"},
+			{Check: scope.CheckLimits, Verdict: "pass", Requests: "10/s", Tokens: "none"},
+			{Check: scope.CheckPolicy, Verdict: "allow", DecisionID: reqID, Revision: "r1"},
+			{Check: scope.CheckProtocol, Verdict: "valid", Attempts: 3},
+			{Check: scope.CheckGuardrails, Verdict: "pass", DecisionID: reqID},
 		},
 	}
 }
@@ -61,14 +61,14 @@ func TestObserveChat(t *testing.T) {
 	m.Observe(ex, chatRoute, 200, 125*time.Millisecond)
 
 	// Denied by policy.
-	ex = &scope.Exchange{RequestID: "req-3", Agent: billing, Checks: map[string]any{
-		"policy": map[string]any{"verdict": "deny", "reasons": []string{"no"}},
+	ex = &scope.Exchange{RequestID: "req-3", Agent: billing, Checks: []scope.Verdict{
+		{Check: scope.CheckPolicy, Verdict: "deny", Reasons: []string{"no"}},
 	}}
 	m.Observe(ex, chatRoute, 403, 250*time.Millisecond)
 
 	// Rejected by the token budget.
-	ex = &scope.Exchange{RequestID: "req-4", Agent: billing, Checks: map[string]any{
-		"limits": map[string]any{"verdict": "reject", "dimension": "tokens"},
+	ex = &scope.Exchange{RequestID: "req-4", Agent: billing, Checks: []scope.Verdict{
+		{Check: scope.CheckLimits, Verdict: "reject", Dimension: "tokens"},
 	}}
 	m.Observe(ex, chatRoute, 429, 250*time.Millisecond)
 

@@ -37,7 +37,7 @@ func requestSummary(ex *scope.Exchange, r *http.Request) map[string]any {
 		"upstream":       ex.Upstream,
 		"bytes":          len(ex.Body),
 		"token_estimate": ex.TokenEstimate,
-		"checks":         cloneChecks(ex.Checks),
+		"checks":         checksSummary(ex.Checks),
 	}
 	if ex.TemplateSHA256 != "" {
 		s["template_sha256"] = ex.TemplateSHA256
@@ -55,7 +55,7 @@ func responseSummary(ex *scope.Exchange, status int) map[string]any {
 		"status":     status,
 		"latency_ms": float64(time.Since(ex.Start).Microseconds()) / 1000,
 		"attempts":   ex.Attempts,
-		"checks":     cloneChecks(ex.Checks),
+		"checks":     checksSummary(ex.Checks),
 	}
 	if ex.UsageKnown {
 		s["tokens"] = map[string]any{"prompt": ex.Usage.PromptTokens, "completion": ex.Usage.CompletionTokens, "total": ex.Usage.TotalTokens}
@@ -82,13 +82,14 @@ func responseSummary(ex *scope.Exchange, status int) map[string]any {
 	return s
 }
 
-func cloneChecks(c map[string]any) map[string]any {
+// checksSummary renders the exchange's checks for its audit entry. A check
+// that did not run says so, so the trail never implies it passed.
+func checksSummary(c []scope.Verdict) map[string]any {
 	out := make(map[string]any, len(c)+4)
-	for k, v := range c {
-		out[k] = v
+	for _, v := range c {
+		out[v.Check] = v.Summary()
 	}
-	// A check that did not run says so, so the trail never implies it passed.
-	for _, name := range []string{"auth", "limits", "rbac", "policy", "protocol", "redaction"} {
+	for _, name := range []string{scope.CheckAuth, scope.CheckLimits, scope.CheckRBAC, scope.CheckPolicy, scope.CheckProtocol, scope.CheckRedaction} {
 		if _, ok := out[name]; !ok {
 			out[name] = map[string]any{"verdict": "not_evaluated"}
 		}

@@ -171,14 +171,10 @@ func (c *compactChecker) Reask(errs []string) string {
 			`or an ERR object {"status":"ERR","code":"<ERROR_CODE>","details":"<reason>"}.`)
 }
 
-// Fields are added to the audit's protocol check.
-func (c *compactChecker) Fields(m map[string]any) map[string]any {
-	m["format"], m["out_fmt"] = FormatCompact, c.outFmt
-	m["template_sha256"] = c.tpl.SHA256
-	if c.last.kind != "" {
-		m["answer"] = c.last.kind
-	}
-	return m
+// Protocol is the audit's protocol check, with the compact format's fields.
+func (c *compactChecker) Protocol(v string) scope.Verdict {
+	return scope.Verdict{Check: scope.CheckProtocol, Verdict: v, Format: FormatCompact, OutFmt: c.outFmt,
+		TemplateSHA256: c.tpl.SHA256, Answer: c.last.kind}
 }
 
 // Settle is the client's content for the last answer: the validated object
@@ -195,17 +191,14 @@ func (c *compactChecker) Settle(_ context.Context, ex *scope.Exchange, _ string)
 	if v.kind == "err" {
 		status = compact.StatusErr
 	}
-	c.last.kind = v.kind // for Fields: what the client got
+	c.last.kind = v.kind // for Protocol: what the client got
 	out, res := c.redact(v.kind == "prose", v.body)
-	check := map[string]any{"verdict": "applied", "count": res.Total()}
+	check := scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Blocked: res.Blocked}
 	if c.p.Redactor == nil {
-		check = map[string]any{"verdict": "disabled"}
-	}
-	if res.Blocked != "" {
-		check["blocked"] = res.Blocked
+		check = scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled", Blocked: res.Blocked}
 	}
 	ex.Redacted(res.Counts)
-	ex.Check("redaction", check)
+	ex.Check(check)
 	o := &scope.SACPOutcome{Status: status, Valid: v.valid, Attempts: ex.Attempts}
 	if !v.valid {
 		o.Errors = []string{describeResult(v.res)}

@@ -126,8 +126,9 @@ func TestCompactSettle(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("settled:\n got %+v\nwant %+v", got, tc.want)
 			}
-			if fmt.Sprint(ex.Checks["redaction"]) != fmt.Sprint(tc.redaction) {
-				t.Errorf("redaction check = %v, want %v", ex.Checks["redaction"], tc.redaction)
+			v, _ := ex.Verdict(scope.CheckRedaction)
+			if fmt.Sprint(v.Summary()) != fmt.Sprint(tc.redaction) {
+				t.Errorf("redaction check = %v, want %v", v.Summary(), tc.redaction)
 			}
 			if ex.SACP == nil || ex.SACP.Status != tc.want.status || ex.SACP.Valid != tc.want.valid || ex.SACP.Attempts != tc.attempts ||
 				ex.SACP.Message != tc.auditMessage || (len(ex.SACP.Errors) > 0) == tc.want.valid {
@@ -136,9 +137,9 @@ func TestCompactSettle(t *testing.T) {
 			if !json.Valid([]byte(got.content)) && tc.outFmt != "human" {
 				t.Errorf("content is not JSON: %s", got.content)
 			}
-			f := c.Fields(map[string]any{})
-			if f["format"] != FormatCompact || f["out_fmt"] != tc.outFmt || f["answer"] == nil {
-				t.Errorf("fields = %v", f)
+			f := c.Protocol("valid")
+			if f.Check != scope.CheckProtocol || f.Format != FormatCompact || f.OutFmt != tc.outFmt || f.Answer == "" {
+				t.Errorf("protocol check = %+v", f)
 			}
 		})
 	}

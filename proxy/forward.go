@@ -81,7 +81,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 	}
 	c := &call{f: f, ex: ex, kind: kind, j: &journal{rec: f.Audit, ex: ex}}
 	if kind == KindChat && f.Redactor == nil {
-		ex.Check("redaction", map[string]any{"verdict": "disabled"})
+		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled"})
 	}
 	body := ex.Body
 	if ex.Stream && ex.Agent != nil && !ex.Agent.TokenLimit.IsZero() {
@@ -127,7 +127,7 @@ func (c *call) stream(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage, scan)
 	filter.KeepAlive, filter.Idle = c.f.KeepAlive, c.f.StreamIdle
 	filter.onRefuse = func(reason string) {
-		c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": reason})
+		c.ex.Check(scope.Verdict{Check: scope.CheckAnswer, Verdict: "refused", Reason: reason})
 		c.ex.ErrCode = "upstream_error"
 	}
 	filter.finish = func(sum string, complete bool) error {
@@ -256,7 +256,7 @@ func (c *call) fail(ctx context.Context, w http.ResponseWriter, r *http.Request,
 // refused it.
 func (c *call) unknownShape(reason string) error {
 	c.f.Log.Warn("upstream answer refused", "request_id", c.ex.RequestID, "upstream", c.ex.Upstream, "reason", reason)
-	c.ex.Check("answer", map[string]any{"verdict": "refused", "reason": "unknown_shape"})
+	c.ex.Check(scope.Verdict{Check: scope.CheckAnswer, Verdict: "refused", Reason: "unknown_shape"})
 	return &upstreamStatusError{shape: reason}
 }
 
@@ -280,11 +280,7 @@ func (c *call) redacts() bool {
 
 func (c *call) noteRedactions(res redact.Result) {
 	c.ex.Redacted(res.Counts)
-	verdict := map[string]any{"verdict": "applied", "count": res.Total()}
-	if res.Blocked != "" {
-		verdict["blocked"] = res.Blocked
-	}
-	c.ex.Check("redaction", verdict)
+	c.ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Blocked: res.Blocked})
 }
 
 // stopTimer ends the response timeout; it reports errTimeout when the

@@ -82,7 +82,7 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 			method = "mtls"
 		}
 	}
-	ex.Check("auth", map[string]any{"verdict": "pass", "method": method})
+	ex.Check(scope.Verdict{Check: scope.CheckAuth, Verdict: "pass", Method: method})
 	next.ServeHTTP(w, r)
 	return nil
 }

@@ -58,8 +58,8 @@ func (l *Limits) reservation(ex *scope.Exchange) int {
 // reject audits a 429 and returns it.
 func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error) error {
 	ex.Audited = true
-	ex.Check("limits", map[string]any{"verdict": "reject", "dimension": dim})
-	summary := map[string]any{"route": r.URL.Path, "model": ex.Model, "dimension": dim, "checks": cloneChecks(ex.Checks)}
+	ex.Check(scope.Verdict{Check: scope.CheckLimits, Verdict: "reject", Dimension: dim})
+	summary := map[string]any{"route": r.URL.Path, "model": ex.Model, "dimension": dim, "checks": checksSummary(ex.Checks)}
 	if err := l.Audit.Write(r.Context(), record(ex, audit.KindRateLimitReject, ex.PayloadSHA256, summary)); err != nil {
 		return err
 	}
@@ -76,9 +76,9 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		return err
 	}
 	h := w.Header()
-	verdict := map[string]any{"verdict": "pass", "requests": a.RateLimit.String(), "tokens": a.TokenLimit.String()}
+	verdict := scope.Verdict{Check: scope.CheckLimits, Verdict: "pass", Requests: a.RateLimit.String(), Tokens: a.TokenLimit.String()}
 	if a.TokenLimit.IsZero() {
-		ex.Check("limits", verdict)
+		ex.Check(verdict)
 		next.ServeHTTP(w, r)
 		return nil
 	}
@@ -93,8 +93,8 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		return l.reject(r, ex, "tokens", apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
 			a.ID, a.TokenLimit, reserved, roundUp(res.RetryAfter)), retryAfter(h, res)))
 	}
-	verdict["tokens_reserved"] = reserved
-	ex.Check("limits", verdict)
+	verdict.TokensReserved = reserved
+	ex.Check(verdict)
 	next.ServeHTTP(w, r)
 	// What the provider reported is charged; without a report (the client
 	// left before the usage chunk, the upstream failed mid-stream) the whole

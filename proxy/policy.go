@@ -56,17 +56,13 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 			return apierror.BadRequest("", "We could not parse the JSON body of your request.")
 		}
 		d, _ := p.ChatDeny(r.Context(), map[string]any{"agent": agents.of(ex.Agent), "request": req, "model": ex.Model})
-		verdict := map[string]any{"verdict": "allow", "decision_id": d.DecisionID, "revision": d.Revision}
+		verdict := scope.Verdict{Check: scope.CheckPolicy, Verdict: "allow", DecisionID: d.DecisionID, Revision: d.Revision}
 		if d.Deny {
-			verdict["verdict"] = "deny"
-			verdict["reasons"] = d.Reasons
-			if d.FailClosed {
-				verdict["fail_closed"] = true
-			}
-			ex.Check("policy", verdict)
+			verdict.Verdict, verdict.Reasons, verdict.FailClosed = "deny", d.Reasons, d.FailClosed
+			ex.Check(verdict)
 			return apierror.Forbidden("Denied by policy: " + strings.Join(d.Reasons, "; ") + ".")
 		}
-		ex.Check("policy", verdict)
+		ex.Check(verdict)
 		next.ServeHTTP(w, r)
 		return nil
 	})
@@ -85,21 +81,14 @@ func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchan
 		obj["next_step_hint"] = resp.NextStepHint
 	}
 	d, _ := p.Guardrails(ctx, map[string]any{"agent": agents.of(ex.Agent), "response": obj})
-	verdict := map[string]any{"verdict": "pass", "decision_id": d.DecisionID, "revision": d.Revision}
+	verdict := scope.Verdict{Check: scope.CheckGuardrails, Verdict: "pass", DecisionID: d.DecisionID, Revision: d.Revision,
+		RedactMessage: d.RedactMessage, Reason: d.Reason, FailClosed: d.FailClosed}
 	if d.Status != "" && d.Status != resp.Status {
-		verdict["verdict"] = "forced_status"
-		verdict["from"] = resp.Status
+		verdict.Verdict, verdict.From = "forced_status", resp.Status
 		resp.Status = d.Status
 	}
 	if d.RedactMessage {
-		verdict["redact_message"] = true
 		resp.Message = fmt.Sprintf("[REDACTED:guardrail] %s", d.Reason)
 	}
-	if d.Reason != "" {
-		verdict["reason"] = d.Reason
-	}
-	if d.FailClosed {
-		verdict["fail_closed"] = true
-	}
-	ex.Check("guardrails", verdict)
+	ex.Check(verdict)
 }

@@ -114,7 +114,7 @@ func (p *Protocol) Applies(a *config.Agent) bool { return a.StandardProtocol() |
 func (p *Protocol) Inject(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
 	if !p.Applies(ex.Agent) {
-		ex.Check("protocol", map[string]any{"verdict": "not_applicable"})
+		ex.Check(scope.Verdict{Check: scope.CheckProtocol, Verdict: "not_applicable"})
 		next.ServeHTTP(w, r)
 		return nil
 	}
@@ -164,8 +164,9 @@ type answerChecker interface {
 	// receives, fallback included; it records the redaction and the
 	// guardrail checks and sets ex.SACP.
 	Settle(ctx context.Context, ex *scope.Exchange, content string) settled
-	// Fields adds the format's own fields to the audit's protocol check m.
-	Fields(m map[string]any) map[string]any
+	// Protocol is the protocol check with verdict v and the format's own
+	// fields.
+	Protocol(v string) scope.Verdict
 }
 
 // settled is the answer as delivered.
@@ -197,9 +198,8 @@ func (c *standardChecker) Check(content string) (bool, []string) {
 
 func (c *standardChecker) Reask(errs []string) string { return sacp.ReaskPrompt(errs) }
 
-func (c *standardChecker) Fields(m map[string]any) map[string]any {
-	m["template_sha256"] = c.p.Template.SHA256
-	return m
+func (c *standardChecker) Protocol(v string) scope.Verdict {
+	return scope.Verdict{Check: scope.CheckProtocol, Verdict: v, TemplateSHA256: c.p.Template.SHA256}
 }
 
 func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, content string) settled {
@@ -279,7 +279,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	case ans.toolCalls:
 		// Tool loop (seed 000 8, phase 1): not yet the final synthesis.
 		ex.SACP = &scope.SACPOutcome{Status: "tool_calls", Valid: true, Attempts: ex.Attempts, ToolCalls: true}
-		ex.Check("protocol", chk.Fields(map[string]any{"verdict": "tool_calls"}))
+		ex.Check(chk.Protocol("tool_calls"))
 		return p.replay(w, r, out, j, ans, dropUsage)
 	}
 	res := chk.Settle(ctx, ex, ans.content)
@@ -287,7 +287,9 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	if !res.valid {
 		verdict = "fallback"
 	}
-	ex.Check("protocol", chk.Fields(map[string]any{"verdict": verdict, "attempts": ex.Attempts}))
+	pv := chk.Protocol(verdict)
+	pv.Attempts = ex.Attempts
+	ex.Check(pv)
 	content, finish := res.content, ans.finish
 	if finish == "" {
 		finish = "stop"
@@ -336,7 +338,7 @@ func (p *Protocol) auditText(s string) string {
 // Exchange; it returns the blocking detector's name if one matched.
 func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) string {
 	if p.Redactor == nil {
-		ex.Check("redaction", map[string]any{"verdict": "disabled"})
+		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled"})
 		return ""
 	}
 	var res redact.Result
@@ -357,7 +359,7 @@ func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) strin
 		}
 	}
 	ex.Redacted(res.Counts)
-	ex.Check("redaction", map[string]any{"verdict": "applied", "count": res.Total(), "fields": sortedFields(p.ApplyTo)})
+	ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Fields: sortedFields(p.ApplyTo)})
 	return res.Blocked
 }
 
@@ -533,12 +535,12 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *
 
 func (p *Protocol) auditFailure(ctx context.Context, j *journal, status int) {
 	ex := j.ex
-	if _, ok := ex.Checks["protocol"]; !ok {
-		c := map[string]any{"verdict": "no_answer", "template_sha256": p.templateFor(ex.Agent).SHA256}
+	if _, ok := ex.Verdict(scope.CheckProtocol); !ok {
+		c := scope.Verdict{Check: scope.CheckProtocol, Verdict: "no_answer", TemplateSHA256: p.templateFor(ex.Agent).SHA256}
 		if isCompact(ex.Agent) {
-			c["format"] = FormatCompact
+			c.Format = FormatCompact
 		}
-		ex.Check("protocol", c)
+		ex.Check(c)
 	}
 	_ = j.respond(ctx, status, "")
 }
@@ -582,11 +584,7 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j
 	}
 	if p.Redactor != nil {
 		ex.Redacted(res.Counts)
-		verdict := map[string]any{"verdict": "applied", "count": res.Total()}
-		if res.Blocked != "" {
-			verdict["blocked"] = res.Blocked
-		}
-		ex.Check("redaction", verdict)
+		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Blocked: res.Blocked})
 	}
 	if err := j.respond(r.Context(), ans.status, sha256Hex(b)); err != nil {
 		return p.fail(w, r, out, j, err)

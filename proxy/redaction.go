@@ -22,11 +22,11 @@ func RedactRequests(r *redact.Redactor) Stage {
 		}
 		ex.Redacted(res.Counts)
 		if res.Blocked != "" {
-			ex.Check("request_redaction", map[string]any{"verdict": "blocked", "detector": res.Blocked})
+			ex.Check(scope.Verdict{Check: scope.CheckRequestRedaction, Verdict: "blocked", Detector: res.Blocked})
 			return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "content_filter",
 				Message: fmt.Sprintf("The prompt contains data that may not leave the organisation (%s).", res.Blocked)}
 		}
-		ex.Check("request_redaction", map[string]any{"verdict": "applied", "count": res.Total()})
+		ex.Check(scope.Verdict{Check: scope.CheckRequestRedaction, Verdict: "applied", Count: res.Total()})
 		ex.Body = body
 		next.ServeHTTP(w, req)
 		return nil

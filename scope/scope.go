@@ -60,7 +60,7 @@ type Exchange struct {
 	PayloadSHA256 string
 	// Checks records every governance check that ran and its verdict, so the
 	// audit entry attests what was checked (and what was not).
-	Checks map[string]any
+	Checks []Verdict
 	// TemplateSHA256 is the hash of the protocol template injected, if any.
 	TemplateSHA256 string
 	// SACP is the outcome of protocol enforcement; nil for other agents.
@@ -86,14 +86,6 @@ type SACPOutcome struct {
 	Thought string
 	Message string
 	Errors  []string
-}
-
-// Check records a check's verdict.
-func (ex *Exchange) Check(name string, verdict any) {
-	if ex.Checks == nil {
-		ex.Checks = make(map[string]any, 6)
-	}
-	ex.Checks[name] = verdict
 }
 
 // Redacted adds redaction counts by detector.

@@ -1,0 +1,118 @@
+package scope
+
+// Names of the checks an exchange records.
+const (
+	CheckAuth             = "auth"
+	CheckLimits           = "limits"
+	CheckRBAC             = "rbac"
+	CheckPolicy           = "policy"
+	CheckRequestRedaction = "request_redaction"
+	CheckProtocol         = "protocol"
+	CheckRedaction        = "redaction"
+	CheckGuardrails       = "guardrails"
+	CheckAnswer           = "answer"
+)
+
+// Verdict is one check's outcome on an exchange: the audit entry's
+// checks.<Check> object. Which fields a check sets is fixed by the check
+// (docs/reference/audit-format.md); an unset field is not written.
+type Verdict struct {
+	Check   string
+	Verdict string
+
+	Method string // auth: token or sidecar
+
+	Requests       string // limits: the agent's rate and token limits
+	Tokens         string
+	TokensReserved int
+	Dimension      string // limits, when rejected: requests or tokens
+
+	DecisionID    string // policy, guardrails: the decision's identity
+	Revision      string
+	Reasons       []string // policy: why it denied
+	FailClosed    bool     // policy, guardrails: the decision failed closed
+	From          string   // guardrails: the status it overrode
+	RedactMessage bool     // guardrails: the message was withheld
+	Reason        string   // guardrails, answer: why
+
+	Count    int      // redaction checks: values redacted (written whenever Verdict is "applied")
+	Detector string   // request_redaction: the blocking detector
+	Blocked  string   // redaction: the blocking detector
+	Fields   []string // redaction of protocol answers: the fields scanned
+
+	Attempts       int // protocol: model calls
+	TemplateSHA256 string
+	Format         string // protocol: sacp_compact
+	OutFmt         string
+	Answer         string // protocol, compact: what the client got
+}
+
+// Summary renders v as the audit trail writes it.
+func (v Verdict) Summary() map[string]any {
+	m := make(map[string]any, 4)
+	m["verdict"] = v.Verdict
+	str := func(k, s string) {
+		if s != "" {
+			m[k] = s
+		}
+	}
+	str("method", v.Method)
+	str("requests", v.Requests)
+	str("tokens", v.Tokens)
+	if v.TokensReserved != 0 {
+		m["tokens_reserved"] = v.TokensReserved
+	}
+	str("dimension", v.Dimension)
+	str("decision_id", v.DecisionID)
+	str("revision", v.Revision)
+	if v.Reasons != nil {
+		m["reasons"] = v.Reasons
+	}
+	if v.FailClosed {
+		m["fail_closed"] = true
+	}
+	str("from", v.From)
+	if v.RedactMessage {
+		m["redact_message"] = true
+	}
+	str("reason", v.Reason)
+	if v.Verdict == "applied" {
+		// Zero included: "applied, nothing found" is a finding.
+		m["count"] = v.Count
+	}
+	str("detector", v.Detector)
+	str("blocked", v.Blocked)
+	if v.Fields != nil {
+		m["fields"] = v.Fields
+	}
+	if v.Attempts != 0 {
+		m["attempts"] = v.Attempts
+	}
+	str("template_sha256", v.TemplateSHA256)
+	str("format", v.Format)
+	str("out_fmt", v.OutFmt)
+	str("answer", v.Answer)
+	return m
+}
+
+// Check records a check's verdict; a check recorded again (the redaction
+// of a re-asked answer) replaces its earlier verdict.
+func (ex *Exchange) Check(v Verdict) {
+	for i := range ex.Checks {
+		if ex.Checks[i].Check == v.Check {
+			ex.Checks[i] = v
+			return
+		}
+	}
+	ex.Checks = append(ex.Checks, v)
+}
+
+// Verdict returns the verdict recorded for check, if any.
+func (ex *Exchange) Verdict(check string) (Verdict, bool) {
+	for _, v := range ex.Checks {
+		if v.Check == check {
+			return v, true
+		}
+	}
+	return Verdict{}, false
+}
