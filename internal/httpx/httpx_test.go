@@ -90,7 +90,9 @@ func TestReadLimited(t *testing.T) {
 
 type appenderFunc func(ctx context.Context, r audit.Record) (audit.Entry, error)
 
-func (f appenderFunc) Append(ctx context.Context, r audit.Record) (audit.Entry, error) { return f(ctx, r) }
+func (f appenderFunc) Append(ctx context.Context, r audit.Record) (audit.Entry, error) {
+	return f(ctx, r)
+}
 
 // fail_mode closed: an entry that is not durable stops the answer with a
 // 503; open: the request is served and the loss logged. Either way the
