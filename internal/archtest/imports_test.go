@@ -1,0 +1,92 @@
+// Package archtest holds the test that keeps the import flow of
+// docs/architecture.md true: every package has a layer, imports go down
+// (or sideways within a layer where the table allows), and the three front
+// doors import none of each other.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sacpgw/gateway/"
+
+// layers are the packages of docs/architecture.md, bottom (0) to top. A
+// package may import packages of a lower layer, or of its own layer when
+// sideways lists the pair.
+var layers = map[string]int{
+	// 0: leaves, no project imports of their own.
+	"apierror": 0, "internal/strictjson": 0, "internal/names": 0, "internal/egress": 0,
+	"internal/testcert": 0, "internal/testredis": 0, "tracing": 0, "redact": 0, "sacp": 0,
+	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0,
+	// 1: configuration and what is built from it.
+	"config": 1, "upstream": 1, "scope": 1, "limit": 1, "policy": 1,
+	// 2: plumbing shared by the front doors.
+	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "metrics": 2,
+	// 3: the front doors.
+	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3,
+	// 4: the HTTP shell; 5: the command.
+	"server": 4, "cmd/gateway": 5,
+}
+
+// sideways are the imports allowed within a layer.
+var sideways = map[[2]string]bool{
+	{"scope", "config"}:    true,
+	{"scope", "upstream"}:  true,
+	{"upstream", "config"}: true,
+	{"policy", "config"}:   true,
+	// The agent-messaging door is one relay made of parts.
+	{"messaging", "registry"}: true,
+}
+
+// doors groups the front doors; no door imports another's packages.
+var doors = map[string]string{
+	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
+}
+
+// TestImportFlow reads the non-test imports of every package with go list.
+func TestImportFlow(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	seen := 0
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(fields[0], module)
+		if strings.HasPrefix(pkg, "bench/") || strings.HasPrefix(pkg, "charts/") || pkg == "internal/archtest" {
+			continue // load tools and test-only packages stand outside the flow
+		}
+		seen++
+		from, ok := layers[pkg]
+		if !ok {
+			t.Errorf("%s has no layer: add it to docs/architecture.md and to this table", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module)
+			to, ok := layers[dep]
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which has no layer", pkg, dep)
+			case to > from:
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports go down", pkg, from, dep, to)
+			case to == from && !sideways[[2]string{pkg, dep}]:
+				t.Errorf("%s imports %s in its own layer %d: not an allowed sideways import", pkg, dep, from)
+			}
+			if d1, d2 := doors[pkg], doors[dep]; d1 != "" && d2 != "" && d1 != d2 {
+				t.Errorf("front door %s (%s) imports %s (%s): the doors share plumbing, not each other", pkg, d1, dep, d2)
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("only %d packages listed: %s", seen, out)
+	}
+}
