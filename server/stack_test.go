@@ -21,15 +21,12 @@ import (
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
-	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/app"
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/metrics"
-	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
-	"github.com/sacpgw/gateway/registry"
 	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
@@ -182,7 +179,14 @@ audit:
   dir: ` + o.auditDir + `
   chain: test
   fail_mode: ` + o.failMode + `
-`
+policy:
+  dir: ` + policyDir(t) + `
+approval:
+  rate_limit: 1000000/minute
+http:
+  unauthenticated:
+    rate_limit: 1000000/second
+` + stateYAML(o.redisURL)
 	agents := testAgents
 	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto", "compact"} {
 		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
@@ -199,6 +203,10 @@ audit:
 	write(t, dir, config.AgentsFile, agents)
 	write(t, dir, config.ProtocolFile, proto)
 	write(t, dir, config.RegistryFile, testRegistry)
+	// The shipped specification catalogue (approval references).
+	if err := os.CopyFS(filepath.Join(dir, "specs"), os.DirFS("../config/specs")); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.Load(dir)
 	if err != nil {
 		t.Fatalf("load test config: %v", err)
@@ -209,10 +217,6 @@ audit:
 		sink = io.Discard
 	}
 	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	auditLog, err := audit.Open(audit.Config{Dir: cfg.Gateway.Audit.Dir, Chain: cfg.Gateway.Audit.Chain, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -220,98 +224,84 @@ audit:
 	if o.brokenAudit {
 		auditLog.Close()
 	}
-	// The real policies of the repository, RBAC and approval service.
-	engine, err := policy.New(policy.Options{Dir: "../rego", Logger: log, NoWatch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(engine.Close)
-	rbac, err := policy.NewRBAC("../config/rbac_model.conf", cfg.Agents, []string{"security-lead"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	catalogue, err := approval.LoadCatalogue("../config/specs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		limiter limit.Limiter  = limit.NewMemory()
-		budget  limit.Budget   = limit.NewMemoryBudget()
-		store   approval.Store = approval.NewMemoryStore()
-	)
-	if o.redisURL != "" {
-		client, err := limit.NewRedisClient(o.redisURL, 50*time.Millisecond)
+	t.Cleanup(func() {
+		auditLog.Close()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	var h http.Handler
+	var serveOn func(context.Context, net.Listener) error
+	if o.core {
+		h, serveOn = coreGateway(t, cfg, log, o)
+	} else {
+		// The gateway as the command builds it.
+		a, err := app.Build(cfg, app.Options{Sidecar: o.sidecar, Log: log, Audit: auditLog, KeepAlive: o.keepAlive, Tracer: o.tracer})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { client.Close() })
-		fb := &limit.Fallback{Primary: limit.NewRedis(client), Local: limit.NewMemory(),
-			PrimaryBudget: limit.NewRedisBudget(client), LocalBudget: limit.NewMemoryBudget(), OnFailure: "closed", Log: log}
-		limiter, budget, store = fb, fb, approval.NewRedisStore(client)
-	}
-	svc, err := approval.New(approval.Deps{Config: cfg, Decider: engine, Authorizer: rbac, Store: store,
-		Limiter: limiter, Audit: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := registry.Library(cfg.Registry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limiter, Tokens: budget, Log: log,
-		SidecarAgent: o.sidecar, Audit: auditLog, KeepAlive: o.keepAlive, Policies: engine, Library: staticLibrary{lib}}
-	if o.core {
-		deps.Audit, deps.Policies = nil, nil
-	}
-	gwy, err := proxy.New(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New(metrics.Options{NoRuntime: true})
-	m.AuditStats(auditLog.Stats)
-	m.PolicyStats(engine.Stats)
-	s, err := server.New(server.Options{Gateway: gwy, Log: log, Approval: svc, Metrics: m, Tracer: o.tracer})
-	if err != nil {
-		t.Fatal(err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done; a.Close() })
+		h, serveOn = a.Handler(), a.ServeListener
 	}
 	var hs *httptest.Server
 	if o.tlsYAML != "" {
-		tlsCfg, err := server.TLSConfig(cfg.Gateway.TLS, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err = server.New(server.Options{Gateway: gwy, Log: log, Approval: svc, Metrics: m, TLS: tlsCfg})
-		if err != nil {
-			t.Fatal(err)
-		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { _ = s.Serve(ctx, ln); close(done) }()
+		go func() { _ = serveOn(ctx, ln); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })
 		hs = &httptest.Server{URL: "https://" + ln.Addr().String()}
 	} else {
-		hs = httptest.NewServer(s.Handler())
+		hs = httptest.NewServer(h)
 		t.Cleanup(hs.Close)
 	}
-	t.Cleanup(func() {
-		ups.Close()
-		auditLog.Close()
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
 	return &stack{t: t, srv: hs, logs: logs, auditDir: cfg.Gateway.Audit.Dir, audit: auditLog}
 }
 
-// staticLibrary serves a fixed verb/tool library, as registry.Registry does
-// without spawned agents.
-type staticLibrary struct{ lib *compact.Library }
+// coreGateway is the benchmarks' baseline: the OpenAI pipeline with
+// identity, size, model and limits only (no audit trail, no policies, no
+// redaction), behind the same server shell.
+func coreGateway(t testing.TB, cfg *config.Config, log *slog.Logger, o stackOpts) (http.Handler, func(context.Context, net.Listener) error) {
+	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ups.Close)
+	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log,
+		SidecarAgent: o.sidecar, KeepAlive: o.keepAlive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Options{Gateway: gwy, Log: log, Metrics: metrics.New(metrics.Options{NoRuntime: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Handler(), s.Serve
+}
 
-func (s staticLibrary) Library(context.Context) (*compact.Library, error) { return s.lib, nil }
+// policyDir is the repository's policies, as an absolute path.
+func policyDir(t testing.TB) string {
+	d, err := filepath.Abs("../rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// stateYAML puts limits and approval states in Redis when url is set;
+// a Redis failure is refused (on_failure closed), never served locally.
+func stateYAML(url string) string {
+	if url == "" {
+		return ""
+	}
+	return "state:\n  backend: redis\n  redis_url: " + url + "\n  on_failure: closed\n"
+}
 
 // client returns the official OpenAI SDK pointed at the gateway, as an
 // agent configures it: base URL and its gateway token, nothing else.

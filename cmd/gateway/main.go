@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/sacpgw/gateway/app"
 	"github.com/sacpgw/gateway/config"
 )
 
@@ -105,9 +106,9 @@ func serveMain(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serve(ctx, cfg, *sidecar, stderr); err != nil {
+	if err := app.Serve(ctx, cfg, app.Options{Sidecar: *sidecar, Version: version}, stderr); err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
-		var ue *usageError
+		var ue *app.UsageError
 		if errors.As(err, &ue) {
 			return exitUsage
 		}
@@ -128,7 +129,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		reportConfig(stderr, err)
 		return exitFailed
 	}
-	if err := check(cfg); err != nil {
+	if err := app.Check(cfg); err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return exitFailed
 	}

@@ -64,15 +64,6 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "[::1]:80": true, "localhost:1": true, "127.9.9.9:1": true,
-		":8080": false, "0.0.0.0:8080": false, "10.0.0.1:80": false, "example.com:80": false, "garbage": false} {
-		if loopback(addr) != want {
-			t.Errorf("loopback(%q) = %v", addr, !want)
-		}
-	}
-}
-
 // TestSIGTERMDrainsInFlight runs the real binary: a request in flight when
 // SIGTERM arrives still gets its full answer, and the process exits 0.
 func TestSIGTERMDrainsInFlight(t *testing.T) {

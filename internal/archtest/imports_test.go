@@ -28,8 +28,8 @@ var layers = map[string]int{
 	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "metrics": 2,
 	// 3: the front doors.
 	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3,
-	// 4: the HTTP shell; 5: the command.
-	"server": 4, "cmd/gateway": 5,
+	// 4: the HTTP shell; 5: the wiring (Build); 6: the command.
+	"server": 4, "app": 5, "cmd/gateway": 6,
 }
 
 // sideways are the imports allowed within a layer.

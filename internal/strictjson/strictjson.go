@@ -324,10 +324,6 @@ func (w *walker) run(top *Fields, v Visit) ([]span, error) {
 	return repl, nil
 }
 
-// decoders recycles jsontext decoders (their buffers and name sets) across
-// documents; Reset gives each document a clean state.
-var decoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
-
 // unquote appends the value of the JSON string raw to dst.
 func unquote(dst, raw []byte) []byte {
 	inner := raw[1 : len(raw)-1]

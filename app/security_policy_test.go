@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"encoding/json"
@@ -16,11 +16,11 @@ import (
 func copyRego(t *testing.T) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir("../../rego", func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../rego", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".rego") {
 			return err
 		}
-		rel, _ := filepath.Rel("../../rego", p)
+		rel, _ := filepath.Rel("../rego", p)
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err

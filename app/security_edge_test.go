@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -124,11 +124,11 @@ func TestSecurityReviewLoginBounded(t *testing.T) {
 // are refused; a local process's JSON request is served.
 func TestSecuritySidecarRefusesBrowserRequests(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
-	a, err := build(g.cfg, "planner_1", slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	a, err := Build(g.cfg, Options{Sidecar: "planner_1", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
+	defer a.Close()
 	srv := httptest.NewServer(a.server.Handler())
 	defer srv.Close()
 	body := `{"model":"mock-1","messages":[{"role":"user","content":"hi"}]}`

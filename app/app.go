@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -38,13 +38,31 @@ import (
 	"github.com/sacpgw/gateway/upstream"
 )
 
-// usageError marks a refusal to start that is the operator's to fix (exit 2).
-type usageError struct{ msg string }
+// UsageError marks a refusal to start that is the operator's to fix (the
+// command exits 2).
+type UsageError struct{ msg string }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return e.msg }
 
-// app is every component, built from one config.
-type app struct {
+// Options are what Build takes besides the configuration.
+type Options struct {
+	// Sidecar, when set, is the agent that token-less requests act as.
+	Sidecar string
+	Log     *slog.Logger
+	// Audit is the open audit trail; nil builds everything without serving
+	// (config check): no approval service, agent messaging or watcher.
+	Audit *audit.Log
+	// Version is written in the startup audit entry.
+	Version string
+	// KeepAlive is the interval of SSE keep-alive comments while a
+	// protocol answer is gathered; zero: 5s.
+	KeepAlive time.Duration
+	// Tracer, when set, replaces the exporter of gateway.yaml's tracing.
+	Tracer *tracing.Tracer
+}
+
+// App is every component, built from one config.
+type App struct {
 	upstreams *upstream.Set
 	server    *server.Server
 	audit     *audit.Log
@@ -58,13 +76,14 @@ type app struct {
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
 	sources *sourceguard.Guard
-	tracer  *tracing.Tracer
-	mu      sync.Mutex // guards upstreams across reloads
+	tracer    *tracing.Tracer
+	keepAlive time.Duration
+	mu        sync.Mutex // guards upstreams across reloads
 }
 
 // gateway builds the OpenAI front door for cfg; limits, audit trail and
 // policies are the app's own, shared across config reloads.
-func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, error) {
+func (a *App) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, error) {
 	return proxy.New(proxy.Deps{
 		Config:       cfg,
 		Upstreams:    ups,
@@ -72,23 +91,48 @@ func (a *app) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 		Tokens:       a.state.budget,
 		Log:          a.log,
 		SidecarAgent: a.sidecar,
+		KeepAlive:    a.keepAlive,
 		Audit:        a.trail(),
 		Policies:     a.policies,
 		Library:      a.registry,
 	})
 }
 
+// Handler is the gateway's HTTP handler, for a server the caller runs.
+func (a *App) Handler() http.Handler { return a.server.Handler() }
+
+// ServeListener serves on ln (TLS when configured) until ctx ends, then
+// drains.
+func (a *App) ServeListener(ctx context.Context, ln net.Listener) error { return a.server.Serve(ctx, ln) }
+
+// Run does the background work until ctx ends: approval expiries, message
+// deliveries, the summaries of failed authentications (the last ones are
+// written before Run returns).
+func (a *App) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if a.approval != nil {
+		wg.Go(func() { a.approval.Run(ctx) })
+	}
+	if a.messaging != nil {
+		wg.Go(func() { a.messaging.Run(ctx) })
+	}
+	if a.sources != nil {
+		wg.Go(func() { a.sources.Run(ctx) })
+	}
+	wg.Wait()
+}
+
 // trail is where the front doors write: the audit trail behind the
 // failed-authentication summarizer.
-func (a *app) trail() httpx.Appender {
+func (a *App) trail() httpx.Appender {
 	if a.sources == nil {
 		return appender(a.audit)
 	}
 	return a.sources
 }
 
-// close releases what build started (the policy watcher, pooled connections).
-func (a *app) close() {
+// Close releases what Build started (the policy watcher, pooled connections).
+func (a *App) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = a.tracer.Shutdown(ctx) // flushes the last spans
@@ -187,24 +231,26 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// build wires the components; it fails on anything that would leave a
-// half-working server.
-func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit.Log) (*app, error) {
+// Build wires the components from cfg; it fails on anything that would
+// leave a half-working server. The command and every end-to-end test build
+// the gateway this way.
+func Build(cfg *config.Config, o Options) (*App, error) {
+	sidecar, log, auditLog := o.Sidecar, o.Log, o.Audit
 	if sidecar != "" {
 		if _, ok := cfg.Agents[sidecar]; !ok {
-			return nil, &usageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
+			return nil, &UsageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
 		}
 	}
 	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
 	if err != nil {
-		return nil, &usageError{err.Error()}
+		return nil, &UsageError{err.Error()}
 	}
 	engine, err := newPolicies(cfg, log, auditLog)
 	if err != nil {
 		ups.Close()
-		return nil, &usageError{err.Error()}
+		return nil, &UsageError{err.Error()}
 	}
-	a := &app{upstreams: ups, audit: auditLog, policies: engine}
+	a := &App{upstreams: ups, audit: auditLog, policies: engine, keepAlive: o.KeepAlive}
 	if auditLog != nil {
 		un := cfg.Gateway.HTTP.Unauthenticated
 		a.sources = sourceguard.New(auditLog, sourceguard.Options{
@@ -212,21 +258,21 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 			Window: un.AuditWindow.D(),
 		})
 	}
-	fail := func(err error) (*app, error) {
-		a.close()
+	fail := func(err error) (*App, error) {
+		a.Close()
 		return nil, err
 	}
 	rbac, err := newRBAC(cfg)
 	if err != nil {
-		return fail(&usageError{err.Error()})
+		return fail(&UsageError{err.Error()})
 	}
 	catalogue, err := loadCatalogue(cfg)
 	if err != nil {
-		return fail(&usageError{err.Error()})
+		return fail(&UsageError{err.Error()})
 	}
 	st, err := newState(cfg, log)
 	if err != nil {
-		return fail(&usageError{err.Error()})
+		return fail(&UsageError{err.Error()})
 	}
 	a.state = st
 	limiter := st.limiter
@@ -248,7 +294,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	a.sidecar, a.log = sidecar, log
 	reg, err := registry.New(cfg, st.spawned)
 	if err != nil {
-		return fail(&usageError{err.Error()})
+		return fail(&UsageError{err.Error()})
 	}
 	a.registry = reg
 	gw, err := a.gateway(cfg, ups)
@@ -260,7 +306,7 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 		rec := &httpx.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
 		client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS, egressPolicy)
 		if err != nil {
-			return fail(&usageError{err.Error()})
+			return fail(&UsageError{err.Error()})
 		}
 		a.messaging, err = messaging.New(messaging.Deps{
 			Config: cfg, Registry: reg, RBAC: rbac, Policy: engine, Queue: st.queue, History: st.history,
@@ -336,11 +382,13 @@ func build(cfg *config.Config, sidecar string, log *slog.Logger, auditLog *audit
 	}
 	tlsConfig, err := server.TLSConfig(cfg.Gateway.TLS, log)
 	if err != nil {
-		return fail(&usageError{err.Error()})
+		return fail(&UsageError{err.Error()})
 	}
-	a.tracer, err = tracing.New(cfg.Gateway.Tracing.OTLPEndpoint, cfg.Gateway.Tracing.ServiceName, 0)
-	if err != nil {
-		return fail(&usageError{err.Error()})
+	if a.tracer = o.Tracer; a.tracer == nil {
+		a.tracer, err = tracing.New(cfg.Gateway.Tracing.OTLPEndpoint, cfg.Gateway.Tracing.ServiceName, 0)
+		if err != nil {
+			return fail(&UsageError{err.Error()})
+		}
 	}
 	a.server, err = server.New(server.Options{
 		TLS:             tlsConfig,
@@ -449,30 +497,33 @@ func appender(l *audit.Log) httpx.Appender {
 	return l
 }
 
-// check builds everything a server would, without serving. It does not
+// Check builds everything a server would, without serving. It does not
 // open the audit trail (a running gateway holds its lock), but it loads the
 // signing key.
-func check(cfg *config.Config) error {
+func Check(cfg *config.Config) error {
 	if f := cfg.Gateway.Audit.SigningKeyFile; f != "" {
 		if _, err := audit.LoadPrivateKey(f); err != nil {
 			return fmt.Errorf("%s: audit.signing_key_file: %w", filepath.Join(cfg.Dir, config.GatewayFile), err)
 		}
 	}
-	a, err := build(cfg, "", slog.New(slog.DiscardHandler), nil)
+	a, err := Build(cfg, Options{Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
-	a.close()
+	a.Close()
 	return nil
 }
 
-func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Writer) error {
+// Serve runs the gateway of cfg until ctx ends: the audit trail, the
+// components, the background work, the config watcher and the listener.
+func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer) error {
+	sidecar := o.Sidecar
 	log := newLogger(cfg.Gateway.Log, stderr)
 	if sidecar != "" && !loopback(cfg.Gateway.Listen) {
-		return &usageError{fmt.Sprintf("sidecar mode requires a loopback listen address (e.g. 127.0.0.1:8080), not %q: use --listen", cfg.Gateway.Listen)}
+		return &UsageError{fmt.Sprintf("sidecar mode requires a loopback listen address (e.g. 127.0.0.1:8080), not %q: use --listen", cfg.Gateway.Listen)}
 	}
 	if _, ok := cfg.Agents[sidecar]; sidecar != "" && !ok {
-		return &usageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
+		return &UsageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
 	}
 	auditLog, err := openAudit(cfg, log)
 	if err != nil {
@@ -484,36 +535,34 @@ func serve(ctx context.Context, cfg *config.Config, sidecar string, stderr io.Wr
 			log.Error("closing the audit trail", "error", err.Error())
 		}
 	}()
-	a, err := build(cfg, sidecar, log, auditLog)
+	a, err := Build(cfg, Options{Sidecar: sidecar, Log: log, Audit: auditLog, Version: o.Version})
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	go a.approval.Run(runCtx)
-	go a.messaging.Run(runCtx)
-	sourcesDone := make(chan struct{})
-	go func() { a.sources.Run(runCtx); close(sourcesDone) }()
+	runDone := make(chan struct{})
+	go func() { a.Run(runCtx); close(runDone) }()
 	// The last summaries of failed authentications go in before the trail
 	// closes (deferred earlier, so run later).
-	defer func() { stopRun(); <-sourcesDone }()
+	defer func() { stopRun(); <-runDone }()
 	if err := a.watchConfig(runCtx, cfg.Dir, cfg); err != nil {
 		log.Warn("config hot reload disabled", "error", err.Error())
 	}
 	if _, err := auditLog.Append(ctx, audit.Record{Kind: audit.KindConfigReload, Summary: map[string]any{
-		"event": "startup", "version": version, "files": configDigest(cfg.Dir), "agents": len(cfg.Agents), "sidecar_agent": sidecar,
+		"event": "startup", "version": o.Version, "files": configDigest(cfg.Dir), "agents": len(cfg.Agents), "sidecar_agent": sidecar,
 	}}); err != nil {
 		return fmt.Errorf("audit trail: first entry: %w", err)
 	}
 	warnings(cfg, log)
 	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
 	if err != nil {
-		return &usageError{fmt.Sprintf("listen %s: %v", cfg.Gateway.Listen, err)}
+		return &UsageError{fmt.Sprintf("listen %s: %v", cfg.Gateway.Listen, err)}
 	}
 	log.Info("gateway listening", "addr", ln.Addr().String(), "agents", len(cfg.Agents),
-		"upstreams", len(cfg.Gateway.Upstreams), "sidecar_agent", sidecar, "version", version)
-	return a.server.Serve(ctx, ln)
+		"upstreams", len(cfg.Gateway.Upstreams), "sidecar_agent", sidecar, "version", o.Version)
+	return a.ServeListener(ctx, ln)
 }
 
 // warnings says loudly what an operator must not ship.
@@ -542,13 +591,13 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// reload loads the config directory again and, if it is valid, swaps in a
+// Reload loads the config directory again and, if it is valid, swaps in a
 // new OpenAI front door built from it (agents, tokens, limits, models,
 // upstreams, protocol and redaction settings). A bad config keeps the last
 // good one and says why. Either way the attempt is audited. What is bound
 // at startup (listen address, TLS, audit, state backend, policy dir, the
 // approval service) needs a restart.
-func (a *app) reload(dir string, current *config.Config) *config.Config {
+func (a *App) Reload(dir string, current *config.Config) *config.Config {
 	cfg, err := config.Load(dir)
 	summary := map[string]any{"event": "reload", "files": configDigest(dir)}
 	if err == nil {
@@ -592,7 +641,7 @@ func (a *app) reload(dir string, current *config.Config) *config.Config {
 // gateway is swapped, and everything that can fail is built before
 // anything is replaced: a config that fails keeps the last good one
 // everywhere.
-func (a *app) reloadServices(cfg *config.Config) error {
+func (a *App) reloadServices(cfg *config.Config) error {
 	if a.approval == nil {
 		return nil
 	}
@@ -618,7 +667,7 @@ func (a *app) reloadServices(cfg *config.Config) error {
 
 // watchConfig reloads on changes to the config directory, debounced so an
 // editor's write-rename (or a ConfigMap's symlink swap) is one reload.
-func (a *app) watchConfig(ctx context.Context, dir string, cfg *config.Config) error {
+func (a *App) watchConfig(ctx context.Context, dir string, cfg *config.Config) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("config watch: %w", err)
@@ -648,7 +697,7 @@ func (a *app) watchConfig(ctx context.Context, dir string, cfg *config.Config) e
 				a.log.Warn("config watch", "error", err.Error())
 			case <-timer:
 				timer = nil
-				cfg = a.reload(dir, cfg)
+				cfg = a.Reload(dir, cfg)
 			}
 		}
 	}()

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -101,7 +101,7 @@ func replyWith(reply func(req map[string]any) string) func(http.ResponseWriter, 
 type a2a struct {
 	t        testing.TB
 	srv      *httptest.Server
-	app      *app
+	app      *App
 	auditDir string
 	peers    map[string]*peer
 	// dir and cfg are the config directory and what was loaded from it.
@@ -266,7 +266,7 @@ messaging:
 		config.AgentsFile:   b.String(),
 		config.ProtocolFile: "protocol:\n  limits:\n    max_retry_attempts: 3\n" + o.protocolExtra,
 	}
-	reg, err := os.ReadFile("../../config/registry.yaml")
+	reg, err := os.ReadFile("../config/registry.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ messaging:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := build(cfg, "", log, auditLog)
+	a, err := Build(cfg, Options{Log: log, Audit: auditLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ messaging:
 		srv.Close()
 		cancel()
 		wg.Wait()
-		a.close()
+		a.Close()
 		auditLog.Close()
 	})
 	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
@@ -314,7 +314,7 @@ func policyDir(o a2aOpts) string {
 	if o.policyDir != "" {
 		return o.policyDir
 	}
-	return "../../rego"
+	return "../rego"
 }
 
 // allowLoopback lets the gateway reach the test's endpoints on loopback.

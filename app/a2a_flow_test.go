@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"crypto/sha256"
@@ -733,7 +733,7 @@ func TestServicesConfigHotReload(t *testing.T) {
 	if status, _, _ := g.do(http.MethodGet, "/admin/escalations", "tok-reviewer", ""); status != http.StatusOK {
 		t.Fatalf("reviewer before the rotation: %d", status)
 	}
-	cfg := g.app.reload(g.dir, g.cfg)
+	cfg := g.app.Reload(g.dir, g.cfg)
 	if cfg == g.cfg {
 		t.Fatal("reload failed")
 	}
@@ -751,7 +751,7 @@ func TestServicesConfigHotReload(t *testing.T) {
 	}
 	// A tool naming an unknown verb does not load; the last good registry serves.
 	write("registry.yaml", strings.Replace(regChanged, "supported_verbs: [audit_books]", "supported_verbs: [nope]", 1))
-	if got := g.app.reload(g.dir, cfg); got != cfg {
+	if got := g.app.Reload(g.dir, cfg); got != cfg {
 		t.Fatal("a broken registry.yaml was loaded")
 	}
 	if status, _, _ := g.do(http.MethodPost, "/sacp/validate", "tok-outsider", `{"g":"X","plan":[["audit_books","LEDGER",{}]]}`); status != http.StatusOK {
