@@ -24,17 +24,17 @@ import (
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/internal/sourceguard"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/messaging"
-	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/registry"
 	policyfs "github.com/sacpgw/gateway/rego"
 	"github.com/sacpgw/gateway/server"
-	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -75,7 +75,7 @@ type App struct {
 	log       *slog.Logger
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
-	sources *sourceguard.Guard
+	sources   *sourceguard.Guard
 	tracer    *tracing.Tracer
 	keepAlive time.Duration
 	mu        sync.Mutex // guards upstreams across reloads
@@ -103,7 +103,9 @@ func (a *App) Handler() http.Handler { return a.server.Handler() }
 
 // ServeListener serves on ln (TLS when configured) until ctx ends, then
 // drains.
-func (a *App) ServeListener(ctx context.Context, ln net.Listener) error { return a.server.Serve(ctx, ln) }
+func (a *App) ServeListener(ctx context.Context, ln net.Listener) error {
+	return a.server.Serve(ctx, ln)
+}
 
 // Run does the background work until ctx ends: approval expiries, message
 // deliveries, the summaries of failed authentications (the last ones are

@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/policy"
 )
 

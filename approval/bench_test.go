@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
-	"github.com/sacpgw/gateway/scope"
 )
 
 type nopAudit struct{}

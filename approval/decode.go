@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 )
 

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Tokens of the test configuration.

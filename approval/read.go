@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/config"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 )
 
 // Status serves GET /agent/status/{id}. An agent sees only its own

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 )
 
 // The review pages are server-rendered HTML without JavaScript. A reviewer

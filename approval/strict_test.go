@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 )
 
 // The policy must judge the same request the stored bytes show: a key

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Submit serves POST /agent/request: an AgentRequest in, a

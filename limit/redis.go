@@ -10,7 +10,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 )
 
 // Default key prefixes. redis_rate adds its own "rate:" in front of the

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/mailbox"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // HistoryList is GET /v1/messages: one page of a thread.

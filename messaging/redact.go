@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/redact"
 )
 

@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/httpx"
-	"github.com/sacpgw/gateway/tracing"
+	"github.com/sacpgw/gateway/internal/tracing"
 )
 
 // maxAnswer bounds a recipient's answer to a REQUEST.

@@ -8,14 +8,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/registry"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // send is one POST /v1/messages on its way through the checks.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/scope"
 )
 
 // record builds an entry of the request's Exchange.

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Kind is the OpenAI operation a chain serves.

@@ -7,7 +7,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 )
 
 func TestDecodeRequest(t *testing.T) {

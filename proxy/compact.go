@@ -9,9 +9,9 @@ import (
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // FormatCompact is the response_format of agents that answer in seed 001's

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // compactOfSize builds a fenced compact answer of about n bytes whose ctx

@@ -12,9 +12,9 @@ import (
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
-	"github.com/sacpgw/gateway/scope"
 )
 
 func testLibrary(tb testing.TB) *compact.Library {

@@ -17,10 +17,10 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // maxAnswerSize bounds a non-streaming answer the gateway reads into memory.

@@ -9,13 +9,13 @@ import (
 	"path"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/scope"
 	"github.com/sacpgw/gateway/upstream"
 )
 

@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/scope"
 )
 
 // Identifier is the identify stage: bearer token → agent.

@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Limits is the stage enforcing the agent's rate_limit (requests) and

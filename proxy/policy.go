@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/sacp"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Policies is what the proxy asks of the Rego engine (policy.Engine).

@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/scope"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Protocol enforces the response protocols: for agents with response_format

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // answerOfSize builds a SACP answer of about n bytes: prose, then a fenced

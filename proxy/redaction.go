@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // RedactRequests is the stage for protocol.redaction.requests: every

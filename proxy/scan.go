@@ -9,9 +9,9 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sacpgw/gateway/internal/scope"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // redactDoc reads body strictly against fields and redacts every string

@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
-	"github.com/sacpgw/gateway/scope"
-	"github.com/sacpgw/gateway/tracing"
+	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/upstream"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/apierror"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 )
 
 // sseFilter passes an upstream chat completion stream on event by event,

@@ -8,8 +8,8 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/scope"
 )
 
 const usageEvent = `data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}` + "\n\n"

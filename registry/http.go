@@ -13,13 +13,13 @@ import (
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/httpx"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/names"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // KindSpawn is the audit kind of a SPAWN_AGENT decision and registration.

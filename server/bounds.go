@@ -11,9 +11,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sacpgw/gateway/apierror"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/sourceguard"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Bounds limit what one client connection may hold (SPEC 5): slow bodies,

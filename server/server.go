@@ -23,13 +23,13 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
-	"github.com/sacpgw/gateway/metrics"
+	"github.com/sacpgw/gateway/internal/metrics"
+	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/proxy"
-	"github.com/sacpgw/gateway/scope"
-	"github.com/sacpgw/gateway/tracing"
 )
 
 // Check is one readiness condition.

@@ -24,11 +24,11 @@ import (
 	"github.com/sacpgw/gateway/app"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/metrics"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/limit"
-	"github.com/sacpgw/gateway/metrics"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/server"
-	"github.com/sacpgw/gateway/tracing"
 	"github.com/sacpgw/gateway/upstream"
 )
 

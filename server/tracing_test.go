@@ -13,7 +13,7 @@ import (
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sacpgw/gateway/tracing"
+	"github.com/sacpgw/gateway/internal/tracing"
 )
 
 // TestOTLPExport: with tracing on, the gateway exports a server span that

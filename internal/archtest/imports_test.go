@@ -19,13 +19,13 @@ const module = "github.com/sacpgw/gateway/"
 // sideways lists the pair.
 var layers = map[string]int{
 	// 0: leaves, no project imports of their own.
-	"apierror": 0, "internal/strictjson": 0, "internal/names": 0, "internal/egress": 0,
-	"internal/testcert": 0, "internal/testredis": 0, "tracing": 0, "redact": 0, "sacp": 0,
+	"internal/strictjson": 0, "internal/names": 0, "internal/egress": 0,
+	"internal/testcert": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0,
 	// 1: configuration and what is built from it.
-	"config": 1, "upstream": 1, "scope": 1, "limit": 1, "policy": 1,
+	"config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	// 2: plumbing shared by the front doors.
-	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "metrics": 2,
+	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
 	// 3: the front doors.
 	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3,
 	// 4: the HTTP shell; 5: the wiring (Build); 6: the command.
@@ -34,10 +34,10 @@ var layers = map[string]int{
 
 // sideways are the imports allowed within a layer.
 var sideways = map[[2]string]bool{
-	{"scope", "config"}:    true,
-	{"scope", "upstream"}:  true,
-	{"upstream", "config"}: true,
-	{"policy", "config"}:   true,
+	{"internal/scope", "config"}:   true,
+	{"internal/scope", "upstream"}: true,
+	{"upstream", "config"}:         true,
+	{"policy", "config"}:           true,
 	// The agent-messaging door is one relay made of parts.
 	{"messaging", "registry"}: true,
 }

@@ -18,9 +18,9 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 )
 
 // WriteJSON answers v as JSON with status. v is the gateway's own value, so

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/apierror"
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/scope"
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/scope"
 )
 
 // Every front door answers errors in OpenAI's shape and records the code

@@ -17,8 +17,8 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/scope"
 )
 
 const chatRoute = "/v1/chat/completions"

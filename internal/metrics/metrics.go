@@ -35,8 +35,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/scope"
 )
 
 // Label values used when the real one is missing.
