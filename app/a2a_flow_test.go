@@ -757,6 +757,27 @@ func TestServicesConfigHotReload(t *testing.T) {
 	if status, _, _ := g.do(http.MethodPost, "/sacp/validate", "tok-outsider", `{"g":"X","plan":[["audit_books","LEDGER",{}]]}`); status != http.StatusOK {
 		t.Errorf("the last good registry stopped serving: %d", status)
 	}
+
+	// All or nothing: a reload that rotates the reviewer's token and takes
+	// the outsider's permission away, but whose catalogue does not load,
+	// changes nothing anywhere (not the approval door, not the relay).
+	write("registry.yaml", regChanged)
+	write("agents.yaml", string(agents))
+	gw2, _ := os.ReadFile(filepath.Join(g.dir, "gateway.yaml"))
+	write("gateway.yaml", strings.Replace(string(gw2), config.HashTokenHex("tok-reviewer-2"), config.HashTokenHex("tok-reviewer-3"), 1))
+	if err := os.MkdirAll(filepath.Join(g.dir, "specs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write("specs/broken.md", "no front matter\n")
+	if got := g.app.Reload(g.dir, cfg); got != cfg {
+		t.Fatal("a config whose catalogue does not load was applied")
+	}
+	if status, _, _ := g.do(http.MethodGet, "/admin/escalations", "tok-reviewer-2", ""); status != http.StatusOK {
+		t.Errorf("the failed reload rotated the reviewer token: %d", status)
+	}
+	if status, resp := g.send("outsider", ping); status != http.StatusAccepted {
+		t.Errorf("the failed reload changed the relay's permissions: %d %v", status, resp)
+	}
 }
 
 // TestMessageRedaction: with protocol.redaction.messages, what the

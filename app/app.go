@@ -264,11 +264,11 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	rbac, err := newRBAC(cfg)
+	rbac, err := policy.RBACFor(cfg)
 	if err != nil {
 		return fail(&UsageError{err.Error()})
 	}
-	catalogue, err := loadCatalogue(cfg)
+	catalogue, err := approval.CatalogueFor(cfg)
 	if err != nil {
 		return fail(&UsageError{err.Error()})
 	}
@@ -418,25 +418,6 @@ func bounds(h config.HTTP, sources *sourceguard.Guard) server.Bounds {
 	}
 }
 
-// newRBAC builds the casbin RBAC of cfg: the model file of the config dir
-// (or the built-in one, the same as the shipped file) and policy lines from
-// agents.yaml and the reviewers.
-func newRBAC(cfg *config.Config) (*policy.RBAC, error) {
-	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
-	for _, r := range cfg.Gateway.Admin.Reviewers {
-		reviewers = append(reviewers, r.Name)
-	}
-	model := filepath.Join(cfg.Dir, "rbac_model.conf")
-	if _, err := os.Stat(model); os.IsNotExist(err) {
-		model = ""
-	}
-	rbac, err := policy.NewRBAC(model, cfg.Agents, reviewers)
-	if err != nil {
-		return nil, fmt.Errorf("rbac: %w", err)
-	}
-	return rbac, nil
-}
-
 // newPolicies loads the Rego of policy.dir; with an audit trail (serving),
 // it watches the directory and audits every reload and shadow disagreement.
 func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*policy.Engine, error) {
@@ -475,20 +456,6 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 		return nil, fmt.Errorf("policies (%s): %w", cfg.Gateway.Policy.Dir, err)
 	}
 	return e, nil
-}
-
-// loadCatalogue reads the specification catalogue; the default directory
-// may be absent (an empty catalogue).
-func loadCatalogue(cfg *config.Config) (*approval.Catalogue, error) {
-	dir := filepath.Join(cfg.Dir, cfg.Gateway.Approval.CatalogueDir)
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		return approval.NewCatalogue(), nil
-	}
-	c, err := approval.LoadCatalogue(dir)
-	if err != nil {
-		return nil, fmt.Errorf("approval.catalogue_dir: %w", err)
-	}
-	return c, nil
 }
 
 // appender keeps a nil *audit.Log from becoming a non-nil interface.
@@ -604,23 +571,7 @@ func (a *App) Reload(dir string, current *config.Config) *config.Config {
 	summary := map[string]any{"event": "reload", "files": configDigest(dir)}
 	if err == nil {
 		cfg.Gateway.Listen = current.Gateway.Listen
-		var ups *upstream.Set
-		if ups, err = upstream.New(cfg.Gateway.Upstreams, a.log); err == nil {
-			var gw *proxy.Gateway
-			if err = a.reloadServices(cfg); err != nil {
-				ups.Close()
-			} else if gw, err = a.gateway(cfg, ups); err == nil {
-				a.mu.Lock()
-				old := a.upstreams
-				a.upstreams = ups
-				a.mu.Unlock()
-				a.server.SwapGateway(gw)
-				// Requests in flight keep the old pool until they finish.
-				time.AfterFunc(time.Minute, old.Close)
-			} else {
-				ups.Close()
-			}
-		}
+		err = a.reconfigure(cfg)
 	}
 	summary["ok"] = err == nil
 	if err != nil {
@@ -638,33 +589,57 @@ func (a *App) Reload(dir string, current *config.Config) *config.Config {
 	return cfg
 }
 
-// reloadServices gives the approval protocol and the agent-to-agent side
-// cfg's agents, RBAC, tokens, catalogue and registry. It runs before the
-// gateway is swapped, and everything that can fail is built before
-// anything is replaced: a config that fails keeps the last good one
-// everywhere.
-func (a *App) reloadServices(cfg *config.Config) error {
-	if a.approval == nil {
-		return nil
+// Reconfigurer is a component that takes a new configuration without a
+// restart, all or nothing: Prepare builds and checks everything cfg needs
+// and returns apply, which swaps it in and cannot fail. Requests in flight
+// finish under the configuration they began with.
+type Reconfigurer interface {
+	Prepare(cfg *config.Config) (apply func(), err error)
+}
+
+var (
+	_ Reconfigurer = (*approval.Service)(nil)
+	_ Reconfigurer = (*messaging.Service)(nil)
+	_ Reconfigurer = (*registry.Registry)(nil)
+)
+
+// reconfigure prepares every reloadable component for cfg, then a new
+// OpenAI front door (last: it holds the new upstream pools), and applies
+// them all only when every one is ready: a config that fails anywhere
+// keeps the last good one everywhere.
+func (a *App) reconfigure(cfg *config.Config) error {
+	rs := []Reconfigurer{a.registry}
+	if a.approval != nil {
+		rs = append(rs, a.approval, a.messaging)
 	}
-	rbac, err := newRBAC(cfg)
+	applies := make([]func(), 0, len(rs))
+	for _, r := range rs {
+		apply, err := r.Prepare(cfg)
+		if err != nil {
+			return err
+		}
+		applies = append(applies, apply)
+	}
+	ups, err := upstream.New(cfg.Gateway.Upstreams, a.log)
 	if err != nil {
 		return err
 	}
-	catalogue, err := loadCatalogue(cfg)
+	gw, err := a.gateway(cfg, ups)
 	if err != nil {
+		ups.Close()
 		return err
 	}
-	if _, err := registry.Library(cfg.Registry); err != nil {
-		return err
+	for _, apply := range applies {
+		apply()
 	}
-	if err := a.messaging.Reload(cfg, rbac); err != nil {
-		return err
-	}
-	if err := a.registry.Reload(cfg); err != nil {
-		return err
-	}
-	return a.approval.Reload(cfg, rbac, catalogue)
+	a.mu.Lock()
+	old := a.upstreams
+	a.upstreams = ups
+	a.mu.Unlock()
+	a.server.SwapGateway(gw)
+	// Requests in flight keep the old pool until they finish.
+	time.AfterFunc(time.Minute, old.Close)
+	return nil
 }
 
 // watchConfig reloads on changes to the config directory, debounced so an

@@ -19,8 +19,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -157,18 +160,36 @@ func newSettings(cfg *config.Config, authz Authorizer, cat *Catalogue, rate limi
 // cur is the configuration serving now.
 func (s *Service) cur() *settings { return s.set.Load() }
 
-// Reload serves cfg (protocol settings, admin and reviewer tokens, the
-// approval section), its RBAC and catalogue from the next request on: a
-// revoked reviewer token stops working without a restart. Requests in
-// flight finish with what they started with; open review sessions stay
-// valid until they expire.
-func (s *Service) Reload(cfg *config.Config, authz Authorizer, cat *Catalogue) error {
-	if cfg == nil || authz == nil || cat == nil {
-		return errors.New("approval: reload: config, authorizer and catalogue are required")
+// Prepare builds the service's settings for cfg (agents, RBAC, tokens,
+// catalogue, limits, webhook) and returns apply, which serves them from
+// the next request on; requests in flight finish under the settings they
+// began with. Nothing changes unless apply is called.
+func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
+	authz, err := policy.RBACFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := CatalogueFor(cfg)
+	if err != nil {
+		return nil, err
 	}
 	a := cfg.Gateway.Approval
-	s.set.Store(newSettings(cfg, authz, cat, limit.Rule{N: a.RateLimit.N, Period: a.RateLimit.Period}, a.BaseURL, a.Webhook))
-	return nil
+	set := newSettings(cfg, authz, cat, limit.Rule{N: a.RateLimit.N, Period: a.RateLimit.Period}, a.BaseURL, a.Webhook)
+	return func() { s.set.Store(set) }, nil
+}
+
+// CatalogueFor reads cfg's specification catalogue; the default directory
+// may be absent (an empty catalogue).
+func CatalogueFor(cfg *config.Config) (*Catalogue, error) {
+	dir := filepath.Join(cfg.Dir, cfg.Gateway.Approval.CatalogueDir)
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return NewCatalogue(), nil
+	}
+	c, err := LoadCatalogue(dir)
+	if err != nil {
+		return nil, fmt.Errorf("approval.catalogue_dir: %w", err)
+	}
+	return c, nil
 }
 
 // New checks d and builds the service.

@@ -133,17 +133,21 @@ func newConf(cfg *config.Config, rbac Authorizer) (*conf, error) {
 	return c, nil
 }
 
-// Reload serves cfg and its RBAC from the next message on (a config hot
-// reload); messages in flight finish under the configuration they began
-// with. The worker count and the queue are not changed. On error nothing
-// changes.
-func (s *Service) Reload(cfg *config.Config, rbac Authorizer) error {
+// Prepare builds the service's configuration for cfg (agents, RBAC,
+// redaction) and returns apply, which serves it from the next message on;
+// messages in flight finish under the configuration they began with. The
+// worker count and the queue are not changed. Nothing changes unless
+// apply is called.
+func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
+	rbac, err := policy.RBACFor(cfg)
+	if err != nil {
+		return nil, err
+	}
 	c, err := newConf(cfg, rbac)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.conf.Store(c)
-	return nil
+	return func() { s.conf.Store(c) }, nil
 }
 
 // counters are the service's totals for /metrics.

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
+
 	"github.com/sacpgw/gateway/config"
 )
 
@@ -338,4 +341,23 @@ func (r *RBAC) AuthorizePerson(role, action string) bool {
 	}
 	ok, err := r.e.Enforce(sub, "escalations", strings.ToLower(action))
 	return err == nil && ok
+}
+
+// RBACFor builds the RBAC of cfg: the model file of the config directory
+// (or the built-in one, the same as the shipped file) and policy lines
+// from the agents and the reviewers.
+func RBACFor(cfg *config.Config) (*RBAC, error) {
+	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
+	for _, r := range cfg.Gateway.Admin.Reviewers {
+		reviewers = append(reviewers, r.Name)
+	}
+	model := filepath.Join(cfg.Dir, "rbac_model.conf")
+	if _, err := os.Stat(model); os.IsNotExist(err) {
+		model = ""
+	}
+	rbac, err := NewRBAC(model, cfg.Agents, reviewers)
+	if err != nil {
+		return nil, fmt.Errorf("rbac: %w", err)
+	}
+	return rbac, nil
 }

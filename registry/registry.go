@@ -88,18 +88,21 @@ type view struct {
 // (refreshed at most every second, and at once after a local spawn).
 func New(cfg *config.Config, store Store) (*Registry, error) {
 	r := &Registry{store: store, ttl: time.Second, now: time.Now}
-	if err := r.Reload(cfg); err != nil {
+	apply, err := r.Prepare(cfg)
+	if err != nil {
 		return nil, err
 	}
+	apply()
 	return r, nil
 }
 
-// Reload replaces the configured agents and the library with cfg's (a
-// config hot reload); spawned agents stay. On error nothing changes.
-func (r *Registry) Reload(cfg *config.Config) error {
+// Prepare builds the registry's static entries and verb/tool library
+// for cfg and returns apply, which swaps them in; agents spawned at run
+// time are kept. Nothing changes unless apply is called.
+func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 	lib, err := Library(cfg.Registry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var static []Entry
 	byName := map[string]int{}
@@ -117,10 +120,11 @@ func (r *Registry) Reload(cfg *config.Config) error {
 			Endpoint: a.Endpoint,
 		})
 	}
-	r.mu.Lock()
-	r.static, r.byName, r.lib, r.cached = static, byName, lib, nil
-	r.mu.Unlock()
-	return nil
+	return func() {
+		r.mu.Lock()
+		r.static, r.byName, r.lib, r.cached = static, byName, lib, nil
+		r.mu.Unlock()
+	}, nil
 }
 
 // Library converts registry.yaml into a compact library.
