@@ -81,11 +81,11 @@ func TestCompactCheck(t *testing.T) {
 }
 
 func TestCompactSettle(t *testing.T) {
-	red, err := redact.New(redact.Config{})
+	red, err := redact.New(redact.Config{Detectors: redact.Names()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocking, err := redact.New(redact.Config{Block: []string{"email"}})
+	blocking, err := redact.New(redact.Config{Detectors: redact.Names(), Block: []string{"email"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func FuzzCompactAnswer(f *testing.F) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
-	red, err := redact.New(redact.Config{})
+	red, err := redact.New(redact.Config{Detectors: redact.Names()})
 	if err != nil {
 		f.Fatal(err)
 	}

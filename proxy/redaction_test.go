@@ -67,7 +67,7 @@ func collectContent(t testing.TB, sse []byte) string {
 }
 
 func TestStreamRedactorMatchesWholeText(t *testing.T) {
-	r, _ := redact.New(redact.Config{})
+	r, _ := redact.New(redact.Config{Detectors: redact.Names()})
 	text := `Mail "jane.doe@example.com", card 4111 1111 1111 1111 <b>, key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789 done`
 	want, _ := r.String(text)
 	for cut := 1; cut < len(text); cut++ {
@@ -86,7 +86,7 @@ func FuzzStreamRedactor(f *testing.F) {
 	f.Add("card 4111111111111111 ssn 123-45-6789", 3, 30)
 	f.Add("ip 10.0.0.1 and eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc_DEF-123", 5, 40)
 	f.Add("\"quoted\" \\ <html> \u00e9\u4e16", 2, 4)
-	r, _ := redact.New(redact.Config{})
+	r, _ := redact.New(redact.Config{Detectors: redact.Names()})
 	f.Fuzz(func(t *testing.T, text string, a, b int) {
 		if !utf8.ValidString(text) {
 			return // JSON decoding turns invalid UTF-8 into U+FFFD before redaction
@@ -110,7 +110,7 @@ func abs(n int) int {
 }
 
 func TestStructuralAllowList(t *testing.T) {
-	r, _ := redact.New(redact.Config{})
+	r, _ := redact.New(redact.Config{Detectors: redact.Names()})
 	answer := `{"id":"chatcmpl-9a8B7c6D5e4F3g2H1","object":"chat.completion","created":1,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_44709d6fcb",` +
 		`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"mail bob@example.com",` +
 		`"tool_calls":[{"id":"call_Jk2LxQ9zT4vB8nM3","type":"function","function":{"name":"send","arguments":"{}"}}]}}]}`

@@ -75,7 +75,7 @@ func TestSSEFilterFraming(t *testing.T) {
 // Each of these passed unredacted before: an event the gateway cannot read
 // into the chunk shape now ends the stream with an error event, no [DONE].
 func TestSSEFilterRefusesUnknownShapes(t *testing.T) {
-	r, _ := redact.New(redact.Config{})
+	r, _ := redact.New(redact.Config{Detectors: redact.Names()})
 	secret := "write to bob@example.com"
 	cases := map[string]string{
 		"created as a float": `{"id":"c","created":1.7e9,"choices":[{"index":0,"delta":{"content":"` + secret + `"}}]}`,
@@ -109,7 +109,7 @@ func TestSSEFilterRefusesUnknownShapes(t *testing.T) {
 // Every string of a chunk is redacted: tool call arguments, refusal and
 // reasoning arrive in fragments and are redacted across them.
 func TestSSEFilterRedactsEveryField(t *testing.T) {
-	r, _ := redact.New(redact.Config{})
+	r, _ := redact.New(redact.Config{Detectors: redact.Names()})
 	ev := func(delta map[string]any, finish any) string {
 		b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})

@@ -53,7 +53,7 @@ func mustNew(tb testing.TB, cfg Config) *Redactor {
 // other detector claims the text.
 func runCases(t *testing.T, cases []redactCase) {
 	t.Helper()
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, res := r.String(tc.in)

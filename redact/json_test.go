@@ -8,7 +8,7 @@ import (
 )
 
 func TestJSON(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, tc := range []struct {
 		name, in, want string
 		total          int
@@ -48,7 +48,7 @@ func TestJSON(t *testing.T) {
 // TestJSONKeepsStructure compares a redacted document with its input through
 // encoding/json: same shape, same keys, and only strings differ.
 func TestJSONKeepsStructure(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	in := `{"thought":"look up","status":"success","message":"Call 555-123-4567",
 		"data":{"users":[{"email":"a@b.co","age":31,"tags":["x","10.1.2.3"]}],"ok":true,"n":null}}`
 	out, res, err := r.JSON([]byte(in))
@@ -76,7 +76,7 @@ func TestJSONKeepsStructure(t *testing.T) {
 }
 
 func TestJSONBlock(t *testing.T) {
-	r := mustNew(t, Config{Block: []string{"ssn"}})
+	r := mustNew(t, Config{Detectors: Names(), Block: []string{"ssn"}})
 	_, res, err := r.JSON([]byte(`{"a":"fine","b":["ssn 123-45-6789"]}`))
 	if err != nil || res.Blocked != "ssn" {
 		t.Errorf("Blocked = %q, err %v", res.Blocked, err)
@@ -84,7 +84,7 @@ func TestJSONBlock(t *testing.T) {
 }
 
 func TestJSONInvalid(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, in := range []string{
 		``, ` `, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `[1,]`, `[1 2]`, `{a:1}`, `"abc`, "\"a\x01\"",
 		`"\x"`, `"\u12"`, `"\u12g4"`, `01`, `1.`, `-`, `1e`, `+1`, `tru`, `nul`, `"a" "b"`, `{"k":"v"} x`,
@@ -108,7 +108,7 @@ func TestJSONInvalid(t *testing.T) {
 // TestJSONAgreesWithEncodingJSON checks validity against encoding/json on
 // the corpus, wrapped in a few shapes.
 func TestJSONAgreesWithEncodingJSON(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, text := range corpus() {
 		enc, _ := json.Marshal(map[string]any{"message": text, "data": []any{text, 1.5, map[string]string{"k": text}}})
 		out, _, err := r.JSON(enc)
@@ -150,7 +150,7 @@ func FuzzJSON(f *testing.F) {
 	for _, s := range []string{`{"a":"b@c.de","n":[1,2.5e3,true,null]}`, `"x"`, `[]`, `{"k":"\u00e9\ud83d\ude00"}`, `{`} {
 		f.Add([]byte(s))
 	}
-	r := mustNew(f, Config{})
+	r := mustNew(f, Config{Detectors: Names()})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, _, err := r.JSON(in)
 		if valid := json.Valid(in); valid != (err == nil) {
@@ -163,7 +163,7 @@ func FuzzJSON(f *testing.F) {
 }
 
 func BenchmarkJSON(b *testing.B) {
-	r := mustNew(b, Config{})
+	r := mustNew(b, Config{Detectors: Names()})
 	text := prose(16 << 10)
 	var parts []any
 	for i := 0; i < len(text); i += 400 {

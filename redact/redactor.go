@@ -44,8 +44,9 @@ var ErrUnknownDetector = errors.New("unknown detector")
 
 // Config selects what a Redactor does; it mirrors protocol.redaction.
 type Config struct {
-	// Detectors names the detectors to run (see Names). Nil or empty means
-	// all of them; an unknown or repeated name is an error.
+	// Detectors names the detectors to run (Names lists them all). Empty is
+	// an error: empty means redaction is off, and then no Redactor is
+	// built. An unknown or repeated name is an error.
 	Detectors []string
 	// Replacement replaces each detected value, with "{detector}" replaced
 	// by the detector's name. Empty means DefaultReplacement. A replacement
@@ -70,14 +71,14 @@ type Redactor struct {
 	scanners sync.Pool
 }
 
-// New compiles cfg into a Redactor. It fails when a name in Detectors or
-// Block is unknown, repeated, or (for Block) not enabled.
+// New compiles cfg into a Redactor. It fails when Detectors is empty (an
+// empty list means redaction is off: build no Redactor; Names() lists
+// them all), or when a name in Detectors or Block is unknown, repeated, or
+// (for Block) not enabled.
 func New(cfg Config) (*Redactor, error) {
 	r := &Redactor{}
 	if len(cfg.Detectors) == 0 {
-		for d := range r.on {
-			r.on[d] = true
-		}
+		return nil, errors.New("redact: no detectors: an empty list turns redaction off, and then no Redactor is built")
 	}
 	for _, name := range cfg.Detectors {
 		d, ok := lookup(name)

@@ -16,7 +16,11 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"unknown detector", Config{Detectors: []string{"email", "passport"}}, `"passport"`, true},
 		{"repeated detector", Config{Detectors: []string{"email", "email"}}, `"email" listed twice`, false},
-		{"unknown block", Config{Block: []string{"credit-card"}}, `"credit-card"`, true},
+		{"unknown block", Config{Detectors: Names(), Block: []string{"credit-card"}}, `"credit-card"`, true},
+		// An empty list is "redaction off" everywhere: the caller builds
+		// no Redactor rather than one that silently runs every detector.
+		{"no detectors", Config{}, "no detectors", false},
+		{"empty detectors", Config{Detectors: []string{}}, "no detectors", false},
 		{"block not enabled", Config{Detectors: []string{"email"}, Block: []string{"ssn"}}, `"ssn" is not enabled`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -34,8 +38,8 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func TestNewDefaultsToAllDetectors(t *testing.T) {
-	r := mustNew(t, Config{})
+func TestNamesEnablesAllDetectors(t *testing.T) {
+	r := mustNew(t, Config{Detectors: Names()})
 	for d, on := range r.on {
 		if !on {
 			t.Errorf("detector %s is off with an empty Config", detectorNames[d])
@@ -63,7 +67,7 @@ func TestReplacementTemplate(t *testing.T) {
 		{"***", "write to *** or call ***"},
 		{"{detector}/{detector}", "write to email/email or call phone/phone"},
 	} {
-		r := mustNew(t, Config{Replacement: tc.tmpl})
+		r := mustNew(t, Config{Detectors: Names(), Replacement: tc.tmpl})
 		if got, _ := r.String(in); got != tc.want {
 			t.Errorf("template %q: got %q, want %q", tc.tmpl, got, tc.want)
 		}
@@ -71,7 +75,7 @@ func TestReplacementTemplate(t *testing.T) {
 }
 
 func TestBlock(t *testing.T) {
-	r := mustNew(t, Config{Block: []string{"credit_card", "ssn"}})
+	r := mustNew(t, Config{Detectors: Names(), Block: []string{"credit_card", "ssn"}})
 	for _, tc := range []struct {
 		name, in, want, blocked string
 	}{
@@ -104,7 +108,7 @@ func TestResultAddTotal(t *testing.T) {
 
 // TestResultHoldsNoValue checks that a Result carries names and counts only.
 func TestResultHoldsNoValue(t *testing.T) {
-	r := mustNew(t, Config{Block: []string{"email"}})
+	r := mustNew(t, Config{Detectors: Names(), Block: []string{"email"}})
 	_, res := r.String("secret.person@example.com")
 	for name := range res.Counts {
 		if strings.Contains(name, "secret") {
@@ -117,7 +121,7 @@ func TestResultHoldsNoValue(t *testing.T) {
 }
 
 func TestStringUnchangedTextIsNotCopied(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	in := strings.Repeat("nothing personal here. ", 100)
 	if n := testing.AllocsPerRun(100, func() { r.String(in) }); n != 0 {
 		t.Errorf("String of clean text allocates %v times, want 0", n)
@@ -127,7 +131,7 @@ func TestStringUnchangedTextIsNotCopied(t *testing.T) {
 // TestIdempotent checks that redacting the output again finds nothing, on
 // every table input and on neighbours that differ by a separator.
 func TestIdempotent(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, in := range corpus() {
 		checkIdempotent(t, r, in)
 	}
@@ -195,7 +199,7 @@ func prose(n int) string {
 }
 
 func BenchmarkString(b *testing.B) {
-	r := mustNew(b, Config{})
+	r := mustNew(b, Config{Detectors: Names()})
 	for _, size := range []struct {
 		name string
 		n    int
@@ -218,7 +222,7 @@ func FuzzString(f *testing.F) {
 	for _, text := range corpus() {
 		f.Add(text)
 	}
-	r := mustNew(f, Config{})
+	r := mustNew(f, Config{Detectors: Names()})
 	f.Fuzz(func(t *testing.T, text string) {
 		checkIdempotent(t, r, text)
 	})
@@ -232,7 +236,7 @@ func TestLinearTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing")
 	}
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, unit := range []string{
 		"sk-", "sk-a", "xoxb-", "github_pat_", "AIza-", "ghp_", "eyJ.", "token=", "token: ", "Bearer ", "a.token=",
 		"a@", "@a.", "a.", "1 ", "1-", "1.", "+1 ", "(1", "DE89 ", "4111 ", "AKIA", "x@y.zz",

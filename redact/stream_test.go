@@ -36,7 +36,7 @@ func checkSplit(t *testing.T, r *Redactor, text, want string, wantRes Result, ch
 // corpus text is split at every byte position, and the shorter ones into
 // three chunks at every pair of positions.
 func TestStreamEverySplit(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, text := range corpus() {
 		want, res := r.String(text)
 		checkSplit(t, r, text, want, res, text)
@@ -54,7 +54,7 @@ func TestStreamEverySplit(t *testing.T) {
 }
 
 func TestStreamByteByByte(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, text := range corpus() {
 		want, res := r.String(text)
 		chunks := make([]string, len(text))
@@ -66,7 +66,7 @@ func TestStreamByteByByte(t *testing.T) {
 }
 
 func TestStreamRandomSplits(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	rng := rand.New(rand.NewPCG(1, 2))
 	text := prose(20 << 10)
 	want, res := r.String(text)
@@ -86,7 +86,7 @@ func randomSplit(rng *rand.Rand, text string, mean int) []string {
 }
 
 func TestStreamEmailAcrossChunks(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	pieces, st := streamChunks(r, "Reach me at jane.do", "e@exam", "ple.org today.")
 	got := strings.Join(pieces, "")
 	if got != "Reach me at "+rEmail+" today." {
@@ -105,7 +105,7 @@ func TestStreamEmailAcrossChunks(t *testing.T) {
 // TestStreamEmitsEarly checks that the hold-back is short: clean text is
 // released as soon as its last word is complete.
 func TestStreamEmitsEarly(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	st := r.Stream()
 	if got := st.Write("Hello there, how "); got != "Hello there, how " {
 		t.Errorf("first Write = %q", got)
@@ -122,7 +122,7 @@ func TestStreamEmitsEarly(t *testing.T) {
 // split, what was emitted is a prefix of the text before the value, and
 // nothing is emitted after.
 func TestStreamBlocked(t *testing.T) {
-	r := mustNew(t, Config{Block: []string{"credit_card", "api_key"}})
+	r := mustNew(t, Config{Detectors: Names(), Block: []string{"credit_card", "api_key"}})
 	for _, tc := range []struct{ text, before, name string }{
 		{"Pay with 4111 1111 1111 1111 tomorrow, thanks.", "Pay with ", "credit_card"},
 		{"token: " + keyOpenAI + " (rotate it)", "token: ", "api_key"},
@@ -156,7 +156,7 @@ func TestStreamBlocked(t *testing.T) {
 // replaces each once it is sure, drops the rest of its run, and keeps the
 // hold-back bounded. For these the output still equals String's.
 func TestStreamLongToken(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	body := strings.Repeat("Ab3dEf6hIj9kLm2n", 3*MaxValueLen/16)
 	for _, tc := range []struct{ text, want string }{
 		{"header " + jwtHS256[:40] + "." + body + "." + body[:300] + " trailer", "header " + rJWT + " trailer"},
@@ -187,7 +187,7 @@ func TestStreamLongToken(t *testing.T) {
 // that look like the start of one, byte by byte, and checks the hold-back:
 // short where spaces break the text, and never over the hard bound.
 func TestStreamHoldBounded(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	for _, tc := range []struct {
 		text  string
 		limit int
@@ -221,7 +221,7 @@ func TestStreamHoldBounded(t *testing.T) {
 // TestConcurrentUse shares one Redactor between goroutines, as the proxy
 // does; run with -race.
 func TestConcurrentUse(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	texts := corpus()
 	done := make(chan struct{})
 	for g := range 8 {
@@ -247,7 +247,7 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func TestStreamFlushStartsAgain(t *testing.T) {
-	r := mustNew(t, Config{})
+	r := mustNew(t, Config{Detectors: Names()})
 	st := r.Stream()
 	first := st.Write("mail a@b.") + st.Flush()
 	second := st.Write("co now") + st.Flush()
@@ -263,8 +263,8 @@ func FuzzStream(f *testing.F) {
 	for _, text := range corpus() {
 		f.Add(text, uint64(len(text)))
 	}
-	r := mustNew(f, Config{})
-	blocking := mustNew(f, Config{Block: Names()})
+	r := mustNew(f, Config{Detectors: Names()})
+	blocking := mustNew(f, Config{Detectors: Names(), Block: Names()})
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		if len(text) > MaxValueLen {
 			t.Skip("exact only up to MaxValueLen")
@@ -294,7 +294,7 @@ func FuzzStream(f *testing.F) {
 // BenchmarkStream streams realistic text in chunks of a typical SSE delta;
 // ns/chunk is the cost added to each chunk.
 func BenchmarkStream(b *testing.B) {
-	r := mustNew(b, Config{})
+	r := mustNew(b, Config{Detectors: Names()})
 	text := prose(64 << 10)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, mean := range []int{20, 60} {
