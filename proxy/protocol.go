@@ -738,12 +738,8 @@ func (o *sseOut) keepAlive() {
 
 // begin writes the stream's headers; o.mu must be held.
 func (o *sseOut) begin(status int) {
-	h := o.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
 	o.begun = true
-	o.w.WriteHeader(status)
+	writeSSEHeader(o.w, status)
 }
 
 func (o *sseOut) started() bool {
