@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/sacpgw/gateway/compact"
@@ -19,7 +15,6 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
-	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 )
@@ -134,22 +129,6 @@ func (p *Protocol) Inject(w http.ResponseWriter, r *http.Request, next http.Hand
 	ex.TemplateSHA256 = tpl.SHA256
 	next.ServeHTTP(w, r)
 	return nil
-}
-
-// answer is one model answer, from a JSON body or a gathered stream.
-type answer struct {
-	status    int
-	id, model string
-	created   int64
-	content   string
-	finish    string
-	toolCalls bool
-	usage     scope.Usage
-	hasUsage  bool
-	// raw is the upstream body (JSON) or the SSE events (stream), replayed
-	// unchanged for tool calls and upstream errors.
-	raw    []byte
-	events [][]byte
 }
 
 // answerChecker is what differs between the response formats in Serve:
@@ -373,140 +352,6 @@ func sortedFields(m map[string]bool) []string {
 	return out
 }
 
-// call makes one model call; a stream is gathered whole.
-func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange, body []byte) (*answer, error) {
-	resp, err := send(ctx, r.Header, ex, r.URL.Path, body)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	ans := &answer{status: resp.StatusCode}
-	media := mediaType(resp.Header.Get("Content-Type"))
-	if ans.status == http.StatusOK && media == "text/event-stream" {
-		return ans, gather(resp.Body, ans)
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read answer: %w", err)
-	}
-	if len(raw) > maxAnswerSize {
-		return nil, &upstreamStatusError{tooLarge: true}
-	}
-	ans.raw = raw
-	// Read once, strictly: an answer of unknown shape is refused, never
-	// validated or replayed.
-	if media != "application/json" {
-		return nil, &upstreamStatusError{shape: "an answer of type " + strconv.Quote(media)}
-	}
-	if err := sj.Check(raw, answerFields); err != nil {
-		return nil, &upstreamStatusError{shape: err.Error()}
-	}
-	if ans.status != http.StatusOK {
-		return ans, nil
-	}
-	sh, err := decodeShape(raw, false)
-	if err != nil {
-		return nil, &upstreamStatusError{shape: err.Error()}
-	}
-	ans.id, ans.created, ans.model = sh.ID, sh.Created, sh.Model
-	if sh.Usage != nil {
-		ans.usage, ans.hasUsage = *sh.Usage, true
-	}
-	if len(sh.Choices) > 0 {
-		if m := sh.Choices[0].Message; m != nil {
-			_ = json.Unmarshal(m.Content, &ans.content) // text; parts are not a protocol answer
-			ans.toolCalls = len(m.ToolCalls) > 0
-		}
-		if fr := sh.Choices[0].FinishReason; fr != nil {
-			ans.finish = *fr
-		}
-	}
-	return ans, nil
-}
-
-// gather reads a whole SSE answer (per the WHATWG rules, like every
-// stream the gateway reads): the content deltas of choice 0, tool calls,
-// finish reason and usage, keeping each event's data for replay. An event
-// of unknown shape refuses the whole answer.
-func gather(body io.Reader, ans *answer) error {
-	sr := newSSEReader(body)
-	var content strings.Builder
-	for {
-		msg, err := sr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read stream: %w", err)
-		}
-		if msg.comment {
-			continue
-		}
-		if msg.name != "" && msg.name != "message" {
-			return &upstreamStatusError{shape: "a stream event named " + strconv.Quote(msg.name)}
-		}
-		if string(msg.data) == "[DONE]" {
-			break
-		}
-		if err := sj.Check(msg.data, answerFields); err != nil {
-			return &upstreamStatusError{shape: err.Error()}
-		}
-		c, err := decodeShape(msg.data, true)
-		if err != nil {
-			return &upstreamStatusError{shape: err.Error()}
-		}
-		ans.events = append(ans.events, msg.data)
-		gatherEvent(c, ans, &content)
-	}
-	ans.content = content.String()
-	return nil
-}
-
-func gatherEvent(c *answerShape, ans *answer, content *strings.Builder) {
-	if ans.id == "" {
-		ans.id, ans.created, ans.model = c.ID, c.Created, c.Model
-	}
-	if c.Usage != nil {
-		ans.usage, ans.hasUsage = *c.Usage, true
-	}
-	for _, ch := range c.Choices {
-		if *ch.Index != 0 {
-			continue
-		}
-		if d := ch.Delta; d != nil {
-			var text string
-			if json.Unmarshal(d.Content, &text) == nil {
-				content.WriteString(text)
-			}
-			if len(d.ToolCalls) > 0 {
-				ans.toolCalls = true
-			}
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			ans.finish = *ch.FinishReason
-		}
-	}
-}
-
-// reaskBody appends the invalid answer and the re-ask prompt (which lists
-// the validation errors) to the conversation, keeping every other field of
-// the request.
-func reaskBody(body []byte, invalid, prompt string) ([]byte, error) {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, err
-	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(doc["messages"], &msgs); err != nil {
-		return nil, err
-	}
-	a, _ := json.Marshal(map[string]string{"role": "assistant", "content": invalid})
-	u, _ := json.Marshal(map[string]string{"role": "user", "content": prompt})
-	msgs = append(msgs, a, u)
-	doc["messages"], _ = json.Marshal(msgs)
-	return json.Marshal(doc)
-}
-
 // fail answers with err: in OpenAI's error shape before anything was sent,
 // or as an SSE error event once keep-alives committed the stream.
 func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *journal, err error) error {
@@ -606,182 +451,4 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j
 	w.WriteHeader(ans.status)
 	_, _ = w.Write(b)
 	return nil
-}
-
-type completionMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type completionChoice struct {
-	Index        int               `json:"index"`
-	Message      completionMessage `json:"message"`
-	FinishReason string            `json:"finish_reason"`
-}
-
-type completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *scope.Usage       `json:"usage,omitempty"`
-}
-
-func completionJSON(ans *answer, content, finish string, usage scope.Usage, withUsage bool) []byte {
-	c := completion{ID: ans.id, Object: "chat.completion", Created: ans.created, Model: ans.model,
-		Choices: []completionChoice{{Message: completionMessage{Role: "assistant", Content: content}, FinishReason: finish}}}
-	if withUsage {
-		c.Usage = &usage
-	}
-	b, _ := json.Marshal(c)
-	return b
-}
-
-// streamChunkSize is how much content one re-emitted chunk carries.
-const streamChunkSize = 64
-
-// streamEvents renders the validated answer as an OpenAI SSE stream: a role
-// chunk, content chunks, the finish chunk, a usage chunk if the client
-// asked for one, and [DONE].
-func streamEvents(ans *answer, content, finish string, usage scope.Usage, withUsage bool) [][]byte {
-	type delta struct {
-		Role    string  `json:"role,omitempty"`
-		Content *string `json:"content,omitempty"`
-	}
-	type choice struct {
-		Index        int     `json:"index"`
-		Delta        delta   `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	}
-	type chunk struct {
-		ID      string       `json:"id"`
-		Object  string       `json:"object"`
-		Created int64        `json:"created"`
-		Model   string       `json:"model"`
-		Choices []choice     `json:"choices"`
-		Usage   *scope.Usage `json:"usage,omitempty"`
-	}
-	var out [][]byte
-	emit := func(c chunk) {
-		c.ID, c.Object, c.Created, c.Model = ans.id, "chat.completion.chunk", ans.created, ans.model
-		b, _ := json.Marshal(c)
-		out = append(out, append(append([]byte("data: "), b...), '\n', '\n'))
-	}
-	empty := ""
-	emit(chunk{Choices: []choice{{Delta: delta{Role: "assistant", Content: &empty}}}})
-	for i := 0; i < len(content); {
-		j := min(len(content), i+streamChunkSize)
-		for j < len(content) && j > i && !utf8Start(content[j]) {
-			j-- // never split a UTF-8 sequence across chunks
-		}
-		piece := content[i:j]
-		emit(chunk{Choices: []choice{{Delta: delta{Content: &piece}}}})
-		i = j
-	}
-	emit(chunk{Choices: []choice{{Delta: delta{}, FinishReason: &finish}}})
-	if withUsage {
-		u := usage
-		emit(chunk{Choices: []choice{}, Usage: &u})
-	}
-	out = append(out, []byte("data: [DONE]\n\n"))
-	return out
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
-
-// sseOut writes a protocol agent's stream: nothing until the answer is
-// ready, except SSE comment keep-alives while the model is being asked
-// (and asked again). Headers are committed by the first keep-alive, so the
-// X-SACP-* values then travel as HTTP trailers.
-type sseOut struct {
-	w       http.ResponseWriter
-	mu      sync.Mutex
-	timer   *time.Timer
-	every   time.Duration
-	begun   bool
-	stopped bool
-}
-
-const sacpTrailers = "X-SACP-Status, X-SACP-Valid, X-SACP-Attempts"
-
-func newSSEOut(w http.ResponseWriter, every time.Duration) *sseOut {
-	o := &sseOut{w: w, every: every}
-	if every > 0 {
-		// The timer may fire before AfterFunc returns: publish it under the lock.
-		o.mu.Lock()
-		o.timer = time.AfterFunc(every, o.keepAlive)
-		o.mu.Unlock()
-	}
-	return o
-}
-
-func (o *sseOut) keepAlive() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.stopped {
-		return
-	}
-	if !o.begun {
-		// Declared before the headers go out, so the X-SACP-* values can
-		// follow the body as trailers.
-		o.w.Header().Set("Trailer", sacpTrailers)
-		o.begin(http.StatusOK)
-	}
-	// A comment line without the blank line that would end an event: some
-	// SDKs (openai-go v1) dispatch an empty event on ": x\n\n" and fail to
-	// decode it, while every SSE parser skips a lone comment line.
-	_, _ = io.WriteString(o.w, ": keep-alive\n")
-	_ = http.NewResponseController(o.w).Flush()
-	o.timer.Reset(o.every)
-}
-
-// begin writes the stream's headers; o.mu must be held.
-func (o *sseOut) begin(status int) {
-	o.begun = true
-	writeSSEHeader(o.w, status)
-}
-
-func (o *sseOut) started() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.begun
-}
-
-func (o *sseOut) stop() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.stopped = true
-	if o.timer != nil {
-		o.timer.Stop()
-	}
-}
-
-// finish stops the keep-alives and writes the final events; h are the
-// X-SACP-* values (headers if nothing was sent yet, else trailers).
-func (o *sseOut) finish(h map[string]string, status int, body []byte) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.stopped = true
-	if o.timer != nil {
-		o.timer.Stop()
-	}
-	if !o.begun {
-		for k, v := range h {
-			o.w.Header().Set(k, v)
-		}
-		if status != http.StatusOK {
-			o.w.Header().Set("Content-Type", "text/event-stream")
-			o.begun = true
-			o.w.WriteHeader(status)
-		} else {
-			o.begin(status)
-		}
-	} else {
-		for k, v := range h {
-			o.w.Header().Set(k, v) // declared in Trailer: sent after the body
-		}
-	}
-	_, _ = o.w.Write(body)
-	_ = http.NewResponseController(o.w).Flush()
 }
