@@ -1,0 +1,493 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/upstream"
+)
+
+// The engine tests drive proxy.Gateway's chains directly (no HTTP shell):
+// a real upstream written in the test, the repository's policies, memory
+// limits and a recording audit trail.
+
+const engineAgents = `agents:
+  plain:
+    type: coder
+    token_sha256: "%plain%"
+    rate_limit: 1000/minute
+    token_limit: 100000/hour
+  tiny:
+    type: coder
+    token_sha256: "%tiny%"
+    rate_limit: 1/hour
+  proto:
+    type: coder
+    response_format: json_standard
+    token_sha256: "%proto%"
+  only_mini:
+    type: coder
+    models: ["gpt-4o-mini"]
+    token_sha256: "%only_mini%"
+`
+
+// recorder is an audit trail that keeps what it is given; failing, it
+// refuses every entry as an unavailable trail would.
+type recorder struct {
+	mu      sync.Mutex
+	records []audit.Record
+	failing bool
+}
+
+func (r *recorder) Append(_ context.Context, rec audit.Record) (audit.Entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failing {
+		return audit.Entry{}, audit.ErrUnavailable
+	}
+	r.records = append(r.records, rec)
+	return audit.Entry{}, nil
+}
+
+func (r *recorder) kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.records {
+		out = append(out, rec.Kind)
+	}
+	return out
+}
+
+func (r *recorder) last(kind string) map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.records) - 1; i >= 0; i-- {
+		if r.records[i].Kind == kind {
+			return r.records[i].Summary
+		}
+	}
+	return nil
+}
+
+type engine struct {
+	t     *testing.T
+	gw    *proxy.Gateway
+	audit *recorder
+	// seen is the last request the upstream received.
+	mu   sync.Mutex
+	seen *http.Request
+	body string
+}
+
+type engineOpts struct {
+	protocol string // appended under protocol:
+	timeout  string // timeouts.response
+}
+
+func newEngine(t *testing.T, up http.HandlerFunc, o engineOpts) *engine {
+	t.Helper()
+	e := &engine{t: t, audit: &recorder{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		e.mu.Lock()
+		e.seen, e.body = r, string(b)
+		e.mu.Unlock()
+		up(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	if o.timeout == "" {
+		o.timeout = "5s"
+	}
+	gw := `listen: "127.0.0.1:0"
+upstreams:
+  - {name: test, type: openai, base_url: ` + srv.URL + `/v1, api_key: sk-provider, max_retries: 0, models: ["*"]}
+audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
+`
+	agents := engineAgents
+	for _, id := range []string{"plain", "tiny", "proto", "only_mini"} {
+		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
+	}
+	files := map[string]string{
+		config.GatewayFile:  gw,
+		config.AgentsFile:   agents,
+		config.ProtocolFile: "protocol:\n  timeouts:\n    response: " + o.timeout + "\n" + o.protocol,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ups.Close)
+	pol, err := policy.New(policy.Options{Dir: "../rego", Logger: log, NoWatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pol.Close)
+	e.gw, err = proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(),
+		Log: log, Audit: e.audit, Policies: pol, KeepAlive: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// do sends one request through a chain as the server would (an Exchange
+// on the context) and returns the answer and the Exchange.
+func (e *engine) do(h http.Handler, token, body string) (*httptest.ResponseRecorder, *scope.Exchange) {
+	e.t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	ex := &scope.Exchange{RequestID: "req-1", Start: time.Now()}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, scope.Attach(r, ex))
+	return w, ex
+}
+
+func jsonAnswer(content string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Openai-Organization", "org-provider") // the provider's account: never passed on
+		b, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion", "created": 1, "model": "m",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}})
+		_, _ = w.Write(b)
+	}
+}
+
+func streamAnswer(parts ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, p := range parts {
+			b, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+				"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": p}, "finish_reason": nil}}})
+			_, _ = io.WriteString(w, "data: "+string(b)+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`+"\n\n")
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}
+}
+
+const hello = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+
+func TestEngineJSONAnswer(t *testing.T) {
+	e := newEngine(t, jsonAnswer("mail bob@example.com"), engineOpts{})
+	w, ex := e.do(e.gw.ChatCompletions(), "tok-plain", hello)
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if strings.Contains(w.Body.String(), "bob@example.com") || !strings.Contains(w.Body.String(), "[REDACTED:email]") {
+		t.Errorf("answer not redacted: %s", w.Body)
+	}
+	if w.Header().Get("Openai-Organization") != "" {
+		t.Error("a provider header reached the agent")
+	}
+	if got := e.seen.Header.Get("Authorization"); got != "Bearer sk-provider" {
+		t.Errorf("upstream saw Authorization %q", got)
+	}
+	if e.body != hello {
+		t.Errorf("upstream got %s, want the checked bytes %s", e.body, hello)
+	}
+	if !ex.UsageKnown || ex.Usage.TotalTokens != 12 || ex.Upstream != "test" {
+		t.Errorf("exchange %+v", ex)
+	}
+	if k := e.audit.kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
+		t.Fatalf("audit %v", k)
+	}
+	checks, _ := e.audit.last("llm.response")["checks"].(map[string]any)
+	if red, _ := checks["redaction"].(map[string]any); red["verdict"] != "applied" || red["count"] != 1 {
+		t.Errorf("redaction check %v", checks["redaction"])
+	}
+	if pol, _ := checks["policy"].(map[string]any); pol["verdict"] != "allow" || pol["decision_id"] == "" {
+		t.Errorf("policy check %v", checks["policy"])
+	}
+}
+
+func TestEngineStream(t *testing.T) {
+	e := newEngine(t, streamAnswer("Hello ", "bob@exa", "mple.com", "!"), engineOpts{})
+	w, ex := e.do(e.gw.ChatCompletions(), "tok-plain", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	body := w.Body.String()
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+	if strings.Contains(body, "bob@exa") || !strings.Contains(body, "[REDACTED:email]") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("stream %q", body)
+	}
+	// The gateway asked for usage on the agent's behalf (a token limit)
+	// and hides the usage chunk from an agent that did not.
+	if !strings.Contains(e.body, `"stream_options":{"include_usage":true}`) || strings.Contains(body, `"usage"`) {
+		t.Errorf("upstream body %s; stream %q", e.body, body)
+	}
+	if ex.Usage.TotalTokens != 12 {
+		t.Errorf("usage %+v", ex.Usage)
+	}
+	sum := e.audit.last("llm.response")
+	if sum == nil || sum["status"] != http.StatusOK {
+		t.Fatalf("response entry %v (kinds %v)", sum, e.audit.kinds())
+	}
+}
+
+func TestEngineRefusals(t *testing.T) {
+	slow := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	tests := []struct {
+		name     string
+		up       http.HandlerFunc
+		opts     engineOpts
+		token    string
+		body     string
+		status   int
+		code     string
+		upstream bool // whether the provider was called
+	}{
+		{"no token", jsonAnswer("x"), engineOpts{}, "", hello, 401, "invalid_api_key", false},
+		{"wrong token", jsonAnswer("x"), engineOpts{}, "tok-nobody", hello, 401, "invalid_api_key", false},
+		{"model outside the allow-list", jsonAnswer("x"), engineOpts{}, "tok-only_mini", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found", false},
+		{"duplicate key", jsonAnswer("x"), engineOpts{}, "tok-plain", `{"model":"a","model":"b","messages":[]}`, 400, "", false},
+		{"policy denies", jsonAnswer("x"), engineOpts{}, "tok-plain", manyMessages(1001), 403, "policy_denied", false},
+		{"provider 500", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, engineOpts{}, "tok-plain", hello, 502, "upstream_error", true},
+		{"provider 400 passes on", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":{"message":"bad","type":"invalid_request_error","code":"x","param":null}}`)
+		}, engineOpts{}, "tok-plain", hello, 400, "", true},
+		{"answer not JSON", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = io.WriteString(w, "<html>")
+		}, engineOpts{}, "tok-plain", hello, 502, "upstream_error", true},
+		{"answer of unknown shape", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":1,"choices":[]}`)
+		}, engineOpts{}, "tok-plain", hello, 502, "upstream_error", true},
+		{"provider too slow", slow, engineOpts{timeout: "100ms"}, "tok-plain", hello, 504, "upstream_error", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, tc.up, tc.opts)
+			w, ex := e.do(e.gw.ChatCompletions(), tc.token, tc.body)
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			var body struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("not OpenAI's shape: %s", w.Body)
+			}
+			if tc.code != "" && body.Error.Code != tc.code {
+				t.Errorf("code %q, want %q", body.Error.Code, tc.code)
+			}
+			if called := e.seen != nil; called != tc.upstream {
+				t.Errorf("provider called: %v", called)
+			}
+			if len(e.audit.kinds()) == 0 {
+				t.Error("nothing audited")
+			}
+			if strings.Contains(w.Body.String(), "sk-provider") || (ex.Err != nil && strings.Contains(ex.Err.Error(), "sk-provider")) {
+				t.Error("the provider key leaked")
+			}
+		})
+	}
+}
+
+func manyMessages(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","messages":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"role":"user","content":"x"}`)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+func TestEngineRateLimit(t *testing.T) {
+	e := newEngine(t, jsonAnswer("x"), engineOpts{})
+	if w, _ := e.do(e.gw.ChatCompletions(), "tok-tiny", hello); w.Code != http.StatusOK {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	w, _ := e.do(e.gw.ChatCompletions(), "tok-tiny", hello)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("second: %d %v", w.Code, w.Header())
+	}
+	if k := e.audit.kinds(); k[len(k)-1] != "ratelimit.reject" {
+		t.Errorf("audit %v", k)
+	}
+}
+
+// fail_mode closed: no answer leaves without its entries.
+func TestEngineAuditClosed(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		e := newEngine(t, streamOrJSON(stream), engineOpts{})
+		e.audit.failing = true
+		body := hello
+		if stream {
+			body = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		}
+		w, _ := e.do(e.gw.ChatCompletions(), "tok-plain", body)
+		if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "answer-text") {
+			t.Errorf("stream=%v: %d %s", stream, w.Code, w.Body)
+		}
+	}
+}
+
+func streamOrJSON(stream bool) http.HandlerFunc {
+	if stream {
+		return streamAnswer("answer-text")
+	}
+	return jsonAnswer("answer-text")
+}
+
+func TestEngineEmbeddingsAndModels(t *testing.T) {
+	e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"e","usage":{"prompt_tokens":3,"total_tokens":3}}`)
+	}, engineOpts{})
+	w, ex := e.do(e.gw.Embeddings(), "tok-plain", `{"model":"e","input":"hello"}`)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"embedding":[0.1,0.2]`) || ex.Usage.TotalTokens != 3 {
+		t.Fatalf("%d %s %+v", w.Code, w.Body, ex.Usage)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
+	r.Header.Set("Authorization", "Bearer tok-only_mini")
+	mw := httptest.NewRecorder()
+	e.gw.Models().ServeHTTP(mw, scope.Attach(r, &scope.Exchange{RequestID: "m"}))
+	if mw.Code != http.StatusOK || !strings.Contains(mw.Body.String(), "gpt-4o-mini") {
+		t.Fatalf("models: %d %s", mw.Code, mw.Body)
+	}
+}
+
+// SACP agents: an invalid answer is asked again with the errors, a valid
+// one is delivered compact with the X-SACP headers; with no valid answer
+// the gateway's fallback is delivered.
+func TestEngineProtocol(t *testing.T) {
+	valid := `{"thought":"t","status":"success","data":{"n":1},"message":"done for bob@example.com"}`
+	tests := []struct {
+		name     string
+		answers  []string
+		stream   bool
+		valid    string
+		attempts int
+	}{
+		{"valid at once", []string{valid}, false, "true", 1},
+		{"re-asked once", []string{"not json", valid}, false, "true", 2},
+		{"fallback", []string{"a", "b", "c"}, false, "false", 3},
+		{"streamed", []string{"not json", valid}, true, "true", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			n := 0
+			e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				a := tc.answers[min(n, len(tc.answers)-1)]
+				n++
+				mu.Unlock()
+				if tc.stream {
+					streamAnswer(a)(w, r)
+					return
+				}
+				jsonAnswer(a)(w, r)
+			}, engineOpts{})
+			body := `{"model":"m","messages":[{"role":"user","content":"go"}]}`
+			if tc.stream {
+				body = `{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`
+			}
+			w, ex := e.do(e.gw.ChatCompletions(), "tok-proto", body)
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			if got := w.Header().Get("X-SACP-Valid"); got != tc.valid {
+				t.Errorf("X-SACP-Valid %q, want %q", got, tc.valid)
+			}
+			if ex.Attempts != tc.attempts || n != tc.attempts {
+				t.Errorf("attempts %d, upstream calls %d, want %d", ex.Attempts, n, tc.attempts)
+			}
+			if strings.Contains(w.Body.String(), "bob@example.com") {
+				t.Errorf("message not redacted: %s", w.Body)
+			}
+			if !strings.Contains(e.body, "SACP") && !strings.Contains(e.body, "thought") {
+				t.Errorf("the protocol prompt was not injected: %s", e.body)
+			}
+			if tc.attempts > 1 && !strings.Contains(e.body, `"role":"assistant"`) {
+				t.Errorf("the re-ask does not carry the invalid answer: %s", e.body)
+			}
+			if k := e.audit.kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
+				t.Errorf("audit %v", k)
+			}
+		})
+	}
+}
+
+// A client that leaves is recorded as such, with nobody to answer.
+func TestEngineClientGone(t *testing.T) {
+	release := make(chan struct{})
+	e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		jsonAnswer("late")(w, r)
+	}, engineOpts{})
+	defer close(release)
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(hello))
+	r.Header.Set("Authorization", "Bearer tok-plain")
+	r.Header.Set("Content-Type", "application/json")
+	ctx, cancel := context.WithCancel(context.Background())
+	ex := &scope.Exchange{RequestID: "gone", Start: time.Now()}
+	done := make(chan struct{})
+	go func() {
+		e.gw.ChatCompletions().ServeHTTP(httptest.NewRecorder(), scope.Attach(r.WithContext(ctx), ex))
+		close(done)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the exchange did not end when the client left")
+	}
+	if ex.ErrCode != "client_closed_request" {
+		t.Errorf("error code %q", ex.ErrCode)
+	}
+	if s := e.audit.last("llm.response"); s == nil || s["status"] != 499 {
+		t.Errorf("response entry %v", s)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) == false {
+		t.Fatal("context not cancelled")
+	}
+}
