@@ -159,6 +159,13 @@ audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
 	return e
 }
 
+// upstreamSaw is the last request the provider received, and its body.
+func (e *engine) upstreamSaw() (*http.Request, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen, e.body
+}
+
 // do sends one request through a chain as the server would (an Exchange
 // on the context) and returns the answer and the Exchange.
 func (e *engine) do(h http.Handler, token, body string) (*httptest.ResponseRecorder, *scope.Exchange) {
@@ -214,11 +221,12 @@ func TestEngineJSONAnswer(t *testing.T) {
 	if w.Header().Get("Openai-Organization") != "" {
 		t.Error("a provider header reached the agent")
 	}
-	if got := e.seen.Header.Get("Authorization"); got != "Bearer sk-provider" {
+	seen, sent := e.upstreamSaw()
+	if got := seen.Header.Get("Authorization"); got != "Bearer sk-provider" {
 		t.Errorf("upstream saw Authorization %q", got)
 	}
-	if e.body != hello {
-		t.Errorf("upstream got %s, want the checked bytes %s", e.body, hello)
+	if sent != hello {
+		t.Errorf("upstream got %s, want the checked bytes %s", sent, hello)
 	}
 	if !ex.UsageKnown || ex.Usage.TotalTokens != 12 || ex.Upstream != "test" {
 		t.Errorf("exchange %+v", ex)
@@ -247,8 +255,8 @@ func TestEngineStream(t *testing.T) {
 	}
 	// The gateway asked for usage on the agent's behalf (a token limit)
 	// and hides the usage chunk from an agent that did not.
-	if !strings.Contains(e.body, `"stream_options":{"include_usage":true}`) || strings.Contains(body, `"usage"`) {
-		t.Errorf("upstream body %s; stream %q", e.body, body)
+	if _, sent := e.upstreamSaw(); !strings.Contains(sent, `"stream_options":{"include_usage":true}`) || strings.Contains(body, `"usage"`) {
+		t.Errorf("upstream body %s; stream %q", sent, body)
 	}
 	if ex.Usage.TotalTokens != 12 {
 		t.Errorf("usage %+v", ex.Usage)
@@ -313,8 +321,8 @@ func TestEngineRefusals(t *testing.T) {
 			if tc.code != "" && body.Error.Code != tc.code {
 				t.Errorf("code %q, want %q", body.Error.Code, tc.code)
 			}
-			if called := e.seen != nil; called != tc.upstream {
-				t.Errorf("provider called: %v", called)
+			if seen, _ := e.upstreamSaw(); (seen != nil) != tc.upstream {
+				t.Errorf("provider called: %v", seen != nil)
 			}
 			if len(e.audit.kinds()) == 0 {
 				t.Error("nothing audited")
@@ -437,17 +445,21 @@ func TestEngineProtocol(t *testing.T) {
 			if got := w.Header().Get("X-SACP-Valid"); got != tc.valid {
 				t.Errorf("X-SACP-Valid %q, want %q", got, tc.valid)
 			}
-			if ex.Attempts != tc.attempts || n != tc.attempts {
-				t.Errorf("attempts %d, upstream calls %d, want %d", ex.Attempts, n, tc.attempts)
+			mu.Lock()
+			calls := n
+			mu.Unlock()
+			if ex.Attempts != tc.attempts || calls != tc.attempts {
+				t.Errorf("attempts %d, upstream calls %d, want %d", ex.Attempts, calls, tc.attempts)
 			}
+			_, sent := e.upstreamSaw()
 			if strings.Contains(w.Body.String(), "bob@example.com") {
 				t.Errorf("message not redacted: %s", w.Body)
 			}
-			if !strings.Contains(e.body, "SACP") && !strings.Contains(e.body, "thought") {
-				t.Errorf("the protocol prompt was not injected: %s", e.body)
+			if !strings.Contains(sent, "thought") {
+				t.Errorf("the protocol prompt was not injected: %s", sent)
 			}
-			if tc.attempts > 1 && !strings.Contains(e.body, `"role":"assistant"`) {
-				t.Errorf("the re-ask does not carry the invalid answer: %s", e.body)
+			if tc.attempts > 1 && !strings.Contains(sent, `"role":"assistant"`) {
+				t.Errorf("the re-ask does not carry the invalid answer: %s", sent)
 			}
 			if k := e.audit.kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
 				t.Errorf("audit %v", k)
