@@ -332,13 +332,19 @@ func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) strin
 	text("message", &resp.Message)
 	text("next_step_hint", &resp.NextStepHint)
 	if p.ApplyTo["data"] && len(resp.Data) > 0 {
-		if out, r, err := p.Redactor.JSON(resp.Data); err == nil {
+		out, r, err := p.Redactor.JSON(resp.Data)
+		if err != nil {
+			// The validator passed it, so this cannot happen; if it did,
+			// data that cannot be scanned is withheld, never passed on.
+			resp.Data = json.RawMessage("{}")
+			res.Blocked = "unscannable_data"
+		} else {
 			resp.Data = out
 			res.Add(r)
 		}
 	}
 	ex.Redacted(res.Counts)
-	ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Fields: sortedFields(p.ApplyTo)})
+	ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Fields: sortedFields(p.ApplyTo), Blocked: res.Blocked})
 	return res.Blocked
 }
 
