@@ -310,11 +310,18 @@ messaging:
 	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
 }
 
+// policyDir is the policy directory of the test config: a path in a
+// config file is relative to the file's directory, so the repository's
+// policies are named absolutely.
 func policyDir(o a2aOpts) string {
 	if o.policyDir != "" {
 		return o.policyDir
 	}
-	return "../rego"
+	d, err := filepath.Abs("../rego")
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 // allowLoopback lets the gateway reach the test's endpoints on loopback.

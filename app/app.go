@@ -428,11 +428,11 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 		Timeout:   cfg.Protocol.Timeouts.Validation.D(),
 		NoWatch:   auditLog == nil,
 	}
-	if _, err := os.Stat(opts.Dir); os.IsNotExist(err) && opts.Dir == "rego" {
+	if _, err := os.Stat(opts.Dir); os.IsNotExist(err) && cfg.Gateway.Policy.DirDefaulted {
 		// Only the default location may be absent (a binary run outside the
 		// repository): it then serves the policies built into the binary.
 		// A configured directory that is missing is an error.
-		log.Warn("policy dir rego not found: serving the built-in default policies (not hot-reloaded)")
+		log.Warn("policy dir not found: serving the built-in default policies (not hot-reloaded)", "dir", opts.Dir)
 		opts.Dir, opts.FS = "", policyfs.FS
 	}
 	if auditLog != nil {

@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -181,7 +180,7 @@ func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
 // CatalogueFor reads cfg's specification catalogue; the default directory
 // may be absent (an empty catalogue).
 func CatalogueFor(cfg *config.Config) (*Catalogue, error) {
-	dir := filepath.Join(cfg.Dir, cfg.Gateway.Approval.CatalogueDir)
+	dir := cfg.Gateway.Approval.CatalogueDir
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		return NewCatalogue(), nil
 	}

@@ -175,8 +175,11 @@ type TLS struct {
 
 // Policy configures the Rego policies.
 type Policy struct {
-	// Dir holds the Rego files, relative to the working directory. Default "rego".
+	// Dir holds the Rego files. Default "rego" (beside the config files;
+	// when that is absent, the policies built into the binary serve).
 	Dir string `yaml:"dir"`
+	// DirDefaulted: Dir was not set; set by Load.
+	DirDefaulted bool `yaml:"-"`
 	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
 	ShadowDir string `yaml:"shadow_dir"`
 }
@@ -194,7 +197,7 @@ type Tracing struct {
 // Approval configures the approval protocol (seed 004).
 type Approval struct {
 	// CatalogueDir holds the specification catalogue (Markdown files with an
-	// id in front matter), relative to the config dir. Default "specs".
+	// id in front matter). Default "specs".
 	CatalogueDir string `yaml:"catalogue_dir"`
 	// BaseURL is the gateway's external URL, for human_review_url. Empty:
 	// the review URL is a path ("/review/{id}").

@@ -134,7 +134,9 @@ func TestDefaults(t *testing.T) {
 		"reask":         p.SACP.ReaskEnabled(),
 		"retries":       g.Upstreams[0].Retries() == 2,
 		"tls min":       g.TLS.MinVersion == "1.3",
-		"policy dir":    g.Policy.Dir == "rego",
+		"policy dir":    g.Policy.Dir == filepath.Join(cfg.Dir, "rego") && g.Policy.DirDefaulted,
+		"audit dir":     g.Audit.Dir == filepath.Join(cfg.Dir, "data", "audit"),
+		"catalogue dir": g.Approval.CatalogueDir == filepath.Join(cfg.Dir, "specs"),
 		"no rate limit": a.RateLimit.IsZero(),
 		"strict":        p.Compliance.StrictMode && p.Compliance.RequireRationale && p.Compliance.EnforceReferences && !p.Compliance.AllowDeviations,
 	}

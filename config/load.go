@@ -84,7 +84,11 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
-	l := &loader{dir: dir, env: o.LookupEnv}
+	base, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config dir %s: %w", dir, err)
+	}
+	l := &loader{dir: dir, base: base, env: o.LookupEnv}
 	cfg := &Config{Dir: dir}
 	var agentsDoc struct {
 		Agents map[string]*Agent `yaml:"agents"`
@@ -132,7 +136,10 @@ func Load(dir string, opts ...Options) (*Config, error) {
 }
 
 type loader struct {
-	dir      string
+	dir string
+	// base is dir made absolute: the anchor of relative paths, so that
+	// they mean the same if the process changes directory later.
+	base     string
 	env      func(string) (string, bool)
 	problems Problems
 }
@@ -176,6 +183,21 @@ func (l *loader) decode(file string, out any) *yaml.Node {
 func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	const f = GatewayFile
 	at := func(p ...string) int { return lineOf(n, p...) }
+	if g.Policy.Dir == "" {
+		// The default may be absent: the policies built into the binary
+		// then serve (a binary run outside the repository).
+		g.Policy.Dir, g.Policy.DirDefaulted = "rego", true
+	}
+	if g.Audit.Dir == "" {
+		g.Audit.Dir = "data/audit"
+	}
+	for _, p := range []*string{&g.TLS.CertFile, &g.TLS.KeyFile, &g.TLS.ClientCAFile, &g.Policy.Dir, &g.Policy.ShadowDir,
+		&g.Audit.Dir, &g.Audit.SigningKeyFile, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
+		l.resolve(p)
+	}
+	for i := range g.Upstreams {
+		l.resolve(&g.Upstreams[i].CAFile)
+	}
 	if g.Listen == "" {
 		g.Listen = ":8080"
 	}
@@ -269,14 +291,12 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if !oneOf(g.TLS.MinVersion, "1.2", "1.3") {
 		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3", g.TLS.MinVersion)
 	}
-	if g.Policy.Dir == "" {
-		g.Policy.Dir = "rego"
-	}
 	if g.Approval.CatalogueDir == "" {
 		// The default may be absent (an empty catalogue); a configured one must exist.
-		g.Approval.CatalogueDir = "specs"
+		g.Approval.CatalogueDir = filepath.Join(l.base, "specs")
 	} else {
-		l.fileExists(f, at("approval", "catalogue_dir"), "approval.catalogue_dir", filepath.Join(l.dir, g.Approval.CatalogueDir))
+		l.resolve(&g.Approval.CatalogueDir)
+		l.fileExists(f, at("approval", "catalogue_dir"), "approval.catalogue_dir", g.Approval.CatalogueDir)
 	}
 	if g.Approval.RateLimit.IsZero() {
 		g.Approval.RateLimit = Rate{N: 60, Period: time.Minute}
@@ -296,9 +316,6 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		if pu, err := url.Parse(e); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			l.add(f, at("tracing", "otlp_endpoint"), "tracing.otlp_endpoint %q: want an http(s) URL such as http://otel-collector:4318", e)
 		}
-	}
-	if g.Audit.Dir == "" {
-		g.Audit.Dir = "data/audit"
 	}
 	if g.Audit.FailMode == "" {
 		g.Audit.FailMode = "closed"
@@ -640,8 +657,9 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 			}
 		}
 		if a.DataSchemaFile != "" {
-			p := filepath.Join(l.dir, a.DataSchemaFile)
-			raw, err := os.ReadFile(p)
+			p := l.shown(a.DataSchemaFile) // as the operator wrote it, beside the config dir
+			l.resolve(&a.DataSchemaFile)
+			raw, err := os.ReadFile(a.DataSchemaFile)
 			switch {
 			case err != nil:
 				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: %v", id, p, errors.Unwrap(err))
@@ -705,7 +723,8 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 		l.add(f, at("limits", "max_retry_attempts"), "protocol.limits.max_retry_attempts %d: at most 10 (each attempt is a paid model call)", lim.MaxRetryAttempts)
 	}
 	if p.SACP.TemplateFile != "" {
-		l.fileExists(f, at("sacp", "template_file"), "protocol.sacp.template_file", filepath.Join(l.dir, p.SACP.TemplateFile))
+		l.resolve(&p.SACP.TemplateFile)
+		l.fileExists(f, at("sacp", "template_file"), "protocol.sacp.template_file", p.SACP.TemplateFile)
 	}
 	r := &p.Redaction
 	if r.Detectors == nil {
@@ -734,6 +753,28 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)", a, strings.Join(SACPFields, ", "))
 		}
 	}
+}
+
+// resolve makes a path of a config file absolute-or-anchored: a relative
+// path is relative to the directory of the file that holds it (every
+// config file sits in l.dir), never to the process's working directory;
+// an absolute path stays as it is; empty means "not set". Defaults go
+// through it too. Everything after the loader uses the paths as they are.
+func (l *loader) resolve(p *string) {
+	if *p == "" || filepath.IsAbs(*p) {
+		return
+	}
+	*p = filepath.Join(l.base, *p)
+}
+
+// shown is how a path of a config file appears in a problem: joined to
+// the config dir as given (so messages read like the operator's own
+// command line), not made absolute.
+func (l *loader) shown(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(l.dir, p)
 }
 
 func (l *loader) fileExists(file string, line int, field, p string) {

@@ -59,11 +59,7 @@ type Protocol struct {
 // NewProtocol builds the protocol stage from config, compiling every
 // protocol agent's data schema once.
 func NewProtocol(cfg *config.Config, red *redact.Redactor, rec *httpx.Recorder) (*Protocol, error) {
-	tplPath := ""
-	if f := cfg.Protocol.SACP.TemplateFile; f != "" {
-		tplPath = cfg.Dir + "/" + f
-	}
-	tpl, err := sacp.LoadTemplate(tplPath)
+	tpl, err := sacp.LoadTemplate(cfg.Protocol.SACP.TemplateFile)
 	if err != nil {
 		return nil, fmt.Errorf("protocol template: %w", err)
 	}

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
 )
 
+// defaultAuditDir is the audit directory when neither --dir nor a config
+// directory names one.
 const defaultAuditDir = "data/audit"
 
 const auditUsage = `usage:
@@ -70,6 +73,29 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return flags
 }
 
+// auditDirOf fills *dir when --dir was not given: the audit.dir of the
+// configuration in cfgDir (relative paths there are relative to it), or
+// data/audit when the default configuration directory does not exist.
+func auditDirOf(cmd string, dir *string, flags *flag.FlagSet, cfgDir string, stderr io.Writer) bool {
+	if *dir != "" {
+		return true
+	}
+	explicit := false
+	flags.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	if _, err := os.Stat(cfgDir); err != nil && !explicit {
+		*dir = defaultAuditDir
+		return true
+	}
+	cfg, err := config.Load(cfgDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway audit %s: --config %s:\n", cmd, cfgDir)
+		reportConfig(stderr, err)
+		return false
+	}
+	*dir = cfg.Gateway.Audit.Dir
+	return true
+}
+
 // checkDir turns a missing or unreadable --dir into a usage error.
 func checkDir(cmd, dir string, stderr io.Writer) bool {
 	fi, err := os.Stat(dir)
@@ -86,13 +112,14 @@ func checkDir(cmd, dir string, stderr io.Writer) bool {
 
 func auditVerify(args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("verify", stderr)
-	dir := flags.String("dir", defaultAuditDir, "audit directory")
+	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
+	cfgDir := flags.String("config", "config", "configuration directory whose gateway.yaml names the audit dir")
 	pubFile := flags.String("pubkey", "", "ed25519 public key (PEM) to check checkpoint signatures with")
 	asJSON := flags.Bool("json", false, "print the full report as JSON")
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
 	}
-	if !checkDir("verify", *dir, stderr) {
+	if !auditDirOf("verify", dir, flags, *cfgDir, stderr) || !checkDir("verify", *dir, stderr) {
 		return exitUsage
 	}
 	var pub ed25519.PublicKey
@@ -151,7 +178,8 @@ func verifySummary(rep audit.Report) string {
 
 func auditExport(args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("export", stderr)
-	dir := flags.String("dir", defaultAuditDir, "audit directory")
+	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
+	cfgDir := flags.String("config", "config", "configuration directory whose gateway.yaml names the audit dir")
 	format := flags.String("format", "", "jsonl (original lines) or csv (summary flattened into columns)")
 	since := flags.String("since", "", "only entries at or after T")
 	until := flags.String("until", "", "only entries before T")
@@ -179,7 +207,7 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	if f.Until, err = parseTime(*until, time.Now()); err != nil {
 		return usage("--until %v", err)
 	}
-	if !checkDir("export", *dir, stderr) {
+	if !auditDirOf("export", dir, flags, *cfgDir, stderr) || !checkDir("export", *dir, stderr) {
 		return exitUsage
 	}
 	m, err := audit.Export(*dir, f, *format, *out)

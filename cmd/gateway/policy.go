@@ -28,12 +28,12 @@ import (
 // when any fails, 2 on usage, load or compile errors (file:line: message).
 func policyMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(stderr, "usage: gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]")
+		fmt.Fprintln(stderr, "usage: gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]  (POLICYDIR defaults to the policy.dir of DIR, default config)")
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgDir := fs.String("config", "", "configuration directory whose gateway.yaml names the policy dir")
+	cfgDir := fs.String("config", "config", "configuration directory whose gateway.yaml names the policy dir")
 	run := fs.String("run", "", "run only the tests whose package.name matches this regular expression")
 	verbose := fs.Bool("v", false, "also list the cases of passing table tests")
 	timeout := fs.Duration("timeout", 5*time.Second, "limit for each test")
@@ -44,19 +44,23 @@ func policyMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway policy test: unexpected argument %q\n", fs.Arg(1))
 		return exitUsage
 	}
+	// The policy dir: the argument, else the configuration's policy.dir
+	// (relative paths there are relative to the configuration directory),
+	// else rego when the default configuration directory does not exist.
 	dir := "rego"
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	_, statErr := os.Stat(*cfgDir)
 	switch {
 	case fs.NArg() == 1:
 		dir = fs.Arg(0)
-	case *cfgDir != "":
+	case statErr == nil || explicit:
 		cfg, err := config.Load(*cfgDir)
 		if err != nil {
 			reportConfig(stderr, err)
 			return exitUsage
 		}
-		if cfg.Gateway.Policy.Dir != "" {
-			dir = cfg.Gateway.Policy.Dir
-		}
+		dir = cfg.Gateway.Policy.Dir
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		fmt.Fprintf(stderr, "gateway policy test: %s is not a directory\n", dir)
