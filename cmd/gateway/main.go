@@ -75,10 +75,10 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   gateway [serve] [--config DIR] [--listen ADDR] [--sidecar-agent ID]
   gateway config check [--config DIR]
-  gateway audit verify [--dir D] [--pubkey FILE] [--json]
-  gateway audit export [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
+  gateway audit verify [--config DIR | --dir D] [--pubkey FILE] [--json]
+  gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
   gateway audit keygen --out PREFIX
-  gateway policy test [DIR]
+  gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]
   gateway version
 `)
 }

@@ -1,7 +1,7 @@
 # METADATA
 # title: Approval helpers
 # description: |
-#   Shared by the approval rules: the protocol settings with seed 004's
+#   Shared by the approval rules: the protocol settings with the approval protocol's
 #   defaults filled in for anything the input omits, so that a missing
 #   setting never switches a check off, and a few helpers. The rules read
 #   input.request directly (a base document is the cheapest reference); the
@@ -9,7 +9,7 @@
 #   rule's result counts.
 package gateway.lib.approval
 
-# Seed 004's protocol.yaml: the defaults, and the strictest reading.
+# The approval protocol's protocol.yaml: the defaults, and the strictest reading.
 _default_protocol := {
 	"limits": {"max_content_size": 102400, "max_references": 20, "max_deviations": 5},
 	"compliance": {
@@ -22,7 +22,7 @@ _default_protocol := {
 
 # METADATA
 # title: Protocol settings
-# description: input.protocol over seed 004's defaults (object.union merges nested objects).
+# description: input.protocol over the approval protocol's defaults (object.union merges nested objects).
 protocol := object.union(_default_protocol, _input_protocol)
 
 default _input_protocol := {}
@@ -46,12 +46,12 @@ _blank(value) if {
 
 # METADATA
 # title: Target types
-# description: Seed 004's target types.
+# description: the approval protocol's target types.
 target_types := {"architecture", "design", "code", "test", "docs"}
 
 # METADATA
 # title: Actions
-# description: Seed 004's actions.
+# description: the approval protocol's actions.
 actions := {"create", "modify", "delete", "read"}
 
 # METADATA

@@ -1,8 +1,8 @@
 # METADATA
 # title: Test fixtures
 # description: |
-#   Inputs shared by the approval tests: seed 004's "Agent Requesting
-#   Approval" example from claude-3 with seed 004's protocol settings.
+#   Inputs shared by the approval tests: the approval protocol's "Agent Requesting
+#   Approval" example from claude-3 with the approval protocol's protocol settings.
 package gateway.fixtures_test
 
 # METADATA
@@ -17,7 +17,7 @@ agent := {
 
 # METADATA
 # title: Protocol
-# description: Seed 004's protocol.yaml settings.
+# description: the approval protocol's protocol.yaml settings.
 protocol := {
 	"limits": {"max_content_size": 102400, "max_references": 20, "max_deviations": 5},
 	"compliance": {
@@ -30,7 +30,7 @@ protocol := {
 
 # METADATA
 # title: Request
-# description: Seed 004 Common Operation 1.
+# description: the approval protocol Common Operation 1.
 request := {
 	"agent_id": "claude-3",
 	"session_id": "sess-123",
@@ -68,7 +68,7 @@ without(field) := input_for(object.remove(request, [field]))
 
 # METADATA
 # title: Input with protocol settings
-# description: The seed input with protocol settings merged over seed 004's.
+# description: The seed input with protocol settings merged over the approval protocol's.
 with_protocol(settings) := object.union(input_for(request), {"protocol": object.union(protocol, settings)})
 
 # METADATA

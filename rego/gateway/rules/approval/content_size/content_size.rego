@@ -2,7 +2,7 @@
 # title: content_size
 # description: |
 #   The request's content must not exceed protocol limits.max_content_size
-#   bytes (UTF-8), seed 004's "_check_content_format" size part.
+#   bytes (UTF-8), the approval protocol's "_check_content_format" size part.
 package gateway.rules.approval.content_size
 
 import data.gateway.lib.approval as lib

@@ -2,7 +2,7 @@
 # title: strict_mode
 # description: |
 #   With compliance.strict_mode, APPROVAL and VALIDATE requests must name a
-#   seed 004 action and target type, and modify or delete must say what they
+#   the approval protocol action and target type, and modify or delete must say what they
 #   change (target_path or target_id).
 package gateway.rules.approval.strict_mode
 
@@ -27,7 +27,7 @@ violations contains {
 
 # METADATA
 # title: Unknown target type
-# description: target_type, when given, is not a seed 004 target type.
+# description: target_type, when given, is not a target type of the approval protocol.
 violations contains {
 	"rule": "strict_mode",
 	"description": sprintf("target_type %q is not architecture, design, code, test or docs", [input.request.target_type]),

@@ -17,5 +17,5 @@ test_failure_with_data_redacts[tc.note] if {
 		{"note": "nested data", "data": {"order": {"id": 7}}},
 	]
 	findings := rule.findings with input as {"response": {"status": "failure", "data": tc.data, "message": "m"}}
-	findings == {{"reason": "failure with data: message redacted (seed 000 9.1)", "redact_message": true}}
+	findings == {{"reason": "failure with data: message redacted (SACP)", "redact_message": true}}
 }

@@ -1,7 +1,7 @@
 # METADATA
 # title: Approval decision
 # description: |
-#   data.gateway.approval.decision answers seed 004's AgentRequest with the
+#   data.gateway.approval.decision answers the approval protocol's AgentRequest with the
 #   decided fields of a LibrarianResponse. Input:
 #   {request, agent, protocol, authz: {allowed, reason}, known_references}.
 #   Every package under data.gateway.rules.approval contributes
@@ -14,7 +14,7 @@ import data.gateway.rules.approval as rules
 
 # METADATA
 # title: Decision
-# description: The LibrarianResponse fields decided by policy (SPEC 6).
+# description: The LibrarianResponse fields decided by policy.
 # entrypoint: true
 decision := _rejected if {
 	count(_violations) > 0
@@ -37,7 +37,7 @@ decision := _rejected if {
 # Input shape first: a malformed input is rejected before any rule runs.
 _input_violations contains {
 	"rule": "input",
-	"description": "input.request must be an object (seed 004 AgentRequest)",
+	"description": "input.request must be an object (the approval protocol AgentRequest)",
 	"suggestion": "send the AgentRequest as a JSON object",
 } if {
 	not is_object(object.get(input, "request", null))

@@ -1,7 +1,7 @@
 # METADATA
 # title: Guardrails
 # description: |
-#   data.gateway.guardrails.response checks a validated SACP answer (seed 000
+#   data.gateway.guardrails.response checks a validated SACP answer (SACP
 #   9.1). Input: {agent, response}. Each package under
 #   data.gateway.rules.guardrails contributes "findings"
 #   ({reason, redact_message}); any finding forces status "failure", and

@@ -19,7 +19,7 @@ test_findings_force_failure[tc.note] if {
 		{
 			"note": "failure with data",
 			"response": {"thought": "t", "status": "failure", "data": {"card": "4111"}, "message": "card 4111 declined"},
-			"want": "failure with data: message redacted (seed 000 9.1)",
+			"want": "failure with data: message redacted (SACP)",
 		},
 		{
 			"note": "injection echo in a success",
@@ -29,7 +29,7 @@ test_findings_force_failure[tc.note] if {
 		{
 			"note": "two findings",
 			"response": {"thought": "t", "status": "failure", "data": {"k": 1}, "message": "-----BEGIN PRIVATE KEY-----\nMII..."},
-			"want": "failure with data: message redacted (seed 000 9.1); message contains a private key",
+			"want": "failure with data: message redacted (SACP); message contains a private key",
 		},
 	]
 	r := guardrails.response with input as {"agent": _agent, "response": tc.response}

@@ -1,7 +1,7 @@
 # METADATA
 # title: Spawn policy
 # description: |
-#   data.gateway.spawn.decision decides a seed 001 SPAWN_AGENT message
+#   data.gateway.spawn.decision decides a compact SACP SPAWN_AGENT message
 #   (POST /registry/spawn). Input: {agent (the requester's registry entry),
 #   message, spawn: {agent_name, verb, tool, description, inputs, outputs,
 #   missing_capability, endpoint}}. Default: an agent with capability

@@ -3,7 +3,7 @@
 # description: |
 #   At most limits.max_references references, and with
 #   compliance.enforce_references each must be a known specification id
-#   (input.known_references), seed 004's "_validate_references".
+#   (input.known_references), the approval protocol's "_validate_references".
 package gateway.rules.approval.references
 
 import data.gateway.lib.approval as lib

@@ -1,7 +1,7 @@
 # METADATA
 # title: required_fields
 # description: |
-#   Seed 004's REQUIRED_FIELDS per request type: APPROVAL needs content,
+#   The approval protocol's REQUIRED_FIELDS per request type: APPROVAL needs content,
 #   rationale and target_type; QUERY needs content; VALIDATE needs content
 #   and target_type; REPORT needs request_id, completed and changes_made.
 #   An unknown or missing request_type is a violation too.

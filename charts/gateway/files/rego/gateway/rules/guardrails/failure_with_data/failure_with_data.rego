@@ -1,7 +1,7 @@
 # METADATA
 # title: failure_with_data
 # description: |
-#   Seed 000 9.1 Redaction: an answer with status "failure" and a non-empty
+#   SACP Redaction: an answer with status "failure" and a non-empty
 #   data object may carry sensitive details; its message is redacted for the
 #   user while data stays for the orchestrator.
 package gateway.rules.guardrails.failure_with_data
@@ -10,7 +10,7 @@ package gateway.rules.guardrails.failure_with_data
 # title: Failure with data
 # description: status failure and data non-empty redacts the message.
 findings contains {
-	"reason": "failure with data: message redacted (seed 000 9.1)",
+	"reason": "failure with data: message redacted (SACP)",
 	"redact_message": true,
 } if {
 	input.response.status == "failure"

@@ -1,7 +1,7 @@
 # METADATA
 # title: violation_marker
 # description: |
-#   Seed 000 9.1 Intervention: a message that carries an obvious violation
+#   SACP Intervention: a message that carries an obvious violation
 #   is forced to status "failure" and redacted. The markers: a PEM private
 #   key block, and an echoed prompt-injection phrase ("ignore (all)
 #   previous/prior instructions").
