@@ -19,6 +19,8 @@ import (
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/names"
+	"github.com/sacpgw/gateway/redact"
+	"github.com/sacpgw/gateway/sacp"
 )
 
 // File names inside the config directory.
@@ -64,15 +66,21 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 }
 
-// Known values, shared with the components that implement them (their tests
-// check that the lists agree).
+// The values the loader accepts that the configuration itself defines. The
+// lists that belong to another package (redaction detectors, SACP fields)
+// are read from it, so nothing has to be kept in sync.
 var (
-	UpstreamTypes   = []string{"mock", "openai"}
-	DetectorNames   = []string{"email", "phone", "credit_card", "iban", "ssn", "api_key", "jwt", "ipv4"}
-	SACPFields      = []string{"thought", "message", "data", "next_step_hint"}
-	TargetTypes     = []string{"architecture", "design", "code", "test", "docs", "all"}
-	ResponseFormats = []string{"none", "json_standard", "sacp_compact"}
+	upstreamTypes   = [...]string{"mock", "openai"}
+	targetTypes     = [...]string{"architecture", "design", "code", "test", "docs"}
+	responseFormats = [...]string{"none", "json_standard", "sacp_compact"}
 )
+
+// UpstreamTypes lists the upstream types (upstream implements each).
+func UpstreamTypes() []string { return append([]string(nil), upstreamTypes[:]...) }
+
+// TargetTypes lists the approval protocol's target types; an agent's
+// allowed_targets may also say "all".
+func TargetTypes() []string { return append([]string(nil), targetTypes[:]...) }
 
 // Load reads and validates dir/gateway.yaml, dir/agents.yaml and
 // dir/protocol.yaml. On any problem it returns a nil Config and Problems.
@@ -249,8 +257,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, field("name"), "upstreams: duplicate upstream %q", u.Name)
 		}
 		seen[u.Name] = true
-		if !oneOf(u.Type, UpstreamTypes...) {
-			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s", i, u.Type, strings.Join(UpstreamTypes, ", "))
+		if !oneOf(u.Type, upstreamTypes[:]...) {
+			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s", i, u.Type, strings.Join(upstreamTypes[:], ", "))
 		}
 		if u.Type == "openai" {
 			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -632,8 +640,8 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 				a.ResponseFormat = "json_standard"
 			}
 		}
-		if !oneOf(a.ResponseFormat, ResponseFormats...) {
-			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s", id, a.ResponseFormat, strings.Join(ResponseFormats, ", "))
+		if !oneOf(a.ResponseFormat, responseFormats[:]...) {
+			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "))
 		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
 			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
 		}
@@ -647,8 +655,8 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 			l.add(f, at("completion_estimate"), "agent %q: completion_estimate: must be positive", id)
 		}
 		for i, t := range a.AllowedTargets {
-			if !oneOf(t, TargetTypes...) {
-				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)", id, t, strings.Join(TargetTypes, ", "))
+			if targets := append(TargetTypes(), "all"); !oneOf(t, targets...) {
+				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)", id, t, strings.Join(targets, ", "))
 			}
 		}
 		for i, m := range a.Models {
@@ -728,11 +736,11 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	r := &p.Redaction
 	if r.Detectors == nil {
-		r.Detectors = append([]string(nil), DetectorNames...)
+		r.Detectors = redact.Names()
 	}
 	for i, d := range r.Detectors {
-		if !oneOf(d, DetectorNames...) {
-			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)", d, strings.Join(DetectorNames, ", "))
+		if !oneOf(d, redact.Names()...) {
+			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)", d, strings.Join(redact.Names(), ", "))
 		}
 	}
 	for i, d := range r.Block {
@@ -746,11 +754,11 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	if r.ApplyTo == nil {
 		// Every field by default: thought and next_step_hint reach the
 		// client and the audit trail like message and data.
-		r.ApplyTo = append([]string(nil), SACPFields...)
+		r.ApplyTo = sacp.Fields()
 	}
 	for i, a := range r.ApplyTo {
-		if !oneOf(a, SACPFields...) {
-			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)", a, strings.Join(SACPFields, ", "))
+		if !oneOf(a, sacp.Fields()...) {
+			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)", a, strings.Join(sacp.Fields(), ", "))
 		}
 	}
 }

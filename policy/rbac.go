@@ -52,8 +52,9 @@ const (
 	ActionDecide = "decide"
 )
 
-// TargetTypes are seed 004's target types; allowed_targets [all] is all of them.
-var targetTypes = []string{"architecture", "design", "code", "test", "docs"}
+// targetTypes are the approval protocol's target types (the configuration
+// defines them); allowed_targets [all] is all of them.
+var targetTypes = config.TargetTypes()
 
 // capabilityActions maps a capability to the approval actions it grants.
 // Capabilities not listed (analyze, suggest, validate, ...) grant none.
@@ -65,7 +66,7 @@ var capabilityActions = map[string][]string{
 // targetless actions need no target type.
 var targetless = map[string]bool{ActionQuery: true}
 
-// TargetTypes returns seed 004's target types.
+// TargetTypes returns the approval protocol's target types.
 func TargetTypes() []string { return slices.Clone(targetTypes) }
 
 // CapabilityFor returns the capability an approval action needs ("" for an

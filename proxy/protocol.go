@@ -346,7 +346,7 @@ func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) strin
 
 func sortedFields(m map[string]bool) []string {
 	var out []string
-	for _, f := range config.SACPFields {
+	for _, f := range sacp.Fields() {
 		if m[f] {
 			out = append(out, f)
 		}

@@ -277,3 +277,11 @@ func encode(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// textFields are the answer's fields a redactor may be told to scan, in
+// wire order (protocol.redaction.apply_to names them).
+var textFields = [...]string{"thought", "message", "data", "next_step_hint"}
+
+// Fields lists the fields of a SACP answer that redaction can cover, in
+// wire order.
+func Fields() []string { return append([]string(nil), textFields[:]...) }

@@ -22,8 +22,8 @@ func TestConfigKnowsEveryType(t *testing.T) {
 		types = append(types, name)
 	}
 	slices.Sort(types)
-	if !slices.Equal(types, config.UpstreamTypes) {
-		t.Fatalf("constructors %v != config.UpstreamTypes %v", types, config.UpstreamTypes)
+	if !slices.Equal(types, config.UpstreamTypes()) {
+		t.Fatalf("constructors %v != config.UpstreamTypes %v", types, config.UpstreamTypes())
 	}
 }
 
