@@ -18,6 +18,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 // peer is an agent's message endpoint: a real HTTP server that records
@@ -280,7 +281,7 @@ messaging:
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -404,22 +405,4 @@ func (g *a2a) entries(kind string) []audit.Entry {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
-}
-
-// logBuffer collects the gateway's log for a failing test.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

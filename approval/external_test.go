@@ -68,8 +68,8 @@ func TestExternalEscalationOnTheReviewPage(t *testing.T) {
 	if st.State != StateApproved {
 		t.Errorf("the waiting agent sees %s", st.State)
 	}
-	if len(h.audit.byKind("escalation.decision")) != 1 {
-		t.Errorf("decision not audited: %v", h.audit.kinds())
+	if len(h.audit.ByKind("escalation.decision")) != 1 {
+		t.Errorf("decision not audited: %v", h.audit.Kinds())
 	}
 }
 

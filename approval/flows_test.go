@@ -77,17 +77,17 @@ func TestOperationApprovalThenReport(t *testing.T) {
 	}
 
 	// Every step is audited, with the digest of the exact body received.
-	kinds := h.audit.kinds()
+	kinds := h.audit.Kinds()
 	want := []string{audit.KindAgentRequest, audit.KindAgentDecision, audit.KindAgentRequest, audit.KindAgentDecision, audit.KindAgentRequest, audit.KindAgentDecision}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("audit kinds %v, want %v", kinds, want)
 	}
 	body, _ := json.Marshal(req)
-	first := h.audit.byKind(audit.KindAgentRequest)[0]
+	first := h.audit.ByKind(audit.KindAgentRequest)[0]
 	if first.PayloadSHA256 != sha256Hex(body) || first.RequestID != resp.RequestID || first.AgentID != "claude-3" || first.SessionID != "sess-123" {
 		t.Errorf("agent.request entry %+v", first)
 	}
-	dec := h.audit.byKind(audit.KindAgentDecision)[0]
+	dec := h.audit.ByKind(audit.KindAgentDecision)[0]
 	if dec.Summary["decision_id"] != "dec-1" || dec.Summary["policy_revision"] != "test-revision" || dec.Summary["status"] != StatusApproved {
 		t.Errorf("agent.decision entry %+v", dec.Summary)
 	}
@@ -238,12 +238,12 @@ func TestOperationEscalation(t *testing.T) {
 	if last.By != "reviewer:security-lead" || st.Escalation.Review == nil || st.Escalation.Review.Comment == "" {
 		t.Errorf("history %+v review %+v", last, st.Escalation.Review)
 	}
-	entries := h.audit.byKind(audit.KindEscalationDecision)
+	entries := h.audit.ByKind(audit.KindEscalationDecision)
 	if len(entries) != 1 || entries[0].Summary["reviewer"] != "reviewer:security-lead" || entries[0].Summary["decision"] != "approve" ||
 		entries[0].Summary["comment"] != "Checked: nothing links to it any more." || entries[0].AgentID != "claude-3" {
 		t.Fatalf("escalation.decision entries %+v", entries)
 	}
-	for _, r := range h.audit.records {
+	for _, r := range h.audit.Records() {
 		b, _ := json.Marshal(r)
 		if strings.Contains(string(b), tokReviewer) || strings.Contains(string(b), tokClaude) {
 			t.Fatalf("a token reached the audit trail: %s", b)

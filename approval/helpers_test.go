@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -185,51 +185,6 @@ func (d *testDecider) lastInput() map[string]any {
 	return d.last
 }
 
-// memAudit is an Appender that keeps records, and fails on demand.
-type memAudit struct {
-	mu      sync.Mutex
-	records []audit.Record
-	fail    bool
-}
-
-func (m *memAudit) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail {
-		return audit.Entry{}, fmt.Errorf("%w: disk full", audit.ErrUnavailable)
-	}
-	m.records = append(m.records, r)
-	return audit.Entry{Seq: int64(len(m.records)), Kind: r.Kind}, nil
-}
-
-func (m *memAudit) kinds() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for _, r := range m.records {
-		out = append(out, r.Kind)
-	}
-	return out
-}
-
-func (m *memAudit) byKind(kind string) []audit.Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []audit.Record
-	for _, r := range m.records {
-		if r.Kind == kind {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func (m *memAudit) setFail(v bool) {
-	m.mu.Lock()
-	m.fail = v
-	m.mu.Unlock()
-}
-
 // clock is a settable time source.
 type clock struct {
 	mu sync.Mutex
@@ -255,7 +210,7 @@ type harness struct {
 	cfg     *config.Config
 	svc     *Service
 	store   *MemoryStore
-	audit   *memAudit
+	audit   *testkit.Trail
 	decider *testDecider
 	clock   *clock
 	srv     *httptest.Server
@@ -270,7 +225,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, cfg: cfg, store: NewMemoryStore(), audit: &memAudit{}, decider: &testDecider{},
+	h := &harness{t: t, cfg: cfg, store: NewMemoryStore(), audit: &testkit.Trail{}, decider: &testDecider{},
 		clock: &clock{t: time.Date(2025, 11, 2, 9, 0, 0, 0, time.UTC)}}
 	d := Deps{Config: cfg, Decider: h.decider, Authorizer: testAuthorizer(cfg), Store: h.store, Limiter: limit.NewMemory(),
 		Audit: h.audit, FailClosed: true, Catalogue: cat, BaseURL: "https://gw.example.test", Now: h.clock.Now,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/policy"
 )
 
@@ -24,7 +25,7 @@ func TestImpersonationIsRefusedAndAudited(t *testing.T) {
 	if res.status != http.StatusForbidden || typ != "permission_error" || code != "policy_denied" || !strings.Contains(msg, "claude-3") {
 		t.Fatalf("impersonation: %d %s", res.status, res.body)
 	}
-	got := h.audit.byKind(audit.KindAgentRequest)
+	got := h.audit.ByKind(audit.KindAgentRequest)
 	if len(got) != 1 || got[0].AgentID != "claude-3" || got[0].Summary["claimed_agent_id"] != "gemini-pro" || got[0].Summary["verdict"] != "refused" {
 		t.Fatalf("audit %+v", got)
 	}
@@ -76,7 +77,7 @@ func TestReportDigestMismatchEscalatesDeviation(t *testing.T) {
 	if st.State != StateEscalated || st.Escalation.Kind != escalationKindDeviation || st.Escalation.ReportedSHA256 != other {
 		t.Fatalf("status %+v", st.Escalation)
 	}
-	decisions := h.audit.byKind(audit.KindAgentDecision)
+	decisions := h.audit.ByKind(audit.KindAgentDecision)
 	last := decisions[len(decisions)-1]
 	if last.Summary["deviation"] != true || last.Summary["reported_sha256"] != other || last.Summary["content_sha256"] != resp.ContentSHA256 {
 		t.Errorf("deviation audit %+v", last.Summary)
@@ -124,7 +125,7 @@ func TestSubmitRateLimit(t *testing.T) {
 	if res.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
 		t.Errorf("remaining %q", res.header.Get("X-Ratelimit-Remaining-Requests"))
 	}
-	if n := len(h.audit.byKind(audit.KindRateLimitReject)); n != 1 {
+	if n := len(h.audit.ByKind(audit.KindRateLimitReject)); n != 1 {
 		t.Errorf("%d ratelimit.reject entries", n)
 	}
 	// The limit is per agent.
@@ -180,7 +181,7 @@ func TestStrictDecoding(t *testing.T) {
 		})
 	}
 	// Refusals are audited too, with the digest of what was received.
-	for _, r := range h.audit.byKind(audit.KindAgentRequest) {
+	for _, r := range h.audit.ByKind(audit.KindAgentRequest) {
 		if r.Summary["verdict"] == "refused" && r.Summary["status"] == 400 && r.PayloadSHA256 == "" {
 			t.Fatalf("refusal without payload digest: %+v", r)
 		}
@@ -221,7 +222,7 @@ func TestAdminAuthentication(t *testing.T) {
 			}
 		}
 	}
-	if n := len(h.audit.byKind(audit.KindAuthFailure)); n != 6 {
+	if n := len(h.audit.ByKind(audit.KindAuthFailure)); n != 6 {
 		t.Errorf("%d auth.failure entries, want 6", n)
 	}
 
@@ -273,7 +274,7 @@ func TestEscalationExpiry(t *testing.T) {
 	if st.State != StateEscalated {
 		t.Fatalf("young: %s", st.State)
 	}
-	e := h.audit.byKind(audit.KindEscalationDecision)
+	e := h.audit.ByKind(audit.KindEscalationDecision)
 	if len(e) != 1 || e[0].Summary["reviewer"] != byExpiry || e[0].Summary["via"] != "expiry" {
 		t.Fatalf("expiry audit %+v", e)
 	}
@@ -307,7 +308,7 @@ func TestRunExpiresAndStops(t *testing.T) {
 
 func TestAuditFailClosed(t *testing.T) {
 	h := newHarness(t)
-	h.audit.setFail(true)
+	h.audit.SetFail(true)
 	res, _ := h.submit(tokClaude, approvalRequest())
 	if _, code, _, _ := res.apiError(t); res.status != http.StatusServiceUnavailable || code != "audit_unavailable" {
 		t.Fatalf("closed: %d %s", res.status, res.body)
@@ -318,7 +319,7 @@ func TestAuditFailClosed(t *testing.T) {
 
 	// The receipt is written but the decision is not: nothing is approved.
 	h2 := newHarness(t)
-	failAfter := &failingAfter{memAudit: h2.audit, ok: 1}
+	failAfter := &failingAfter{Trail: h2.audit, ok: 1}
 	h2.svc.audit = failAfter
 	res, _ = h2.submit(tokClaude, approvalRequest())
 	mustStatus(t, res, http.StatusServiceUnavailable)
@@ -332,7 +333,7 @@ func TestAuditFailClosed(t *testing.T) {
 
 	// Open mode serves and logs.
 	h3 := newHarness(t, func(d *Deps) { d.FailClosed = false })
-	h3.audit.setFail(true)
+	h3.audit.SetFail(true)
 	res, resp := h3.submit(tokClaude, approvalRequest())
 	mustStatus(t, res, http.StatusOK)
 	if resp.Status != StatusApproved {
@@ -342,17 +343,17 @@ func TestAuditFailClosed(t *testing.T) {
 
 // failingAfter lets ok appends through, then fails.
 type failingAfter struct {
-	*memAudit
+	*testkit.Trail
 	ok int
 }
 
 func (f *failingAfter) Append(ctx context.Context, r audit.Record) (audit.Entry, error) {
 	if f.ok > 0 {
 		f.ok--
-		return f.memAudit.Append(ctx, r)
+		return f.Trail.Append(ctx, r)
 	}
-	f.setFail(true)
-	return f.memAudit.Append(ctx, r)
+	f.SetFail(true)
+	return f.Trail.Append(ctx, r)
 }
 
 func TestPolicyFailuresDeny(t *testing.T) {
@@ -362,7 +363,7 @@ func TestPolicyFailuresDeny(t *testing.T) {
 	if resp.Status != StatusRejected || resp.State != StateRejected || resp.Violations[0].Rule != violationPolicyError {
 		t.Fatalf("decider error: %+v", resp)
 	}
-	d := h.audit.byKind(audit.KindAgentDecision)
+	d := h.audit.ByKind(audit.KindAgentDecision)
 	if d[0].Summary["error"] != "boom" {
 		t.Errorf("error not audited: %+v", d[0].Summary)
 	}

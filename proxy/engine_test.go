@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
@@ -48,49 +48,10 @@ const engineAgents = `agents:
     token_sha256: "%only_mini%"
 `
 
-// recorder is an audit trail that keeps what it is given; failing, it
-// refuses every entry as an unavailable trail would.
-type recorder struct {
-	mu      sync.Mutex
-	records []audit.Record
-	failing bool
-}
-
-func (r *recorder) Append(_ context.Context, rec audit.Record) (audit.Entry, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failing {
-		return audit.Entry{}, audit.ErrUnavailable
-	}
-	r.records = append(r.records, rec)
-	return audit.Entry{}, nil
-}
-
-func (r *recorder) kinds() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.records {
-		out = append(out, rec.Kind)
-	}
-	return out
-}
-
-func (r *recorder) last(kind string) map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := len(r.records) - 1; i >= 0; i-- {
-		if r.records[i].Kind == kind {
-			return r.records[i].Summary
-		}
-	}
-	return nil
-}
-
 type engine struct {
 	t     *testing.T
 	gw    *proxy.Gateway
-	audit *recorder
+	audit *testkit.Trail
 	// seen is the last request the upstream received.
 	mu   sync.Mutex
 	seen *http.Request
@@ -104,7 +65,7 @@ type engineOpts struct {
 
 func newEngine(t *testing.T, up http.HandlerFunc, o engineOpts) *engine {
 	t.Helper()
-	e := &engine{t: t, audit: &recorder{}}
+	e := &engine{t: t, audit: &testkit.Trail{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		e.mu.Lock()
@@ -231,10 +192,10 @@ func TestEngineJSONAnswer(t *testing.T) {
 	if !ex.UsageKnown || ex.Usage.TotalTokens != 12 || ex.Upstream != "test" {
 		t.Errorf("exchange %+v", ex)
 	}
-	if k := e.audit.kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
+	if k := e.audit.Kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
 		t.Fatalf("audit %v", k)
 	}
-	checks, _ := e.audit.last("llm.response")["checks"].(map[string]any)
+	checks, _ := e.audit.Last("llm.response")["checks"].(map[string]any)
 	if red, _ := checks["redaction"].(map[string]any); red["verdict"] != "applied" || red["count"] != 1 {
 		t.Errorf("redaction check %v", checks["redaction"])
 	}
@@ -261,9 +222,9 @@ func TestEngineStream(t *testing.T) {
 	if ex.Usage.TotalTokens != 12 {
 		t.Errorf("usage %+v", ex.Usage)
 	}
-	sum := e.audit.last("llm.response")
+	sum := e.audit.Last("llm.response")
 	if sum == nil || sum["status"] != http.StatusOK {
-		t.Fatalf("response entry %v (kinds %v)", sum, e.audit.kinds())
+		t.Fatalf("response entry %v (kinds %v)", sum, e.audit.Kinds())
 	}
 }
 
@@ -324,7 +285,7 @@ func TestEngineRefusals(t *testing.T) {
 			if seen, _ := e.upstreamSaw(); (seen != nil) != tc.upstream {
 				t.Errorf("provider called: %v", seen != nil)
 			}
-			if len(e.audit.kinds()) == 0 {
+			if len(e.audit.Kinds()) == 0 {
 				t.Error("nothing audited")
 			}
 			if strings.Contains(w.Body.String(), "sk-provider") || (ex.Err != nil && strings.Contains(ex.Err.Error(), "sk-provider")) {
@@ -356,7 +317,7 @@ func TestEngineRateLimit(t *testing.T) {
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("second: %d %v", w.Code, w.Header())
 	}
-	if k := e.audit.kinds(); k[len(k)-1] != "ratelimit.reject" {
+	if k := e.audit.Kinds(); k[len(k)-1] != "ratelimit.reject" {
 		t.Errorf("audit %v", k)
 	}
 }
@@ -365,7 +326,7 @@ func TestEngineRateLimit(t *testing.T) {
 func TestEngineAuditClosed(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		e := newEngine(t, streamOrJSON(stream), engineOpts{})
-		e.audit.failing = true
+		e.audit.SetFail(true)
 		body := hello
 		if stream {
 			body = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
@@ -461,7 +422,7 @@ func TestEngineProtocol(t *testing.T) {
 			if tc.attempts > 1 && !strings.Contains(sent, `"role":"assistant"`) {
 				t.Errorf("the re-ask does not carry the invalid answer: %s", sent)
 			}
-			if k := e.audit.kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
+			if k := e.audit.Kinds(); strings.Join(k, ",") != "llm.request,llm.response" {
 				t.Errorf("audit %v", k)
 			}
 		})
@@ -496,7 +457,7 @@ func TestEngineClientGone(t *testing.T) {
 	if ex.ErrCode != "client_closed_request" {
 		t.Errorf("error code %q", ex.ErrCode)
 	}
-	if s := e.audit.last("llm.response"); s == nil || s["status"] != 499 {
+	if s := e.audit.Last("llm.response"); s == nil || s["status"] != 499 {
 		t.Errorf("response entry %v", s)
 	}
 	if errors.Is(ctx.Err(), context.Canceled) == false {

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/metrics"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/proxy"
@@ -138,7 +137,7 @@ const protoSchema = `{"type":"object","properties":{"amount":{"type":"number"}},
 type stack struct {
 	t        testing.TB
 	srv      *httptest.Server
-	logs     *syncBuffer
+	logs     *testkit.LogBuffer
 	auditDir string
 	audit    *audit.Log
 }
@@ -211,7 +210,7 @@ http:
 	if err != nil {
 		t.Fatalf("load test config: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	var sink io.Writer = logs
 	if o.discardLogs {
 		sink = io.Discard
@@ -359,24 +358,6 @@ func readAll(t testing.TB, r io.Reader) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func sha(s string) string {

@@ -24,6 +24,7 @@ var layers = map[string]int{
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0,
 	// 1: configuration and what is built from it.
 	"config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
+	"internal/testkit": 1, // test doubles, imported by tests only
 	// 2: plumbing shared by the front doors.
 	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
 	// 3: the front doors.

@@ -1,0 +1,93 @@
+// Package testkit holds the test doubles that several packages' tests
+// share: an audit trail in memory and a log sink safe for concurrent
+// writers. Production code never imports it.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sacpgw/gateway/audit"
+)
+
+// Trail is an audit trail in memory: it keeps what it is given and, set
+// to fail, refuses every entry as an unavailable disk would.
+type Trail struct {
+	mu      sync.Mutex
+	records []audit.Record
+	fail    bool
+}
+
+// Append implements the front doors' Appender.
+func (t *Trail) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fail {
+		return audit.Entry{}, fmt.Errorf("%w: disk full", audit.ErrUnavailable)
+	}
+	t.records = append(t.records, r)
+	return audit.Entry{Seq: int64(len(t.records)), Kind: r.Kind}, nil
+}
+
+// SetFail makes every later Append fail (or succeed again).
+func (t *Trail) SetFail(v bool) {
+	t.mu.Lock()
+	t.fail = v
+	t.mu.Unlock()
+}
+
+// Records returns a copy of what was appended, in order.
+func (t *Trail) Records() []audit.Record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]audit.Record(nil), t.records...)
+}
+
+// Kinds lists the kinds appended, in order.
+func (t *Trail) Kinds() []string {
+	var out []string
+	for _, r := range t.Records() {
+		out = append(out, r.Kind)
+	}
+	return out
+}
+
+// ByKind returns the records of one kind, in order.
+func (t *Trail) ByKind(kind string) []audit.Record {
+	var out []audit.Record
+	for _, r := range t.Records() {
+		if r.Kind == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Last returns the summary of the last record of kind, or nil.
+func (t *Trail) Last(kind string) map[string]any {
+	rs := t.ByKind(kind)
+	if len(rs) == 0 {
+		return nil
+	}
+	return rs[len(rs)-1].Summary
+}
+
+// LogBuffer is a log sink safe for a server's goroutines.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
