@@ -101,3 +101,33 @@ func jsonQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A spawn policy that does not decide in time is a fail-closed rejection
+// (403, audited with fail_closed), not a 504 as if a provider had failed.
+func TestSpawnPolicyTimeoutIsARejection(t *testing.T) {
+	dir := copyRego(t)
+	slow := `package gateway.spawn
+
+decision := {"status": "approved", "reasons": ["quick"]} if {
+	input.spawn.agent_name != "SLOW_AGENT"
+} else := {"status": "approved", "reasons": ["slow"]} if {
+	count([x | some x in numbers.range(1, 100000000); x % 7 == 0]) > 0
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "gateway", "spawn", "spawn.rego"), []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := newA2A(t, a2aOpts{policyDir: dir, protocolExtra: "  timeouts:\n    validation: 200ms\n"})
+	body := `{"g":"SPAWN_AGENT","plan":[["define","SLOW_Q",{"description":"x"}],["instantiate","SLOW_AGENT",{"tool":"SLOW_Q","verb":"check"}]]}`
+	st, out, _ := g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", body)
+	if st != http.StatusForbidden || !strings.Contains(string(out), "policy_denied") || !strings.Contains(string(out), "fail closed") {
+		t.Fatalf("a spawn policy that timed out: %d %s", st, out)
+	}
+	found := false
+	for _, e := range g.entries("registry.spawn") {
+		found = found || strings.Contains(string(e.Summary), `"fail_closed":true`)
+	}
+	if !found {
+		t.Error("the fail-closed rejection was not audited")
+	}
+}

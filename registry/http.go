@@ -187,10 +187,11 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 			"missing_capability": sp.MissingCapability, "endpoint": sp.Endpoint,
 		},
 	}
+	// A policy that did not decide in time is a fail-closed rejection,
+	// audited and answered like any other (not an upstream's timeout).
 	dec, err := a.Policy.Spawn(ctx, in)
 	if err != nil {
-		httpx.Fail(w, r, apierror.Upstream(http.StatusGatewayTimeout, "The spawn policy did not decide in time.", err))
-		return
+		a.Log.Warn("spawn policy did not decide", "agent", ex.Agent.ID, "error", err.Error())
 	}
 	out := SpawnResult{Status: dec.Status, AgentName: sp.AgentName, Reasons: nonNil(dec.Reasons), DecisionID: dec.DecisionID}
 	sum := map[string]any{"agent_name": sp.AgentName, "verb": sp.Verb, "tool": sp.Tool, "decision": dec.Status,
