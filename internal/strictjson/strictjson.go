@@ -312,6 +312,14 @@ func (w *walker) run(top *Fields, v Visit) ([]span, error) {
 				break
 			}
 			w.enter(top)
+			if k == '0' {
+				// A number no reader can hold as a float64 (1e400) reads
+				// as infinity, an error or a rounded value depending on
+				// the reader: refused, like any value of unknown meaning.
+				if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
+					return nil, &Error{Path: w.path.String(), Msg: "a number out of range"}
+				}
+			}
 			w.leave()
 		}
 		if len(w.stack) == 0 {

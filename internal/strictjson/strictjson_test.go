@@ -30,6 +30,8 @@ func TestCheck(t *testing.T) {
 		{"lone surrogate", `{"model":"\udc00"}`, "", "invalid"},
 		{"empty", ``, "", "empty"},
 		{"cut", `{"model":`, "", "unexpected EOF"},
+		{"number out of float64 range", `{"temperature":1e400}`, "temperature", "out of range"},
+		{"big but representable", `{"seed":123456789012345678901234567890,"t":1.7e308}`, "", ""},
 	}
 	for _, tc := range cases {
 		err := Check([]byte(tc.in), shape)
