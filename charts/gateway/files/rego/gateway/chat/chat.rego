@@ -16,8 +16,9 @@ deny contains reason if {
 	some reason in _malformed
 }
 
+# The rules run on malformed input too: it is denied either way, and not
+# guarding them spares every well-formed request a count of _malformed.
 deny contains reason if {
-	count(_malformed) == 0
 	some reason in rules[_].deny
 }
 
