@@ -83,6 +83,7 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 	ex.Check(scope.Verdict{Check: scope.CheckAuth, Verdict: "pass", Method: method})
+	ex.Authenticated()
 	next.ServeHTTP(w, r)
 	return nil
 }

@@ -61,8 +61,16 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		if d := s.bounds.BodyIdle; d > 0 && r.Body != nil && r.Body != http.NoBody {
 			r.Body = &idleBody{ReadCloser: r.Body, rc: rc, d: d}
 		}
+		// The connection leaves the unauthenticated count as soon as its
+		// request is identified, not when the answer (a stream, maybe
+		// long) ends.
+		ex := scope.Lookup(r.Context())
+		if ex != nil {
+			ctx := r.Context()
+			ex.OnAuthenticated(func() { s.conns.authenticated(ctx) })
+		}
 		err := next(c)
-		if ex := scope.Lookup(r.Context()); ex != nil && ex.Agent != nil {
+		if ex != nil && ex.Agent != nil {
 			s.conns.authenticated(r.Context())
 		}
 		return err

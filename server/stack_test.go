@@ -127,6 +127,11 @@ type stackOpts struct {
 	tlsYAML string
 	// tracer exports the requests' spans.
 	tracer *tracing.Tracer
+	// connsPerSource is http.unauthenticated.conns_per_source (default 1024).
+	connsPerSource int
+	// listen serves through the gateway's own http.Server on a real
+	// listener (connection hooks and timeouts included), as tlsYAML does.
+	listen bool
 }
 
 // protoSchema is the proto agent's data schema: an amount is required.
@@ -157,6 +162,9 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.responseTimeout == "" {
 		o.responseTimeout = "5000ms"
 	}
+	if o.connsPerSource == 0 {
+		o.connsPerSource = 1024
+	}
 	gw := `listen: "127.0.0.1:0"
 admin:
   token_sha256: "` + config.HashTokenHex("tok-admin") + `"
@@ -185,6 +193,7 @@ approval:
 http:
   unauthenticated:
     rate_limit: 1000000/second
+    conns_per_source: ` + strconv.Itoa(o.connsPerSource) + `
 ` + stateYAML(o.redisURL)
 	agents := testAgents
 	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto", "compact"} {
@@ -246,7 +255,7 @@ http:
 		h, serveOn = a.Handler(), a.ServeListener
 	}
 	var hs *httptest.Server
-	if o.tlsYAML != "" {
+	if o.tlsYAML != "" || o.listen {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -255,7 +264,11 @@ http:
 		done := make(chan struct{})
 		go func() { _ = serveOn(ctx, ln); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })
-		hs = &httptest.Server{URL: "https://" + ln.Addr().String()}
+		scheme := "http://"
+		if o.tlsYAML != "" {
+			scheme = "https://"
+		}
+		hs = &httptest.Server{URL: scheme + ln.Addr().String()}
 	} else {
 		hs = httptest.NewServer(h)
 		t.Cleanup(hs.Close)

@@ -61,6 +61,8 @@ type Exchange struct {
 	// Checks records every governance check that ran and its verdict, so the
 	// audit entry attests what was checked (and what was not).
 	Checks []Verdict
+	// onAuth runs when the caller is identified (OnAuthenticated).
+	onAuth func()
 	// TemplateSHA256 is the hash of the protocol template injected, if any.
 	TemplateSHA256 string
 	// SACP is the outcome of protocol enforcement; nil for other agents.
@@ -98,6 +100,20 @@ func (ex *Exchange) Redacted(counts map[string]int) {
 			ex.Redactions = map[string]int{}
 		}
 		ex.Redactions[k] += n
+	}
+}
+
+// OnAuthenticated registers f to run once, when the request is identified
+// (the server uses it to stop counting the connection as unauthenticated
+// while a long answer is still streaming).
+func (ex *Exchange) OnAuthenticated(f func()) { ex.onAuth = f }
+
+// Authenticated runs the OnAuthenticated hook, once; the identify stage
+// calls it when the caller is known.
+func (ex *Exchange) Authenticated() {
+	if f := ex.onAuth; f != nil {
+		ex.onAuth = nil
+		f()
 	}
 }
 
