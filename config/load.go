@@ -398,7 +398,7 @@ func (l *loader) http(n *yaml.Node, h *HTTP) {
 	}
 	u := &h.Unauthenticated
 	if u.ConnsPerSource == 0 {
-		u.ConnsPerSource = 1024
+		u.ConnsPerSource = 4096
 	}
 	if u.ConnsPerSource < 0 {
 		l.add(f, at("unauthenticated", "conns_per_source"), "http.unauthenticated.conns_per_source: must be positive")
