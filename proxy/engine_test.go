@@ -245,6 +245,7 @@ func TestEngineRefusals(t *testing.T) {
 		code     string
 		upstream bool // whether the provider was called
 	}{
+
 		{"no token", jsonAnswer("x"), engineOpts{}, "", hello, 401, "invalid_api_key", false},
 		{"wrong token", jsonAnswer("x"), engineOpts{}, "tok-nobody", hello, 401, "invalid_api_key", false},
 		{"model outside the allow-list", jsonAnswer("x"), engineOpts{}, "tok-only_mini", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found", false},
@@ -285,8 +286,17 @@ func TestEngineRefusals(t *testing.T) {
 			if seen, _ := e.upstreamSaw(); (seen != nil) != tc.upstream {
 				t.Errorf("provider called: %v", seen != nil)
 			}
-			if len(e.audit.Kinds()) == 0 {
-				t.Error("nothing audited")
+			// One journal per exchange: a refusal before the call is one
+			// entry, a call is its request and one response.
+			want := "llm.request"
+			switch {
+			case tc.status == http.StatusUnauthorized:
+				want = "auth.failure"
+			case tc.upstream:
+				want = "llm.request,llm.response"
+			}
+			if got := strings.Join(e.audit.Kinds(), ","); got != want {
+				t.Errorf("audit %s, want %s", got, want)
 			}
 			if strings.Contains(w.Body.String(), "sk-provider") || (ex.Err != nil && strings.Contains(ex.Err.Error(), "sk-provider")) {
 				t.Error("the provider key leaked")

@@ -79,7 +79,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 	if ex.Route == nil {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	c := &call{f: f, ex: ex, kind: kind, j: &journal{rec: f.Audit, ex: ex}}
+	c := &call{f: f, ex: ex, kind: kind, j: journalOf(r, f.Audit)}
 	if kind == KindChat && f.Redactor == nil {
 		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled"})
 	}

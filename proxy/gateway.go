@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,7 +99,7 @@ func New(d Deps) (*Gateway, error) {
 	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
 	proto.Library, proto.Log = d.Library, d.Log
 	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident, lim: lim}
-	chatStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
+	chatStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
 	if d.Policies != nil {
 		// After the limits: a flood of requests must not buy policy evaluations.
 		chatStages = append(chatStages, ChatPolicy(d.Policies, agentInputs))
@@ -120,7 +121,7 @@ func New(d Deps) (*Gateway, error) {
 	// for a forbidden model must not spend the agent's rate), then the
 	// limits, then the upstream call.
 	g.chat = Chain(complete, chatStages...)
-	embStages := []Stage{StageFunc(g.auditRejection), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
+	embStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		embStages = append(embStages, RedactRequests(red))
 	}
@@ -162,18 +163,21 @@ func (g *Gateway) ServeMetered(w http.ResponseWriter, r *http.Request, h http.Ha
 	}
 }
 
-// auditRejection records a request the gateway refused before any upstream
-// call (400, 404, 413...). The refusal has already been sent: the entry is
-// written after it, because there is no answer left to withhold.
-func (g *Gateway) auditRejection(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	next.ServeHTTP(w, r)
+// journalStage opens the exchange's journal for every later stage, and
+// when the exchange ends without an entry (a refusal before any call: 400,
+// 404, 413...) writes its llm.request entry. The refusal has already been
+// sent then: the entry is written after it, as there is no answer left to
+// withhold.
+func (g *Gateway) journalStage(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
-	if ex.Audited || ex.ErrCode == "" {
+	j := &journal{rec: g.audit, ex: ex}
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), journalKey{}, j)))
+	if j.wrote || ex.ErrCode == "" {
 		return nil
 	}
 	s := requestSummary(ex, r)
 	s["status"], s["error_code"] = ex.Status, ex.ErrCode
-	_ = g.audit.Write(r.Context(), record(ex, audit.KindLLMRequest, ex.PayloadSHA256, s))
+	_ = j.refused(r.Context(), audit.KindLLMRequest, ex.PayloadSHA256, s)
 	return nil
 }
 

@@ -66,10 +66,9 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	ex := scope.Get(r.Context())
 	a, err := s.Identify(r)
 	if err != nil {
-		ex.Audited = true
 		e := apierror.From(err)
 		summary := map[string]any{"route": r.URL.Path, "method": r.Method, "reason": e.Message, "remote": clientIP(r)}
-		if aerr := s.Audit.Write(r.Context(), record(ex, audit.KindAuthFailure, "", summary)); aerr != nil {
+		if aerr := journalOf(r, s.Audit).refused(r.Context(), audit.KindAuthFailure, "", summary); aerr != nil {
 			return aerr
 		}
 		return err

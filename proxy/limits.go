@@ -57,10 +57,9 @@ func (l *Limits) reservation(ex *scope.Exchange) int {
 
 // reject audits a 429 and returns it.
 func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error) error {
-	ex.Audited = true
 	ex.Check(scope.Verdict{Check: scope.CheckLimits, Verdict: "reject", Dimension: dim})
 	summary := map[string]any{"route": r.URL.Path, "model": ex.Model, "dimension": dim, "checks": checksSummary(ex.Checks)}
-	if err := l.Audit.Write(r.Context(), record(ex, audit.KindRateLimitReject, ex.PayloadSHA256, summary)); err != nil {
+	if err := journalOf(r, l.Audit).refused(r.Context(), audit.KindRateLimitReject, ex.PayloadSHA256, summary); err != nil {
 		return err
 	}
 	return e

@@ -202,7 +202,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), p.Timeout, errTimeout)
 	defer cancel()
-	j := &journal{rec: p.Audit, ex: ex}
+	j := journalOf(r, p.Audit)
 	j.begin(ctx, r)
 
 	var out *sseOut

@@ -69,8 +69,6 @@ type Exchange struct {
 	SACP *SACPOutcome
 	// Status is the HTTP status of an error the gateway sent, if any.
 	Status int
-	// Audited is set once the request's outcome is in the audit trail.
-	Audited bool
 	// ErrCode is the error code sent to the client, if any.
 	ErrCode string
 	// Err is the internal cause of a failure, for the log.
