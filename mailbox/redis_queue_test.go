@@ -158,6 +158,7 @@ func TestRedisQueueTwoReplicas(t *testing.T) {
 	var mu sync.Mutex
 	byEntry := map[string]string{} // entry id -> replica
 	perReplica := map[string]int{}
+	acked := 0
 	var wg sync.WaitGroup
 	for i, q := range replicas {
 		for range 2 {
@@ -176,11 +177,16 @@ func TestRedisQueueTwoReplicas(t *testing.T) {
 					}
 					byEntry[key] = name
 					perReplica[name]++
-					done := len(byEntry) == total
 					mu.Unlock()
 					if err := q.Ack(ctx, d); err != nil {
 						t.Errorf("ack: %v", err)
 					}
+					// Stop once every entry is acknowledged (not merely
+					// handed out: another worker may still be acking).
+					mu.Lock()
+					acked++
+					done := acked == total
+					mu.Unlock()
 					if done {
 						cancel()
 					}

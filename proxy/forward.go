@@ -226,11 +226,7 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 		httpx.Fail(w, r, err)
 		return nil
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
+	httpx.WriteRawJSON(w, resp.StatusCode, out)
 	return nil
 }
 

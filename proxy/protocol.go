@@ -282,9 +282,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		for k, v := range h {
 			w.Header().Set(k, v)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		_, _ = w.Write(b)
+		httpx.WriteRawJSON(w, http.StatusOK, b)
 		return nil
 	}
 	events := streamEvents(ans, content, finish, total, ex.UsageKnown && !dropUsage)
@@ -448,9 +446,6 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j
 		}
 		out.stop()
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(ans.status)
-	_, _ = w.Write(b)
+	httpx.WriteRawJSON(w, ans.status, b)
 	return nil
 }

@@ -31,11 +31,17 @@ func WriteJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 		Fail(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
+	WriteRawJSON(w, status, append(b, '\n'))
+}
+
+// WriteRawJSON answers b, a JSON document the caller has checked or built,
+// with status and its length.
+func WriteRawJSON(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 // Fail writes err in OpenAI's error shape and records it on the Exchange.
