@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -469,8 +468,5 @@ func TestEngineClientGone(t *testing.T) {
 	}
 	if s := e.audit.Last("llm.response"); s == nil || s["status"] != 499 {
 		t.Errorf("response entry %v", s)
-	}
-	if errors.Is(ctx.Err(), context.Canceled) == false {
-		t.Fatal("context not cancelled")
 	}
 }

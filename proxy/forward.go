@@ -198,7 +198,7 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 		return c.fail(ctx, w, r, err)
 	}
 	if media := mediaType(resp.Header.Get("Content-Type")); media != "application/json" {
-		return c.fail(ctx, w, r, c.unknownShape("an answer of type "+strconvQuote(media)))
+		return c.fail(ctx, w, r, c.unknownShape("an answer of type "+strconv.Quote(media)))
 	}
 	out, sh, res, err := checkAnswer(c.f.Redactor, body, resp.StatusCode == http.StatusOK && c.kind == KindChat)
 	if err != nil {
@@ -233,17 +233,14 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 // fail answers a call that produced no answer, in OpenAI's shape (nobody
 // when the client left), and records it.
 func (c *call) fail(ctx context.Context, w http.ResponseWriter, r *http.Request, err error) error {
-	status := 499 // client closed the request
 	var ae *apierror.Error
 	if !errors.As(err, &ae) && !errors.Is(context.Cause(ctx), errTimeout) && ctx.Err() != nil {
-		// The client went away; there is nobody to answer.
-		c.ex.ErrCode, c.ex.Err = "client_closed_request", err
-	} else {
-		e := apierror.From(upstreamError(ctx, c.ex.Route.Name, c.f.Timeout, err))
-		httpx.Fail(w, r, e)
-		status = e.Status
+		c.j.abandoned(ctx, err)
+		return nil
 	}
-	_ = c.j.respond(ctx, status, "")
+	e := apierror.From(upstreamError(ctx, c.ex.Route.Name, c.f.Timeout, err))
+	httpx.Fail(w, r, e)
+	_ = c.j.respond(ctx, e.Status, "")
 	return nil
 }
 
@@ -265,8 +262,6 @@ func mediaType(ct string) string {
 	}
 	return mt
 }
-
-func strconvQuote(s string) string { return strconv.Quote(s) }
 
 // redacts reports whether this answer is scanned: chat answers of agents
 // without the protocol (the protocol stage redacts its own fields).
@@ -337,13 +332,8 @@ func withStreamUsage(body []byte) ([]byte, bool) {
 	}
 	members := 0
 	for dec.PeekKind() == '"' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return body, false
-		}
-		name := tok.String() // valid until the next read
-		raw, err := dec.ReadValue()
-		if err != nil {
+		name, raw, ok := nextMember(dec)
+		if !ok {
 			return body, false
 		}
 		members++
@@ -368,6 +358,21 @@ func withStreamUsage(body []byte) ([]byte, bool) {
 	return slices.Concat(body[:last], []byte(add), body[last:]), true
 }
 
+// nextMember reads one member of the object dec is in: its name and its
+// value (valid until the next read).
+func nextMember(dec *jsontext.Decoder) (string, jsontext.Value, bool) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", nil, false
+	}
+	name := tok.String() // the token is valid only until the next read
+	v, err := dec.ReadValue()
+	if err != nil {
+		return "", nil, false
+	}
+	return name, v, true
+}
+
 // includeUsage returns stream_options (null or an object) with
 // include_usage true; ok is false when it is already so, or of another
 // type (the provider refuses that request itself).
@@ -385,13 +390,8 @@ func includeUsage(raw jsontext.Value) ([]byte, bool) {
 	}
 	out := []byte{'{'}
 	for dec.PeekKind() == '"' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return nil, false
-		}
-		name := tok.String() // valid until the next read
-		v, err := dec.ReadValue()
-		if err != nil {
+		name, v, ok := nextMember(dec)
+		if !ok {
 			return nil, false
 		}
 		if name == "include_usage" {

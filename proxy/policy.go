@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -74,8 +73,11 @@ func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchan
 	if p == nil {
 		return
 	}
+	// The validated data, converted in one pass (as the chat input is).
 	var data any
-	_ = json.Unmarshal(resp.Data, &data)
+	if v, err := policy.JSONInput(resp.Data); err == nil {
+		data = v
+	}
 	obj := map[string]any{"thought": resp.Thought, "status": resp.Status, "data": data, "message": resp.Message}
 	if resp.NextStepHint != "" {
 		obj["next_step_hint"] = resp.NextStepHint

@@ -357,8 +357,8 @@ func sortedFields(m map[string]bool) []string {
 func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *journal, err error) error {
 	ex := j.ex
 	if r.Context().Err() != nil {
-		ex.ErrCode, ex.Err = "client_closed_request", err
-		p.auditFailure(r.Context(), j, 499)
+		p.noAnswer(ex)
+		j.abandoned(r.Context(), err)
 		return nil
 	}
 	if out == nil || !out.started() {
@@ -373,21 +373,27 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *
 	}
 	e := apierror.From(err)
 	ex.ErrCode, ex.Err = e.Code, err
-	out.finish(nil, e.Status, sseEvent(bytes.TrimSuffix(e.JSON(), []byte("\n"))))
+	out.finish(nil, e.Status, errorEventOf(e))
 	p.auditFailure(r.Context(), j, e.Status)
 	return nil
 }
 
 func (p *Protocol) auditFailure(ctx context.Context, j *journal, status int) {
-	ex := j.ex
-	if _, ok := ex.Verdict(scope.CheckProtocol); !ok {
-		c := scope.Verdict{Check: scope.CheckProtocol, Verdict: "no_answer", TemplateSHA256: p.templateFor(ex.Agent).SHA256}
-		if isCompact(ex.Agent) {
-			c.Format = FormatCompact
-		}
-		ex.Check(c)
-	}
+	p.noAnswer(j.ex)
 	_ = j.respond(ctx, status, "")
+}
+
+// noAnswer records the protocol check of an exchange that ended before an
+// answer was settled.
+func (p *Protocol) noAnswer(ex *scope.Exchange) {
+	if _, ok := ex.Verdict(scope.CheckProtocol); ok {
+		return
+	}
+	c := scope.Verdict{Check: scope.CheckProtocol, Verdict: "no_answer", TemplateSHA256: p.templateFor(ex.Agent).SHA256}
+	if isCompact(ex.Agent) {
+		c.Format = FormatCompact
+	}
+	ex.Check(c)
 }
 
 // replay passes on a provider's 4xx error or a tool-call turn, read and

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/upstream"
@@ -88,64 +86,4 @@ func upstreamError(ctx context.Context, name string, timeout time.Duration, err 
 		return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, se.Error()), err)
 	}
 	return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, describe(err)), err)
-}
-
-// journal is where one exchange's audit entries are written, through one
-// recorder: a refusal (auth.failure, ratelimit.reject, or the llm.request of
-// a request refused before the call), or the llm.request entry before the
-// call (started in the background so that its fsync overlaps the
-// provider's time; no answer leaves before it is durable in closed mode)
-// and exactly one llm.response entry, however the exchange ends. The
-// chain's outermost stage opens it and closes it (journalStage).
-type journal struct {
-	rec         *httpx.Recorder
-	ex          *scope.Exchange
-	waitRequest func() error
-	// wrote is set once an entry of the exchange was written (or tried).
-	wrote     bool
-	responded bool
-}
-
-type journalKey struct{}
-
-// journalOf returns the journal the chain opened for r, or a new one for a
-// front door that runs a stage without the chain (identify behind the
-// approval and messaging routes).
-func journalOf(r *http.Request, rec *httpx.Recorder) *journal {
-	if j, ok := r.Context().Value(journalKey{}).(*journal); ok {
-		return j
-	}
-	return &journal{rec: rec, ex: scope.Get(r.Context())}
-}
-
-// refused writes the entry of a refusal before any call (auth.failure,
-// ratelimit.reject); its error is the recorder's (closed mode: 503).
-func (j *journal) refused(ctx context.Context, kind, payloadSHA string, summary map[string]any) error {
-	j.wrote = true
-	return j.rec.Write(ctx, record(j.ex, kind, payloadSHA, summary))
-}
-
-// begin starts the llm.request entry.
-func (j *journal) begin(ctx context.Context, r *http.Request) {
-	j.wrote = true
-	j.waitRequest = j.rec.Start(ctx, record(j.ex, audit.KindLLMRequest, j.ex.PayloadSHA256, requestSummary(j.ex, r)))
-}
-
-// requested returns once the llm.request entry is durable (or failed).
-func (j *journal) requested() error {
-	if j.waitRequest == nil {
-		return nil
-	}
-	return j.waitRequest()
-}
-
-// respond writes the llm.response entry once; later calls do nothing.
-// sum is the SHA-256 of what the client received ("" when nothing was).
-// The write outlives the client's context.
-func (j *journal) respond(ctx context.Context, status int, sum string) error {
-	if j.responded {
-		return nil
-	}
-	j.responded = true
-	return j.rec.Write(context.WithoutCancel(ctx), record(j.ex, audit.KindLLMResponse, sum, responseSummary(j.ex, status)))
 }

@@ -65,7 +65,6 @@ type sseFilter struct {
 	keepC <-chan time.Time
 	idle  *time.Timer
 	idleC <-chan time.Time
-	idled bool
 	items chan sseItem
 	done  chan struct{}
 	quit  chan struct{}
@@ -106,7 +105,6 @@ func (f *sseFilter) Read(p []byte) (int, error) {
 		case <-f.idleC:
 			// The pump is still blocked on the upstream: stop it, take
 			// what it left, then say why in the stream.
-			f.idled = true
 			f.halt()
 			<-f.done
 			f.drain()
@@ -303,5 +301,10 @@ var (
 
 // errorEvent is an SSE event in OpenAI's error shape.
 func errorEvent(typ, code, message string) []byte {
-	return sseEvent(bytes.TrimSuffix((&apierror.Error{Type: typ, Code: code, Message: message}).JSON(), []byte("\n")))
+	return errorEventOf(&apierror.Error{Type: typ, Code: code, Message: message})
+}
+
+// errorEventOf is e as the event that ends a stream already begun.
+func errorEventOf(e *apierror.Error) []byte {
+	return sseEvent(bytes.TrimSuffix(e.JSON(), []byte("\n")))
 }

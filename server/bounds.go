@@ -64,16 +64,11 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 		// The connection leaves the unauthenticated count as soon as its
 		// request is identified, not when the answer (a stream, maybe
 		// long) ends.
-		ex := scope.Lookup(r.Context())
-		if ex != nil {
+		if ex := scope.Lookup(r.Context()); ex != nil {
 			ctx := r.Context()
 			ex.OnAuthenticated(func() { s.conns.authenticated(ctx) })
 		}
-		err := next(c)
-		if ex != nil && ex.Agent != nil {
-			s.conns.authenticated(r.Context())
-		}
-		return err
+		return next(c)
 	}
 }
 
