@@ -202,12 +202,25 @@ func openAudit(cfg *config.Config, log *slog.Logger) (*audit.Log, error) {
 		SegmentMaxBytes:    int64(a.SegmentMaxSize),
 		CheckpointEvery:    a.CheckpointEvery,
 		CheckpointInterval: a.CheckpointInterval.D(),
+		CommitDelay:        commitDelay(a.CommitDelay),
 		Logger:             log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("audit trail (%s): %w", a.Dir, err)
 	}
 	return l, nil
+}
+
+// commitDelay maps the configured delay to audit.Config's: "0s" (off) is
+// negative there, where zero means the default.
+func commitDelay(d *config.Duration) time.Duration {
+	switch {
+	case d == nil:
+		return 0
+	case *d == 0:
+		return -1
+	}
+	return d.D()
 }
 
 // configDigest is the SHA-256 of each config file, recorded at startup so

@@ -121,6 +121,12 @@ type Config struct {
 	// appended since the last one. Zero means 60s; negative disables it.
 	// Close always writes one if the chain moved.
 	CheckpointInterval time.Duration
+	// CommitDelay is how long the writer holds a group commit open for
+	// more entries while appends arrive concurrently, so that one fsync
+	// serves many of them (an entry then waits up to this much longer to
+	// be durable; a lone serial client never waits for it). Zero means
+	// 1ms; negative disables it.
+	CommitDelay time.Duration
 	// Logger receives recoveries, write failures and repairs. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -130,4 +136,5 @@ const (
 	defaultSegmentMaxBytes    = 64 << 20
 	defaultCheckpointEvery    = 1000
 	defaultCheckpointInterval = 60 * time.Second
+	defaultCommitDelay        = time.Millisecond
 )

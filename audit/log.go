@@ -33,6 +33,7 @@ type Log struct {
 	segMax     int64
 	cpEvery    int64
 	cpInterval time.Duration
+	delay      time.Duration      // commit delay; 0: none
 	key        ed25519.PrivateKey // nil: unsigned checkpoints
 	log        *slog.Logger
 	lock       *os.File
@@ -54,7 +55,9 @@ type Log struct {
 	prev        string
 	buf         []byte
 	batch       []*request
-	broken      error // set by a failed write; cleared by a successful repair
+	lastBatch   int         // entries in the previous group commit
+	lingerT     *time.Timer // the commit delay's timer, reused
+	broken      error       // set by a failed write; cleared by a successful repair
 	brokenSince time.Time
 	lastRepair  time.Time
 	backoff     time.Duration // repairBackoff; tests shorten it
@@ -94,6 +97,7 @@ type request struct {
 	p   *prepared
 	e   Entry
 	res chan result // buffered; nil for entries the log writes on its own
+	at  time.Time   // when the append was handed to the writer
 }
 
 type result struct {
@@ -130,6 +134,7 @@ func Open(cfg Config) (*Log, error) {
 		segMax:     cfg.SegmentMaxBytes,
 		cpEvery:    int64(cfg.CheckpointEvery),
 		cpInterval: cfg.CheckpointInterval,
+		delay:      cfg.CommitDelay,
 		log:        cfg.Logger,
 		prev:       GenesisHash,
 		backoff:    repairBackoff,
@@ -145,6 +150,12 @@ func Open(cfg Config) (*Log, error) {
 	}
 	if l.cpInterval == 0 {
 		l.cpInterval = defaultCheckpointInterval
+	}
+	switch {
+	case l.delay == 0:
+		l.delay = defaultCommitDelay
+	case l.delay < 0:
+		l.delay = 0
 	}
 	if l.log == nil {
 		l.log = slog.Default()
@@ -193,7 +204,7 @@ func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	req := &request{p: p, res: make(chan result, 1)}
+	req := &request{p: p, res: make(chan result, 1), at: time.Now()}
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
@@ -259,6 +270,10 @@ func (l *Log) run() {
 		select {
 		case req := <-l.reqs:
 			b := l.gather(req)
+			if l.delay > 0 && (len(b) > 1 || l.lastBatch > 1) {
+				b = l.linger(b)
+			}
+			l.lastBatch = len(b)
 			l.commit(b)
 			clear(b) // drop the finished requests' buffers
 		case <-tick:
@@ -288,6 +303,41 @@ func (l *Log) gather(first *request) []*request {
 		case r := <-l.reqs:
 			b = append(b, r)
 		default:
+			l.batch = b
+			return b
+		}
+	}
+	l.batch = b
+	return b
+}
+
+// linger holds a batch open for more appends until its first entry has
+// waited the commit delay. It runs only while appends arrive concurrently
+// (this batch or the previous one had more than one entry): then the next
+// entries are likely to come within the delay, and one fsync serves them
+// all, where each fsync costs the gateway CPU (page writeback on the
+// calling thread) whether it carries one entry or fifty. A lone client
+// waiting for each entry before it appends the next never lingers.
+func (l *Log) linger(b []*request) []*request {
+	wait := l.delay - time.Since(b[0].at)
+	if wait <= 0 {
+		return b
+	}
+	if l.lingerT == nil {
+		l.lingerT = time.NewTimer(wait)
+	} else {
+		l.lingerT.Reset(wait)
+	}
+	defer l.lingerT.Stop()
+	for len(b) < maxBatch {
+		select {
+		case r := <-l.reqs:
+			b = append(b, r)
+		case <-l.lingerT.C:
+			l.batch = b
+			return b
+		case <-l.stop:
+			// Close: commit what is here; the run loop drains the rest.
 			l.batch = b
 			return b
 		}

@@ -85,6 +85,7 @@ func TestLoadProblems(t *testing.T) {
 		{"empty env in unit", okGateway, okAgents + "    rate_limit: ${RATE}\n", okProtocol, `agents.yaml:4: invalid rate ""`},
 		{"reserved agent id", okGateway, "agents:\n  gateway:\n    token_sha256: \"" + strings.Repeat("c", 64) + "\"\n", okProtocol, `agents.yaml:2: agents: "gateway" is reserved`},
 		{"markup in an agent id", okGateway, "agents:\n  \"<b>x</b>\":\n    token_sha256: \"" + strings.Repeat("c", 64) + "\"\n", okProtocol, `agents.yaml:2: agents: "<b>x</b>" is not a valid agent name`},
+		{"commit delay too long", okGateway + "audit:\n  commit_delay: 2s\n", okAgents, okProtocol, `gateway.yaml:6: audit.commit_delay 2s: want between 0s and 1s`},
 		{"bad messaging network", okGateway + "messaging:\n  allowed_networks: [10.0.0.0/33]\n", okAgents, okProtocol, `gateway.yaml:6: messaging.allowed_networks: "10.0.0.0/33" is not a CIDR`},
 	}
 	for _, tc := range cases {
@@ -136,6 +137,7 @@ func TestDefaults(t *testing.T) {
 		"tls min":       g.TLS.MinVersion == "1.3",
 		"policy dir":    g.Policy.Dir == filepath.Join(cfg.Dir, "rego") && g.Policy.DirDefaulted,
 		"audit dir":     g.Audit.Dir == filepath.Join(cfg.Dir, "data", "audit"),
+		"commit delay":  g.Audit.CommitDelay != nil && *g.Audit.CommitDelay == Duration(time.Millisecond),
 		"catalogue dir": g.Approval.CatalogueDir == filepath.Join(cfg.Dir, "specs"),
 		"no rate limit": a.RateLimit.IsZero(),
 		"strict":        p.Compliance.StrictMode && p.Compliance.RequireRationale && p.Compliance.EnforceReferences && !p.Compliance.AllowDeviations,

@@ -350,6 +350,12 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.Audit.CheckpointInterval == 0 {
 		g.Audit.CheckpointInterval = Duration(time.Minute)
 	}
+	switch d := g.Audit.CommitDelay; {
+	case d == nil:
+		g.Audit.CommitDelay = new(Duration(time.Millisecond))
+	case *d < 0 || *d > Duration(time.Second):
+		l.add(f, at("audit", "commit_delay"), "audit.commit_delay %s: want between 0s and 1s", d.D())
+	}
 	if g.State.Backend == "" {
 		g.State.Backend = "memory"
 	}
