@@ -200,27 +200,64 @@ func Open(cfg Config) (*Log, error) {
 // ends first, Append returns ctx's error, but a request already handed to
 // the writer may still be written.
 func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
-	p, err := prepare(l.chainJSON, r)
+	p, err := l.Submit(ctx, r)
 	if err != nil {
 		return Entry{}, err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is an append handed to the writer and not yet known durable.
+type Pending struct {
+	req  *request
+	done result
+	got  bool
+}
+
+// Submit prepares r and hands it to the writer without waiting for it to
+// be durable: the caller goes on (an upstream call, say) while the fsync
+// runs, and calls Wait before it acts on the entry being written. Submit
+// blocks only while the writer's queue is full, until ctx ends. Its errors
+// are Append's.
+func (l *Log) Submit(ctx context.Context, r Record) (*Pending, error) {
+	p, err := prepare(l.chainJSON, r)
+	if err != nil {
+		return nil, err
 	}
 	req := &request{p: p, res: make(chan result, 1), at: time.Now()}
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
 		l.lost.Add(1)
-		return Entry{}, fmt.Errorf("%w: %w", ErrUnavailable, ErrClosed)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrClosed)
 	}
 	select {
 	case l.reqs <- req:
 		l.mu.RUnlock()
 	case <-ctx.Done():
 		l.mu.RUnlock()
-		return Entry{}, fmt.Errorf("audit append: %w", ctx.Err())
+		return nil, fmt.Errorf("audit append: %w", ctx.Err())
+	}
+	return &Pending{req: req}, nil
+}
+
+// Completed is a Pending whose outcome is already known, for wrappers of a
+// Log that decide an append themselves.
+func Completed(e Entry, err error) *Pending {
+	return &Pending{done: result{e: e, err: err}, got: true}
+}
+
+// Wait returns once the entry is durable (or its write failed), or ctx
+// ends first (the entry may then still be written). Later calls return the
+// same result. A Pending is for one goroutine.
+func (p *Pending) Wait(ctx context.Context) (Entry, error) {
+	if p.got {
+		return p.done.e, p.done.err
 	}
 	select {
-	case res := <-req.res:
-		return res.e, res.err
+	case p.done = <-p.req.res:
+		p.got = true
+		return p.done.e, p.done.err
 	case <-ctx.Done():
 		return Entry{}, fmt.Errorf("audit append: %w (the entry may still be written)", ctx.Err())
 	}

@@ -145,9 +145,18 @@ func stateError(what string, err error) error {
 
 // setLimitHeaders writes OpenAI's x-ratelimit-* headers for one dimension.
 func setLimitHeaders(h http.Header, dim string, res limit.Result) {
-	h.Set("X-Ratelimit-Limit-"+dim, strconv.Itoa(res.Limit))
-	h.Set("X-Ratelimit-Remaining-"+dim, strconv.Itoa(res.Remaining))
-	h.Set("X-Ratelimit-Reset-"+dim, roundUp(res.Reset).String())
+	k := limitHeaderKeys[dim]
+	// The keys are in canonical form already: set directly, without
+	// Header.Set's canonicalization and concatenation on every request.
+	h[k[0]] = []string{strconv.Itoa(res.Limit)}
+	h[k[1]] = []string{strconv.Itoa(res.Remaining)}
+	h[k[2]] = []string{roundUp(res.Reset).String()}
+}
+
+// limitHeaderKeys are the x-ratelimit-* header names of each dimension.
+var limitHeaderKeys = map[string][3]string{
+	"requests": {"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	"tokens":   {"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
 }
 
 // retryAfter returns the headers of a 429: the x-ratelimit-* already set

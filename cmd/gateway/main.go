@@ -104,6 +104,7 @@ func serveMain(args []string, stderr io.Writer) int {
 	if *listen != "" {
 		cfg.Gateway.Listen = *listen
 	}
+	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := app.Serve(ctx, cfg, app.Options{Sidecar: *sidecar, Version: version}, stderr); err != nil {
@@ -147,6 +148,21 @@ func reportConfig(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintf(w, "gateway: %v\n", err)
+}
+
+// gcPercent is the serving gateway's GOGC unless the environment sets one.
+// Its live heap is small (tens of MB) and its allocation rate high, so with
+// Go's default of 100 it collects hundreds of times a second under load,
+// and every collection also shrinks the goroutine stacks that policy
+// evaluation then grows again. Under wrk at 128 connections 400 took the
+// CPU per request down by about a tenth; GOMEMLIMIT (the Helm chart sets it
+// to the container's memory limit) still bounds the heap.
+const gcPercent = 400
+
+func tuneGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 func buildCommit() string {

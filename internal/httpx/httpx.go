@@ -92,6 +92,12 @@ type Appender interface {
 	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 }
 
+// Submitter is an Appender that can queue an entry without waiting for it
+// to be durable (audit.Log).
+type Submitter interface {
+	Submit(ctx context.Context, r audit.Record) (*audit.Pending, error)
+}
+
 // Recorder writes the proxy's audit entries and applies the fail mode:
 // closed means an entry that is not durable is a 503 and the answer is
 // withheld; open means the request is served and the loss is logged (the
@@ -119,6 +125,12 @@ func (r *Recorder) Write(ctx context.Context, rec audit.Record) error {
 
 func (r *Recorder) append(ctx context.Context, rec audit.Record) error {
 	_, err := r.Log.Append(ctx, rec)
+	return r.failed(rec, err)
+}
+
+// failed logs an entry that was not written and maps the error: the audit
+// trail's own failure is 503 audit_unavailable.
+func (r *Recorder) failed(rec audit.Record, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -140,12 +152,30 @@ func (r *Recorder) Start(ctx context.Context, rec audit.Record) (wait func() err
 		_ = r.Write(ctx, rec)
 		return func() error { return nil }
 	}
-	done := make(chan error, 1)
-	go func() { done <- r.append(context.WithoutCancel(ctx), rec) }()
-	var once sync.Once
-	var err error
+	ctx = context.WithoutCancel(ctx)
+	s, ok := r.Log.(Submitter)
+	if !ok {
+		done := make(chan error, 1)
+		go func() { done <- r.append(ctx, rec) }()
+		var once sync.Once
+		var err error
+		return func() error {
+			once.Do(func() { err = <-done })
+			return err
+		}
+	}
+	// Queued from here, without a goroutine per entry: the writer's fsync
+	// runs while the caller calls the provider.
+	p, err := s.Submit(ctx, rec)
+	waited := false
 	return func() error {
-		once.Do(func() { err = <-done })
+		if !waited {
+			waited = true
+			if err == nil {
+				_, err = p.Wait(ctx)
+			}
+			err = r.failed(rec, err)
+		}
 		return err
 	}
 }

@@ -124,3 +124,35 @@ func TestRecorderFailMode(t *testing.T) {
 		t.Fatalf("no recorder: %v", err)
 	}
 }
+
+// Start on the real trail queues the entry without a goroutine of its own
+// (audit.Log is a Submitter): the wait returns once it is durable, and a
+// trail that can no longer write is a 503 even when the client has gone.
+func TestRecorderStartOnTheTrail(t *testing.T) {
+	dir := t.TempDir()
+	l, err := audit.Open(audit.Config{Dir: dir, Chain: "gw-test", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _ Submitter = l
+	rec := &Recorder{Log: l, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := rec.Start(ctx, audit.Record{Kind: "llm.request", RequestID: "req-1"})
+	cancel() // the client leaves while the entry is written
+	if err := wait(); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("second wait: %v", err)
+	}
+	if st := l.Stats(); st.Entries != 1 || st.Fsyncs != 1 {
+		t.Fatalf("stats %+v: want the one entry durable", st)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ae *apierror.Error
+	if err := rec.Start(context.Background(), audit.Record{Kind: "llm.request"})(); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("closed trail: %v, want a 503", err)
+	}
+}

@@ -99,6 +99,19 @@ func (g *Guard) Allow(src string) (bool, time.Duration) {
 	return false, max(wait, time.Second)
 }
 
+// Submit queues r on the next appender without waiting for it when that
+// can (audit.Log); an auth.failure record, which the guard may fold into a
+// summary, is decided here by Append.
+func (g *Guard) Submit(ctx context.Context, r audit.Record) (*audit.Pending, error) {
+	if s, ok := g.next.(interface {
+		Submit(context.Context, audit.Record) (*audit.Pending, error)
+	}); ok && r.Kind != audit.KindAuthFailure {
+		return s.Submit(ctx, r)
+	}
+	e, err := g.Append(ctx, r)
+	return audit.Completed(e, err), nil
+}
+
 // Append implements Appender. An auth.failure record (its summary's
 // "remote" names the source) spends one of the source's failures; the first
 // of a window is written, the repeats are counted for Flush.

@@ -189,6 +189,12 @@ sidecar template called from an application chart). ci/test.sh checks the list. 
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+# The gateway collects garbage less often than Go's default (GOGC 400):
+# the container's memory limit is the heap's bound.
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
 {{- if .Values.redis.existingSecret }}
 - name: REDIS_URL
   valueFrom:
