@@ -80,6 +80,9 @@ type Record struct {
 	// numbers are IEEE doubles: put integers beyond 2^53 in strings. Nil is
 	// written as {}.
 	Summary map[string]any
+	// Object, when set, is the summary built member by member (the entries
+	// written on every request); Summary is then ignored.
+	Object *Object
 }
 
 // Entry is one line of a segment. Fields appear in the file under their

@@ -58,7 +58,12 @@ func prepare(chain []byte, r Record) (*prepared, error) {
 		return nil, fmt.Errorf("audit record: payload_sha256 %q is not 64 lowercase hex digits", r.PayloadSHA256)
 	}
 	summary := []byte("{}")
-	if r.Summary != nil {
+	if r.Object != nil {
+		var err error
+		if summary, err = r.Object.Bytes(); err != nil {
+			return nil, fmt.Errorf("audit record: %w", err)
+		}
+	} else if r.Summary != nil {
 		var err error
 		if summary, err = canonicalSummary(r.Summary); err != nil {
 			return nil, fmt.Errorf("audit record: %w", err)
@@ -88,7 +93,7 @@ func prepare(chain []byte, r Record) (*prepared, error) {
 	b = append(b, `,"summary":`...)
 	b = append(b, summary...)
 	b = append(b, `,"ts":"`...)
-	r.Summary = nil // the canonical bytes are kept; drop the caller's map
+	r.Summary, r.Object = nil, nil // the canonical bytes are kept; drop the caller's
 	return &prepared{rec: r, summary: summary, buf: b, mid: mid, tail: tail}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
@@ -12,14 +13,28 @@ import (
 	"github.com/sacpgw/gateway/internal/scope"
 )
 
-// record builds an entry of the request's Exchange.
-func record(ex *scope.Exchange, kind, payloadSHA string, summary map[string]any) audit.Record {
-	rec := audit.Record{Kind: kind, SessionID: ex.SessionID, RequestID: ex.RequestID, PayloadSHA256: payloadSHA, Summary: summary}
+// record builds an entry of the request's Exchange with a summary built
+// member by member (the entries written on every request).
+func record(ex *scope.Exchange, kind, payloadSHA string, summary *audit.Object) audit.Record {
+	return stamp(ex, audit.Record{Kind: kind, PayloadSHA256: payloadSHA, Object: summary})
+}
+
+// stamp puts the exchange's identity on rec: agent, session, request and
+// correlation ids.
+func stamp(ex *scope.Exchange, rec audit.Record) audit.Record {
+	rec.SessionID, rec.RequestID = ex.SessionID, ex.RequestID
 	if ex.Agent != nil {
 		rec.AgentID = ex.Agent.ID
 	}
 	if ex.CorrelationID != "" {
-		summary["correlation_id"] = ex.CorrelationID
+		switch {
+		case rec.Object != nil:
+			rec.Object.Str("correlation_id", ex.CorrelationID)
+		case rec.Summary != nil:
+			rec.Summary["correlation_id"] = ex.CorrelationID
+		default:
+			rec.Summary = map[string]any{"correlation_id": ex.CorrelationID}
+		}
 	}
 	return rec
 }
@@ -31,72 +46,85 @@ func sha256Hex(b []byte) string {
 
 // requestSummary is the llm.request entry: what was asked and which checks
 // passed before the call.
-func requestSummary(ex *scope.Exchange, r *http.Request) map[string]any {
-	s := map[string]any{
-		"route":          r.URL.Path,
-		"model":          ex.Model,
-		"stream":         ex.Stream,
-		"upstream":       ex.Upstream,
-		"bytes":          len(ex.Body),
-		"token_estimate": ex.TokenEstimate,
-		"checks":         checksSummary(ex.Checks),
-	}
+func requestSummary(ex *scope.Exchange, r *http.Request) *audit.Object {
+	s := &audit.Object{}
+	s.Str("route", r.URL.Path)
+	s.Str("model", ex.Model)
+	s.Bool("stream", ex.Stream)
+	s.Str("upstream", ex.Upstream)
+	s.Int("bytes", int64(len(ex.Body)))
+	s.Int("token_estimate", int64(ex.TokenEstimate))
+	checksSummary(s, ex.Checks)
 	if ex.TemplateSHA256 != "" {
-		s["template_sha256"] = ex.TemplateSHA256
+		s.Str("template_sha256", ex.TemplateSHA256)
 	}
 	return s
 }
 
 // responseSummary is the llm.response entry: the outcome, with the SACP
 // thought and redacted message, and every check's verdict.
-func responseSummary(ex *scope.Exchange, status int) map[string]any {
-	s := map[string]any{
-		"model":      ex.Model,
-		"stream":     ex.Stream,
-		"upstream":   ex.Upstream,
-		"status":     status,
-		"latency_ms": float64(time.Since(ex.Start).Microseconds()) / 1000,
-		"attempts":   ex.Attempts,
-		"checks":     checksSummary(ex.Checks),
-	}
+func responseSummary(ex *scope.Exchange, status int) *audit.Object {
+	s := &audit.Object{}
+	s.Str("model", ex.Model)
+	s.Bool("stream", ex.Stream)
+	s.Str("upstream", ex.Upstream)
+	s.Int("status", int64(status))
+	s.Num("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000)
+	s.Int("attempts", int64(ex.Attempts))
+	checksSummary(s, ex.Checks)
 	if ex.UsageKnown {
-		s["tokens"] = map[string]any{"prompt": ex.Usage.PromptTokens, "completion": ex.Usage.CompletionTokens, "total": ex.Usage.TotalTokens}
+		s.Begin("tokens")
+		s.Int("prompt", int64(ex.Usage.PromptTokens))
+		s.Int("completion", int64(ex.Usage.CompletionTokens))
+		s.Int("total", int64(ex.Usage.TotalTokens))
+		s.End()
 	}
 	if ex.ErrCode != "" {
-		s["error_code"] = ex.ErrCode
+		s.Str("error_code", ex.ErrCode)
 	}
 	if len(ex.Redactions) > 0 {
-		counts := make(map[string]any, len(ex.Redactions))
+		s.Begin("redactions")
 		for k, v := range ex.Redactions {
-			counts[k] = v
+			s.Int(k, int64(v))
 		}
-		s["redactions"] = counts
+		s.End()
 	}
 	if o := ex.SACP; o != nil {
-		sacp := map[string]any{"status": o.Status, "valid": o.Valid, "attempts": o.Attempts, "tool_calls": o.ToolCalls}
+		s.Begin("sacp")
+		s.Str("status", o.Status)
+		s.Bool("valid", o.Valid)
+		s.Int("attempts", int64(o.Attempts))
+		s.Bool("tool_calls", o.ToolCalls)
 		if len(o.Errors) > 0 {
-			sacp["errors"] = o.Errors
+			s.Strs("errors", o.Errors)
 		}
-		s["sacp"] = sacp
-		s["thought"] = o.Thought
-		s["message"] = o.Message
+		s.End()
+		s.Str("thought", o.Thought)
+		s.Str("message", o.Message)
 	}
 	return s
 }
 
-// checksSummary renders the exchange's checks for its audit entry. A check
-// that did not run says so, so the trail never implies it passed.
-func checksSummary(c []scope.Verdict) map[string]any {
-	out := make(map[string]any, len(c)+4)
+// checkNames are the checks every entry accounts for: one that did not run
+// says so, so the trail never implies it passed.
+var checkNames = [...]string{scope.CheckAuth, scope.CheckLimits, scope.CheckRBAC, scope.CheckPolicy, scope.CheckProtocol, scope.CheckRedaction}
+
+// checksSummary writes the exchange's checks as the entry's "checks".
+func checksSummary(s *audit.Object, c []scope.Verdict) {
+	s.Begin("checks")
 	for _, v := range c {
-		out[v.Check] = v.Summary()
+		s.Begin(v.Check)
+		v.Encode(s)
+		s.End()
 	}
-	for _, name := range []string{scope.CheckAuth, scope.CheckLimits, scope.CheckRBAC, scope.CheckPolicy, scope.CheckProtocol, scope.CheckRedaction} {
-		if _, ok := out[name]; !ok {
-			out[name] = map[string]any{"verdict": "not_evaluated"}
+	for _, name := range checkNames {
+		if !slices.ContainsFunc(c, func(v scope.Verdict) bool { return v.Check == name }) {
+			s.Begin(name)
+			s.Str("verdict", "not_evaluated")
+			s.End()
 		}
 	}
-	return out
+	s.End()
 }
 
 // journal is where one exchange's audit entries are written, through one
@@ -129,9 +157,9 @@ func journalOf(r *http.Request, rec *httpx.Recorder) *journal {
 
 // refused writes the entry of a refusal before any call (auth.failure,
 // ratelimit.reject); its error is the recorder's (closed mode: 503).
-func (j *journal) refused(ctx context.Context, kind, payloadSHA string, summary map[string]any) error {
+func (j *journal) refused(ctx context.Context, rec audit.Record) error {
 	j.wrote = true
-	return j.rec.Write(ctx, record(j.ex, kind, payloadSHA, summary))
+	return j.rec.Write(ctx, stamp(j.ex, rec))
 }
 
 // begin starts the llm.request entry.

@@ -176,8 +176,9 @@ func (g *Gateway) journalStage(w http.ResponseWriter, r *http.Request, next http
 		return nil
 	}
 	s := requestSummary(ex, r)
-	s["status"], s["error_code"] = ex.Status, ex.ErrCode
-	_ = j.refused(r.Context(), audit.KindLLMRequest, ex.PayloadSHA256, s)
+	s.Int("status", int64(ex.Status))
+	s.Str("error_code", ex.ErrCode)
+	_ = j.refused(r.Context(), audit.Record{Kind: audit.KindLLMRequest, PayloadSHA256: ex.PayloadSHA256, Object: s})
 	return nil
 }
 

@@ -68,7 +68,7 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if err != nil {
 		e := apierror.From(err)
 		summary := map[string]any{"route": r.URL.Path, "method": r.Method, "reason": e.Message, "remote": clientIP(r)}
-		if aerr := journalOf(r, s.Audit).refused(r.Context(), audit.KindAuthFailure, "", summary); aerr != nil {
+		if aerr := journalOf(r, s.Audit).refused(r.Context(), audit.Record{Kind: audit.KindAuthFailure, Summary: summary}); aerr != nil {
 			return aerr
 		}
 		return err

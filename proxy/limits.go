@@ -58,8 +58,12 @@ func (l *Limits) reservation(ex *scope.Exchange) int {
 // reject audits a 429 and returns it.
 func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error) error {
 	ex.Check(scope.Verdict{Check: scope.CheckLimits, Verdict: "reject", Dimension: dim})
-	summary := map[string]any{"route": r.URL.Path, "model": ex.Model, "dimension": dim, "checks": checksSummary(ex.Checks)}
-	if err := journalOf(r, l.Audit).refused(r.Context(), audit.KindRateLimitReject, ex.PayloadSHA256, summary); err != nil {
+	summary := &audit.Object{}
+	summary.Str("route", r.URL.Path)
+	summary.Str("model", ex.Model)
+	summary.Str("dimension", dim)
+	checksSummary(summary, ex.Checks)
+	if err := journalOf(r, l.Audit).refused(r.Context(), audit.Record{Kind: audit.KindRateLimitReject, PayloadSHA256: ex.PayloadSHA256, Object: summary}); err != nil {
 		return err
 	}
 	return e

@@ -1,5 +1,7 @@
 package scope
 
+import "github.com/sacpgw/gateway/audit"
+
 // Names of the checks an exchange records.
 const (
 	CheckAuth             = "auth"
@@ -47,52 +49,58 @@ type Verdict struct {
 	Answer         string // protocol, compact: what the client got
 }
 
-// Summary renders v as the audit trail writes it.
+// Summary is v as a reader of the trail sees it (numbers as float64).
 func (v Verdict) Summary() map[string]any {
-	m := make(map[string]any, 4)
-	m["verdict"] = v.Verdict
+	o := &audit.Object{}
+	v.Encode(o)
+	return o.Map()
+}
+
+// Encode writes v into o as the audit trail writes it: the verdict and
+// the fields its check sets, nothing else.
+func (v Verdict) Encode(o *audit.Object) {
+	o.Str("verdict", v.Verdict)
 	str := func(k, s string) {
 		if s != "" {
-			m[k] = s
+			o.Str(k, s)
 		}
 	}
 	str("method", v.Method)
 	str("requests", v.Requests)
 	str("tokens", v.Tokens)
 	if v.TokensReserved != 0 {
-		m["tokens_reserved"] = v.TokensReserved
+		o.Int("tokens_reserved", int64(v.TokensReserved))
 	}
 	str("dimension", v.Dimension)
 	str("decision_id", v.DecisionID)
 	str("revision", v.Revision)
 	if v.Reasons != nil {
-		m["reasons"] = v.Reasons
+		o.Strs("reasons", v.Reasons)
 	}
 	if v.FailClosed {
-		m["fail_closed"] = true
+		o.Bool("fail_closed", true)
 	}
 	str("from", v.From)
 	if v.RedactMessage {
-		m["redact_message"] = true
+		o.Bool("redact_message", true)
 	}
 	str("reason", v.Reason)
 	if v.Verdict == "applied" {
 		// Zero included: "applied, nothing found" is a finding.
-		m["count"] = v.Count
+		o.Int("count", int64(v.Count))
 	}
 	str("detector", v.Detector)
 	str("blocked", v.Blocked)
 	if v.Fields != nil {
-		m["fields"] = v.Fields
+		o.Strs("fields", v.Fields)
 	}
 	if v.Attempts != 0 {
-		m["attempts"] = v.Attempts
+		o.Int("attempts", int64(v.Attempts))
 	}
 	str("template_sha256", v.TemplateSHA256)
 	str("format", v.Format)
 	str("out_fmt", v.OutFmt)
 	str("answer", v.Answer)
-	return m
 }
 
 // Check records a check's verdict; a check recorded again (the redaction

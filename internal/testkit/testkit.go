@@ -27,8 +27,33 @@ func (t *Trail) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
 	if t.fail {
 		return audit.Entry{}, fmt.Errorf("%w: disk full", audit.ErrUnavailable)
 	}
+	if r.Object != nil {
+		// Built member by member: kept as the map a reader of the trail
+		// would decode, whole numbers as int.
+		r.Summary, r.Object = wholeNumbers(r.Object.Map()).(map[string]any), nil
+	}
 	t.records = append(t.records, r)
 	return audit.Entry{Seq: int64(len(t.records)), Kind: r.Kind}, nil
+}
+
+// wholeNumbers turns the float64s of decoded JSON that are whole into
+// ints, as the map-built summaries hold them.
+func wholeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = wholeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = wholeNumbers(e)
+		}
+	case float64:
+		if x == float64(int(x)) {
+			return int(x)
+		}
+	}
+	return v
 }
 
 // SetFail makes every later Append fail (or succeed again).

@@ -1,0 +1,257 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Object is a summary built member by member straight into its canonical
+// JSON (RFC 8785), for the entries written on every request: no map to
+// build, walk and sort by reflection. The bytes are those the map path
+// (Record.Summary) writes for the same members; TestObjectMatchesMap holds
+// the two to it. Nested objects are opened with Begin and closed with End,
+// in the same buffers, so a whole entry costs a few allocations. A later
+// member of the same name replaces the earlier one. The zero value is an
+// empty object; an Object is for one goroutine.
+type Object struct {
+	buf  []byte // the members' values, one after another
+	mems []member
+	open []int // the members opened by Begin and not yet ended
+	err  error
+}
+
+type member struct {
+	key        string
+	parent     int // index+1 of the enclosing member; 0: the top level
+	start, end int // a value's bytes in buf; for an object, its members' indexes
+	object     bool
+}
+
+// at returns where the next value starts, with room made for a whole
+// entry's members at the first.
+func (o *Object) at() int {
+	if o.mems == nil {
+		o.mems = make([]member, 0, 32)
+		o.buf = make([]byte, 0, 512)
+	}
+	return len(o.buf)
+}
+
+func (o *Object) add(key string, start int) {
+	o.mems = append(o.mems, member{key: key, parent: o.parent(), start: start, end: len(o.buf)})
+}
+
+func (o *Object) parent() int {
+	if len(o.open) == 0 {
+		return 0
+	}
+	return o.open[len(o.open)-1] + 1
+}
+
+// Begin opens a nested object as member key; the members added until the
+// matching End are its own.
+func (o *Object) Begin(key string) {
+	o.add(key, o.at())
+	i := len(o.mems) - 1
+	o.mems[i].object = true
+	o.open = append(o.open, i)
+}
+
+// End closes the object the last Begin opened.
+func (o *Object) End() {
+	if len(o.open) == 0 {
+		o.fail(errors.New("summary: End without Begin"))
+		return
+	}
+	i := o.open[len(o.open)-1]
+	o.open = o.open[:len(o.open)-1]
+	o.mems[i].start, o.mems[i].end = i+1, len(o.mems)
+}
+
+// Str adds a string member. Invalid UTF-8 is written as encoding/json
+// writes it: each bad byte becomes U+FFFD.
+func (o *Object) Str(key, v string) {
+	start := o.at()
+	if !utf8.ValidString(v) {
+		v = replaceInvalid(v)
+	}
+	o.buf = appendCanonicalString(o.buf, v)
+	o.add(key, start)
+}
+
+// Int adds an integer member; one beyond 2^53 is rounded to the nearest
+// double, as every JSON reader of the entry will read it.
+func (o *Object) Int(key string, v int64) {
+	start := o.at()
+	if v == int64(float64(v)) && v > -1<<53 && v < 1<<53 {
+		o.buf = strconv.AppendInt(o.buf, v, 10)
+	} else {
+		o.buf = o.number(float64(v))
+	}
+	o.add(key, start)
+}
+
+// Num adds a number member. NaN and infinities have no JSON form: the
+// entry is refused (Bytes returns the error).
+func (o *Object) Num(key string, v float64) {
+	start := o.at()
+	o.buf = o.number(v)
+	o.add(key, start)
+}
+
+func (o *Object) number(v float64) []byte {
+	s, err := jcs.NumberToJSON(v)
+	if err != nil {
+		o.fail(fmt.Errorf("summary number: %w", err))
+		return append(o.buf, '0')
+	}
+	return append(o.buf, s...)
+}
+
+// Bool adds a boolean member.
+func (o *Object) Bool(key string, v bool) {
+	start := o.at()
+	o.buf = strconv.AppendBool(o.buf, v)
+	o.add(key, start)
+}
+
+// Strs adds an array of strings (null when v is nil, as encoding/json).
+func (o *Object) Strs(key string, v []string) {
+	start := o.at()
+	if v == nil {
+		o.buf = append(o.buf, "null"...)
+	} else {
+		o.buf = append(o.buf, '[')
+		for i, s := range v {
+			if i > 0 {
+				o.buf = append(o.buf, ',')
+			}
+			if !utf8.ValidString(s) {
+				s = replaceInvalid(s)
+			}
+			o.buf = appendCanonicalString(o.buf, s)
+		}
+		o.buf = append(o.buf, ']')
+	}
+	o.add(key, start)
+}
+
+// Any adds a value of any JSON-encodable type, the way Record.Summary's
+// values are written.
+func (o *Object) Any(key string, v any) {
+	start := o.at()
+	if b, ok := appendCanonical(o.buf, v, 1); ok {
+		o.buf = b
+	} else {
+		o.buf = o.buf[:start]
+		raw, err := json.Marshal(v)
+		if err == nil {
+			raw, err = jcs.Transform(raw)
+		}
+		if err != nil {
+			o.fail(fmt.Errorf("summary %q: %w", key, err))
+			raw = []byte("null")
+		}
+		o.buf = append(o.buf, raw...)
+	}
+	o.add(key, start)
+}
+
+func (o *Object) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// Len is the number of members.
+func (o *Object) Len() int { return len(o.mems) }
+
+// Bytes returns the canonical JSON of the object: members sorted by their
+// names' UTF-16 code units (RFC 8785 3.2.3), the last of a repeated name
+// kept.
+func (o *Object) Bytes() ([]byte, error) {
+	if o == nil {
+		return []byte("{}"), nil
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	if len(o.open) > 0 {
+		return nil, errors.New("summary: Begin without End")
+	}
+	return o.emit(make([]byte, 0, len(o.buf)+24*len(o.mems)+2), 0, len(o.mems), 0), nil
+}
+
+// emit writes the members of indexes [lo, hi) whose parent is parent, as
+// one object.
+func (o *Object) emit(out []byte, lo, hi, parent int) []byte {
+	var stack [24]int
+	kids := stack[:0]
+	for i := lo; i < hi; i++ {
+		if o.mems[i].parent == parent {
+			kids = append(kids, i)
+		}
+	}
+	// Stable, so that of two members with one name the later stays later.
+	slices.SortStableFunc(kids, func(a, b int) int { return compareUTF16(o.mems[a].key, o.mems[b].key) })
+	out = append(out, '{')
+	first := true
+	for n, i := range kids {
+		m := o.mems[i]
+		if n+1 < len(kids) && o.mems[kids[n+1]].key == m.key {
+			continue // replaced by a later member of this name
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		k := m.key
+		if !utf8.ValidString(k) {
+			k = replaceInvalid(k)
+		}
+		out = appendCanonicalString(out, k)
+		out = append(out, ':')
+		if m.object {
+			out = o.emit(out, m.start, m.end, i+1)
+		} else {
+			out = append(out, o.buf[m.start:m.end]...)
+		}
+	}
+	return append(out, '}')
+}
+
+// Map decodes the object back into the form of Record.Summary (numbers
+// as float64), for readers such as tests.
+func (o *Object) Map() map[string]any {
+	b, err := o.Bytes()
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// replaceInvalid replaces each byte of s that is not part of valid UTF-8
+// with U+FFFD, as encoding/json does.
+func replaceInvalid(s string) string {
+	out := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, s[i:i+n]...)
+		}
+		i += n
+	}
+	return string(out)
+}

@@ -1,0 +1,116 @@
+package audit
+
+import (
+	"math"
+	"testing"
+)
+
+// An Object writes the bytes the map path writes for the same members:
+// the two ways of building a summary must hash alike.
+func TestObjectMatchesMap(t *testing.T) {
+	type add func(o *Object, m map[string]any)
+	str := func(k, v string) add {
+		return func(o *Object, m map[string]any) { o.Str(k, v); m[k] = v }
+	}
+	num := func(k string, v int64) add {
+		return func(o *Object, m map[string]any) { o.Int(k, v); m[k] = v }
+	}
+	flt := func(k string, v float64) add {
+		return func(o *Object, m map[string]any) { o.Num(k, v); m[k] = v }
+	}
+	tests := []struct {
+		note string
+		adds []add
+	}{
+		{"empty", nil},
+		{"strings", []add{str("model", "gpt-4o"), str("a", "line\nbreak \"quoted\" \\ </script> \u2028 é 😀"), str("ctl", "\x01\x1f\x7f")}},
+		{"invalid utf-8", []add{str("bad", "a\xffb\xc3"), str("k", "\xed\xa0\x80")}},
+		{"integers", []add{num("zero", 0), num("neg", -42), num("big", 1<<53), num("bigger", 1<<53+1), num("huge", math.MaxInt64), num("min", math.MinInt64)}},
+		{"floats", []add{flt("tenth", 0.1), flt("e21", 1e21), flt("small", 5e-7), flt("negzero", math.Copysign(0, -1)), flt("ms", 12.345)}},
+		{"bools and arrays", []add{
+			func(o *Object, m map[string]any) { o.Bool("t", true); m["t"] = true },
+			func(o *Object, m map[string]any) { o.Bool("f", false); m["f"] = false },
+			func(o *Object, m map[string]any) {
+				o.Strs("list", []string{"b", "a", "\xff"})
+				m["list"] = []string{"b", "a", "\xff"}
+			},
+			func(o *Object, m map[string]any) { o.Strs("none", nil); m["none"] = []string(nil) },
+			func(o *Object, m map[string]any) { o.Strs("empty", []string{}); m["empty"] = []string{} },
+		}},
+		{"nested and any", []add{
+			func(o *Object, m map[string]any) {
+				o.Begin("checks")
+				o.Begin("redaction")
+				o.Str("verdict", "applied")
+				o.Int("count", 3)
+				o.End()
+				o.Begin("auth")
+				o.Str("verdict", "pass")
+				o.End()
+				o.Begin("empty")
+				o.End()
+				o.End()
+				o.Str("after", "x")
+				m["checks"] = map[string]any{"redaction": map[string]any{"verdict": "applied", "count": 3},
+					"auth": map[string]any{"verdict": "pass"}, "empty": map[string]any{}}
+				m["after"] = "x"
+			},
+			func(o *Object, m map[string]any) {
+				v := map[string]any{"z": []any{1, "x", nil, 2.5}, "a": map[string]int{"k": 1}}
+				o.Any("any", v)
+				m["any"] = v
+			},
+			func(o *Object, m map[string]any) {
+				o.Any("struct", struct{ A int }{7})
+				m["struct"] = struct{ A int }{7}
+			},
+		}},
+		{"name order is UTF-16's", []add{str("\U0001F600", "astral"), str("\uFB01", "bmp"), str("b", "1"), str("B", "2"), str("", "empty")}},
+		{"a repeated name keeps the last", []add{str("k", "first"), num("k", 2)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			o, m := &Object{}, map[string]any{}
+			for _, a := range tc.adds {
+				a(o, m)
+			}
+			got, err := o.Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := canonicalSummary(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("object %s\n   map %s", got, want)
+			}
+		})
+	}
+}
+
+// Unbalanced Begin and End are refused, never written half-open.
+func TestObjectNesting(t *testing.T) {
+	o := &Object{}
+	o.Begin("a")
+	if _, err := o.Bytes(); err == nil {
+		t.Error("an object left open was encoded")
+	}
+	o = &Object{}
+	o.End()
+	if _, err := o.Bytes(); err == nil {
+		t.Error("End without Begin was encoded")
+	}
+}
+
+// A number JSON cannot hold refuses the entry, as the map path does.
+func TestObjectRefusesNaN(t *testing.T) {
+	o := &Object{}
+	o.Num("x", math.NaN())
+	if _, err := o.Bytes(); err == nil {
+		t.Fatal("NaN encoded")
+	}
+	if _, err := prepare([]byte(`"c"`), Record{Kind: KindLLMRequest, Object: o}); err == nil {
+		t.Fatal("an entry with NaN was prepared")
+	}
+}
