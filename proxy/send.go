@@ -22,12 +22,20 @@ import (
 // owns resp.Body.
 func send(ctx context.Context, in http.Header, ex *scope.Exchange, path string, body []byte) (*http.Response, error) {
 	up := ex.Route
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.Target(path).String(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	// Built directly rather than by NewRequestWithContext, which would
+	// format the target URL to a string only to parse it again.
+	target := up.Target(path)
+	req := (&http.Request{
+		Method: http.MethodPost, URL: target, Host: target.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        outboundHeader(ctx, in, ex, up),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		ContentLength: int64(len(body)),
+	}).WithContext(ctx)
+	if len(body) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
 	}
-	req.Header = outboundHeader(ctx, in, ex, up)
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	resp, err := up.Transport.RoundTrip(req)
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ type Upstream struct {
 	Transport http.RoundTripper
 
 	base     *url.URL
-	apiKey   string
+	bearer   string // "Bearer <api_key>", or empty without a key
 	patterns []string
 	idle     interface{ CloseIdleConnections() }
 }
@@ -66,7 +66,7 @@ func New(cfgs []config.Upstream, log *slog.Logger) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("upstream %q: %w", c.Name, err)
 		}
-		u := &Upstream{Name: c.Name, Type: c.Type, base: base, apiKey: c.APIKey, patterns: c.Models}
+		u := &Upstream{Name: c.Name, Type: c.Type, base: base, bearer: bearerOf(c.APIKey), patterns: c.Models}
 		if idle, ok := rt.(interface{ CloseIdleConnections() }); ok {
 			u.idle = idle
 		}
@@ -133,10 +133,17 @@ func (u *Upstream) Target(apiPath string) *url.URL {
 
 // Authorize sets the provider's credentials on an outgoing request.
 func (u *Upstream) Authorize(h http.Header) {
-	h.Del("Authorization")
-	if u.apiKey != "" {
-		h.Set("Authorization", "Bearer "+u.apiKey)
+	delete(h, "Authorization")
+	if u.bearer != "" {
+		h["Authorization"] = []string{u.bearer}
 	}
+}
+
+func bearerOf(key string) string {
+	if key == "" {
+		return ""
+	}
+	return "Bearer " + key
 }
 
 // Close releases pooled connections.
