@@ -139,6 +139,12 @@ func appendCanonicalString(dst []byte, s string) []byte {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
+	return appendEscaped(dst, s)
+}
+
+// appendEscaped is appendCanonicalString for a string known to be valid
+// UTF-8.
+func appendEscaped(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -81,7 +81,7 @@ func (o *Object) Str(key, v string) {
 	if !utf8.ValidString(v) {
 		v = replaceInvalid(v)
 	}
-	o.buf = appendCanonicalString(o.buf, v)
+	o.buf = appendEscaped(o.buf, v)
 	o.add(key, start)
 }
 
@@ -135,7 +135,7 @@ func (o *Object) Strs(key string, v []string) {
 			if !utf8.ValidString(s) {
 				s = replaceInvalid(s)
 			}
-			o.buf = appendCanonicalString(o.buf, s)
+			o.buf = appendEscaped(o.buf, s)
 		}
 		o.buf = append(o.buf, ']')
 	}
@@ -215,7 +215,7 @@ func (o *Object) emit(out []byte, lo, hi, parent int) []byte {
 		if !utf8.ValidString(k) {
 			k = replaceInvalid(k)
 		}
-		out = appendCanonicalString(out, k)
+		out = appendEscaped(out, k)
 		out = append(out, ':')
 		if m.object {
 			out = o.emit(out, m.start, m.end, i+1)
