@@ -265,3 +265,15 @@ func BenchmarkChatDenyFromJSON(b *testing.B) {
 		return eval()
 	})
 }
+
+// BenchmarkChatDenyInputFree is a chat policy that does not read the input
+// (reasons from data only): its value is computed when the policies load,
+// and a decision costs an id and the decoding of that value.
+func BenchmarkChatDenyInputFree(b *testing.B) {
+	dir := b.TempDir()
+	write(b, dir, "chat.rego", "package gateway.chat\nimport data.gateway.rules.chat as rules\ndeny contains r if some r in rules[_].deny\n")
+	write(b, dir, "rules/maintenance.rego", "package gateway.rules.chat.maintenance\ndeny contains \"closed for maintenance\" if data.gateway.flags.maintenance\n")
+	write(b, dir, "flags.rego", "package gateway.flags\nmaintenance := false\n")
+	e := newEngine(b, Options{Dir: dir, NoWatch: true})
+	latency(b, chatEval(e, benchChatInput()))
+}

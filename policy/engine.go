@@ -375,7 +375,11 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 			defer cancel()
 		}
 	}
-	in, err := ast.InterfaceToValue(input)
+	if p.constant[pt] != nil && e.shadowJobs == nil {
+		// Input-free: nothing to convert, nothing to evaluate.
+		return nil, evalPrepared(ctx, p, pt, nil), nil
+	}
+	in, err := inputValue(input)
 	if err != nil {
 		return nil, outcome{id: newID(), revision: p.revision, rule: RulePolicyError, err: fmt.Errorf("input: %w", err)}, nil
 	}
@@ -389,6 +393,12 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 // evalPrepared evaluates one decision point of p.
 func evalPrepared(ctx context.Context, p *prepared, pt point, in ast.Value) outcome {
 	out := outcome{id: newID(), revision: p.revision}
+	if v := p.constant[pt]; v != nil {
+		// The value cannot depend on the input: computed when the policies
+		// loaded. Every decision still has its own id.
+		out.value = *v
+		return out
+	}
 	if err := ctx.Err(); err != nil {
 		out.rule, out.err = RulePolicyError, fmt.Errorf("evaluation not started: %w", err)
 		return out

@@ -90,6 +90,41 @@ func Preconvert(v any) any {
 	return v
 }
 
+// RawJSON is a JSON document that has passed the strict reading, placed
+// as a value of an input map: the engine converts it (JSONInput) only when
+// a decision reads the input, so that a request whose decision is
+// input-free (computed when the policies loaded) is not converted at all.
+type RawJSON []byte
+
+// inputValue converts an input map, RawJSON members through JSONInput.
+func inputValue(input map[string]any) (ast.Value, error) {
+	raw := false
+	for _, v := range input {
+		if _, ok := v.(RawJSON); ok {
+			raw = true
+			break
+		}
+	}
+	if !raw {
+		return ast.InterfaceToValue(input)
+	}
+	kvs := make([][2]*ast.Term, 0, len(input))
+	for k, v := range input {
+		var val ast.Value
+		var err error
+		if r, ok := v.(RawJSON); ok {
+			val, err = JSONInput(r)
+		} else {
+			val, err = ast.InterfaceToValue(v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		kvs = append(kvs, [2]*ast.Term{ast.StringTerm(k), ast.NewTerm(val)})
+	}
+	return ast.NewObject(kvs...), nil
+}
+
 // JSONInput converts a JSON document that has passed the strict reading
 // to OPA's representation in one pass over its bytes, the way the gateway
 // read it: no second decoder with other rules, and no intermediate

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -51,5 +53,38 @@ func TestJSONInputRefusesTrailingData(t *testing.T) {
 		if _, err := JSONInput([]byte(s)); err == nil {
 			t.Errorf("JSONInput(%q): no error", s)
 		}
+	}
+}
+
+// A RawJSON member is read by the decision as JSONInput reads it; a body
+// no reader can convert fails the decision closed.
+func TestRawJSONInput(t *testing.T) {
+	e := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
+	ctx := context.Background()
+	var msgs strings.Builder
+	msgs.WriteString(`{"model":"m","messages":[`)
+	for i := range 1001 {
+		if i > 0 {
+			msgs.WriteString(",")
+		}
+		msgs.WriteString(`{"role":"user","content":"x"}`)
+	}
+	msgs.WriteString(`]}`)
+	for _, tc := range []struct {
+		body string
+		deny string
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, ""},
+		{msgs.String(), "the conversation has 1001 messages, over the limit of 1000"},
+		{`{"model":"m"}`, "request.messages must be an array"},
+	} {
+		d, err := e.ChatDeny(ctx, map[string]any{"agent": map[string]any{"id": "a"}, "model": "m", "request": RawJSON(tc.body)})
+		if err != nil || d.Deny != (tc.deny != "") || (tc.deny != "" && d.Reasons[0] != tc.deny) {
+			t.Errorf("%.40s: %+v %v", tc.body, d, err)
+		}
+	}
+	d, _ := e.ChatDeny(ctx, map[string]any{"request": RawJSON(`{"a":`)})
+	if !d.Deny || !d.FailClosed {
+		t.Errorf("unreadable body: %+v", d)
 	}
 }

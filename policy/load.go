@@ -64,6 +64,11 @@ type prepared struct {
 	// defined are the decision points that answered the smoke test's
 	// sample input.
 	defined [numPoints]bool
+	// inputFree are the decision points whose value cannot depend on the
+	// input (inputFree); constant holds the value of each, once the smoke
+	// test has computed it without error.
+	inputFree [numPoints]bool
+	constant  [numPoints]*any
 }
 
 // readFiles returns the policy files of fsys, sorted by path: every *.rego
@@ -181,6 +186,7 @@ func compile(ctx context.Context, files []regoFile) (*prepared, error) {
 			return nil, fmt.Errorf("prepare %s: %w", queries[pt], err)
 		}
 		p.queries[pt] = q
+		p.inputFree[pt] = inputFree(compiler, queries[pt])
 	}
 	return p, nil
 }
@@ -228,6 +234,10 @@ func smokeTest(ctx context.Context, p, prev *prepared, timeout time.Duration) er
 		out := evalPrepared(ctx, p, pt, in)
 		cancel()
 		p.defined[pt] = out.err == nil
+		if out.err == nil && p.inputFree[pt] {
+			v := out.value
+			p.constant[pt] = &v
+		}
 		switch {
 		case out.err == nil:
 		case out.rule == RulePolicyUndefined && (prev == nil || !prev.defined[pt]):

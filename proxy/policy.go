@@ -49,12 +49,9 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
 		// The body passed the strict reading; the policies see it as read,
-		// converted in one pass.
-		req, err := policy.JSONInput(ex.Body)
-		if err != nil {
-			return apierror.BadRequest("", "We could not parse the JSON body of your request.")
-		}
-		d, _ := p.ChatDeny(r.Context(), map[string]any{"agent": agents.of(ex.Agent), "request": req, "model": ex.Model})
+		// converted in one pass, and only when the decision reads it.
+		in := map[string]any{"agent": agents.of(ex.Agent), "request": policy.RawJSON(ex.Body), "model": ex.Model}
+		d, _ := p.ChatDeny(r.Context(), in)
 		verdict := scope.Verdict{Check: scope.CheckPolicy, Verdict: "allow", DecisionID: d.DecisionID, Revision: d.Revision}
 		if d.Deny {
 			verdict.Verdict, verdict.Reasons, verdict.FailClosed = "deny", d.Reasons, d.FailClosed
