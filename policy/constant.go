@@ -89,4 +89,3 @@ func nondeterministic(op *ast.Term) bool {
 	b, ok := ast.BuiltinMap[ref.String()]
 	return ok && b.Nondeterministic
 }
-
