@@ -5,6 +5,7 @@
 #
 #   bash bench/profile.sh                    # sse at 128 connections, 10s
 #   MODE=json CONNS=1 bash bench/profile.sh
+#   MODE=sacp bash bench/profile.sh           # the SACP agent (json_standard + JSON Schema)
 #
 # The gateway is a profiling build: bench/pprof/gateway_pprof.go is compiled
 # into cmd/gateway with `go build -overlay` (tag benchpprof); the gateway's
@@ -65,6 +66,16 @@ agents:
     rate_limit: 100000000/second
     token_limit: 1000000000/second
     token_sha256: "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
+  bench-sacp:
+    type: benchmark
+    rate_limit: 100000000/second
+    token_limit: 1000000000/second
+    response_format: json_standard
+    data_schema_file: sacp-data.json
+    token_sha256: "$(printf %s bench-sacp-token | sha256sum | cut -d' ' -f1)"
+EOF
+cat >"$TMPD/config/sacp-data.json" <<EOF
+{"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}}
 EOF
 printf 'protocol:\n  version: "1.0"\n' >"$TMPD/config/protocol.yaml"
 
@@ -83,6 +94,7 @@ done
 
 script=$ROOT/bench/post.lua
 [ "$MODE" = sse ] && script=$ROOT/bench/post_sse.lua
+[ "$MODE" = sacp ] && script=$ROOT/bench/post_sacp.lua
 threads=2
 [ "$CONNS" -lt 2 ] && threads=1
 for t in bare gateway; do

@@ -1,10 +1,14 @@
 package sacp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ErrMalformedRequest is wrapped by every Inject error about the request body,
@@ -29,9 +33,9 @@ const separator = "\n\n"
 //     gets one more text part; null or missing content becomes the template;
 //   - system messages later in the conversation are not touched.
 //
-// Only "messages" and the one rewritten message are re-encoded; every other
-// value is carried over as raw JSON, so numbers, unknown fields and vendor
-// extensions keep their exact meaning (object keys may be reordered).
+// Only the one rewritten (or inserted) message is encoded; every other byte
+// of the body is carried over as it was read, so numbers, unknown fields,
+// vendor extensions and the order of keys keep their exact form.
 // Injecting a body that already ends its system prompt with the template is a
 // no-op, so a re-ask built from an injected body does not repeat it.
 // Errors about the body wrap ErrMalformedRequest; an empty tpl is an error
@@ -41,57 +45,109 @@ func Inject(body []byte, tpl Template) ([]byte, error) {
 		// A zero Template would switch the protocol off without a trace.
 		return nil, errEmptyTemplate
 	}
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, malformed("body: %v", err)
-	}
-	if req == nil {
+	// One pass over the body: it must be one JSON object with a messages
+	// array; the leading run of system/developer messages is found on the
+	// way, and everything else stays as it was written.
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, malformed("body: not a JSON object")
 	}
-	rawMsgs, ok := req["messages"]
-	if !ok {
+	found := false
+	var open, last, lastStart, lastEnd int
+	var empty bool
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return nil, malformed("body: %v", err)
+		}
+		if name.String() != "messages" {
+			if err := dec.SkipValue(); err != nil {
+				return nil, malformed("body: %v", err)
+			}
+			continue
+		}
+		found = true
+		switch dec.PeekKind() {
+		case '[':
+		case 0: // invalid or truncated: the read says why
+			_, err := dec.ReadValue()
+			return nil, malformed("body: %v", err)
+		default:
+			return nil, malformed("messages: not an array")
+		}
+		if open, last, empty, lastStart, lastEnd, err = leadingRun(dec); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, malformed("body: %v", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, malformed("body: data after the JSON object")
+	}
+	if !found {
 		return nil, malformed("messages: missing")
 	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(rawMsgs, &msgs); err != nil || msgs == nil {
-		return nil, malformed("messages: not an array")
-	}
-
-	last := -1 // index of the last message of the leading system/developer run
-	for i, raw := range msgs {
-		role, err := messageRole(raw)
-		if err != nil {
-			return nil, malformed("messages[%d]: %v", i, err)
-		}
-		if role != "system" && role != "developer" {
-			break
-		}
-		last = i
-	}
-
 	if last < 0 {
 		sys, err := encode(map[string]string{"role": "system", "content": tpl.Text})
 		if err != nil {
 			return nil, malformed("messages: %v", err)
 		}
-		msgs = append([]json.RawMessage{sys}, msgs...)
-	} else {
-		msg, err := appendToMessage(msgs[last], tpl.Text)
-		if err != nil {
-			return nil, malformed("messages[%d]: %v", last, err)
+		if !empty {
+			sys = append(sys, ',')
 		}
-		msgs[last] = msg
+		return splice(body, open, open, sys), nil
 	}
-
-	var err error
-	if req["messages"], err = encode(msgs); err != nil {
-		return nil, malformed("messages: %v", err)
-	}
-	out, err := encode(req)
+	msg, err := appendToMessage(body[lastStart:lastEnd], tpl.Text)
 	if err != nil {
-		return nil, malformed("body: %v", err)
+		return nil, malformed("messages[%d]: %v", last, err)
 	}
-	return out, nil
+	return splice(body, lastStart, lastEnd, msg), nil
+}
+
+// leadingRun reads the messages array (the decoder is at its '[') and
+// returns the offset just after the '[', the index and byte span of the
+// last message of the leading system/developer run (last -1: none), and
+// whether the array is empty. Messages after the run are checked as JSON
+// only.
+func leadingRun(dec *jsontext.Decoder) (open, last int, empty bool, start, end int, err error) {
+	if _, err := dec.ReadToken(); err != nil {
+		return 0, 0, false, 0, 0, malformed("messages: %v", err)
+	}
+	open, last = int(dec.InputOffset()), -1
+	empty = dec.PeekKind() == ']'
+	leading := true
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return 0, 0, false, 0, 0, malformed("messages[%d]: %v", i, err)
+		}
+		if !leading {
+			continue
+		}
+		role, err := messageRole(json.RawMessage(raw))
+		if err != nil {
+			return 0, 0, false, 0, 0, malformed("messages[%d]: %v", i, err)
+		}
+		if role != "system" && role != "developer" {
+			leading = false
+			continue
+		}
+		end = int(dec.InputOffset())
+		last, start = i, end-len(raw)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return 0, 0, false, 0, 0, malformed("messages: %v", err)
+	}
+	return open, last, empty, start, end, nil
+}
+
+// splice returns a copy of body with body[from:to] replaced by with.
+func splice(body []byte, from, to int, with []byte) []byte {
+	out := make([]byte, 0, len(body)-(to-from)+len(with))
+	out = append(out, body[:from]...)
+	out = append(out, with...)
+	return append(out, body[to:]...)
 }
 
 func malformed(format string, args ...any) error {

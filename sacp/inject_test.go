@@ -198,3 +198,41 @@ func TestInjectRejectsEmptyTemplate(t *testing.T) {
 		t.Error("Inject() with a zero Template succeeded; it would silently drop the protocol")
 	}
 }
+
+// FuzzInject: whatever body Inject accepts, it returns valid JSON whose
+// leading system prompt now ends with the template, and a second Inject
+// leaves it as it is (a re-ask does not repeat the protocol).
+func FuzzInject(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[]}`,
+		`{"messages":[{"role":"system","content":"Be terse."},{"role":"user","content":"hi"}]}`,
+		`{"messages":[{"role":"system","content":null}]}`,
+		`{"messages":[{"role":"system","content":[{"type":"text","text":"A"}]}]}`,
+		`{"messages":[{"role":"system","content":"A"},{"role":"developer","content":"B"},{"role":"user","content":"hi"}]}`,
+		`{"x":[1,{"y":"z"}],"messages" : [ {"role":"user","content":"hi"} , {"role":"system"} ] , "n":1e400}`,
+		`{"messages":`, `[1]`, `{"messages":[{"role":1}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	tpl := NewTemplate("PROTO")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, err := Inject(body, tpl)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedRequest) {
+				t.Fatalf("error %v does not wrap ErrMalformedRequest", err)
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("Inject(%q) = %q: not JSON", body, out)
+		}
+		if !bytes.Contains(out, []byte("PROTO")) {
+			t.Fatalf("Inject(%q) = %q: no template", body, out)
+		}
+		again, err := Inject(out, tpl)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("second Inject changed %q to %q (%v)", out, again, err)
+		}
+	})
+}

@@ -14,6 +14,9 @@
 // proxy cut streams (golang/go#40747), which would measure the mock, not the
 // proxy.
 //
+// The model "bench-sacp" is answered with a valid SACP object as the
+// message content (the bench's SACP agent).
+//
 // A request for the model "bench-slow" gets its stream paced: one event every
 // -slow-interval, so that many streams are open at the same time (sseload).
 package main
@@ -35,6 +38,12 @@ const (
 	completionJSON = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench-model",` +
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from the mock upstream."},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}`
+	// sacpJSON answers the model "bench-sacp": a valid SACP object (the
+	// bench's SACP agent requires data.answer, an integer) as the content.
+	sacpJSON = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench-sacp",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":` +
+		`"{\"thought\":\"Six times seven.\",\"status\":\"success\",\"data\":{\"answer\":42,\"unit\":\"none\"},\"message\":\"The answer is 42.\"}"},` +
+		`"finish_reason":"stop"}],"usage":{"prompt_tokens":480,"completion_tokens":30,"total_tokens":510}}`
 	chunkHead = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":`
 )
 
@@ -49,6 +58,8 @@ var (
 	ctSSE    = []string{"text/event-stream"}
 	noCache  = []string{"no-cache"}
 	jsonLen  = []string{strconv.Itoa(len(completionJSON))}
+	sacpBody = []byte(sacpJSON)
+	sacpLen  = []string{strconv.Itoa(len(sacpJSON))}
 	bodyPool = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1024)) }}
 )
 
@@ -93,6 +104,12 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	body := buf.Bytes()
 	h := w.Header()
+	if string(field(body, "model")) == `"bench-sacp"` && string(field(body, "stream")) != "true" {
+		h["Content-Type"] = ctJSON
+		h["Content-Length"] = sacpLen
+		w.Write(sacpBody)
+		return
+	}
 	if string(field(body, "stream")) != "true" {
 		h["Content-Type"] = ctJSON
 		h["Content-Length"] = jsonLen
