@@ -38,6 +38,8 @@ type Request struct {
 	// budget reserves them before the call).
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	// N is the number of choices asked (nil: one).
+	N *int `json:"n"`
 }
 
 // Message is one chat message; Content stays raw (a string or parts).
@@ -65,6 +67,9 @@ func ReadBody(kind Kind) Stage {
 		ex.PayloadSHA256 = sha256Hex(body)
 		ex.Model = req.Model
 		ex.Stream = req.Stream
+		if req.N != nil {
+			ex.Choices = *req.N
+		}
 		ex.TokenEstimate = EstimateTokens(kind, req)
 		ex.MaxTokens = req.completionBound()
 		ex.NoCompletion = kind == KindEmbeddings

@@ -470,3 +470,28 @@ func TestEngineClientGone(t *testing.T) {
 		t.Errorf("response entry %v", s)
 	}
 }
+
+// A protocol agent's answer is validated choice by choice: a request for
+// several choices is refused before any call, and one choice goes through.
+func TestEngineProtocolRefusesSeveralChoices(t *testing.T) {
+	calls := 0
+	e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		jsonAnswer(`{"thought":"t","status":"success","data":{},"message":"ok"}`)(w, r)
+	}, engineOpts{})
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{"model":"m","n":2,"messages":[{"role":"user","content":"go"}]}`, http.StatusBadRequest},
+		{`{"model":"m","n":1,"messages":[{"role":"user","content":"go"}]}`, http.StatusOK},
+	} {
+		w, _ := e.do(e.gw.ChatCompletions(), "tok-proto", tc.body)
+		if w.Code != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.body, w.Code, w.Body, tc.code)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d upstream calls, want 1 (the n=2 request must not reach the provider)", calls)
+	}
+}

@@ -109,11 +109,7 @@ func (p *Protocol) Inject(w http.ResponseWriter, r *http.Request, next http.Hand
 		next.ServeHTTP(w, r)
 		return nil
 	}
-	var opts struct {
-		N *int `json:"n"`
-	}
-	_ = json.Unmarshal(ex.Body, &opts)
-	if opts.N != nil && *opts.N > 1 {
+	if ex.Choices > 1 {
 		return apierror.BadRequest("n", "n > 1 is not supported for agents with the SACP protocol: each answer is validated and re-asked on its own.")
 	}
 	tpl := p.templateFor(ex.Agent)

@@ -28,9 +28,11 @@ type Exchange struct {
 
 	// Agent is the identified caller; nil until the identify stage ran.
 	Agent *config.Agent
-	// Model and Stream come from the decoded request body.
-	Model  string
-	Stream bool
+	// Model, Stream and Choices (the request's n; 0 when it set none) come
+	// from the decoded request body.
+	Model   string
+	Stream  bool
+	Choices int
 	// Body is the request body as read (bounded by the agent's max size) and,
 	// after the request stages, as it will be sent upstream.
 	Body []byte
