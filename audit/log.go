@@ -220,25 +220,48 @@ type Pending struct {
 // blocks only while the writer's queue is full, until ctx ends. Its errors
 // are Append's.
 func (l *Log) Submit(ctx context.Context, r Record) (*Pending, error) {
+	return l.submit(ctx, r, true)
+}
+
+// ErrQueueFull is TrySubmit's error when the writer's queue is full.
+var ErrQueueFull = errors.New("audit queue full")
+
+// TrySubmit is Submit that never waits: when the writer's queue is full (a
+// disk that stalls) the entry is not taken, it is counted as lost (the
+// audit.loss entry after a repair reports it), and the error wraps
+// ErrUnavailable and ErrQueueFull. It is for fail_mode open, which serves
+// whether or not the entry is written.
+func (l *Log) TrySubmit(r Record) (*Pending, error) {
+	return l.submit(context.Background(), r, false)
+}
+
+func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error) {
 	p, err := prepare(l.chainJSON, r)
 	if err != nil {
 		return nil, err
 	}
 	req := &request{p: p, res: make(chan result, 1), at: time.Now()}
 	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if l.closed {
-		l.mu.RUnlock()
 		l.lost.Add(1)
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrClosed)
 	}
 	select {
 	case l.reqs <- req:
-		l.mu.RUnlock()
+		return &Pending{req: req}, nil
+	default:
+	}
+	if !wait {
+		l.lost.Add(1)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrQueueFull)
+	}
+	select {
+	case l.reqs <- req:
+		return &Pending{req: req}, nil
 	case <-ctx.Done():
-		l.mu.RUnlock()
 		return nil, fmt.Errorf("audit append: %w", ctx.Err())
 	}
-	return &Pending{req: req}, nil
 }
 
 // Completed is a Pending whose outcome is already known, for wrappers of a

@@ -376,3 +376,63 @@ func TestCommitDelay(t *testing.T) {
 		}
 	})
 }
+
+// stallingFile blocks every Sync until released: a disk that hangs.
+type stallingFile struct {
+	*os.File
+	release chan struct{}
+}
+
+func (f *stallingFile) Sync() error {
+	<-f.release
+	return f.File.Sync()
+}
+
+// TrySubmit never waits: with the writer stuck in an fsync and its queue
+// full, the entry is refused at once and counted as lost, while Submit
+// would wait. What was queued is written once the disk answers.
+func TestTrySubmitOnAStalledDisk(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Config{Dir: dir, CheckpointEvery: -1, CommitDelay: -1})
+	appendN(t, l, 1) // creates the segment
+	sf := &stallingFile{File: l.f.(*os.File), release: make(chan struct{})}
+	l.f = sf // ordered before the writer's read by the next send
+	first, err := l.TrySubmit(rec(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writer takes the first entry and blocks in its fsync; fill the queue.
+	for deadline := time.Now().Add(5 * time.Second); len(l.reqs) > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	queued := 0
+	for {
+		if _, err := l.TrySubmit(rec(2)); err != nil {
+			if !errors.Is(err, ErrQueueFull) || !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("full queue: %v", err)
+			}
+			break
+		}
+		if queued++; queued > queueLen+maxBatch {
+			t.Fatal("the queue never filled")
+		}
+	}
+	if st := l.Stats(); st.Lost != 1 {
+		t.Errorf("lost %d, want 1", st.Lost)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Submit(ctx, rec(3)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Submit on a full queue: %v, want it to wait until its context ends", err)
+	}
+	close(sf.release)
+	if _, err := first.Wait(context.Background()); err != nil {
+		t.Fatalf("the entry taken before the stall: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := mustVerify(t, dir); rep.Entries != int64(2+queued) {
+		t.Errorf("%d entries on disk, want %d", rep.Entries, 2+queued)
+	}
+}

@@ -93,9 +93,11 @@ type Appender interface {
 }
 
 // Submitter is an Appender that can queue an entry without waiting for it
-// to be durable (audit.Log).
+// to be durable (audit.Log): Submit waits for room in the writer's queue,
+// TrySubmit does not.
 type Submitter interface {
 	Submit(ctx context.Context, r audit.Record) (*audit.Pending, error)
+	TrySubmit(r audit.Record) (*audit.Pending, error)
 }
 
 // Recorder writes the proxy's audit entries and applies the fail mode:
@@ -117,6 +119,14 @@ func (r *Recorder) Write(ctx context.Context, rec audit.Record) error {
 		return nil
 	}
 	if !r.FailClosed {
+		if s, ok := r.Log.(Submitter); ok {
+			// Queued without waiting for it, nor for room: a stalled disk
+			// loses (and counts) entries rather than holding requests.
+			if _, err := s.TrySubmit(rec); err != nil {
+				_ = r.failed(rec, err)
+			}
+			return nil
+		}
 		go r.append(context.WithoutCancel(ctx), rec)
 		return nil
 	}

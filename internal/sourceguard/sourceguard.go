@@ -112,6 +112,18 @@ func (g *Guard) Submit(ctx context.Context, r audit.Record) (*audit.Pending, err
 	return audit.Completed(e, err), nil
 }
 
+// TrySubmit is Submit that never waits for room in the next appender's
+// queue; an auth.failure record is decided by Append in the background.
+func (g *Guard) TrySubmit(r audit.Record) (*audit.Pending, error) {
+	if s, ok := g.next.(interface {
+		TrySubmit(audit.Record) (*audit.Pending, error)
+	}); ok && r.Kind != audit.KindAuthFailure {
+		return s.TrySubmit(r)
+	}
+	go func() { _, _ = g.Append(context.Background(), r) }()
+	return audit.Completed(audit.Entry{}, nil), nil
+}
+
 // Append implements Appender. An auth.failure record (its summary's
 // "remote" names the source) spends one of the source's failures; the first
 // of a window is written, the repeats are counted for Flush.
