@@ -124,11 +124,12 @@ type Config struct {
 	// appended since the last one. Zero means 60s; negative disables it.
 	// Close always writes one if the chain moved.
 	CheckpointInterval time.Duration
-	// CommitDelay is how long the writer holds a group commit open for
-	// more entries while appends arrive concurrently, so that one fsync
-	// serves many of them (an entry then waits up to this much longer to
-	// be durable; a lone serial client never waits for it). Zero means
-	// 1ms; negative disables it.
+	// CommitDelay is how long the writer may hold a group commit open for
+	// the entries of exchanges in progress (Log.Begin) that have none in
+	// it yet, so that one fsync serves many of them (an entry then waits up
+	// to this much longer to be durable; a lone client, or clients all
+	// waiting on the batch already, never wait for it). Zero means 1ms;
+	// negative disables it.
 	CommitDelay time.Duration
 	// Logger receives recoveries, write failures and repairs. Nil means
 	// slog.Default().

@@ -55,7 +55,6 @@ type Log struct {
 	prev        string
 	buf         []byte
 	batch       []*request
-	lastBatch   int         // entries in the previous group commit
 	lingerT     *time.Timer // the commit delay's timer, reused
 	broken      error       // set by a failed write; cleared by a successful repair
 	brokenSince time.Time
@@ -69,6 +68,9 @@ type Log struct {
 	finalErr    error
 
 	entries, batches, fsyncs, fsyncNanos, lost, checkpoints, checkpointErrors atomic.Uint64
+	// active counts the exchanges in progress (Begin); the writer lingers
+	// only while some of them have nothing in the batch.
+	active atomic.Int64
 	// unwritable mirrors broken for other goroutines (Ready).
 	unwritable atomic.Pointer[string]
 }
@@ -330,10 +332,9 @@ func (l *Log) run() {
 		select {
 		case req := <-l.reqs:
 			b := l.gather(req)
-			if l.delay > 0 && (len(b) > 1 || l.lastBatch > 1) {
+			if l.delay > 0 && l.active.Load() > int64(len(b)) {
 				b = l.linger(b)
 			}
-			l.lastBatch = len(b)
 			l.commit(b)
 			clear(b) // drop the finished requests' buffers
 		case <-tick:
@@ -371,13 +372,23 @@ func (l *Log) gather(first *request) []*request {
 	return b
 }
 
+// Begin marks the start of an exchange that will append entries (an
+// answer waits for its own); the returned end marks its end. The writer
+// uses the count for the commit delay: it holds a group commit open only
+// while exchanges are in progress that have nothing in the batch yet, so
+// that their entries share its fsync, and stops as soon as every one of
+// them has. A lone client, or every client already waiting in the batch,
+// never waits for it.
+func (l *Log) Begin() (end func()) {
+	l.active.Add(1)
+	return func() { l.active.Add(-1) }
+}
+
 // linger holds a batch open for more appends until its first entry has
-// waited the commit delay. It runs only while appends arrive concurrently
-// (this batch or the previous one had more than one entry): then the next
-// entries are likely to come within the delay, and one fsync serves them
-// all, where each fsync costs the gateway CPU (page writeback on the
-// calling thread) whether it carries one entry or fifty. A lone client
-// waiting for each entry before it appends the next never lingers.
+// waited the commit delay, or until the batch holds an entry of every
+// exchange in progress. Each fsync costs the gateway CPU (the page
+// writeback runs on the calling thread) whether it carries one entry or
+// fifty.
 func (l *Log) linger(b []*request) []*request {
 	wait := l.delay - time.Since(b[0].at)
 	if wait <= 0 {
@@ -389,7 +400,7 @@ func (l *Log) linger(b []*request) []*request {
 		l.lingerT.Reset(wait)
 	}
 	defer l.lingerT.Stop()
-	for len(b) < maxBatch {
+	for len(b) < maxBatch && l.active.Load() > int64(len(b)) {
 		select {
 		case r := <-l.reqs:
 			b = append(b, r)

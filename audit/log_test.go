@@ -333,6 +333,8 @@ func must[T any](v T, err error) T {
 func TestCommitDelay(t *testing.T) {
 	t.Run("serial appends do not wait", func(t *testing.T) {
 		l := openLog(t, Config{Dir: t.TempDir(), CommitDelay: time.Second})
+		end := l.Begin()
+		defer end()
 		start := time.Now()
 		appendN(t, l, 5)
 		if d := time.Since(start); d >= time.Second {
@@ -350,7 +352,12 @@ func TestCommitDelay(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// Each writer is an exchange in progress; between its
+				// appends it is busy elsewhere (a provider's answer).
+				end := l.Begin()
+				defer end()
 				for i := range each {
+					time.Sleep(time.Duration(w%4) * 100 * time.Microsecond)
 					if _, err := l.Append(context.Background(), rec(w*each+i)); err != nil {
 						t.Error(err)
 						return
@@ -365,6 +372,30 @@ func TestCommitDelay(t *testing.T) {
 		}
 		return st
 	}
+	t.Run("every exchange already in the batch: no wait", func(t *testing.T) {
+		l := openLog(t, Config{Dir: t.TempDir(), CommitDelay: time.Second})
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				end := l.Begin()
+				defer end()
+				for i := range 5 {
+					if _, err := l.Append(context.Background(), rec(i)); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		// Each exchange waits for its own entry before the next: at most
+		// one wait for the other's arrival per entry, never the full second.
+		if d := time.Since(start); d >= time.Second {
+			t.Fatalf("10 appends by 2 exchanges took %s: the writer waited for exchanges that were all in the batch", d)
+		}
+	})
 	t.Run("concurrent appends share fsyncs", func(t *testing.T) {
 		off, on := concurrent(t, -1), concurrent(t, 20*time.Millisecond)
 		t.Logf("fsyncs for 640 concurrent appends: %d without a commit delay, %d with 20ms", off.Fsyncs, on.Fsyncs)

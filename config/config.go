@@ -225,9 +225,9 @@ type Audit struct {
 	CheckpointEvery int `yaml:"checkpoint_every"`
 	// CheckpointInterval writes a checkpoint at least this often. Default 60s.
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
-	// CommitDelay holds a group commit open this long for more entries while
-	// requests arrive concurrently, so one fsync serves many. Default 1ms;
-	// "0s" turns it off.
+	// CommitDelay holds a group commit open up to this long for requests in
+	// progress that have no entry in it yet, so one fsync serves many.
+	// Default 1ms; "0s" turns it off.
 	CommitDelay *Duration `yaml:"commit_delay"`
 }
 

@@ -171,6 +171,9 @@ func (g *Gateway) ServeMetered(w http.ResponseWriter, r *http.Request, h http.Ha
 func (g *Gateway) journalStage(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
 	j := &journal{rec: g.audit, ex: ex}
+	// The trail holds a group commit open only for exchanges in progress.
+	end := g.audit.Begin()
+	defer end()
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), journalKey{}, j)))
 	if j.wrote || ex.ErrCode == "" {
 		return nil

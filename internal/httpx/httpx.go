@@ -111,6 +111,17 @@ type Recorder struct {
 	Logger     *slog.Logger
 }
 
+// Begin marks the start of an exchange whose entries go through r, for the
+// trail's commit delay (audit.Log.Begin); call end when it is over.
+func (r *Recorder) Begin() (end func()) {
+	if r != nil {
+		if b, ok := r.Log.(interface{ Begin() func() }); ok {
+			return b.Begin()
+		}
+	}
+	return func() {}
+}
+
 // Write appends rec and, in closed mode, waits until it is durable. The
 // write is detached from the client's context: a client that hangs up must
 // not cancel the record of what it did.

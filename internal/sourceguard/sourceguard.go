@@ -112,6 +112,15 @@ func (g *Guard) Submit(ctx context.Context, r audit.Record) (*audit.Pending, err
 	return audit.Completed(e, err), nil
 }
 
+// Begin passes an exchange's start on to the next appender (audit.Log's
+// commit delay).
+func (g *Guard) Begin() (end func()) {
+	if b, ok := g.next.(interface{ Begin() func() }); ok {
+		return b.Begin()
+	}
+	return func() {}
+}
+
 // TrySubmit is Submit that never waits for room in the next appender's
 // queue; an auth.failure record is decided by Append in the background.
 func (g *Guard) TrySubmit(r audit.Record) (*audit.Pending, error) {
