@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
@@ -33,7 +36,7 @@ type Request struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	// Input is the embeddings input.
-	Input json.RawMessage `json:"input"`
+	Input jsontext.Value `json:"input"`
 	// MaxTokens and MaxCompletionTokens bound the completion (the token
 	// budget reserves them before the call).
 	MaxTokens           *int `json:"max_tokens"`
@@ -44,8 +47,8 @@ type Request struct {
 
 // Message is one chat message; Content stays raw (a string or parts).
 type Message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role    string         `json:"role"`
+	Content jsontext.Value `json:"content"`
 }
 
 // ReadBody is the stage that reads the request body through the agent's
@@ -91,9 +94,9 @@ func DecodeRequest(kind Kind, body []byte) (*Request, error) {
 	}
 	// The one strict reading: no duplicate keys at any depth, no key that
 	// differs from a known field only by case, nothing after the value.
-	// Past it, encoding/json's case-insensitive matching below reads the
-	// same document as any case-sensitive reader (the provider), so the
-	// original bytes can go upstream as they are.
+	// The typed fields below are then read case-sensitively (json v2's
+	// defaults, in one pass), as a provider reads them, so the original
+	// bytes can go upstream as they are.
 	if err := sj.Check(body, requestFields); err != nil {
 		var se *sj.Error
 		if errors.As(err, &se) {
@@ -102,10 +105,11 @@ func DecodeRequest(kind Kind, body []byte) (*Request, error) {
 		return nil, apierror.BadRequest("", "Invalid request body: %v.", err)
 	}
 	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return nil, apierror.BadRequest(te.Field, "Invalid type for '%s': expected %s.", te.Field, te.Type.String())
+	if err := jsonv2.Unmarshal(body, &req); err != nil {
+		var se *jsonv2.SemanticError
+		if errors.As(err, &se) && se.JSONPointer != "" && se.GoType != nil {
+			param := sj.PointerPath(string(se.JSONPointer))
+			return nil, apierror.BadRequest(param, "Invalid type for '%s': expected %s.", param, se.GoType.String())
 		}
 		return nil, apierror.BadRequest("", "We could not parse the JSON body of your request: %s.", jsonReason(err))
 	}

@@ -367,7 +367,7 @@ func syntaxError(err error, p Path) error {
 	if errors.As(err, &se) {
 		where := p.String()
 		if ptr := string(se.JSONPointer); ptr != "" {
-			where = pointerPath(ptr)
+			where = PointerPath(ptr)
 		}
 		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
 			return &Error{Path: where, Msg: "duplicate key"}
@@ -380,9 +380,9 @@ func syntaxError(err error, p Path) error {
 	return &Error{Path: p.String(), Msg: err.Error()}
 }
 
-// pointerPath turns a JSON Pointer (/messages/0/content) into the path
+// PointerPath turns a JSON Pointer (/messages/0/content) into the path
 // notation of Path.String (messages[0].content).
-func pointerPath(ptr string) string {
+func PointerPath(ptr string) string {
 	var b strings.Builder
 	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
 		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
