@@ -87,35 +87,43 @@ func (s *sseReader) next() (sseMessage, error) {
 }
 
 // readLine returns one line without its terminator. The returned slice is
-// valid until the next call.
+// valid until the next call. It looks for the terminator in what the
+// bufio.Reader holds, not byte by byte.
 func (s *sseReader) readLine() ([]byte, error) {
 	s.line = s.line[:0]
 	for {
-		c, err := s.r.ReadByte()
-		if err != nil {
+		if _, err := s.r.Peek(1); err != nil {
 			if err == io.EOF && len(s.line) > 0 {
 				// A last line without its terminator never ends an event.
 				return nil, io.ErrUnexpectedEOF
 			}
 			return nil, err
 		}
+		buf, _ := s.r.Peek(s.r.Buffered())
 		if s.skipLF {
+			// The last line ended in CR: an LF right after it belongs to
+			// the same line break.
 			s.skipLF = false
-			if c == '\n' {
+			if buf[0] == '\n' {
+				_, _ = s.r.Discard(1)
 				continue
 			}
 		}
-		switch c {
-		case '\n':
-			return s.bom(), nil
-		case '\r':
-			s.skipLF = true
-			return s.bom(), nil
+		i := 0
+		for i < len(buf) && buf[i] != '\n' && buf[i] != '\r' {
+			i++
 		}
-		if len(s.line) >= maxEventSize {
+		if len(s.line)+i > maxEventSize {
 			return nil, errEventTooLarge
 		}
-		s.line = append(s.line, c)
+		s.line = append(s.line, buf[:i]...)
+		if i == len(buf) {
+			_, _ = s.r.Discard(i)
+			continue
+		}
+		s.skipLF = buf[i] == '\r'
+		_, _ = s.r.Discard(i + 1)
+		return s.bom(), nil
 	}
 }
 
