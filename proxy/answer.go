@@ -75,7 +75,7 @@ func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange
 	}
 	if len(sh.Choices) > 0 {
 		if m := sh.Choices[0].Message; m != nil {
-			_ = json.Unmarshal(m.Content, &ans.content) // text; parts are not a protocol answer
+			ans.content, _ = textOf(m.Content) // text; parts are not a protocol answer
 			ans.toolCalls = len(m.ToolCalls) > 0
 		}
 		if fr := sh.Choices[0].FinishReason; fr != nil {
@@ -135,8 +135,7 @@ func gatherEvent(c *answerShape, ans *answer, content *strings.Builder) {
 			continue
 		}
 		if d := ch.Delta; d != nil {
-			var text string
-			if json.Unmarshal(d.Content, &text) == nil {
+			if text, ok := textOf(d.Content); ok {
 				content.WriteString(text)
 			}
 			if len(d.ToolCalls) > 0 {

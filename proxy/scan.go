@@ -138,6 +138,19 @@ func decodeShape(data []byte, stream bool) (*answerShape, error) {
 	return &sh, nil
 }
 
+// textOf is a content value that is a JSON string, unquoted; ok is false
+// for anything else (null, parts, absent). The value was read strictly.
+func textOf(raw jsontext.Value) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
 func firstByte(raw []byte) byte {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 {
@@ -197,7 +210,7 @@ func blockedCompletion(sh *answerShape, blockedAt map[int]bool, all bool) []byte
 		// the walk; rebuilding from the shape keeps only role and content.
 		content := ""
 		if c.Message != nil {
-			_ = json.Unmarshal(c.Message.Content, &content)
+			content, _ = textOf(c.Message.Content)
 		}
 		fr := "stop"
 		if c.FinishReason != nil {
