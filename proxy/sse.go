@@ -29,9 +29,11 @@ import (
 // stream with an error event.
 //
 // The upstream is read by one goroutine (started on the first Read) so
-// that keep-alives and the idle deadline do not wait for the provider;
-// everything that touches the Exchange happens there, before the last
-// byte reaches Read.
+// that keep-alives and the idle deadline do not wait for the provider. It
+// only frames events; checking, redacting and everything that touches the
+// Exchange happen in Read's goroutine (the handler's, whose stack the
+// request's earlier stages have already grown), and in Close, which waits
+// for the reader first.
 type sseFilter struct {
 	src    *sseReader
 	closer io.Closer
@@ -56,7 +58,8 @@ type sseFilter struct {
 
 	hash     hash.Hash
 	finished bool
-	out      []byte // bytes ready for Read
+	out      []byte // bytes ready for Read (own, or keepAliveLine: never appended to)
+	own      []byte // the buffer out is built in, reused once Read has copied it out
 	off      int
 	err      error
 
@@ -71,13 +74,12 @@ type sseFilter struct {
 	stop  sync.Once
 }
 
+// sseItem is one framed event from the upstream, or the error that ended
+// its reading.
 type sseItem struct {
-	b   []byte
+	msg sseMessage
 	err error
 }
-
-// errStreamIdle ends a stream whose upstream sent nothing for Idle.
-var errStreamIdle = errors.New("upstream stream idle")
 
 func newSSEFilter(body io.ReadCloser, dropUsage bool, onUsage func(scope.Usage), scan *chunkScanner) *sseFilter {
 	return &sseFilter{src: newSSEReader(body), closer: body, dropUsage: dropUsage, onUsage: onUsage, scan: scan,
@@ -92,12 +94,12 @@ func (f *sseFilter) Read(p []byte) (int, error) {
 		}
 		select {
 		case it := <-f.items:
-			f.out, f.off, f.err = it.b, 0, it.err
+			f.out, f.off = f.own[:0], 0
+			f.take(it)
 			// Take what else the pump has ready: one write to the
 			// client (and one flush) for every event already read.
 			for f.err == nil && len(f.items) > 0 {
-				it = <-f.items
-				f.out, f.err = append(f.out, it.b...), it.err
+				f.take(<-f.items)
 			}
 			f.quiet()
 		case <-f.keepC:
@@ -142,13 +144,24 @@ func (f *sseFilter) quiet() {
 	}
 }
 
-// drain takes what the stopped pump left.
+// take processes one item of the pump and appends what to send for it;
+// an error ends the stream after those bytes.
+func (f *sseFilter) take(it sseItem) {
+	if f.err != nil {
+		return
+	}
+	b, err := f.process(it)
+	f.out, f.err = append(f.out, b...), err
+	f.own = f.out[:0]
+}
+
+// drain takes what the stopped pump left, after what Read has not sent yet.
 func (f *sseFilter) drain() {
+	f.out, f.off = append(f.own[:0], f.out[f.off:]...), 0
 	for {
 		select {
 		case it := <-f.items:
-			f.out = append(f.out[f.off:], it.b...)
-			f.off = 0
+			f.take(it)
 		default:
 			return
 		}
@@ -175,20 +188,28 @@ func (f *sseFilter) Close() error {
 	if f.idle != nil {
 		f.idle.Stop()
 	}
+	// Events the pump read but nobody took still count (usage, the
+	// answer's hash, a [DONE]); their bytes go nowhere.
+	f.drain()
 	f.end(false)
 	return nil
 }
 
-// pump reads and processes the upstream until the stream ends.
+// pump frames the upstream's events until the stream ends.
 func (f *sseFilter) pump() {
 	defer close(f.done)
 	for {
-		b, err := f.next()
-		if err == nil && len(b) == 0 {
-			continue
+		msg, err := f.src.next()
+		if err != nil {
+			select {
+			case <-f.quit:
+				// Halted (idle upstream or client gone): Read or Close end it.
+				return
+			default:
+			}
 		}
 		select {
-		case f.items <- sseItem{b: b, err: err}:
+		case f.items <- sseItem{msg: msg, err: err}:
 		case <-f.quit:
 			return
 		}
@@ -208,17 +229,11 @@ func (f *sseFilter) end(complete bool) error {
 	return f.finish(hex.EncodeToString(f.hash.Sum(nil)), complete)
 }
 
-// next reads one event and returns what to send for it; err ends the
-// stream after those bytes.
-func (f *sseFilter) next() ([]byte, error) {
-	msg, err := f.src.next()
+// process returns what to send for one framed event (nothing for a usage
+// chunk the client did not ask for); err ends the stream after those bytes.
+func (f *sseFilter) process(it sseItem) ([]byte, error) {
+	msg, err := it.msg, it.err
 	if err != nil {
-		select {
-		case <-f.quit:
-			// Halted (idle upstream or client gone): Read or Close end it.
-			return nil, errStreamIdle
-		default:
-		}
 		if errors.Is(err, io.EOF) {
 			// The upstream ended without [DONE]: what was sent stands, the
 			// answer is incomplete.
