@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/scope"
@@ -127,8 +128,10 @@ func TestCompactSettle(t *testing.T) {
 				t.Errorf("settled:\n got %+v\nwant %+v", got, tc.want)
 			}
 			v, _ := ex.Verdict(scope.CheckRedaction)
-			if fmt.Sprint(v.Summary()) != fmt.Sprint(tc.redaction) {
-				t.Errorf("redaction check = %v, want %v", v.Summary(), tc.redaction)
+			o := &audit.Object{}
+			v.Encode(o)
+			if got := o.Map(); fmt.Sprint(got) != fmt.Sprint(tc.redaction) {
+				t.Errorf("redaction check = %v, want %v", got, tc.redaction)
 			}
 			if ex.SACP == nil || ex.SACP.Status != tc.want.status || ex.SACP.Valid != tc.want.valid || ex.SACP.Attempts != tc.attempts ||
 				ex.SACP.Message != tc.auditMessage || (len(ex.SACP.Errors) > 0) == tc.want.valid {

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
@@ -88,17 +87,7 @@ func ReadLimited(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // Appender is what the recorder needs of the audit trail (audit.Log).
-type Appender interface {
-	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
-}
-
-// Submitter is an Appender that can queue an entry without waiting for it
-// to be durable (audit.Log): Submit waits for room in the writer's queue,
-// TrySubmit does not.
-type Submitter interface {
-	Submit(ctx context.Context, r audit.Record) (*audit.Pending, error)
-	TrySubmit(r audit.Record) (*audit.Pending, error)
-}
+type Appender = audit.Appender
 
 // Recorder writes the proxy's audit entries and applies the fail mode:
 // closed means an entry that is not durable is a 503 and the answer is
@@ -114,12 +103,10 @@ type Recorder struct {
 // Begin marks the start of an exchange whose entries go through r, for the
 // trail's commit delay (audit.Log.Begin); call end when it is over.
 func (r *Recorder) Begin() (end func()) {
-	if r != nil {
-		if b, ok := r.Log.(interface{ Begin() func() }); ok {
-			return b.Begin()
-		}
+	if r == nil || r.Log == nil {
+		return func() {}
 	}
-	return func() {}
+	return audit.WriterOf(r.Log).Begin()
 }
 
 // Write appends rec and, in closed mode, waits until it is durable. The
@@ -130,15 +117,11 @@ func (r *Recorder) Write(ctx context.Context, rec audit.Record) error {
 		return nil
 	}
 	if !r.FailClosed {
-		if s, ok := r.Log.(Submitter); ok {
-			// Queued without waiting for it, nor for room: a stalled disk
-			// loses (and counts) entries rather than holding requests.
-			if _, err := s.TrySubmit(rec); err != nil {
-				_ = r.failed(rec, err)
-			}
-			return nil
+		// Queued without waiting for it, nor for room: a stalled disk
+		// loses (and counts) entries rather than holding requests.
+		if _, err := audit.WriterOf(r.Log).TrySubmit(rec); err != nil {
+			_ = r.failed(rec, err)
 		}
-		go r.append(context.WithoutCancel(ctx), rec)
 		return nil
 	}
 	return r.append(context.WithoutCancel(ctx), rec)
@@ -174,20 +157,9 @@ func (r *Recorder) Start(ctx context.Context, rec audit.Record) (wait func() err
 		return func() error { return nil }
 	}
 	ctx = context.WithoutCancel(ctx)
-	s, ok := r.Log.(Submitter)
-	if !ok {
-		done := make(chan error, 1)
-		go func() { done <- r.append(ctx, rec) }()
-		var once sync.Once
-		var err error
-		return func() error {
-			once.Do(func() { err = <-done })
-			return err
-		}
-	}
 	// Queued from here, without a goroutine per entry: the writer's fsync
 	// runs while the caller calls the provider.
-	p, err := s.Submit(ctx, rec)
+	p, err := audit.WriterOf(r.Log).Submit(ctx, rec)
 	waited := false
 	return func() error {
 		if !waited {

@@ -126,7 +126,7 @@ func TestRecorderFailMode(t *testing.T) {
 }
 
 // Start on the real trail queues the entry without a goroutine of its own
-// (audit.Log is a Submitter): the wait returns once it is durable, and a
+// (audit.Log is an audit.Writer): the wait returns once it is durable, and a
 // trail that can no longer write is a 503 even when the client has gone.
 func TestRecorderStartOnTheTrail(t *testing.T) {
 	dir := t.TempDir()
@@ -134,7 +134,7 @@ func TestRecorderStartOnTheTrail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var _ Submitter = l
+	var _ audit.Writer = l
 	rec := &Recorder{Log: l, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := rec.Start(ctx, audit.Record{Kind: "llm.request", RequestID: "req-1"})

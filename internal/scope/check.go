@@ -49,13 +49,6 @@ type Verdict struct {
 	Answer         string // protocol, compact: what the client got
 }
 
-// Summary is v as a reader of the trail sees it (numbers as float64).
-func (v Verdict) Summary() map[string]any {
-	o := &audit.Object{}
-	v.Encode(o)
-	return o.Map()
-}
-
 // Encode writes v into o as the audit trail writes it: the verdict and
 // the fields its check sets, nothing else.
 func (v Verdict) Encode(o *audit.Object) {

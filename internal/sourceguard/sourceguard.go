@@ -17,9 +17,7 @@ import (
 )
 
 // Appender is the audit trail the guard writes to.
-type Appender interface {
-	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
-}
+type Appender = audit.Appender
 
 // Other is the source that stands for every address once MaxSources are
 // tracked: they share one summary and are never refused as a group.
@@ -43,7 +41,7 @@ type Options struct {
 // Appender: auth.failure records are summarized, every other record passes
 // through to the trail unchanged. Its methods are safe for concurrent use.
 type Guard struct {
-	next Appender
+	next audit.Writer
 	o    Options
 
 	mu      sync.Mutex
@@ -76,7 +74,7 @@ func New(next Appender, o Options) *Guard {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Guard{next: next, o: o, sources: map[string]*source{}}
+	return &Guard{next: audit.WriterOf(next), o: o, sources: map[string]*source{}}
 }
 
 // Allow reports whether src may be served: false once the source spent its
@@ -99,39 +97,31 @@ func (g *Guard) Allow(src string) (bool, time.Duration) {
 	return false, max(wait, time.Second)
 }
 
-// Submit queues r on the next appender without waiting for it when that
-// can (audit.Log); an auth.failure record, which the guard may fold into a
-// summary, is decided here by Append.
+var _ audit.Writer = (*Guard)(nil)
+
+// Submit queues r on the trail without waiting for it; an auth.failure
+// record, which the guard may fold into a summary, is decided here by
+// Append.
 func (g *Guard) Submit(ctx context.Context, r audit.Record) (*audit.Pending, error) {
-	if s, ok := g.next.(interface {
-		Submit(context.Context, audit.Record) (*audit.Pending, error)
-	}); ok && r.Kind != audit.KindAuthFailure {
-		return s.Submit(ctx, r)
+	if r.Kind != audit.KindAuthFailure {
+		return g.next.Submit(ctx, r)
 	}
 	e, err := g.Append(ctx, r)
 	return audit.Completed(e, err), nil
 }
 
-// Begin passes an exchange's start on to the next appender (audit.Log's
-// commit delay).
-func (g *Guard) Begin() (end func()) {
-	if b, ok := g.next.(interface{ Begin() func() }); ok {
-		return b.Begin()
-	}
-	return func() {}
-}
-
-// TrySubmit is Submit that never waits for room in the next appender's
-// queue; an auth.failure record is decided by Append in the background.
+// TrySubmit is Submit that never waits for room in the trail's queue; an
+// auth.failure record is decided by Append in the background.
 func (g *Guard) TrySubmit(r audit.Record) (*audit.Pending, error) {
-	if s, ok := g.next.(interface {
-		TrySubmit(audit.Record) (*audit.Pending, error)
-	}); ok && r.Kind != audit.KindAuthFailure {
-		return s.TrySubmit(r)
+	if r.Kind != audit.KindAuthFailure {
+		return g.next.TrySubmit(r)
 	}
 	go func() { _, _ = g.Append(context.Background(), r) }()
 	return audit.Completed(audit.Entry{}, nil), nil
 }
+
+// Begin passes an exchange's start on to the trail (its commit delay).
+func (g *Guard) Begin() (end func()) { return g.next.Begin() }
 
 // Append implements Appender. An auth.failure record (its summary's
 // "remote" names the source) spends one of the source's failures; the first
