@@ -142,35 +142,11 @@ func (o *Object) Strs(key string, v []string) {
 	o.add(key, start)
 }
 
-// Any adds a value of any JSON-encodable type, the way Record.Summary's
-// values are written.
-func (o *Object) Any(key string, v any) {
-	start := o.at()
-	if b, ok := appendCanonical(o.buf, v, 1); ok {
-		o.buf = b
-	} else {
-		o.buf = o.buf[:start]
-		raw, err := json.Marshal(v)
-		if err == nil {
-			raw, err = jcs.Transform(raw)
-		}
-		if err != nil {
-			o.fail(fmt.Errorf("summary %q: %w", key, err))
-			raw = []byte("null")
-		}
-		o.buf = append(o.buf, raw...)
-	}
-	o.add(key, start)
-}
-
 func (o *Object) fail(err error) {
 	if o.err == nil {
 		o.err = err
 	}
 }
-
-// Len is the number of members.
-func (o *Object) Len() int { return len(o.mems) }
 
 // Bytes returns the canonical JSON of the object: members sorted by their
 // names' UTF-16 code units (RFC 8785 3.2.3), the last of a repeated name
