@@ -16,7 +16,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
-	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
@@ -403,11 +402,30 @@ func evalPrepared(ctx context.Context, p *prepared, pt point, in ast.Value) outc
 		out.rule, out.err = RulePolicyError, fmt.Errorf("evaluation not started: %w", err)
 		return out
 	}
-	// OPA would start a goroutine per evaluation to watch ctx; AfterFunc
-	// cancels the query the same way without one.
+	// AfterFunc cancels the query when ctx ends without a goroutine per
+	// evaluation watching it.
 	cancel := topdown.NewCancel()
 	stop := context.AfterFunc(ctx, cancel.Cancel)
-	rs, err := p.queries[pt].Eval(ctx, rego.EvalParsedInput(in), rego.EvalMetrics(noMetrics), rego.EvalExternalCancel(cancel))
+	q := &p.queries[pt]
+	tq := topdown.NewQuery(q.body).
+		WithQueryCompiler(q.qc).
+		WithCompiler(p.compiler).
+		WithStore(p.store).
+		WithTransaction(p.txn).
+		WithMetrics(noMetrics).
+		WithCancel(cancel)
+	if in != nil {
+		tq = tq.WithInput(ast.NewTerm(in))
+	}
+	var results int
+	var value ast.Value
+	err := tq.Iter(ctx, func(qr topdown.QueryResult) error {
+		results++
+		if t := qr[q.result]; t != nil {
+			value = t.Value
+		}
+		return nil
+	})
 	stop()
 	switch {
 	case err != nil:
@@ -415,12 +433,17 @@ func evalPrepared(ctx context.Context, p *prepared, pt point, in ast.Value) outc
 			err = fmt.Errorf("%w (%w)", err, cerr)
 		}
 		out.rule, out.err = RulePolicyError, err
-	case len(rs) == 0 || len(rs[0].Expressions) == 0:
+	case results == 0:
 		out.rule, out.err = RulePolicyUndefined, fmt.Errorf("%s is undefined", queries[pt])
-	case len(rs) > 1:
-		out.rule, out.err = RulePolicyError, fmt.Errorf("%s has %d results", queries[pt], len(rs))
+	case results > 1:
+		out.rule, out.err = RulePolicyError, fmt.Errorf("%s has %d results", queries[pt], results)
+	case value == nil:
+		out.rule, out.err = RulePolicyError, fmt.Errorf("%s: no value bound", queries[pt])
 	default:
-		out.value = rs[0].Expressions[0].Value
+		out.value, err = ast.JSON(value)
+		if err != nil {
+			out.rule, out.err = RulePolicyError, fmt.Errorf("%s: %w", queries[pt], err)
+		}
 	}
 	return out
 }
