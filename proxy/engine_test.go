@@ -495,3 +495,59 @@ func TestEngineProtocolRefusesSeveralChoices(t *testing.T) {
 		t.Errorf("%d upstream calls, want 1 (the n=2 request must not reach the provider)", calls)
 	}
 }
+
+// A SACP answer with a repeated name, at the top or inside data, is read
+// one way by the validator and could be read another way by the client
+// (first or last name wins): it is an invalid answer, asked again and in
+// the end replaced by the fallback, and never passed on.
+func TestEngineProtocolRefusesRepeatedNames(t *testing.T) {
+	for _, tc := range []struct{ name, answer string }{
+		{"in data", `{"thought":"t","status":"success","data":{"n":"hidden","n":1},"message":"m"}`},
+		{"nested in data", `{"thought":"t","status":"success","data":{"a":{"n":"hidden","n":1}},"message":"m"}`},
+		{"at the top", `{"thought":"t","status":"success","data":{},"message":"hidden","message":"m"}`},
+		{"escaped name", `{"thought":"t","status":"success","data":{"n":"hidden","\u006e":1},"message":"m"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			calls := 0
+			e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				jsonAnswer(tc.answer)(w, r)
+			}, engineOpts{})
+			w, ex := e.do(e.gw.ChatCompletions(), "tok-proto", `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			if got := w.Header().Get("X-SACP-Valid"); got != "false" {
+				t.Errorf("X-SACP-Valid %q, want false (fallback)", got)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if calls != 3 || ex.Attempts != 3 {
+				t.Errorf("upstream calls %d, attempts %d, want 3 (asked again)", calls, ex.Attempts)
+			}
+			if ex.SACP == nil || !strings.Contains(strings.Join(ex.SACP.Errors, "; "), "duplicate") {
+				t.Errorf("the audit does not say why: %+v", ex.SACP)
+			}
+			var doc struct {
+				Choices []struct {
+					Message struct{ Content string } `json:"message"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil || len(doc.Choices) != 1 {
+				t.Fatalf("answer %s: %v", w.Body, err)
+			}
+			// The fallback quotes the model's words as its message: those
+			// are prose to the client, never a second reading of data.
+			var sacpOut map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(doc.Choices[0].Message.Content), &sacpOut); err != nil {
+				t.Fatalf("content %q: %v", doc.Choices[0].Message.Content, err)
+			}
+			if string(sacpOut["status"]) != `"failure"` || string(sacpOut["data"]) == `{"n":"hidden","n":1}` {
+				t.Errorf("content %s", doc.Choices[0].Message.Content)
+			}
+		})
+	}
+}

@@ -21,6 +21,12 @@ import (
 // UseNumber; FuzzParseMatchesEncodingJSON holds it to that. Strings without
 // escapes are returned as substrings of the input, so most values cost no
 // copy.
+//
+// One refusal is on purpose: a name repeated in an object, at any depth
+// (compared after decoding, so "n" and "\u006e" are the same name).
+// encoding/json keeps the last of them; other readers keep the first or
+// refuse. A validator that read one while the client reads the other would
+// pass on a value it never checked, so such an answer is invalid.
 
 // object is a parsed top-level JSON object.
 type object struct {
@@ -35,10 +41,10 @@ type object struct {
 
 type member struct{ key, raw string }
 
-// get returns the raw value of key. The last duplicate wins, as in
-// encoding/json.
+// get returns the raw value of key (names are unique: the parser refuses
+// repeats).
 func (o *object) get(key string) (string, bool) {
-	for i := len(o.members) - 1; i >= 0; i-- {
+	for i := range o.members {
 		if o.members[i].key == key {
 			return o.members[i].raw, true
 		}
@@ -80,6 +86,9 @@ func parseObject(s string, decodeData bool) (object, error) {
 		o.text = s[:p.i]
 		return o, nil
 	}
+	// The top-level names are found repeated among o.members, so that a
+	// candidate the sanitizer tries costs no allocation for them.
+	var seen map[string]struct{}
 	for {
 		if p.i >= len(s) {
 			return o, errEOF
@@ -89,6 +98,9 @@ func parseObject(s string, decodeData bool) (object, error) {
 		}
 		key, err := p.key()
 		if err != nil {
+			return o, err
+		}
+		if seen, err = o.addName(seen, key); err != nil {
 			return o, err
 		}
 		start := p.i
@@ -132,6 +144,88 @@ type parser struct {
 	s     string
 	i     int
 	depth int
+	// names are the member names of the objects being read, innermost
+	// last, for finding a repeated name.
+	names []string
+}
+
+// dupMapAt is the member count from which an object's repeated names are
+// found with a map rather than a linear scan, so that an object of many
+// names costs O(n), not O(n²).
+const dupMapAt = 32
+
+// nameSet is the names of one object being read: those on the parser's
+// stack from base, then, past dupMapAt, a map.
+type nameSet struct {
+	base int
+	seen map[string]struct{}
+}
+
+// addName records key as a name of the object s, refusing a repeat.
+func (p *parser) addName(s *nameSet, key string) error {
+	if s.seen != nil {
+		if _, dup := s.seen[key]; dup {
+			return duplicateName(key)
+		}
+		s.seen[key] = struct{}{}
+		return nil
+	}
+	for _, k := range p.names[s.base:] {
+		if k == key {
+			return duplicateName(key)
+		}
+	}
+	p.names = append(p.names, key)
+	if len(p.names)-s.base >= dupMapAt {
+		s.seen = make(map[string]struct{}, 2*dupMapAt)
+		for _, k := range p.names[s.base:] {
+			s.seen[k] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// addName refuses key when o already has a member of that name; seen is
+// the map that replaces the linear scan from dupMapAt members on.
+func (o *object) addName(seen map[string]struct{}, key string) (map[string]struct{}, error) {
+	if seen != nil {
+		if _, dup := seen[key]; dup {
+			return seen, duplicateName(key)
+		}
+		seen[key] = struct{}{}
+		return seen, nil
+	}
+	for _, m := range o.members {
+		if m.key == key {
+			return nil, duplicateName(key)
+		}
+	}
+	if len(o.members)+1 >= dupMapAt {
+		seen = make(map[string]struct{}, 2*dupMapAt)
+		for _, m := range o.members {
+			seen[m.key] = struct{}{}
+		}
+		seen[key] = struct{}{}
+	}
+	return seen, nil
+}
+
+// endObject forgets the names of the object s once it is read.
+func (p *parser) endObject(s *nameSet) { p.names = p.names[:s.base] }
+
+// maxNameEcho bounds how much of a repeated name an error quotes: the
+// message goes back to the model and into the audit trail.
+const maxNameEcho = 32
+
+func duplicateName(key string) error {
+	if len(key) > maxNameEcho {
+		n := maxNameEcho
+		for n > 0 && !utf8.RuneStart(key[n]) {
+			n--
+		}
+		key = key[:n] + "..."
+	}
+	return &syntaxError{"duplicate object key " + strconv.Quote(key)}
 }
 
 func (p *parser) ws() {
@@ -247,6 +341,8 @@ func (p *parser) object(build bool) (any, error) {
 		p.depth--
 		return m, nil
 	}
+	names := nameSet{base: len(p.names)}
+	defer p.endObject(&names)
 	for {
 		if p.i >= len(p.s) {
 			return nil, errEOF
@@ -256,6 +352,9 @@ func (p *parser) object(build bool) (any, error) {
 		}
 		k, err := p.key()
 		if err != nil {
+			return nil, err
+		}
+		if err := p.addName(&names, k); err != nil {
 			return nil, err
 		}
 		v, err := p.value(build)

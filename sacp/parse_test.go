@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // stdDecode is the reference: encoding/json with UseNumber, the decoding the
-// schema library documents.
+// schema library documents, except that a name repeated in an object is
+// refused (encoding/json keeps the last).
 func stdDecode(s string) (any, bool) {
-	if !json.Valid([]byte(s)) {
+	if !json.Valid([]byte(s)) || repeatsName(s) {
 		return nil, false
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -22,6 +24,56 @@ func stdDecode(s string) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// repeatsName reports whether an object of s, valid JSON, has a name twice,
+// names compared as encoding/json decodes them (invalid UTF-8 and lone
+// surrogates as U+FFFD).
+func repeatsName(s string) bool {
+	dec := json.NewDecoder(strings.NewReader(s))
+	type frame struct {
+		object bool
+		names  map[string]bool
+		name   bool // the next string token of an object is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.name {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			name := tok.(string)
+			if top.names[name] {
+				return true
+			}
+			top.names[name] = true
+			top.name = false
+			continue
+		}
+		if top != nil && top.object {
+			top.name = true // this token is a value; a name comes next
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, names: map[string]bool{}, name: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].name = true
+			}
+		}
+	}
 }
 
 func TestDecodeValueMatchesEncodingJSON(t *testing.T) {
@@ -67,7 +119,13 @@ func TestParseObject(t *testing.T) {
 		{name: "stops after the object", in: `{"a":1} trailing {`, wantText: `{"a":1}`, wantKeys: []string{"a"}},
 		{name: "empty", in: `{ }x`, wantText: `{ }`},
 		{name: "escaped key", in: `{"d\u0061ta":{}}`, wantText: `{"d\u0061ta":{}}`, wantKeys: []string{"data"}},
-		{name: "duplicate keys kept in order", in: `{"a":1,"b":2,"a":3}`, wantText: `{"a":1,"b":2,"a":3}`, wantKeys: []string{"a", "b", "a"}},
+		{name: "repeated name", in: `{"a":1,"b":2,"a":3}`, wantErr: `duplicate object key "a"`},
+		{name: "repeated name, escaped", in: `{"data":{},"d\u0061ta":{}}`, wantErr: `duplicate object key "data"`},
+		{name: "repeated name in a value", in: `{"data":{"x":[{"n":1,"n":2}]}}`, wantErr: `duplicate object key "n"`},
+		{name: "repeated name in a big object", in: `{` + manyNames(40) + `,"k7":0}`, wantErr: `duplicate object key "k7"`},
+		{name: "repeated name in a big nested object", in: `{"data":{` + manyNames(40) + `,"k39":0}}`, wantErr: `duplicate object key "k39"`},
+		{name: "names repeated across objects", in: `{"a":{"a":{"a":1}},"b":{"a":2}}`, wantText: `{"a":{"a":{"a":1}},"b":{"a":2}}`, wantKeys: []string{"a", "b"}},
+		{name: "long repeated name", in: `{"` + strings.Repeat("x", 100) + `":1,"` + strings.Repeat("x", 100) + `":2}`, wantErr: `duplicate object key "` + strings.Repeat("x", 32) + `..."`},
 		{name: "bad key", in: `{"a":1,}`, wantErr: "invalid character '}' looking for beginning of object key string"},
 		{name: "missing colon", in: `{"a" 1}`, wantErr: "invalid character '1' after object key"},
 		{name: "bad separator", in: `{"a":1 "b":2}`, wantErr: `invalid character '"' after object key:value pair`},
@@ -99,22 +157,29 @@ func TestParseObject(t *testing.T) {
 	}
 }
 
-// The last duplicate wins, as with encoding/json maps, for both the raw
-// member and the decoded data.
-func TestParseObjectDuplicateData(t *testing.T) {
-	obj, err := parseObject(`{"data":{"a":1},"data":{"b":2}}`, true)
-	if err != nil {
-		t.Fatal(err)
+func manyNames(n int) string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = `"k` + strconv.Itoa(i) + `":` + strconv.Itoa(i)
 	}
-	raw, _ := obj.get("data")
-	if raw != `{"b":2}` || !reflect.DeepEqual(obj.data, map[string]any{"b": json.Number("2")}) {
-		t.Errorf("raw %s data %#v", raw, obj.data)
+	return strings.Join(names, ",")
+}
+
+// A repeated "data" is refused rather than read as the last (or first) of
+// them: the validator must check the one value the client will read.
+func TestParseObjectRepeatedData(t *testing.T) {
+	for _, in := range []string{`{"data":{"a":1},"data":{"b":2}}`, `{"data":{"a":1,"a":"x"}}`} {
+		for _, decode := range []bool{true, false} {
+			if _, err := parseObject(in, decode); err == nil || !strings.Contains(err.Error(), "duplicate object key") {
+				t.Errorf("parseObject(%s, %v): %v, want a duplicate key error", in, decode, err)
+			}
+		}
 	}
 }
 
 // FuzzParseMatchesEncodingJSON holds the reader to its contract: it accepts
-// what encoding/json accepts (but for nesting deeper than maxDepth) and
-// decodes to the same values.
+// what encoding/json accepts (but for nesting deeper than maxDepth and a name
+// repeated in an object) and decodes to the same values.
 func FuzzParseMatchesEncodingJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"thought":"t","status":"success","data":{"a":[1,2.5e3,true,null,"x"]},"message":"m"}`,
