@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 
 	"github.com/sacpgw/gateway/internal/escalation"
@@ -19,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/internal/scope"
+	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/policy"
 )
 
@@ -103,7 +105,26 @@ func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, r, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
 }
 
+// queryFields is the shape of a query body: {"query": {...}} or the bare
+// inner object.
+var queryFields = func() *sj.Fields {
+	q := sj.FromStruct(reflect.TypeOf(Query{}))
+	return sj.Object(map[string]*sj.Fields{"query": q, "verb": nil, "inputs": sj.Array(nil), "output_type": nil})
+}()
+
+// decodeQuery reads a query body once strictly (internal/strictjson): a
+// name repeated at any depth, or one that differs from a known name only by
+// case, is refused, so the query answered is the one every reader of the
+// body sees (encoding/json, below, would keep the last of two and match
+// "Verb" to verb).
 func decodeQuery(raw []byte) (Query, error) {
+	if err := sj.Check(raw, queryFields); err != nil {
+		param := ""
+		if se, ok := errors.AsType[*sj.Error](err); ok {
+			param = se.Path
+		}
+		return Query{}, apierror.BadRequest(param, "Invalid query body: %v.", err)
+	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return Query{}, apierror.BadRequest("", "The body must be a JSON object: %v.", err)
