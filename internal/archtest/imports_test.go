@@ -19,7 +19,7 @@ const module = "github.com/sacpgw/gateway/"
 // sideways lists the pair.
 var layers = map[string]int{
 	// 0: leaves, no project imports of their own.
-	"internal/strictjson": 0, "internal/names": 0, "internal/egress": 0,
+	"internal/strictjson": 0, "internal/jsonlex": 0, "internal/names": 0, "internal/egress": 0,
 	"internal/testcert": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0,
 	// 1: configuration and what is built from it.
@@ -39,6 +39,11 @@ var sideways = map[[2]string]bool{
 	{"internal/scope", "upstream"}: true,
 	{"upstream", "config"}:         true,
 	{"policy", "config"}:           true,
+	// The one set of JSON lexical rules, under the hand-written readers.
+	{"sacp", "internal/jsonlex"}:     true,
+	{"compact", "internal/jsonlex"}:  true,
+	{"envelope", "internal/jsonlex"}: true,
+	{"redact", "internal/jsonlex"}:   true,
 	// The agent-messaging door is one relay made of parts.
 	{"messaging", "registry"}: true,
 }
