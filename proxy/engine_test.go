@@ -496,16 +496,18 @@ func TestEngineProtocolRefusesSeveralChoices(t *testing.T) {
 	}
 }
 
-// A SACP answer with a repeated name, at the top or inside data, is read
-// one way by the validator and could be read another way by the client
-// (first or last name wins): it is an invalid answer, asked again and in
-// the end replaced by the fallback, and never passed on.
-func TestEngineProtocolRefusesRepeatedNames(t *testing.T) {
-	for _, tc := range []struct{ name, answer string }{
-		{"in data", `{"thought":"t","status":"success","data":{"n":"hidden","n":1},"message":"m"}`},
-		{"nested in data", `{"thought":"t","status":"success","data":{"a":{"n":"hidden","n":1}},"message":"m"}`},
-		{"at the top", `{"thought":"t","status":"success","data":{},"message":"hidden","message":"m"}`},
-		{"escaped name", `{"thought":"t","status":"success","data":{"n":"hidden","\u006e":1},"message":"m"}`},
+// A SACP answer that two JSON readers could read differently is read one
+// way by the validator and could be read another way by the client: a
+// repeated name (first or last wins), or an unpaired surrogate escape
+// (U+FFFD for some readers, kept by others). It is an invalid answer, asked
+// again and in the end replaced by the fallback, and never passed on.
+func TestEngineProtocolRefusesAmbiguousAnswers(t *testing.T) {
+	for _, tc := range []struct{ name, answer, why string }{
+		{"name repeated in data", `{"thought":"t","status":"success","data":{"n":"hidden","n":1},"message":"m"}`, "duplicate"},
+		{"name repeated nested in data", `{"thought":"t","status":"success","data":{"a":{"n":"hidden","n":1}},"message":"m"}`, "duplicate"},
+		{"name repeated at the top", `{"thought":"t","status":"success","data":{},"message":"hidden","message":"m"}`, "duplicate"},
+		{"escaped name repeated", `{"thought":"t","status":"success","data":{"n":"hidden","\u006e":1},"message":"m"}`, "duplicate"},
+		{"unpaired surrogate in data", `{"thought":"t","status":"success","data":{"n":"hidden\ud800"},"message":"m"}`, "surrogate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -528,7 +530,7 @@ func TestEngineProtocolRefusesRepeatedNames(t *testing.T) {
 			if calls != 3 || ex.Attempts != 3 {
 				t.Errorf("upstream calls %d, attempts %d, want 3 (asked again)", calls, ex.Attempts)
 			}
-			if ex.SACP == nil || !strings.Contains(strings.Join(ex.SACP.Errors, "; "), "duplicate") {
+			if ex.SACP == nil || !strings.Contains(strings.Join(ex.SACP.Errors, "; "), tc.why) {
 				t.Errorf("the audit does not say why: %+v", ex.SACP)
 			}
 			var doc struct {
@@ -539,13 +541,15 @@ func TestEngineProtocolRefusesRepeatedNames(t *testing.T) {
 			if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil || len(doc.Choices) != 1 {
 				t.Fatalf("answer %s: %v", w.Body, err)
 			}
-			// The fallback quotes the model's words as its message: those
-			// are prose to the client, never a second reading of data.
 			var sacpOut map[string]json.RawMessage
 			if err := json.Unmarshal([]byte(doc.Choices[0].Message.Content), &sacpOut); err != nil {
 				t.Fatalf("content %q: %v", doc.Choices[0].Message.Content, err)
 			}
-			if string(sacpOut["status"]) != `"failure"` || string(sacpOut["data"]) == `{"n":"hidden","n":1}` {
+			// The fallback quotes the model's output as one string, never
+			// its structure.
+			var data map[string]json.RawMessage
+			if string(sacpOut["status"]) != `"failure"` || json.Unmarshal(sacpOut["data"], &data) != nil ||
+				len(data) != 1 || !strings.HasPrefix(string(data["raw_output"]), `"`) {
 				t.Errorf("content %s", doc.Choices[0].Message.Content)
 			}
 		})

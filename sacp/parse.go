@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/internal/jsonlex"
 )
 
 // This file is a JSON reader for the one job the validator has: check that a
@@ -15,18 +15,20 @@ import (
 //
 // encoding/json does that in three passes (validate, split into RawMessage
 // copies, decode data with reflection) and was most of the cost of Check: on
-// a 16 KB answer it alone took several times the latency budget. This reader
-// accepts exactly the inputs encoding/json accepts (except nesting deeper
-// than maxDepth) and decodes to the same values as a json.Decoder with
-// UseNumber; FuzzParseMatchesEncodingJSON holds it to that. Strings without
-// escapes are returned as substrings of the input, so most values cost no
-// copy.
-//
-// One refusal is on purpose: a name repeated in an object, at any depth
-// (compared after decoding, so "n" and "\u006e" are the same name).
-// encoding/json keeps the last of them; other readers keep the first or
-// refuse. A validator that read one while the client reads the other would
-// pass on a value it never checked, so such an answer is invalid.
+// a 16 KB answer it alone took several times the latency budget. Its tokens
+// come from internal/jsonlex, the gateway's one set of JSON lexical rules;
+// it decodes to the same values as a json.Decoder with UseNumber, and
+// accepts what encoding/json accepts except nesting deeper than maxDepth
+// and three things refused on purpose, each a string two readers could read
+// differently: invalid UTF-8 and an unpaired surrogate escape (encoding/json
+// turns both into U+FFFD, other readers keep them), and a name repeated in
+// an object at any depth, compared after decoding ("n" and "\u006e" are one
+// name: encoding/json keeps the last, other readers the first or refuse). A
+// validator that read one string while the client read another would pass
+// on a value it never checked, so such an answer is invalid.
+// FuzzParseMatchesEncodingJSON holds the reader to all of that. Strings
+// without escapes are returned as substrings of the input, so most values
+// cost no copy.
 
 // object is a parsed top-level JSON object.
 type object struct {
@@ -228,16 +230,7 @@ func duplicateName(key string) error {
 	return &syntaxError{"duplicate object key " + strconv.Quote(key)}
 }
 
-func (p *parser) ws() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *parser) ws() { p.i = jsonlex.Space(p.s, p.i) }
 
 // next consumes the separator after a member or element: ',' (more follows)
 // or the closing byte (done).
@@ -262,7 +255,7 @@ func (p *parser) next(closing byte, context string) (done bool, err error) {
 
 // key reads an object key and the colon after it.
 func (p *parser) key() (string, error) {
-	raw, plain, err := p.str()
+	raw, escaped, err := p.str()
 	if err != nil {
 		return "", err
 	}
@@ -275,10 +268,7 @@ func (p *parser) key() (string, error) {
 	}
 	p.i++
 	p.ws()
-	if plain {
-		return raw, nil
-	}
-	return unquote(raw), nil
+	return jsonlex.Unquote(raw, escaped), nil
 }
 
 // value reads one JSON value at p.i. With build it returns the value as
@@ -293,14 +283,11 @@ func (p *parser) value(build bool) (any, error) {
 	case c == '[':
 		return p.array(build)
 	case c == '"':
-		raw, plain, err := p.str()
+		raw, escaped, err := p.str()
 		if err != nil || !build {
 			return nil, err
 		}
-		if plain {
-			return raw, nil
-		}
-		return unquote(raw), nil
+		return jsonlex.Unquote(raw, escaped), nil
 	case c == '-' || '0' <= c && c <= '9':
 		n, err := p.number()
 		if err != nil || !build {
@@ -406,240 +393,86 @@ func (p *parser) array(build bool) (any, error) {
 }
 
 // str reads a string literal at p.i and returns its contents without the
-// quotes. plain reports that the contents are already the decoded string: no
-// escapes and valid UTF-8.
-func (p *parser) str() (raw string, plain bool, err error) {
-	s := p.s
-	p.i++
-	start := p.i
-	escaped, nonASCII := false, false
-	for {
-		// Most of an answer is string contents: skip eight plain bytes at
-		// a time, then look at the rest one by one.
-		for p.i+8 <= len(s) {
-			// Inlined by hand: as a function this is over the inlining
-			// budget, and the call costs as much as the test.
-			b := s[p.i : p.i+8]
-			w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-				uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-			q, bs := w^(ones*'"'), w^(ones*'\\')
-			if ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|w)&highs != 0 {
-				break
-			}
-			p.i += 8
-		}
-		if p.i >= len(s) {
-			return "", false, errEOF
-		}
-		c := s[p.i]
-		if strPlain[c] {
-			p.i++
-			continue
-		}
-		switch {
-		case c == '"':
-			raw = s[start:p.i]
-			p.i++
-			return raw, !escaped && (!nonASCII || utf8.ValidString(raw)), nil
-		case c == '\\':
-			escaped = true
-			if p.i+1 >= len(s) {
-				return "", false, errEOF
-			}
-			switch e := s[p.i+1]; e {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				p.i += 2
-			case 'u':
-				p.i += 2
-				for range 4 {
-					if p.i >= len(s) {
-						return "", false, errEOF
-					}
-					if !isHex(s[p.i]) {
-						return "", false, badChar(s[p.i], "in \\u hexadecimal character escape")
-					}
-					p.i++
-				}
-			default:
-				return "", false, badChar(e, "in string escape code")
-			}
-		case c < 0x20:
-			return "", false, badChar(c, "in string literal")
-		default: // non-ASCII: JSON allows any bytes, decoding coerces to UTF-8
-			nonASCII = true
-			p.i++
-		}
+// quotes, and whether they hold an escape (without one, raw is already the
+// decoded string: jsonlex refuses invalid UTF-8).
+func (p *parser) str() (raw string, escaped bool, err error) {
+	start := p.i + 1
+	end, escaped, lerr := jsonlex.String(p.s, p.i)
+	if lerr != nil {
+		return "", false, p.lexical(lerr, "")
 	}
+	p.i = end
+	return p.s[start : end-1], escaped, nil
 }
 
-// Constants of the eight-bytes-at-a-time test in str, the classic SWAR
-// tests: (x - ones) &^ x & highs is non-zero iff some byte of x is zero, and
-// (x - n*ones) &^ x & highs iff some byte is below n (exact as a yes/no
-// answer). XOR with c*ones turns "byte == c" into "byte is zero"; the high
-// bits of x itself flag non-ASCII bytes.
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-// strPlain marks the bytes a string literal can hold without a closer look.
-var strPlain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
+func (p *parser) number() (string, error) {
+	start := p.i
+	end, lerr := jsonlex.Number(p.s, p.i)
+	if lerr != nil {
+		if lerr.Kind != jsonlex.LeadingZero {
+			return "", p.lexical(lerr, "")
+		}
+		// "01" is the number 0 followed by a stray digit, which the
+		// caller refuses in its own words, as encoding/json does.
+		end = lerr.Off
 	}
-	return t
-}()
+	p.i = end
+	return p.s[start:end], nil
+}
+
+func (p *parser) literal(lit string) error {
+	end, lerr := jsonlex.Literal(p.s, p.i, lit)
+	if lerr != nil {
+		return p.lexical(lerr, lit)
+	}
+	p.i = end
+	return nil
+}
+
+// lexical words a token jsonlex refused as encoding/json words its syntax
+// errors (these messages go back to the model in a re-ask), the two
+// refusals encoding/json does not make (invalid UTF-8, an unpaired
+// surrogate escape) in the same style. lit is the literal being read.
+func (p *parser) lexical(e *jsonlex.Error, lit string) error {
+	s := p.s
+	switch e.Kind {
+	case jsonlex.EOF:
+		return errEOF
+	case jsonlex.Control:
+		return badChar(s[e.Off], "in string literal")
+	case jsonlex.BadEscape:
+		return badChar(s[e.Off+1], "in string escape code")
+	case jsonlex.BadUnicodeEscape:
+		for k := e.Off + 2; k < e.Off+6 && k < len(s); k++ {
+			if !isHex(s[k]) {
+				return badChar(s[k], "in \\u hexadecimal character escape")
+			}
+		}
+		return errEOF
+	case jsonlex.Surrogate:
+		return &syntaxError{"invalid unpaired surrogate escape " + s[e.Off:e.Off+6] + " in string literal"}
+	case jsonlex.BadUTF8:
+		return &syntaxError{"invalid UTF-8 in string literal"}
+	case jsonlex.NoIntDigit:
+		return badChar(s[e.Off], "in numeric literal")
+	case jsonlex.NoFracDigit:
+		return badChar(s[e.Off], "after decimal point in numeric literal")
+	case jsonlex.NoExpDigit:
+		return badChar(s[e.Off], "in exponent of numeric literal")
+	case jsonlex.BadLiteral:
+		k := e.Off - p.i
+		return badChar(s[e.Off], "in literal "+lit+" (expecting "+strconv.QuoteRune(rune(lit[k]))+")")
+	}
+	return &syntaxError{e.Kind.String()}
+}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-func (p *parser) number() (string, error) {
-	s, start := p.s, p.i
-	digits := func() {
-		for p.i < len(s) && '0' <= s[p.i] && s[p.i] <= '9' {
-			p.i++
-		}
-	}
-	// need requires a digit at p.i.
-	need := func(context string) error {
-		if p.i >= len(s) {
-			return errEOF
-		}
-		if c := s[p.i]; c < '0' || c > '9' {
-			return badChar(c, context)
-		}
-		return nil
-	}
-	if s[p.i] == '-' {
-		p.i++
-		if err := need("in numeric literal"); err != nil {
-			return "", err
-		}
-	}
-	if s[p.i] == '0' {
-		p.i++
-	} else {
-		digits()
-	}
-	if p.i < len(s) && s[p.i] == '.' {
-		p.i++
-		if err := need("after decimal point in numeric literal"); err != nil {
-			return "", err
-		}
-		digits()
-	}
-	if p.i < len(s) && (s[p.i] == 'e' || s[p.i] == 'E') {
-		p.i++
-		if p.i < len(s) && (s[p.i] == '+' || s[p.i] == '-') {
-			p.i++
-		}
-		if err := need("in exponent of numeric literal"); err != nil {
-			return "", err
-		}
-		digits()
-	}
-	return s[start:p.i], nil
-}
-
-func (p *parser) literal(lit string) error {
-	for k := 0; k < len(lit); k++ {
-		if p.i >= len(p.s) {
-			return errEOF
-		}
-		if p.s[p.i] != lit[k] {
-			return badChar(p.s[p.i], "in literal "+lit+" (expecting "+strconv.QuoteRune(rune(lit[k]))+")")
-		}
-		p.i++
-	}
-	return nil
-}
-
-// unquote decodes the contents of a validated string literal. It follows
-// encoding/json: invalid UTF-8 and unpaired surrogates become U+FFFD.
+// unquote decodes the contents of a string literal the parser accepted.
 func unquote(raw string) string {
-	valid := utf8.ValidString(raw)
-	next := strings.IndexByte(raw, '\\')
-	if next < 0 && valid {
-		return raw
-	}
-	var b strings.Builder
-	b.Grow(len(raw))
-	if !valid {
-		// Rare: coerce byte by byte, exactly as encoding/json does.
-		for r := 0; r < len(raw); {
-			switch c := raw[r]; {
-			case c == '\\':
-				r += unescape(&b, raw[r:])
-			case c < utf8.RuneSelf:
-				b.WriteByte(c)
-				r++
-			default:
-				rr, size := utf8.DecodeRuneInString(raw[r:])
-				b.WriteRune(rr)
-				r += size
-			}
-		}
-		return b.String()
-	}
-	// Valid UTF-8: copy the runs between escapes in bulk.
-	for next >= 0 {
-		b.WriteString(raw[:next])
-		raw = raw[next+unescape(&b, raw[next:]):]
-		next = strings.IndexByte(raw, '\\')
-	}
-	b.WriteString(raw)
-	return b.String()
-}
-
-// unescape writes the escape sequence at the start of s and returns its
-// length.
-func unescape(b *strings.Builder, s string) int {
-	switch e := s[1]; e {
-	case 'b':
-		b.WriteByte('\b')
-	case 'f':
-		b.WriteByte('\f')
-	case 'n':
-		b.WriteByte('\n')
-	case 'r':
-		b.WriteByte('\r')
-	case 't':
-		b.WriteByte('\t')
-	case 'u':
-		rr := hex4(s[2:])
-		if utf16.IsSurrogate(rr) {
-			if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-				if dec := utf16.DecodeRune(rr, hex4(s[8:])); dec != unicode.ReplacementChar {
-					b.WriteRune(dec)
-					return 12
-				}
-			}
-			rr = unicode.ReplacementChar
-		}
-		b.WriteRune(rr)
-		return 6
-	default: // '"', '\\', '/'
-		b.WriteByte(e)
-	}
-	return 2
-}
-
-// hex4 decodes the four hex digits at the start of s, already validated.
-func hex4(s string) rune {
-	var r rune
-	for _, c := range []byte(s[:4]) {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c <= 'F':
-			c -= 'A' - 10
-		default:
-			c -= 'a' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	return jsonlex.Unquote(raw, strings.IndexByte(raw, '\\') >= 0)
 }
 
 // kindOf names the JSON type of raw by its first byte, using JSON Schema's

@@ -8,13 +8,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // stdDecode is the reference: encoding/json with UseNumber, the decoding the
-// schema library documents, except that a name repeated in an object is
-// refused (encoding/json keeps the last).
+// schema library documents, for the documents jsontext (the tokenizer of
+// the gateway's strict reader) also accepts, which refuses what two readers
+// could read differently: invalid UTF-8, unpaired surrogate escapes and a
+// name repeated in an object.
 func stdDecode(s string) (any, bool) {
-	if !json.Valid([]byte(s)) || repeatsName(s) {
+	if !json.Valid([]byte(s)) || !jsontext.Value(s).IsValid() {
 		return nil, false
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -24,56 +28,6 @@ func stdDecode(s string) (any, bool) {
 		return nil, false
 	}
 	return v, true
-}
-
-// repeatsName reports whether an object of s, valid JSON, has a name twice,
-// names compared as encoding/json decodes them (invalid UTF-8 and lone
-// surrogates as U+FFFD).
-func repeatsName(s string) bool {
-	dec := json.NewDecoder(strings.NewReader(s))
-	type frame struct {
-		object bool
-		names  map[string]bool
-		name   bool // the next string token of an object is a name
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		top := (*frame)(nil)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.object && top.name {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			name := tok.(string)
-			if top.names[name] {
-				return true
-			}
-			top.names[name] = true
-			top.name = false
-			continue
-		}
-		if top != nil && top.object {
-			top.name = true // this token is a value; a name comes next
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, names: map[string]bool{}, name: true})
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			if len(stack) > 0 && stack[len(stack)-1].object {
-				stack[len(stack)-1].name = true
-			}
-		}
-	}
 }
 
 func TestDecodeValueMatchesEncodingJSON(t *testing.T) {
@@ -119,6 +73,9 @@ func TestParseObject(t *testing.T) {
 		{name: "stops after the object", in: `{"a":1} trailing {`, wantText: `{"a":1}`, wantKeys: []string{"a"}},
 		{name: "empty", in: `{ }x`, wantText: `{ }`},
 		{name: "escaped key", in: `{"d\u0061ta":{}}`, wantText: `{"d\u0061ta":{}}`, wantKeys: []string{"data"}},
+		{name: "unpaired surrogate", in: `{"data":{"n":"x\ud800"}}`, wantErr: `invalid unpaired surrogate escape \ud800 in string literal`},
+		{name: "surrogate pair", in: `{"n":"\ud83d\ude00"}`, wantText: `{"n":"\ud83d\ude00"}`, wantKeys: []string{"n"}},
+		{name: "invalid UTF-8", in: "{\"n\":\"\xff\"}", wantErr: `invalid UTF-8 in string literal`},
 		{name: "repeated name", in: `{"a":1,"b":2,"a":3}`, wantErr: `duplicate object key "a"`},
 		{name: "repeated name, escaped", in: `{"data":{},"d\u0061ta":{}}`, wantErr: `duplicate object key "data"`},
 		{name: "repeated name in a value", in: `{"data":{"x":[{"n":1,"n":2}]}}`, wantErr: `duplicate object key "n"`},

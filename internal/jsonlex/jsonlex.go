@@ -18,7 +18,10 @@
 // allocate, except the Append functions' growth of dst.
 package jsonlex
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+	"unsafe"
+)
 
 // Text is the input of the lexer: a document as a string or as bytes.
 type Text interface{ ~string | ~[]byte }
@@ -114,13 +117,11 @@ const (
 	highs = 0x8080808080808080
 )
 
-// plain8 reports whether the eight bytes at d[i:] are all printable ASCII
-// other than '"' and '\', the bytes a string holds without a closer look.
-func plain8[T Text](d T, i int) bool {
-	w := uint64(d[i]) | uint64(d[i+1])<<8 | uint64(d[i+2])<<16 | uint64(d[i+3])<<24 |
-		uint64(d[i+4])<<32 | uint64(d[i+5])<<40 | uint64(d[i+6])<<48 | uint64(d[i+7])<<56
-	q, bs := w^(ones*'"'), w^(ones*'\\')
-	return ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|w)&highs == 0
+// load8 is the eight bytes at d[i:] as a little-endian word.
+func load8[T Text](d T, i int) uint64 {
+	b := d[i : i+8] // one bounds check for the eight reads
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // String reads the string token that starts at d[i] (which must be '"')
@@ -130,8 +131,16 @@ func String[T Text](d T, i int) (end int, escaped bool, err *Error) {
 	i++
 	for {
 		// Most of a document is string contents: skip eight plain bytes
-		// at a time, then look at the rest one by one.
-		for i+8 <= len(d) && plain8(d, i) {
+		// (printable ASCII other than '"' and '\') at a time, then look
+		// at the rest one by one. The test is written out here: as a
+		// function it is over the inlining budget, and the call costs as
+		// much as the test.
+		for i+8 <= len(d) {
+			w := load8(d, i)
+			q, bs := w^(ones*'"'), w^(ones*'\\')
+			if ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|w)&highs != 0 {
+				break
+			}
 			i += 8
 		}
 		if i >= len(d) {
@@ -361,8 +370,15 @@ func Literal[T Text](d T, i int, lit string) (end int, err *Error) {
 // s is what String accepted between the quotes.
 func AppendUnquoted[T Text](dst []byte, s T) []byte {
 	for i := 0; i < len(s); {
-		// Copy the run up to the next escape in one append.
+		// Copy the run up to the next escape in one append, finding it
+		// eight bytes at a time.
 		j := i
+		for j+8 <= len(s) {
+			if bs := load8(s, j) ^ (ones * '\\'); (bs-ones)&^bs&highs != 0 {
+				break
+			}
+			j += 8
+		}
 		for j < len(s) && s[j] != '\\' {
 			j++
 		}
@@ -405,5 +421,8 @@ func Unquote[T Text](s T, escaped bool) string {
 	if !escaped {
 		return string(s)
 	}
-	return string(AppendUnquoted(make([]byte, 0, len(s)), s))
+	b := AppendUnquoted(make([]byte, 0, len(s)), s)
+	// The one allocation of a decoded string, as strings.Builder makes
+	// it: b is not kept or changed after this.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
