@@ -2,9 +2,8 @@ package redact
 
 import (
 	"fmt"
-	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/internal/jsonlex"
 )
 
 // maxJSONDepth matches encoding/json's nesting limit.
@@ -19,7 +18,11 @@ const maxJSONDepth = 10000
 //
 // The document is parsed in one pass by hand rather than through
 // encoding/json: decoding into maps would reorder keys and round numbers,
-// and costs several times more.
+// and costs several times more. Its tokens come from internal/jsonlex, the
+// gateway's one set of JSON lexical rules, so a document that the readers
+// before it accepted (the SACP validator, compact SACP, the envelopes) is
+// one it reads the same way; invalid UTF-8 and unpaired surrogate escapes
+// are refused like everywhere else.
 func (r *Redactor) JSON(raw []byte) ([]byte, Result, error) {
 	w := jsonWriter{r: r, s: string(raw), out: make([]byte, 0, len(raw))}
 	w.space()
@@ -46,16 +49,7 @@ func (w *jsonWriter) syntax(what string) error {
 	return fmt.Errorf("redact: invalid JSON at offset %d: %s", w.i, what)
 }
 
-func (w *jsonWriter) space() {
-	for w.i < len(w.s) {
-		switch w.s[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
+func (w *jsonWriter) space() { w.i = jsonlex.Space(w.s, w.i) }
 
 func (w *jsonWriter) value(depth int) error {
 	if w.i >= len(w.s) {
@@ -136,110 +130,47 @@ func (w *jsonWriter) container(depth int) error {
 }
 
 func (w *jsonWriter) literal(lit string) error {
-	if len(w.s)-w.i < len(lit) || w.s[w.i:w.i+len(lit)] != lit {
-		return w.syntax("invalid literal")
+	end, err := jsonlex.Literal(w.s, w.i, lit)
+	if err != nil {
+		return w.lexical(err)
 	}
-	w.out = append(w.out, lit...)
-	w.i += len(lit)
+	w.out = append(w.out, w.s[w.i:end]...)
+	w.i = end
 	return nil
 }
 
 func (w *jsonWriter) number() error {
-	s, start := w.s, w.i
-	i := w.i
-	digits := func() int {
-		k := i
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-		return i - k
+	end, err := jsonlex.Number(w.s, w.i)
+	if err != nil {
+		return w.lexical(err)
 	}
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case digits() == 0:
-		w.i = i
-		return w.syntax("invalid number")
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if digits() == 0 {
-			w.i = i
-			return w.syntax("invalid number")
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			w.i = i
-			return w.syntax("invalid number")
-		}
-	}
-	w.out = append(w.out, s[start:i]...)
-	w.i = i
+	w.out = append(w.out, w.s[w.i:end]...)
+	w.i = end
 	return nil
+}
+
+// lexical reports a token jsonlex refused, at its offset.
+func (w *jsonWriter) lexical(e *jsonlex.Error) error {
+	w.i = e.Off
+	return w.syntax(e.Kind.String())
 }
 
 // str copies the string at w.i, redacting it when it is a value.
 func (w *jsonWriter) str(redact bool) error {
-	s, start := w.s, w.i
-	i, escaped := start+1, false
-	for {
-		// Skip eight plain bytes at a time; most of a document is string
-		// content.
-		for i+8 <= len(s) && !jsonSpecial8(load64(s, i)) {
-			i += 8
-		}
-		if i >= len(s) {
-			w.i = i
-			return w.syntax("unterminated string")
-		}
-		c := s[i]
-		if c == '"' {
-			break
-		}
-		if c < 0x20 {
-			w.i = i
-			return w.syntax("control character in string")
-		}
-		if c != '\\' {
-			i++
-			continue
-		}
-		escaped = true
-		if i+1 >= len(s) {
-			w.i = i
-			return w.syntax("unterminated string")
-		}
-		switch s[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i += 2
-		case 'u':
-			if len(s)-i < 6 || !isHex4(s[i+2:i+6]) {
-				w.i = i
-				return w.syntax("invalid \\u escape")
-			}
-			i += 6
-		default:
-			w.i = i
-			return w.syntax("invalid escape")
-		}
+	start := w.i
+	end, escaped, err := jsonlex.String(w.s, start)
+	if err != nil {
+		return w.lexical(err)
 	}
-	raw := s[start : i+1]
-	w.i = i + 1
+	raw := w.s[start:end]
+	w.i = end
 	if !redact {
 		w.out = append(w.out, raw...)
 		return nil
 	}
 	val := raw[1 : len(raw)-1]
 	if escaped {
-		w.scratch = unquote(w.scratch[:0], val)
+		w.scratch = jsonlex.AppendUnquoted(w.scratch[:0], val)
 		val = string(w.scratch)
 	}
 	red, changed := w.r.redact(val, &w.res)
@@ -249,16 +180,6 @@ func (w *jsonWriter) str(redact bool) error {
 	}
 	w.out = appendQuoted(w.out, red)
 	return nil
-}
-
-func isHex4(s string) bool {
-	for i := 0; i < 4; i++ {
-		c := s[i]
-		if !isDigit(c) && (c|0x20 < 'a' || c|0x20 > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // jsonSpecial8 reports whether any of the eight bytes in x ends or escapes
@@ -276,67 +197,6 @@ func quoteSpecial8(x uint64) bool {
 	const ones, tops = 0x0101010101010101, 0x8080808080808080
 	e := x ^ (ones * 0xe2)
 	return jsonSpecial8(x) || (e-ones)&^e&tops != 0
-}
-
-// unquote appends the decoded form of a validated JSON string body to b.
-// Lone surrogates become U+FFFD, as in encoding/json.
-func unquote(b []byte, v string) []byte {
-	for {
-		k := strings.IndexByte(v, '\\')
-		if k < 0 {
-			return append(b, v...)
-		}
-		b = append(b, v[:k]...)
-		v = v[k:]
-		n := 2
-		switch v[1] {
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			r := hex4(v[2:6])
-			n = 6
-			if utf16.IsSurrogate(r) {
-				r2 := utf8.RuneError
-				if len(v) >= 12 && v[6] == '\\' && v[7] == 'u' {
-					r2 = hex4(v[8:12])
-				}
-				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-					r, n = dec, 12
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			b = utf8.AppendRune(b, r)
-			v = v[n:]
-			continue
-		default: // '"', '\\', '/'
-			b = append(b, v[1])
-		}
-		v = v[n:]
-	}
-}
-
-func hex4(s string) rune {
-	var r rune
-	for i := 0; i < 4; i++ {
-		c := s[i]
-		switch {
-		case isDigit(c):
-			c -= '0'
-		default:
-			c = c | 0x20 - 'a' + 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // appendQuoted appends v as a JSON string. It escapes what JSON requires

@@ -19,6 +19,8 @@
 package jsonlex
 
 import (
+	"bytes"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -370,17 +372,10 @@ func Literal[T Text](d T, i int, lit string) (end int, err *Error) {
 // s is what String accepted between the quotes.
 func AppendUnquoted[T Text](dst []byte, s T) []byte {
 	for i := 0; i < len(s); {
-		// Copy the run up to the next escape in one append, finding it
-		// eight bytes at a time.
-		j := i
-		for j+8 <= len(s) {
-			if bs := load8(s, j) ^ (ones * '\\'); (bs-ones)&^bs&highs != 0 {
-				break
-			}
-			j += 8
-		}
-		for j < len(s) && s[j] != '\\' {
-			j++
+		// Copy the run up to the next escape in one append.
+		j := len(s)
+		if k := indexBackslash(s[i:]); k >= 0 {
+			j = i + k
 		}
 		dst = append(dst, s[i:j]...)
 		if j >= len(s) {
@@ -413,6 +408,31 @@ func AppendUnquoted[T Text](dst []byte, s T) []byte {
 		i = j + 2
 	}
 	return dst
+}
+
+// indexBackslash is the index of the first backslash in s, or -1: the
+// vectorised search of the strings and bytes packages for the two types
+// the gateway uses, eight bytes at a time otherwise.
+func indexBackslash[T Text](s T) int {
+	switch v := any(s).(type) {
+	case string:
+		return strings.IndexByte(v, '\\')
+	case []byte:
+		return bytes.IndexByte(v, '\\')
+	}
+	j := 0
+	for j+8 <= len(s) {
+		if bs := load8(s, j) ^ (ones * '\\'); (bs-ones)&^bs&highs != 0 {
+			break
+		}
+		j += 8
+	}
+	for ; j < len(s); j++ {
+		if s[j] == '\\' {
+			return j
+		}
+	}
+	return -1
 }
 
 // Unquote returns the decoded contents of a string token (s is what
