@@ -30,6 +30,10 @@ type attemptError struct {
 	// why is the failure's kind for the audit trail: unreachable,
 	// bad_status, redirect_refused, bad_answer.
 	why string
+	// timeout: the attempt's context ended. Whether another attempt may
+	// follow is the caller's to say (handOver): it may when only the
+	// attempt's own deadline passed.
+	timeout bool
 }
 
 func (e *attemptError) kind() string {
@@ -65,7 +69,7 @@ func (s *Service) post(ctx context.Context, endpoint, sender, requestID string, 
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, nil, &attemptError{msg: "timed out", retry: false, err: ctx.Err()}
+			return 0, nil, &attemptError{msg: "timed out", timeout: true, err: ctx.Err()}
 		}
 		return 0, nil, &attemptError{msg: "unreachable", retry: !errors.Is(err, egress.ErrDestination), err: err, why: "unreachable"}
 	}
@@ -103,7 +107,11 @@ func (s *Service) handOver(ctx context.Context, endpoint, sender, requestID stri
 		}
 		last = err
 		var ae *attemptError
-		if !errors.As(err, &ae) || !ae.retry || n == c.attempts {
+		// A timed-out attempt is one failed attempt, as a 5xx is, when
+		// only its own deadline (perAttempt) passed; when ctx ended too
+		// there is no time left for another.
+		retry := errors.As(err, &ae) && (ae.retry || ae.timeout && ctx.Err() == nil)
+		if !retry || n == c.attempts {
 			return nil, n, err
 		}
 		select {

@@ -206,10 +206,6 @@ func TestQueuedDeliveryRecovers(t *testing.T) {
 // attempt of max_retry_attempts, as a 5xx is, and the next one may
 // succeed.
 func TestQueuedAttemptTimeoutRetried(t *testing.T) {
-	t.Skip("BUG: post reports any error of its attempt's context as \"timed out\" with retry=false; for a queued " +
-		"message the attempt's own deadline (messaging.timeout) is that context, so a recipient that is slow once is " +
-		"never retried: the message fails after 1 of max_retry_attempts attempts and goes to human review " +
-		"(attemptError documents a timeout as retryable)")
 	h := newHarness(t, harnessOpts{timeout: "100ms"})
 	var n atomic.Int32
 	h.peers["executor"].set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
