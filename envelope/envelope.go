@@ -12,7 +12,9 @@
 // no duplicate keys at any depth, at most 64 levels of nesting and no trailing
 // data, and only the keys each format defines. Every rejection is a
 // *FieldError naming the JSON path of the offending field. The package is
-// pure (no I/O, no global mutable state) and uses the standard library only.
+// pure (no I/O, no global mutable state) and uses only the standard library
+// and internal/jsonlex, the JSON lexical rules every reader of the gateway
+// shares.
 package envelope
 
 import (

@@ -363,6 +363,66 @@ func manyKeys(n int) string {
 	return b.String()
 }
 
+// TestSyntaxReasons pins the wording and offset of each token-level error:
+// the scanner takes its tokens from internal/jsonlex but words their errors
+// itself. `{"status":` is 10 bytes, so a value starts at offset 10.
+func TestSyntaxReasons(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"status":"ok` + "\xff" + `"}`, "status: invalid JSON at offset 13: invalid UTF-8 in string"},
+		{`{"status":"` + "\xe2\x82", "status: invalid JSON at offset 11: invalid UTF-8 in string"},
+		{`{"status":"a` + "\x01" + `"}`, "status: invalid JSON at offset 12: control character in string"},
+		{`{"status":"a\x"}`, "status: invalid JSON at offset 12: invalid escape"},
+		{`{"status":"\u12G4"}`, `status: invalid JSON at offset 11: invalid \u escape`},
+		{`{"status":"\u12"}`, `status: invalid JSON at offset 11: invalid \u escape`},
+		// An unpaired surrogate is reported after its escape.
+		{`{"status":"\ude00"}`, "status: invalid JSON at offset 17: lone low surrogate escape"},
+		{`{"status":"\uDFFF"}`, "status: invalid JSON at offset 17: lone low surrogate escape"},
+		{`{"status":"\ud800"}`, "status: invalid JSON at offset 17: lone high surrogate escape"},
+		{`{"status":"\uDBFFx"}`, "status: invalid JSON at offset 17: lone high surrogate escape"},
+		{`{"status":"\ud83d\ud83d"}`, "status: invalid JSON at offset 17: lone high surrogate escape"},
+		{`{"status":"\ud83d\u0041"}`, "status: invalid JSON at offset 17: lone high surrogate escape"},
+		{`{"status":"x\ud83d"`, "status: invalid JSON at offset 18: lone high surrogate escape"},
+		{`{"status":"abc`, "status: invalid JSON at offset 14: unterminated string"},
+		{`{"status":01}`, "status: invalid JSON at offset 11: invalid number: leading zero"},
+		{`{"status":-01}`, "status: invalid JSON at offset 12: invalid number: leading zero"},
+		{`{"status":-}`, "status: invalid JSON at offset 11: invalid number"},
+		{`{"status":-x}`, "status: invalid JSON at offset 11: invalid number"},
+		{`{"status":1.}`, "status: invalid JSON at offset 12: invalid number: no digits after '.'"},
+		{`{"status":1e}`, "status: invalid JSON at offset 12: invalid number: no digits in exponent"},
+		{`{"status":1E+}`, "status: invalid JSON at offset 13: invalid number: no digits in exponent"},
+		{`{"status":1x}`, "envelope: invalid JSON at offset 11: expected ',' or '}' in object"},
+		{`{"status":nul}`, "status: invalid JSON at offset 10: invalid literal"},
+		{`{"status":tru`, "status: invalid JSON at offset 10: invalid literal"},
+		{`{"status":fals}`, "status: invalid JSON at offset 10: invalid literal"},
+		{`{"status":x}`, `status: invalid JSON at offset 10: unexpected character 'x'`},
+		{`{"status":`, "status: invalid JSON at offset 10: unexpected end of input"},
+		{`{"a\x":1}`, "envelope: invalid JSON at offset 3: invalid escape"},
+		{`{"metadata":{"n":[1,"\udc00"]}}`, "metadata.n[1]: invalid JSON at offset 27: lone low surrogate escape"},
+		// Input that ends inside a token is cut short, not malformed: it
+		// reads as every other cut-off string (`{"status":"abc` above) or
+		// value (`{"status":` above), at the input's length, wherever in
+		// the token it ends. The high surrogate may have been paired, and
+		// "\u12" may have gone on "34".
+		{`{"status":"a\`, "status: invalid JSON at offset 13: unterminated string"},
+		{`{"status":"\u12`, "status: invalid JSON at offset 15: unterminated string"},
+		{`{"status":"\ud83d`, "status: invalid JSON at offset 17: unterminated string"},
+		{`{"status":"\ud83d\`, "status: invalid JSON at offset 18: unterminated string"},
+		{`{"status":"\ud83d\u12`, "status: invalid JSON at offset 21: unterminated string"},
+		{`{"status":-`, "status: invalid JSON at offset 11: unexpected end of input"},
+		{`{"status":1.`, "status: invalid JSON at offset 12: unexpected end of input"},
+		{`{"status":1e-`, "status: invalid JSON at offset 13: unexpected end of input"},
+		// What is wrong after a high surrogate is the malformed escape that
+		// follows it, as it would be anywhere else (`\u12G4` above).
+		{`{"status":"\ud83d\uXXXX"}`, `status: invalid JSON at offset 17: invalid \u escape`},
+	}
+	for _, tc := range tests {
+		_, err := Decode([]byte(tc.in))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Decode(%#q) = %v\n want %s", tc.in, err, tc.want)
+		}
+	}
+}
+
 func TestDuplicateAmongManyKeys(t *testing.T) {
 	in := acl(`,"metadata":{` + manyKeys(100) + `,"kxxx":2}`)
 	_, err := Decode([]byte(in))

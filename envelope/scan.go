@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/internal/jsonlex"
 )
 
 // maxDepth bounds nesting so that hostile input cannot exhaust the stack; the
@@ -64,7 +66,10 @@ type pathSeg struct {
 // no lone surrogate escapes, no duplicate keys at any depth, bounded depth and
 // no trailing data. encoding/json accepts duplicates (last wins) and invalid
 // UTF-8 (replaced), which would let two parsers disagree about what an
-// envelope says; this scanner refuses both.
+// envelope says; this scanner refuses both. It walks the structure itself and
+// takes every token (whitespace, strings, numbers, literals) from
+// internal/jsonlex, so that it reads them as the gateway's other JSON readers
+// do; only the wording of a refused token is its own (lexError).
 type scanner struct {
 	data []byte
 	pos  int
@@ -99,7 +104,7 @@ func (s *scanner) scanObject(data []byte, base int, prefix string) ([]member, *F
 	if prefix != "" {
 		s.path = append(s.path, pathSeg{key: []byte(prefix)})
 	}
-	s.ws()
+	s.pos = jsonlex.Space(s.data, s.pos)
 	if s.pos >= len(s.data) {
 		return nil, s.fail("empty input")
 	}
@@ -109,7 +114,7 @@ func (s *scanner) scanObject(data []byte, base int, prefix string) ([]member, *F
 	if err := s.objectInto(base+1, &s.root); err != nil {
 		return nil, err
 	}
-	s.ws()
+	s.pos = jsonlex.Space(s.data, s.pos)
 	if s.pos != len(s.data) {
 		return nil, &FieldError{Field: s.pathString(), Reason: fmt.Sprintf("trailing data after JSON object at offset %d", s.pos)}
 	}
@@ -124,21 +129,10 @@ func (s *scanner) syntax(what string) *FieldError {
 	return s.fail(fmt.Sprintf("invalid JSON at offset %d: %s", s.pos, what))
 }
 
-func (s *scanner) ws() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
-
 // value scans one value whose container is at depth; collect (non-nil) is
 // where the members go if the value is an object to be collected.
 func (s *scanner) value(depth int, collect *[]member) *FieldError {
-	s.ws()
+	s.pos = jsonlex.Space(s.data, s.pos)
 	if s.pos >= len(s.data) {
 		return s.syntax("unexpected end of input")
 	}
@@ -174,13 +168,13 @@ func (s *scanner) objectInto(depth int, collect *[]member) *FieldError {
 	keyBase := len(s.keys)
 	defer func() { s.keys = s.keys[:keyBase] }()
 	var seen map[string]struct{}
-	s.ws()
+	s.pos = jsonlex.Space(s.data, s.pos)
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
 		return nil
 	}
 	for {
-		s.ws()
+		s.pos = jsonlex.Space(s.data, s.pos)
 		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
 			return s.syntax("expected a string key")
 		}
@@ -192,7 +186,7 @@ func (s *scanner) objectInto(depth int, collect *[]member) *FieldError {
 		rawKey := s.data[kstart:s.pos]
 		key := rawKey[1 : len(rawKey)-1]
 		if esc {
-			key = unescape(key)
+			key = jsonlex.AppendUnquoted(make([]byte, 0, len(key)), key)
 		}
 		s.path = append(s.path, pathSeg{key: key})
 		n := len(s.keys) - keyBase
@@ -217,12 +211,12 @@ func (s *scanner) objectInto(depth int, collect *[]member) *FieldError {
 			}
 		}
 		s.keys = append(s.keys, key)
-		s.ws()
+		s.pos = jsonlex.Space(s.data, s.pos)
 		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
 			return s.syntax("expected ':' after object key")
 		}
 		s.pos++
-		s.ws()
+		s.pos = jsonlex.Space(s.data, s.pos)
 		var into *[]member
 		subKey, subStart := sub(-1), len(s.subAll)
 		if isRoot && s.collectSubs {
@@ -241,7 +235,7 @@ func (s *scanner) objectInto(depth int, collect *[]member) *FieldError {
 			*collect = append(*collect, member{key: key, rawKey: rawKey, val: s.data[vstart:s.pos]})
 		}
 		s.path = s.path[:len(s.path)-1]
-		s.ws()
+		s.pos = jsonlex.Space(s.data, s.pos)
 		if s.pos >= len(s.data) {
 			return s.syntax("unexpected end of input in object")
 		}
@@ -262,7 +256,7 @@ func (s *scanner) array(depth int) *FieldError {
 		return s.fail(fmt.Sprintf("nesting deeper than %d levels", maxDepth))
 	}
 	s.pos++ // '['
-	s.ws()
+	s.pos = jsonlex.Space(s.data, s.pos)
 	if s.pos < len(s.data) && s.data[s.pos] == ']' {
 		s.pos++
 		return nil
@@ -273,7 +267,7 @@ func (s *scanner) array(depth int) *FieldError {
 		if err := s.value(depth, nil); err != nil {
 			return err
 		}
-		s.ws()
+		s.pos = jsonlex.Space(s.data, s.pos)
 		if s.pos >= len(s.data) {
 			return s.syntax("unexpected end of input in array")
 		}
@@ -290,195 +284,81 @@ func (s *scanner) array(depth int) *FieldError {
 	}
 }
 
+// literal reads lit at s.pos. A refused literal is reported where it starts,
+// not at the byte jsonlex found wrong: "nul}" is one bad word, not a bad '}'.
 func (s *scanner) literal(lit string) *FieldError {
-	if !bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
+	end, err := jsonlex.Literal(s.data, s.pos, lit)
+	if err != nil {
 		return s.syntax("invalid literal")
 	}
-	s.pos += len(lit)
+	s.pos = end
 	return nil
 }
 
 func (s *scanner) number() *FieldError {
-	d := s.data
-	if d[s.pos] == '-' {
-		s.pos++
+	end, err := jsonlex.Number(s.data, s.pos)
+	if err != nil {
+		return s.lexError(err, "unexpected end of input")
 	}
-	switch {
-	case s.pos < len(d) && d[s.pos] == '0':
-		s.pos++
-		if s.pos < len(d) && d[s.pos] >= '0' && d[s.pos] <= '9' {
-			return s.syntax("invalid number: leading zero")
-		}
-	case s.pos < len(d) && d[s.pos] >= '1' && d[s.pos] <= '9':
-		s.digits()
-	default:
-		return s.syntax("invalid number")
-	}
-	if s.pos < len(d) && d[s.pos] == '.' {
-		s.pos++
-		if s.digits() == 0 {
-			return s.syntax("invalid number: no digits after '.'")
-		}
-	}
-	if s.pos < len(d) && (d[s.pos] == 'e' || d[s.pos] == 'E') {
-		s.pos++
-		if s.pos < len(d) && (d[s.pos] == '+' || d[s.pos] == '-') {
-			s.pos++
-		}
-		if s.digits() == 0 {
-			return s.syntax("invalid number: no digits in exponent")
-		}
-	}
+	s.pos = end
 	return nil
 }
 
-func (s *scanner) digits() int {
-	start := s.pos
-	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
-		s.pos++
+// str reads a string token and reports whether it holds an escape.
+func (s *scanner) str() (bool, *FieldError) {
+	end, esc, err := jsonlex.String(s.data, s.pos)
+	if err != nil {
+		return esc, s.lexError(err, "unterminated string")
 	}
-	return s.pos - start
+	s.pos = end
+	return esc, nil
 }
 
-// str scans a string token and reports whether it contains escapes.
-func (s *scanner) str() (esc bool, err *FieldError) {
-	d := s.data
-	s.pos++ // opening quote
-	for {
-		// Fast path over plain ASCII.
-		for s.pos < len(d) {
-			c := d[s.pos]
-			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-				break
-			}
-			s.pos++
-		}
-		if s.pos >= len(d) {
-			return esc, s.syntax("unterminated string")
-		}
-		switch c := d[s.pos]; {
-		case c == '"':
-			s.pos++
-			return esc, nil
-		case c == '\\':
-			esc = true
-			if err := s.escape(); err != nil {
-				return esc, err
-			}
-		case c < 0x20:
-			return esc, s.syntax("control character in string")
-		default:
-			r, size := utf8.DecodeRune(d[s.pos:])
-			if r == utf8.RuneError && size == 1 {
-				return esc, s.syntax("invalid UTF-8 in string")
-			}
-			s.pos += size
-		}
-	}
-}
-
-// escape scans one escape sequence at s.pos (the backslash).
-func (s *scanner) escape() *FieldError {
-	d := s.data
-	if s.pos+1 >= len(d) {
-		return s.syntax("unterminated escape")
-	}
-	switch d[s.pos+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		s.pos += 2
-		return nil
-	case 'u':
-	default:
+// lexError words a token jsonlex refused in the scanner's own terms, which
+// are older than jsonlex and part of what clients see. eof is the wording
+// for input that ends inside the token: jsonlex reports that at the input's
+// length without saying where in the token, and a cut-off document is the
+// fault whatever the token's last bytes were.
+func (s *scanner) lexError(e *jsonlex.Error, eof string) *FieldError {
+	s.pos = e.Off
+	switch e.Kind {
+	case jsonlex.EOF:
+		return s.syntax(eof)
+	case jsonlex.Control:
+		return s.syntax("control character in string")
+	case jsonlex.BadEscape:
 		return s.syntax("invalid escape")
-	}
-	r, ok := hex4(d[s.pos+2:])
-	if !ok {
-		return s.syntax("invalid \\u escape")
-	}
-	s.pos += 6
-	switch {
-	case r >= 0xDC00 && r <= 0xDFFF:
-		return s.syntax("lone low surrogate escape")
-	case r >= 0xD800 && r <= 0xDBFF:
-		if s.pos+1 >= len(d) || d[s.pos] != '\\' || d[s.pos+1] != 'u' {
-			return s.syntax("lone high surrogate escape")
+	case jsonlex.BadUnicodeEscape:
+		return s.syntax(`invalid \u escape`)
+	case jsonlex.Surrogate:
+		// jsonlex names the escape's backslash; the scanner has always
+		// named the offset after the escape. Off+3 is the escape's second
+		// hex digit: c-f for a low surrogate (DC00-DFFF), 8-b for a high
+		// one (D800-DBFF).
+		s.pos = e.Off + 6
+		if c := s.data[e.Off+3] | 0x20; c >= 'c' && c <= 'f' {
+			return s.syntax("lone low surrogate escape")
 		}
-		lo, ok := hex4(d[s.pos+2:])
-		if !ok || lo < 0xDC00 || lo > 0xDFFF {
-			return s.syntax("lone high surrogate escape")
-		}
-		s.pos += 6
+		return s.syntax("lone high surrogate escape")
+	case jsonlex.BadUTF8:
+		return s.syntax("invalid UTF-8 in string")
+	case jsonlex.NoIntDigit:
+		return s.syntax("invalid number")
+	case jsonlex.LeadingZero:
+		return s.syntax("invalid number: leading zero")
+	case jsonlex.NoFracDigit:
+		return s.syntax("invalid number: no digits after '.'")
+	case jsonlex.NoExpDigit:
+		return s.syntax("invalid number: no digits in exponent")
 	}
-	return nil
+	return s.syntax(e.Kind.String())
 }
 
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
-// unescape decodes the inside of a string token the scanner has validated.
-func unescape(in []byte) []byte {
-	out := make([]byte, 0, len(in))
-	for i := 0; i < len(in); {
-		c := in[i]
-		if c != '\\' {
-			out = append(out, c)
-			i++
-			continue
-		}
-		switch in[i+1] {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, _ := hex4(in[i+2:])
-			i += 6
-			if r >= 0xD800 && r <= 0xDBFF {
-				lo, _ := hex4(in[i+2:])
-				r = (r-0xD800)<<10 | (lo - 0xDC00) + 0x10000
-				i += 6
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default: // '"', '\\', '/'
-			out = append(out, in[i+1])
-		}
-		i += 2
-	}
-	return out
-}
-
-// stringValue decodes a validated string token (quotes included).
+// stringValue decodes a string token the scanner has accepted (quotes
+// included); in an accepted token every backslash starts an escape.
 func stringValue(tok []byte) string {
 	in := tok[1 : len(tok)-1]
-	if bytes.IndexByte(in, '\\') < 0 {
-		return string(in)
-	}
-	return string(unescape(in))
+	return jsonlex.Unquote(in, bytes.IndexByte(in, '\\') >= 0)
 }
 
 // pathString renders the current path as "a.b[2].c". Keys that are not plain
