@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -131,64 +132,140 @@ func inputValue(input map[string]any) (ast.Value, error) {
 // map[string]any for ast.InterfaceToValue to walk again. Numbers keep
 // their literal text.
 func JSONInput(data []byte) (ast.Value, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(data))
-	v, err := jsonValue(dec)
+	c := converters.Get().(*converter)
+	defer c.release()
+	c.rd.Reset(data)
+	c.dec.Reset(&c.rd)
+	v, err := c.value()
 	if err != nil {
 		return nil, fmt.Errorf("policy input: %w", err)
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
+	if _, err := c.dec.ReadToken(); err != io.EOF {
 		return nil, errors.New("policy input: data after the JSON value")
 	}
 	return v, nil
 }
 
-func jsonValue(dec *jsontext.Decoder) (ast.Value, error) {
-	switch dec.PeekKind() {
+// converter is the reusable state of one JSONInput: the decoder, and
+// scratch stacks of the members and elements of the containers being
+// read (each container takes its part off the top when it closes), so a
+// conversion allocates what the result holds and little else. This runs
+// for every chat request whose policy reads the input.
+type converter struct {
+	rd   bytes.Reader
+	dec  *jsontext.Decoder
+	keys []*ast.Term
+	vals []ast.Value
+}
+
+var converters = sync.Pool{New: func() any {
+	c := &converter{keys: make([]*ast.Term, 0, 32), vals: make([]ast.Value, 0, 32)}
+	c.dec = jsontext.NewDecoder(&c.rd)
+	return c
+}}
+
+func (c *converter) release() {
+	clear(c.keys[:cap(c.keys)])
+	clear(c.vals[:cap(c.vals)])
+	c.keys, c.vals = c.keys[:0], c.vals[:0]
+	c.rd.Reset(nil)
+	converters.Put(c)
+}
+
+// sharedTerms are the member names and values that recur in every chat
+// request, made once: terms are immutable to OPA (it shares its own
+// interned ones between evaluations the same way).
+var sharedTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, s := range []string{
+		"model", "messages", "role", "content", "name", "tool_calls", "tool_call_id", "function", "arguments",
+		"type", "text", "image_url", "url", "detail", "id", "stream", "stream_options", "include_usage",
+		"temperature", "top_p", "max_tokens", "max_completion_tokens", "n", "stop", "tools", "tool_choice",
+		"parameters", "description", "response_format", "json_schema", "schema", "strict", "user", "seed",
+		"system", "assistant", "tool", "developer", "auto", "none", "required", "json_object", "input",
+		"encoding_format", "dimensions", "refusal", "reasoning_effort", "metadata", "logprobs", "top_logprobs",
+	} {
+		m[s] = ast.StringTerm(s)
+	}
+	return m
+}()
+
+func (c *converter) value() (ast.Value, error) {
+	switch c.dec.PeekKind() {
 	case '{':
-		if _, err := dec.ReadToken(); err != nil {
+		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
 		}
-		var kvs [][2]*ast.Term
-		for dec.PeekKind() != '}' {
-			tok, err := dec.ReadToken()
+		kbase, vbase := len(c.keys), len(c.vals)
+		for c.dec.PeekKind() != '}' {
+			// ReadValue returns the quoted name; a name passed the
+			// strict reading, so an escape-free one is its own text.
+			raw, err := c.dec.ReadValue()
 			if err != nil {
 				return nil, err
 			}
-			k := ast.StringTerm(tok.String())
-			v, err := jsonValue(dec)
+			k, err := nameTerm(raw)
 			if err != nil {
 				return nil, err
 			}
-			kvs = append(kvs, [2]*ast.Term{k, ast.NewTerm(v)})
+			v, err := c.value()
+			if err != nil {
+				return nil, err
+			}
+			c.keys = append(c.keys, k)
+			c.vals = append(c.vals, v)
 		}
-		if _, err := dec.ReadToken(); err != nil {
+		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
 		}
+		keys, vals := c.keys[kbase:], c.vals[vbase:]
+		terms := make([]ast.Term, len(vals)) // one allocation for the values' terms
+		kvs := make([][2]*ast.Term, len(vals))
+		for i, v := range vals {
+			terms[i].Value = v
+			kvs[i] = [2]*ast.Term{keys[i], &terms[i]}
+		}
+		clear(keys)
+		clear(vals)
+		c.keys, c.vals = c.keys[:kbase], c.vals[:vbase]
 		return ast.NewObject(kvs...), nil
 	case '[':
-		if _, err := dec.ReadToken(); err != nil {
+		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
 		}
-		var elems []*ast.Term
-		for dec.PeekKind() != ']' {
-			v, err := jsonValue(dec)
+		base := len(c.vals)
+		for c.dec.PeekKind() != ']' {
+			v, err := c.value()
 			if err != nil {
 				return nil, err
 			}
-			elems = append(elems, ast.NewTerm(v))
+			c.vals = append(c.vals, v)
 		}
-		if _, err := dec.ReadToken(); err != nil {
+		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
 		}
+		vals := c.vals[base:]
+		terms := make([]ast.Term, len(vals))
+		elems := make([]*ast.Term, len(vals))
+		for i, v := range vals {
+			terms[i].Value = v
+			elems[i] = &terms[i]
+		}
+		clear(vals)
+		c.vals = c.vals[:base]
 		return ast.NewArray(elems...), nil
+	case '"':
+		raw, err := c.dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		return stringValue(raw)
 	}
-	tok, err := dec.ReadToken()
+	tok, err := c.dec.ReadToken()
 	if err != nil {
 		return nil, err
 	}
 	switch tok.Kind() {
-	case '"':
-		return ast.String(tok.String()), nil
 	case '0':
 		return ast.Number(tok.String()), nil
 	case 't', 'f':
@@ -197,4 +274,38 @@ func jsonValue(dec *jsontext.Decoder) (ast.Value, error) {
 		return ast.Null{}, nil
 	}
 	return nil, fmt.Errorf("unexpected %v", tok.Kind())
+}
+
+// unquoted is the contents of a quoted JSON string the decoder returned
+// (it passed the strict reading: an escape-free one is its own text).
+func unquoted(raw jsontext.Value) ([]byte, error) {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner, nil
+	}
+	return jsontext.AppendUnquote(nil, raw)
+}
+
+// nameTerm is a member name as a term, shared when it is a common one.
+func nameTerm(raw jsontext.Value) (*ast.Term, error) {
+	s, err := unquoted(raw)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := sharedTerms[string(s)]; ok { // no allocation: a map lookup by []byte
+		return t, nil
+	}
+	return ast.StringTerm(string(s)), nil
+}
+
+// stringValue is a string value, shared when it is a common one (a role).
+func stringValue(raw jsontext.Value) (ast.Value, error) {
+	s, err := unquoted(raw)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := sharedTerms[string(s)]; ok {
+		return t.Value, nil
+	}
+	return ast.String(s), nil
 }

@@ -18,6 +18,8 @@ func FuzzJSONInput(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0.2}`,
 		`{"a":{"b":[1,2.5,-3e4,null,true,false,"x\u00e9\n"]},"":{}}`,
 		`[]`, `"s"`, `12345678901234567890`, `{"z":1,"a":2}`, `1.0`, `{"k":[[],[{}]]}`,
+		`{"r\u006fle":"\u0075ser","messages":[{"role":"system"},{"role":"tool","tool_calls":[]}]}`,
+		`[{"a":[1,{"b":[2,{"c":3}]}],"d":4},[5,[6]]]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -86,5 +88,17 @@ func TestRawJSONInput(t *testing.T) {
 	d, _ := e.ChatDeny(ctx, map[string]any{"request": RawJSON(`{"a":`)})
 	if !d.Deny || !d.FailClosed {
 		t.Errorf("unreadable body: %+v", d)
+	}
+}
+
+// BenchmarkJSONInput converts a small chat request, as the chat policy
+// stage does on every request whose decision reads the input.
+func BenchmarkJSONInput(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is six times seven?"}],"temperature":0.2,"max_tokens":64}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := JSONInput(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
