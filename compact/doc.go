@@ -16,10 +16,14 @@
 //     surrogate escape such as "\ud800" (RFC 7493, I-JSON);
 //   - nesting deeper than 64 levels.
 //
-// Everything the validator accepts is valid JSON for encoding/json. Parsing is
-// a single linear pass with no backtracking, so a hostile message costs time
-// proportional to its size.
+// Everything the validator accepts is valid JSON for encoding/json. Its tokens
+// (strings, numbers, literals, whitespace) are read by internal/jsonlex, the
+// lexical rules all of the gateway's JSON readers share, so the validator
+// cannot read a string or number differently from them. Parsing is linear,
+// with no backtracking, so a hostile message costs time proportional to its
+// size.
 //
-// The package imports only the standard library and keeps no mutable state: a
-// *Library is immutable after NewLibrary or Extend and safe for concurrent use.
+// The package imports only the standard library and internal/jsonlex, and
+// keeps no mutable state: a *Library is immutable after NewLibrary or Extend
+// and safe for concurrent use.
 package compact

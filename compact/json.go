@@ -1,8 +1,16 @@
 package compact
 
+// The parser below is compact's own walk of a document's structure (objects,
+// arrays, depth, duplicate keys, member order) and its own error messages;
+// every token inside that structure is read by internal/jsonlex, the rules
+// the gateway's other JSON readers share, so that compact cannot accept a
+// string or number that they refuse or read it differently.
+
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/sacpgw/gateway/internal/jsonlex"
 )
 
 // maxDepth bounds the nesting of arrays and objects (the top-level object is
@@ -123,7 +131,7 @@ func parse(data []byte) (value, *syntaxError) {
 	// A value takes at least two bytes of input ("1,"); messages with
 	// parameters average far more, so len/8 rarely regrows.
 	p.arena = make([]value, 0, min(4096, 8+len(data)/8))
-	p.skipSpace()
+	p.pos = jsonlex.Space(p.data, p.pos)
 	if p.pos == len(p.data) {
 		return value{}, &syntaxError{off: 0, msg: "no JSON value"}
 	}
@@ -131,7 +139,7 @@ func parse(data []byte) (value, *syntaxError) {
 	if err != nil {
 		return value{}, err
 	}
-	p.skipSpace()
+	p.pos = jsonlex.Space(p.data, p.pos)
 	if p.pos != len(p.data) {
 		return value{}, p.fail("data after the JSON value")
 	}
@@ -145,15 +153,35 @@ func (p *parser) fail(msg string) *syntaxError {
 	return &syntaxError{off: p.pos, msg: msg}
 }
 
-func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+// lexWording is compact's wording for each token jsonlex refuses.
+var lexWording = [...]string{
+	jsonlex.EOF:              "unexpected end of input",
+	jsonlex.Control:          "control character in a string",
+	jsonlex.BadEscape:        "invalid escape in a string",
+	jsonlex.BadUnicodeEscape: "invalid \\u escape in a string",
+	jsonlex.Surrogate:        "unpaired surrogate escape in a string",
+	jsonlex.BadUTF8:          "invalid UTF-8 in a string",
+	jsonlex.NoIntDigit:       "invalid number",
+	jsonlex.LeadingZero:      "invalid number: leading zero",
+	jsonlex.NoFracDigit:      "invalid number: no digits after '.'",
+	jsonlex.NoExpDigit:       "invalid number: no digits in the exponent",
+	jsonlex.BadLiteral:       "invalid literal",
+}
+
+// lexFail is fail for a token jsonlex refused, at the offset it names.
+// Invalid UTF-8 and unpaired surrogate escapes are refused on purpose:
+// encoding/json reads them as U+FFFD while other readers keep them, so two
+// readers would see different strings (and different keys).
+func (p *parser) lexFail(e *jsonlex.Error) *syntaxError {
+	p.pos = e.Off
+	msg := e.Kind.String() // a kind added to jsonlex after this table
+	if int(e.Kind) < len(lexWording) && lexWording[e.Kind] != "" {
+		msg = lexWording[e.Kind]
 	}
+	if e.Kind == jsonlex.BadUTF8 || e.Kind == jsonlex.Surrogate {
+		return p.refuse(msg)
+	}
+	return p.fail(msg)
 }
 
 // peek returns the current byte, or 0 at the end of input (0 is never valid
@@ -191,10 +219,11 @@ func (p *parser) value() (value, *syntaxError) {
 }
 
 func (p *parser) literal(lit string, v value) (value, *syntaxError) {
-	if len(p.data)-p.pos < len(lit) || string(p.data[p.pos:p.pos+len(lit)]) != lit {
-		return value{}, p.fail("invalid literal")
+	end, err := jsonlex.Literal(p.data, p.pos, lit)
+	if err != nil {
+		return value{}, p.lexFail(err)
 	}
-	p.pos += len(lit)
+	p.pos = end
 	return v, nil
 }
 
@@ -211,7 +240,7 @@ func (p *parser) object() (value, *syntaxError) {
 		return value{}, err
 	}
 	p.pos++ // '{'
-	p.skipSpace()
+	p.pos = jsonlex.Space(p.data, p.pos)
 	if p.peek() == '}' {
 		p.pos++
 		p.depth--
@@ -220,7 +249,7 @@ func (p *parser) object() (value, *syntaxError) {
 	base := len(p.stack)
 	var seen map[string]struct{}
 	for {
-		p.skipSpace()
+		p.pos = jsonlex.Space(p.data, p.pos)
 		if p.peek() != '"' {
 			return value{}, p.fail("expected a string key")
 		}
@@ -251,18 +280,18 @@ func (p *parser) object() (value, *syntaxError) {
 		if dup {
 			return value{}, &syntaxError{off: keyOff, msg: "duplicate key " + clipQuote(key), strict: true}
 		}
-		p.skipSpace()
+		p.pos = jsonlex.Space(p.data, p.pos)
 		if p.peek() != ':' {
 			return value{}, p.fail("expected ':' after an object key")
 		}
 		p.pos++
-		p.skipSpace()
+		p.pos = jsonlex.Space(p.data, p.pos)
 		v, err := p.value()
 		if err != nil {
 			return value{}, err
 		}
 		p.stack = append(p.stack, value{kind: kindString, str: key}, v)
-		p.skipSpace()
+		p.pos = jsonlex.Space(p.data, p.pos)
 		switch p.peek() {
 		case ',':
 			p.pos++
@@ -281,7 +310,7 @@ func (p *parser) array() (value, *syntaxError) {
 		return value{}, err
 	}
 	p.pos++ // '['
-	p.skipSpace()
+	p.pos = jsonlex.Space(p.data, p.pos)
 	if p.peek() == ']' {
 		p.pos++
 		p.depth--
@@ -289,13 +318,13 @@ func (p *parser) array() (value, *syntaxError) {
 	}
 	base := len(p.stack)
 	for {
-		p.skipSpace()
+		p.pos = jsonlex.Space(p.data, p.pos)
 		v, err := p.value()
 		if err != nil {
 			return value{}, err
 		}
 		p.stack = append(p.stack, v)
-		p.skipSpace()
+		p.pos = jsonlex.Space(p.data, p.pos)
 		switch p.peek() {
 		case ',':
 			p.pos++
@@ -320,188 +349,23 @@ func (p *parser) pop(base int) []value {
 }
 
 func (p *parser) number() (value, *syntaxError) {
-	start := p.pos
-	if p.peek() == '-' {
-		p.pos++
+	end, err := jsonlex.Number(p.data, p.pos)
+	if err != nil {
+		return value{}, p.lexFail(err)
 	}
-	switch c := p.peek(); {
-	case c == '0':
-		p.pos++
-	case c >= '1' && c <= '9':
-		p.digits()
-	default:
-		return value{}, p.fail("invalid number")
-	}
-	if p.peek() == '.' {
-		p.pos++
-		if !p.digits() {
-			return value{}, p.fail("invalid number: no digits after '.'")
-		}
-	}
-	if c := p.peek(); c == 'e' || c == 'E' {
-		p.pos++
-		if c := p.peek(); c == '+' || c == '-' {
-			p.pos++
-		}
-		if !p.digits() {
-			return value{}, p.fail("invalid number: no digits in the exponent")
-		}
-	}
-	return value{kind: kindNumber, str: p.src[start:p.pos]}, nil
-}
-
-// digits consumes a run of decimal digits and reports whether there was one.
-func (p *parser) digits() bool {
-	start := p.pos
-	for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
-		p.pos++
-	}
-	return p.pos > start
+	v := value{kind: kindNumber, str: p.src[p.pos:end]}
+	p.pos = end
+	return v, nil
 }
 
 // string reads a string starting at the opening quote. Strings without
-// escapes (almost all of them) are sliced from the input in one copy.
+// escapes (almost all of them) are substrings of src, not allocations.
 func (p *parser) string() (string, *syntaxError) {
-	start := p.pos + 1
-	i := start
-	for i < len(p.data) {
-		c := p.data[i]
-		switch {
-		case c == '"':
-			p.pos = i + 1
-			return p.src[start:i], nil
-		case c == '\\':
-			return p.escapedString(start, i)
-		case c < 0x20:
-			p.pos = i
-			return "", p.fail("control character in a string")
-		case c < utf8.RuneSelf:
-			i++
-		default:
-			r, size := utf8.DecodeRune(p.data[i:])
-			if r == utf8.RuneError && size == 1 {
-				p.pos = i
-				return "", p.refuse("invalid UTF-8 in a string")
-			}
-			i += size
-		}
+	end, escaped, err := jsonlex.String(p.data, p.pos)
+	if err != nil {
+		return "", p.lexFail(err)
 	}
-	p.pos = len(p.data)
-	return "", p.fail("unterminated string")
-}
-
-// escapedString continues string from the first backslash at i.
-func (p *parser) escapedString(start, i int) (string, *syntaxError) {
-	buf := make([]byte, 0, i-start+16)
-	buf = append(buf, p.data[start:i]...)
-	for i < len(p.data) {
-		c := p.data[i]
-		switch {
-		case c == '"':
-			p.pos = i + 1
-			return string(buf), nil
-		case c == '\\':
-			if i+1 >= len(p.data) {
-				p.pos = len(p.data)
-				return "", p.fail("unterminated string")
-			}
-			switch e := p.data[i+1]; e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, n, msg := decodeUnicodeEscape(p.data[i:])
-				if msg != "" {
-					p.pos = i
-					if n < 0 {
-						return "", p.refuse(msg)
-					}
-					return "", p.fail(msg)
-				}
-				buf = utf8.AppendRune(buf, r)
-				i += n
-				continue
-			default:
-				p.pos = i
-				return "", p.fail("invalid escape in a string")
-			}
-			i += 2
-		case c < 0x20:
-			p.pos = i
-			return "", p.fail("control character in a string")
-		case c < utf8.RuneSelf:
-			buf = append(buf, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(p.data[i:])
-			if r == utf8.RuneError && size == 1 {
-				p.pos = i
-				return "", p.refuse("invalid UTF-8 in a string")
-			}
-			buf = append(buf, p.data[i:i+size]...)
-			i += size
-		}
-	}
-	p.pos = len(p.data)
-	return "", p.fail("unterminated string")
-}
-
-// decodeUnicodeEscape decodes \uXXXX at the start of b, or a surrogate pair
-// \uXXXX\uXXXX, and returns the rune and the bytes consumed. An unpaired
-// surrogate is refused (n < 0): encoding/json turns it into U+FFFD while
-// other readers keep it, so two readers would see different strings (and
-// different keys).
-func decodeUnicodeEscape(b []byte) (r rune, n int, msg string) {
-	r, ok := hex4(b)
-	if !ok {
-		return 0, 0, "invalid \\u escape in a string"
-	}
-	switch {
-	case r >= 0xDC00 && r <= 0xDFFF:
-		return 0, -1, "unpaired surrogate escape in a string"
-	case r >= 0xD800 && r <= 0xDBFF:
-		if len(b) < 8 || b[6] != '\\' || b[7] != 'u' {
-			return 0, -1, "unpaired surrogate escape in a string"
-		}
-		lo, ok := hex4(b[6:])
-		if !ok {
-			return 0, 0, "invalid \\u escape in a string"
-		}
-		if lo < 0xDC00 || lo > 0xDFFF {
-			return 0, -1, "unpaired surrogate escape in a string"
-		}
-		return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, ""
-	}
-	return r, 6, ""
-}
-
-// hex4 reads the four hex digits of \uXXXX at the start of b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 6 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[2:6] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
+	s := jsonlex.Unquote(p.src[p.pos+1:end-1], escaped)
+	p.pos = end
+	return s, nil
 }
