@@ -173,6 +173,9 @@ func String[T Text](d T, i int) (end int, escaped bool, err *Error) {
 			if n == 0 {
 				return i, escaped, &Error{BadUTF8, i}
 			}
+			if n < 0 { // a rune cut off by the end of the input
+				return i, escaped, &Error{EOF, len(d)}
+			}
 			i += n
 		}
 	}
@@ -264,9 +267,9 @@ func hexVal(c byte) rune {
 }
 
 // runeLen returns the length of the UTF-8 encoded rune at d[i] (not
-// ASCII), or 0 when the bytes there are not UTF-8: a bad lead or
-// continuation byte, an overlong form, a surrogate or a value past
-// U+10FFFF, or the input ending inside the rune. It follows
+// ASCII), 0 when the bytes there are not UTF-8 (a bad lead or continuation
+// byte, an overlong form, a surrogate or a value past U+10FFFF), or -1 when
+// they begin one that the end of the input cuts off. It follows
 // utf8.DecodeRune's rules on both input types without converting them.
 func runeLen[T Text](d T, i int) int {
 	c := d[i]
@@ -290,14 +293,15 @@ func runeLen[T Text](d T, i int) int {
 	default:
 		return 0
 	}
-	if i+n > len(d) {
-		return 0
-	}
-	if b := d[i+1]; b < lo || b > hi {
-		return 0
-	}
-	for k := i + 2; k < i+n; k++ {
-		if b := d[k]; b < 0x80 || b > 0xBF {
+	for k := i + 1; k < i+n; k++ {
+		if k >= len(d) {
+			return -1
+		}
+		b, l, h := d[k], byte(0x80), byte(0xBF)
+		if k == i+1 {
+			l, h = lo, hi
+		}
+		if b < l || b > h {
 			return 0
 		}
 	}
