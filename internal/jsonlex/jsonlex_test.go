@@ -45,9 +45,9 @@ func TestString(t *testing.T) {
 		{in: "\"\xed\xa0\x80\"", kind: BadUTF8, off: 1},     // an encoded surrogate
 		{in: "\"\xf4\x90\x80\x80\"", kind: BadUTF8, off: 1}, // past U+10FFFF
 		{in: "\"\xe2\x82\"", kind: BadUTF8, off: 1},         // cut short by the quote
-		{in: "\"abcdefgh\xe2", kind: EOF, off: 10},           // cut off by the end of the input
+		{in: "\"abcdefgh\xe2", kind: EOF, off: 10},          // cut off by the end of the input
 		{in: "\"abcdefgh\xe2\x82", kind: EOF, off: 11},
-		{in: "\"\xe0\x80", kind: BadUTF8, off: 1},            // overlong, whatever follows
+		{in: "\"\xe0\x80", kind: BadUTF8, off: 1}, // overlong, whatever follows
 	}
 	for _, tc := range tests {
 		for _, asBytes := range []bool{false, true} {
