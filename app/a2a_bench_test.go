@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// benchRequest is seed 002's step 1; the first %d numbers the message, the
-// second the workflow (a thread holds at most 10,000 messages).
+// benchRequest is the first step of the ACL envelope's example flow (the
+// orchestrator asks the planner to plan a workflow); the first %d numbers the
+// message, the second the workflow (a thread holds at most 10,000 messages).
 const benchRequest = `{"message_id":"msg_bench_%d","message_type":"request","sender_id":"orch_1","sender_type":"orchestrator","receiver_id":"planner_1","receiver_type":"planner","workflow_id":"wf_bench_%d","action":"plan_workflow","payload":{"operation":"update","target_customer_id":"CUST001","parameters":{"credit_limit":100000}},"priority":"high"}`
 
 // benchResponse answers it; %s is the request's message_id.

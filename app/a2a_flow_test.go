@@ -24,10 +24,10 @@ func shaHex(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// TestSeed002FourStepFlow runs seed 002's complete communication flow
-// through the gateway: orchestrator → planner → orchestrator → executor →
-// orchestrator, each REQUEST relayed to the recipient's endpoint and its
-// RESPONSE returned; the history and the audit trail hold all four.
+// TestSeed002FourStepFlow runs the ACL envelope's complete example
+// communication flow through the gateway: orchestrator → planner → orchestrator
+// → executor → orchestrator, each REQUEST relayed to the recipient's endpoint
+// and its RESPONSE returned; the history and the audit trail hold all four.
 func TestSeed002FourStepFlow(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
 	g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
@@ -139,7 +139,8 @@ const (
 	kindMessageDelivery = "message.delivery"
 )
 
-// TestSAMRelayHandoff is seed 003 2.1 across three agents: the vendor agent
+// TestSAMRelayHandoff is the handoff pattern of the agent communication
+// patterns (docs/glossary.md) across three agents: the vendor agent
 // hands its context to the compliance agent, which acknowledges (the
 // sender's turn ends), then hands it on to the finance agent.
 func TestSAMRelayHandoff(t *testing.T) {
@@ -192,7 +193,8 @@ func TestSAMRelayHandoff(t *testing.T) {
 	}
 }
 
-// TestSubTaskDelegation is seed 003 2.2: the requisition agent asks the
+// TestSubTaskDelegation is the sub-task delegation pattern of the agent
+// communication patterns: the requisition agent asks the
 // finance agent and resumes with the answer; a child that is slower than
 // metadata.timeout_ms is cut off with a TIMEOUT ERROR.
 func TestSubTaskDelegation(t *testing.T) {
@@ -601,9 +603,10 @@ func TestSpawnUnderPolicy(t *testing.T) {
 	}
 }
 
-// TestRelayOverMutualTLS: an endpoint that requires a client certificate
-// (seed 003 6) gets the message when the gateway presents one signed by
-// its CA, and the gateway verifies the endpoint's certificate in turn.
+// TestRelayOverMutualTLS: an endpoint that requires a client certificate (the
+// mTLS of the agent communication patterns) gets the message when the gateway
+// presents one signed by its CA, and the gateway verifies the endpoint's
+// certificate in turn.
 func TestRelayOverMutualTLS(t *testing.T) {
 	ca := testcert.NewCA(t)
 	dir := t.TempDir()

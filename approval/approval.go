@@ -1,6 +1,7 @@
-// Package approval implements the Librarian approval protocol of seed 004
-// (SPEC 4.2): agents ask for approval of a change, the Rego policy decides,
-// people decide what the policy escalates, and every step is audited.
+// Package approval implements the approval protocol (Librarian approvals,
+// docs/approval.md): agents ask for approval of a change, the Rego policy
+// decides, people decide what the policy escalates, and every step is
+// audited.
 //
 // A request moves PENDING → VALIDATING → APPROVED | REJECTED | ESCALATED;
 // an ESCALATED one is approved or rejected by a reviewer (or rejected by
@@ -37,7 +38,8 @@ import (
 	"github.com/sacpgw/gateway/policy"
 )
 
-// Decider evaluates data.gateway.approval.decision (SPEC 6). The policy
+// Decider evaluates data.gateway.approval.decision (docs/reference.md, Rego
+// decision points). The policy
 // package's engine implements it; an error or undefined decision must be
 // returned as an error, which the service turns into a rejection.
 type Decider interface {
@@ -79,8 +81,8 @@ type Deps struct {
 	Store      Store
 	// Limiter enforces Rate on POST /agent/request, keyed per agent.
 	Limiter limit.Limiter
-	// Rate is the per-agent limit of POST /agent/request. Zero: seed 004's
-	// 60/minute.
+	// Rate is the per-agent limit of POST /agent/request. Zero: the approval
+	// protocol's 60/minute.
 	Rate limit.Rule
 	// Audit receives agent.request, agent.decision and escalation.decision.
 	Audit Appender

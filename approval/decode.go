@@ -51,7 +51,7 @@ func tooLarge(limit int64) *apierror.Error {
 // action, well-formed digests. Missing fields a request type requires are
 // not checked here: that is the policy's job, so the agent gets a violation
 // with a suggestion rather than a bare 400. The only defaults filled in are
-// the ones the seed implies: a QUERY reads.
+// the ones the approval protocol implies: a QUERY reads.
 //
 // Errors are *apierror.Error 400s whose Param names the field at fault.
 func DecodeAgentRequest(body []byte) (*AgentRequest, error) {
@@ -221,7 +221,7 @@ func jsonError(err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
-		return apierror.BadRequest(name, "Unknown field %q: the approval API accepts only the fields of seed 004's AgentRequest.", name)
+		return apierror.BadRequest(name, "Unknown field %q: the approval API accepts only the fields of the approval protocol's AgentRequest.", name)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return apierror.BadRequest("", "The request body is empty or truncated.")

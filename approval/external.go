@@ -14,9 +14,10 @@ import (
 )
 
 // Request types of escalations that other parts of the gateway open on the
-// same human review (SPEC 4.3): a SPAWN_AGENT message the spawn policy
-// escalated, and an agent-to-agent ERROR that needs a person (seed 003 4.2
-// and 5). The approval protocol itself never produces them, and a REPORT
+// same human review (docs/agent-messaging.md): a SPAWN_AGENT message the
+// spawn policy escalated, and an agent-to-agent ERROR that needs a person
+// (the error propagation and human in the loop of the agent communication
+// patterns). The approval protocol itself never produces them, and a REPORT
 // cannot complete them.
 const (
 	TypeSpawn   = escalation.TypeSpawn

@@ -14,7 +14,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 )
 
-// Seed 004, Common Operation 1: an agent requests approval, creates the
+// The approval protocol's operation 1: an agent requests approval, creates the
 // file at approved_location, and reports completion.
 func TestOperationApprovalThenReport(t *testing.T) {
 	h := newHarness(t)
@@ -34,7 +34,7 @@ func TestOperationApprovalThenReport(t *testing.T) {
 	if resp.ContentSHA256 != digest {
 		t.Errorf("content_sha256 = %s, want %s", resp.ContentSHA256, digest)
 	}
-	// The seed's optional fields are present as null, lists as [].
+	// The protocol's optional fields are present as null, lists as [].
 	var raw map[string]any
 	res.json(t, &raw)
 	for _, k := range []string{"escalation_reason", "human_review_url", "estimated_review_time", "context", "relevant_nodes", "assigned_id"} {
@@ -96,7 +96,7 @@ func TestOperationApprovalThenReport(t *testing.T) {
 	}
 }
 
-// Seed 004, Common Operation 2: an agent queries for context.
+// The approval protocol's operation 2: an agent queries for context.
 func TestOperationQueryForContext(t *testing.T) {
 	h := newHarness(t)
 	res, resp := h.submit(tokCopilot, map[string]any{
@@ -131,7 +131,7 @@ func TestOperationQueryForContext(t *testing.T) {
 	}
 }
 
-// Seed 004, Common Operation 3: a rejection, a fix, a resubmission.
+// The approval protocol's operation 3: a rejection, a fix, a resubmission.
 func TestOperationRejectionFixResubmit(t *testing.T) {
 	h := newHarness(t)
 	req := approvalRequest()
@@ -169,7 +169,7 @@ func TestOperationRejectionFixResubmit(t *testing.T) {
 	}
 }
 
-// Seed 004, Common Operation 4: escalation, polling, a person decides.
+// The approval protocol's operation 4: escalation, polling, a person decides.
 func TestOperationEscalation(t *testing.T) {
 	var mu sync.Mutex
 	var posts []string

@@ -40,7 +40,8 @@ func testAgent(id, typ string, caps, targets []string, token string, maxSize con
 		RateLimit: config.Rate{N: 100, Period: time.Hour}, TokenSHA256: config.HashTokenHex(token), TokenHash: config.HashToken(token)}
 }
 
-// testConfig is seed 004's registry and protocol settings.
+// testConfig is the approval protocol's example registry and protocol
+// settings.
 func testConfig() *config.Config {
 	return &config.Config{
 		Gateway: config.Gateway{Admin: config.Admin{
@@ -64,7 +65,8 @@ func testConfig() *config.Config {
 	}
 }
 
-// testAuthorizer is the RBAC of SPEC 5 in a few lines: read needs "read",
+// testAuthorizer is the gateway's RBAC (docs/policy-authoring.md, RBAC and
+// input.authz) in a few lines: read needs "read",
 // create/modify/delete need "write", and the target type must be allowed.
 func testAuthorizer(cfg *config.Config) Authorizer {
 	return AuthorizerFunc(func(agentID, action, target string) Authz {
@@ -86,10 +88,10 @@ func testAuthorizer(cfg *config.Config) Authorizer {
 	})
 }
 
-// testDecider is a small deterministic stand-in for the Rego policy: seed
-// 004's validation rules, and escalation of deletes of architecture and of
-// high risk. It reads only the documented input, so it also checks the
-// input's shape.
+// testDecider is a small deterministic stand-in for the Rego policy: the
+// approval protocol's validation rules, and escalation of deletes of
+// architecture and of high risk. It reads only the documented input, so it also
+// checks the input's shape.
 type testDecider struct {
 	mu    sync.Mutex
 	last  map[string]any
@@ -383,7 +385,8 @@ func mustStatus(t testing.TB, res result, want int) {
 	}
 }
 
-// approvalRequest is seed 004's first Common Operation.
+// approvalRequest is the approval protocol's operation 1, an APPROVAL
+// (docs/approval.md).
 func approvalRequest() map[string]any {
 	return map[string]any{
 		"agent_id":     "claude-3",

@@ -7,7 +7,8 @@ import (
 	"github.com/sacpgw/gateway/policy"
 )
 
-// input builds the policy's input document (SPEC 6):
+// input builds the policy's input document (docs/approval.md, "What the
+// policy receives"):
 //
 //	{request, agent, protocol, authz: {allowed, reason}, known_references}
 //

@@ -119,8 +119,9 @@ type Capabilities struct {
 	MaxReferences     int      `json:"max_references"`
 	MaxDeviations     int      `json:"max_deviations"`
 	KnownReferences   int      `json:"known_references"`
-	// Seed 001 registry fields and the agent's message rules (SPEC 4.3);
-	// the endpoint is not shown, agents reach each other through the gateway.
+	// Compact SACP's registry fields and the agent's message rules
+	// (docs/agent-messaging.md, Configuration); the endpoint is not shown,
+	// agents reach each other through the gateway.
 	SupportedVerbs   []string             `json:"supported_verbs"`
 	SupportedTools   []string             `json:"supported_tools"`
 	Inputs           []string             `json:"inputs"`

@@ -320,7 +320,7 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 }
 
 // defaultFeedback explains a decision whose policy gave no feedback: the
-// seed makes feedback the explanation every response carries.
+// approval protocol makes feedback the explanation every response carries.
 func defaultFeedback(dec policy.ApprovalDecision) string {
 	switch dec.Status {
 	case StatusApproved:
@@ -363,8 +363,9 @@ func (s *Service) response(id string, now time.Time, dec policy.ApprovalDecision
 	}
 }
 
-// escalationFields fills the seed's escalation fields. The estimate is the
-// deadline: a request not decided within timeouts.escalation is rejected.
+// escalationFields fills the approval protocol's escalation fields. The
+// estimate is the deadline: a request not decided within timeouts.escalation is
+// rejected.
 func (s *Service) escalationFields(resp *LibrarianResponse, id, reason string) {
 	resp.EscalationReason = optional(reason)
 	resp.HumanReviewURL = optional(s.reviewURL(id))

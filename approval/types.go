@@ -6,7 +6,7 @@ import (
 	"github.com/sacpgw/gateway/policy"
 )
 
-// Request types of seed 004.
+// Request types of the approval protocol.
 const (
 	TypeApproval = "APPROVAL"
 	TypeQuery    = "QUERY"
@@ -14,7 +14,7 @@ const (
 	TypeReport   = "REPORT"
 )
 
-// Actions of seed 004.
+// Actions of the approval protocol.
 const (
 	ActionCreate = "create"
 	ActionModify = "modify"
@@ -22,7 +22,7 @@ const (
 	ActionRead   = "read"
 )
 
-// Decision statuses of seed 004's LibrarianResponse.
+// Decision statuses of the approval protocol's LibrarianResponse.
 const (
 	StatusApproved            = "approved"
 	StatusRejected            = "rejected"
@@ -66,7 +66,8 @@ var (
 	targetTypes  = []string{"architecture", "design", "code", "test", "docs"}
 )
 
-// State is a governance state of seed 004.
+// State is a governance state of the approval protocol (docs/approval.md,
+// States).
 type State string
 
 // The governance states. A request moves PENDING → VALIDATING → APPROVED |
@@ -85,8 +86,9 @@ const (
 // Terminal reports whether no further transition can happen.
 func (s State) Terminal() bool { return s == StateRejected || s == StateCompleted }
 
-// AgentRequest is seed 004's request message, with its JSON names, plus the
-// three fields a REPORT carries (request_id, completed, changes_made).
+// AgentRequest is the approval protocol's request message, with its JSON
+// names, plus the three fields a REPORT carries (request_id, completed,
+// changes_made).
 type AgentRequest struct {
 	AgentID   string     `json:"agent_id"`
 	SessionID string     `json:"session_id,omitempty"`
@@ -137,10 +139,10 @@ type NodeSummary struct {
 	Score float64  `json:"score"`
 }
 
-// LibrarianResponse is seed 004's response message with its JSON names.
-// Optional fields of the seed are null when they do not apply, so clients
-// built on the seed's dataclass find every key. ContentSHA256, State and
-// DecisionID are the gateway's additions.
+// LibrarianResponse is the approval protocol's response message with its JSON
+// names. Optional fields of the protocol are null when they do not apply, so
+// clients built on the protocol's dataclass find every key. ContentSHA256,
+// State and DecisionID are the gateway's additions.
 type LibrarianResponse struct {
 	RequestID        string    `json:"request_id"`
 	Timestamp        time.Time `json:"timestamp"`
@@ -240,7 +242,7 @@ func (r *Record) move(to State, at time.Time, by, note string) {
 	r.History = append(r.History, Transition{State: to, At: at, By: by, Note: note})
 }
 
-// StatusResponse is GET /agent/status/{request_id} (SPEC 4.2), plus the
+// StatusResponse is GET /agent/status/{request_id} (docs/approval.md), plus the
 // escalation (with its review) when there is one.
 type StatusResponse struct {
 	RequestID        string             `json:"request_id"`

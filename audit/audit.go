@@ -1,6 +1,7 @@
 // Package audit implements the gateway's audit trail: an append-only,
 // hash-chained, crash-safe log of JSON Lines entries that a third party can
-// verify without the gateway (SPEC 7, docs/compliance.md).
+// verify without the gateway (docs/compliance.md; the format in
+// docs/reference.md, Audit format).
 //
 // One process writes one chain through a Log: Append hands a Record to a
 // single writer goroutine that batches every pending entry into one write and

@@ -1,8 +1,8 @@
-// Package compact implements the compact inter-agent messages of seed 001
-// (SACP v0.1): the verb/tool library of section 10, the message validator of
-// section 8, SPAWN_AGENT requests of Appendix D and the agent prompt of
-// Appendix C. The gateway uses it for POST /sacp/validate, POST
-// /registry/spawn and agents with response_format sacp_compact (SPEC 4.3).
+// Package compact implements compact SACP (SACP v0.1), the terse plan
+// language agents use with each other (docs/glossary.md): the verb/tool
+// library, the message validator, SPAWN_AGENT requests and the agent prompt.
+// The gateway uses it for POST /sacp/validate, POST /registry/spawn and agents
+// with response_format sacp_compact (docs/agent-messaging.md).
 //
 // Messages are untrusted, and a message the validator accepts is then read by
 // other programs, so the validator is deliberately stricter than

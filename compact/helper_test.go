@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// seedVerbs and seedTools define the verbs and tools used by seed 001's own
-// examples (sections 2, 6, 10 and Appendix A), with types on some inputs so
-// that parameter checks have something to check.
+// seedVerbs and seedTools define the verbs and tools used by compact SACP's
+// own examples (its plans, its library and its registry), with types on some
+// inputs so that parameter checks have something to check.
 func seedVerbs() []Verb {
 	return []Verb{
 		{Name: "s", Description: "search (alias)", Inputs: []string{"c:string", "p_max:number", "am:array"}, Outputs: "results"},

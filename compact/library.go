@@ -8,14 +8,13 @@ import (
 	"strings"
 )
 
-// Verb is a verb definition (seed 001 section 10).
+// Verb is a verb definition of compact SACP's library (config/registry.yaml).
 //
 // An input is declared as "name" or "name:type", where type is one of string,
 // number, integer, boolean, array, object or any. Validate checks a typed
 // parameter when a plan step supplies it; an untyped or "any" input, a missing
-// input and an undeclared parameter are all accepted, because the seed lets
-// agents abbreviate keys (section 1) and does not say which inputs are
-// required.
+// input and an undeclared parameter are all accepted, because compact SACP
+// lets agents abbreviate keys and does not say which inputs are required.
 type Verb struct {
 	Name        string   `json:"name"`
 	Description string   `json:"description"`
@@ -23,7 +22,7 @@ type Verb struct {
 	Outputs     string   `json:"outputs"`
 }
 
-// Tool is a tool definition (seed 001 section 10).
+// Tool is a tool definition of compact SACP's library (config/registry.yaml).
 type Tool struct {
 	ID             string   `json:"id"`
 	Description    string   `json:"description"`
@@ -32,8 +31,8 @@ type Tool struct {
 }
 
 // The verbs that plans may use without a definition. join is structural
-// (section 2); define and instantiate are the meta verbs of SPAWN_AGENT
-// messages (Appendix D). A library may define "join" to give it typed inputs
+// (it closes a parallel group); define and instantiate are the meta verbs of
+// SPAWN_AGENT messages. A library may define "join" to give it typed inputs
 // and may list it in a tool's supported verbs; it may not define the meta
 // verbs, so that a meta step always means the same thing.
 const (

@@ -11,7 +11,7 @@ type PromptAgent struct {
 	Verbs, Tools []string
 }
 
-// Prompt fills seed 001 Appendix C's agent template. Two changes follow from
+// Prompt fills compact SACP's agent prompt template. Two changes follow from
 // how the gateway delivers messages: the SACP message is the user's message
 // rather than part of the system prompt, and the instruction says what a
 // machine-readable answer is (one JSON object, no prose or code fences) so

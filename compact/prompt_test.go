@@ -11,7 +11,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 func TestPromptGolden(t *testing.T) {
-	// Appendix C's example: PRICE_PREDICTOR, predict, PRC_EST.
+	// The compact SACP prompt's own example: PRICE_PREDICTOR, predict, PRC_EST.
 	got := Prompt(PromptAgent{Name: "PRICE_PREDICTOR", Verbs: []string{"predict"}, Tools: []string{"PRC_EST"}})
 	golden := filepath.Join("testdata", "prompt_price_predictor.golden")
 	if *update {

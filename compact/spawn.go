@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// Spawn is what a SPAWN_AGENT message (seed 001 Appendix D) asks for. After
-// approval, Library.Extend(NewVerbs, NewTools) adds its definitions; ParseSpawn
-// guarantees that this succeeds against the library that parsed it.
+// Spawn is what a SPAWN_AGENT message (docs/agent-messaging.md, Spawning) asks
+// for. After approval, Library.Extend(NewVerbs, NewTools) adds its definitions;
+// ParseSpawn guarantees that this succeeds against the library that parsed it.
 type Spawn struct {
 	AgentName   string // the instantiate step's tool position, e.g. "VISA_AGENT"
 	Verb, Tool  string // instantiate params "verb" and "tool"

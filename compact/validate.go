@@ -7,16 +7,17 @@ import (
 	"unicode/utf8"
 )
 
-// The status of a Result (seed 001 section 8).
+// The status of a Result, as compact SACP's validation answer names it.
 const (
 	StatusValid = "VALID"
 	StatusErr   = "ERR"
 )
 
 // Error codes of a Result. MISSING_FIELD, MALFORMED_PLAN, UNKNOWN_VERB,
-// UNKNOWN_TOOL, VERB_TOOL_MISMATCH and REQ_CLARIFY are named by seed 001 and
-// SPEC 4.3; the others split the seed's "malformed message" so that a client
-// can tell a broken document from a bad field.
+// UNKNOWN_TOOL, VERB_TOOL_MISMATCH and REQ_CLARIFY are named by compact SACP
+// itself; the others split the protocol's single "malformed message" so that
+// a client can tell a broken document from a bad field (the list is in
+// docs/agent-messaging.md, Compact SACP).
 const (
 	CodeMalformedMessage = "MALFORMED_MESSAGE" // not JSON, not an object, duplicate key, too deep
 	CodeMissingField     = "MISSING_FIELD"     // g or plan absent
@@ -29,18 +30,19 @@ const (
 	CodeReqClarify       = "REQ_CLARIFY" // plan present but has no steps
 )
 
-// GoalSpawnAgent is the goal of a spawn request (seed 001 Appendix D), the
-// only goal under which plans may use the define and instantiate verbs.
+// GoalSpawnAgent is the goal of a spawn request (docs/agent-messaging.md,
+// Spawning), the only goal under which plans may use the define and instantiate
+// verbs.
 const GoalSpawnAgent = "SPAWN_AGENT"
 
-// The values of the optional fields (seed 001 section 1).
+// The values of compact SACP's optional fields (state and out_fmt).
 var (
 	states     = []string{"PENDING", "IN_PROGRESS", "DONE", "FAILED"}
 	outFormats = []string{"human", "raw", "summary"}
 )
 
-// OutFmtRaw is the output format when a message names none (seed 001
-// section 4).
+// OutFmtRaw is the output format when a message names none (compact SACP's
+// default).
 const OutFmtRaw = "raw"
 
 const (
@@ -60,7 +62,7 @@ type Result struct {
 	Code   string `json:"code,omitempty"`
 	// Details is one sentence naming the fault, e.g. "plan step 2: missing
 	// parameters (want [verb, tool, params])"; steps are numbered from 1 as in
-	// seed 001 section 8.
+	// compact SACP's own error examples.
 	Details string `json:"details,omitempty"`
 	// Path is the JSON path of the fault, e.g. "plan[1][2]",
 	// "plan[0].parallel[1][0]", "state", "subtask.g"; empty when the fault is
@@ -73,10 +75,10 @@ func (r Result) Valid() bool { return r.Status == StatusValid }
 
 func validResult() Result { return Result{Status: StatusValid} }
 
-// Validate checks a message an agent sends (POST /sacp/validate) against seed
-// 001 section 8 and the library. It reports the first fault in a fixed order:
-// the document, then g, plan's presence, the optional fields, the plan's steps
-// in order, and finally subtask.
+// Validate checks a message an agent sends (POST /sacp/validate) against
+// compact SACP's message rules and the library. It reports the first fault in a
+// fixed order: the document, then g, plan's presence, the optional fields, the
+// plan's steps in order, and finally subtask.
 func (l *Library) Validate(raw []byte) Result {
 	_, r := l.check(raw, false)
 	return r
@@ -97,7 +99,7 @@ func (l *Library) ValidateAnswer(raw []byte) Result {
 
 // OutFormat returns the out_fmt of a message: "human", "raw" or "summary";
 // "raw" when the field is absent, not one of those, or the message does not
-// parse (seed 001 section 4: raw is the default).
+// parse (compact SACP makes raw the default).
 func OutFormat(raw []byte) string {
 	v, err := parse(raw)
 	if err != nil || v.kind != kindObject {
@@ -478,7 +480,8 @@ func (c *checker) checkStep(st *value, lc loc, afterParallel bool) Result {
 
 // checkJoin checks a join step. join needs no definition; its tool is checked
 // only once the library has tools that support join, so that libraries
-// written before anyone thought about joins accept the seed's example.
+// written before anyone thought about joins accept compact SACP's own
+// example.
 func (c *checker) checkJoin(tool string, params *value, lc loc, afterParallel bool) Result {
 	if !afterParallel {
 		return c.fail(CodeMalformedPlan, lc.path()+"[0]", "%s: join must directly follow a parallel group", lc.label())
@@ -691,7 +694,7 @@ func (c *checker) nameParam(params *value, key string, lc loc) (string, Result) 
 	return v.str, validResult()
 }
 
-// checkErrObject checks an ERR object (seed 001 section 8) in a fixed order:
+// checkErrObject checks a compact SACP ERR object in a fixed order:
 // status, code, details, path, msg_id, reply_to, then unexpected keys.
 func checkErrObject(obj *value) Result {
 	c := checker{}

@@ -276,8 +276,8 @@ func TestValidateAnswer(t *testing.T) {
 	}
 }
 
-// TestSeedExamples: the seed's own messages are valid, its ERR object is a
-// valid answer but not a message.
+// TestSeedExamples: compact SACP's own example messages are valid, its ERR
+// object is a valid answer but not a message.
 func TestSeedExamples(t *testing.T) {
 	lib := seedLibrary(t)
 	for _, name := range append(testdataFiles(t, "messages"), filepath.Join("testdata", "bench_20_steps.json")) {
@@ -303,10 +303,10 @@ func TestSeedExamples(t *testing.T) {
 	}
 	errObj := readTestdata(t, "answers/section8_err.json")
 	if r := lib.Validate(errObj); r.Code != CodeInvalidField || r.Path != "status" {
-		t.Errorf("Validate(section 8 ERR object) = %+v, want INVALID_FIELD at status", r)
+		t.Errorf("Validate(the protocol's example ERR object) = %+v, want INVALID_FIELD at status", r)
 	}
 	if !IsErrObject(errObj) {
-		t.Error("IsErrObject(section 8 ERR object) = false")
+		t.Error("IsErrObject(the protocol's example ERR object) = false")
 	}
 }
 

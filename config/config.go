@@ -1,5 +1,6 @@
 // Package config loads and validates the gateway's three configuration files
-// (gateway.yaml, agents.yaml, protocol.yaml) per SPEC section 3.
+// (gateway.yaml, agents.yaml, protocol.yaml), as docs/reference.md,
+// Configuration, describes them.
 //
 // Loading has no side effects: it reads files and the environment and returns
 // either a complete Config or every problem found, each as "file:line: message".
@@ -45,7 +46,8 @@ type Gateway struct {
 
 // HTTP bounds what a client connection may hold: slow headers and bodies,
 // readers that take nothing, and the traffic of clients that have not
-// authenticated (SPEC 5: limited per source before any work).
+// authenticated (limited per source before any work: docs/security.md,
+// "Flooding, connections and the state backend").
 type HTTP struct {
 	// ReadHeaderTimeout bounds the wait for a request's headers. Default 5s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
@@ -109,7 +111,8 @@ type Messaging struct {
 }
 
 // MessagingTLS authenticates the gateway to the agents' endpoints and them
-// to it (seed 003 6: agents authenticate via mTLS).
+// to it (the agent communication patterns have agents authenticate via mTLS;
+// docs/agent-messaging.md, Configuration).
 type MessagingTLS struct {
 	// CAFile verifies the endpoints' certificates. Empty: system roots.
 	CAFile string `yaml:"ca_file"`
@@ -194,7 +197,7 @@ type Tracing struct {
 	ServiceName string `yaml:"service_name"`
 }
 
-// Approval configures the approval protocol (seed 004).
+// Approval configures the approval protocol (docs/approval.md).
 type Approval struct {
 	// CatalogueDir holds the specification catalogue (Markdown files with an
 	// id in front matter). Default "specs".
@@ -204,7 +207,8 @@ type Approval struct {
 	BaseURL string `yaml:"base_url"`
 	// Webhook receives a Slack-compatible notification per escalation. Empty: none.
 	Webhook string `yaml:"webhook"`
-	// RateLimit bounds /agent/request per agent. Default 60/minute (seed 004).
+	// RateLimit bounds /agent/request per agent. Default 60/minute, the
+	// approval protocol's limit (docs/approval.md, Limits).
 	RateLimit Rate `yaml:"rate_limit"`
 }
 
@@ -271,8 +275,9 @@ type Agent struct {
 	CompletionEstimate int    `yaml:"completion_estimate"`
 	SPIFFEID           string `yaml:"spiffe_id"`
 
-	// Seed 001 registry fields (SPEC 4.3): what the agent can do, for
-	// POST /registry/query and the sacp_compact prompt.
+	// Compact SACP's registry fields (docs/agent-messaging.md, Configuration):
+	// what the agent can do, for POST /registry/query and the sacp_compact
+	// prompt.
 	Description    string   `yaml:"description"`
 	Tags           []string `yaml:"tags"`
 	SupportedVerbs []string `yaml:"supported_verbs"`
@@ -302,14 +307,14 @@ type MessageRule struct {
 	Actions []string `yaml:"actions" json:"actions"`
 }
 
-// Registry is config/registry.yaml: seed 001 section 10's verb and tool
-// library, which compact SACP plans are validated against.
+// Registry is config/registry.yaml: compact SACP's verb and tool library,
+// which compact SACP plans are validated against.
 type Registry struct {
 	Verbs []Verb `yaml:"verbs"`
 	Tools []Tool `yaml:"tools"`
 }
 
-// Verb is a seed 001 verb definition. An input is "name" or "name:type"
+// Verb is a compact SACP verb definition. An input is "name" or "name:type"
 // (string, number, integer, boolean, array, object, any); typed inputs are
 // checked in plan params.
 type Verb struct {
@@ -319,7 +324,7 @@ type Verb struct {
 	Outputs     string   `yaml:"outputs"`
 }
 
-// Tool is a seed 001 tool definition.
+// Tool is a compact SACP tool definition.
 type Tool struct {
 	ID             string   `yaml:"id"`
 	Description    string   `yaml:"description"`
@@ -327,7 +332,7 @@ type Tool struct {
 	SupportedVerbs []string `yaml:"supported_verbs"`
 }
 
-// Protocol is config/protocol.yaml: seed 004's protocol settings plus the
+// Protocol is config/protocol.yaml: the approval protocol's settings plus the
 // gateway's SACP and redaction settings.
 type Protocol struct {
 	Version    string     `yaml:"version"`
@@ -338,7 +343,7 @@ type Protocol struct {
 	Redaction  Redaction  `yaml:"redaction"`
 }
 
-// Timeouts of seed 004.
+// Timeouts of the approval protocol.
 type Timeouts struct {
 	// Validation bounds a policy decision. Default 5000ms.
 	Validation Duration `yaml:"validation"`
@@ -351,7 +356,7 @@ type Timeouts struct {
 	StreamIdle Duration `yaml:"stream_idle"`
 }
 
-// Limits of seed 004.
+// Limits of the approval protocol.
 type Limits struct {
 	MaxContentSize   Size `yaml:"max_content_size"`
 	MaxReferences    int  `yaml:"max_references"`
@@ -359,7 +364,7 @@ type Limits struct {
 	MaxRetryAttempts int  `yaml:"max_retry_attempts"`
 }
 
-// Compliance flags of seed 004.
+// Compliance flags of the approval protocol.
 type Compliance struct {
 	StrictMode        bool `yaml:"strict_mode"`
 	AllowDeviations   bool `yaml:"allow_deviations"`

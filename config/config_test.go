@@ -149,8 +149,9 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestRegistryAndMessagingProblems: registry.yaml, the agents' seed 001
-// fields and their message rules are checked at load, every problem at once.
+// TestRegistryAndMessagingProblems: registry.yaml, the agents' compact SACP
+// registry fields and their message rules are checked at load, every problem at
+// once.
 func TestRegistryAndMessagingProblems(t *testing.T) {
 	_, err := Load("testdata/a2a", Options{LookupEnv: noEnv})
 	if err == nil {

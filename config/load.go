@@ -537,11 +537,11 @@ func compactLibrary(r Registry) (*compact.Library, error) {
 	return compact.NewLibrary(verbs, tools)
 }
 
-// Library is the compact SACP library of registry.yaml (seed 001 section 10).
+// Library is the compact SACP verb and tool library of registry.yaml.
 func (r Registry) Library() (*compact.Library, error) { return compactLibrary(r) }
 
-// agentRegistry checks the agents' seed 001 fields against the registry
-// and the other agents.
+// agentRegistry checks the agents' compact SACP registry fields against the
+// registry and the other agents.
 func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, tools map[string]bool) {
 	const f = AgentsFile
 	for _, id := range sortedKeys(agents) {
@@ -707,8 +707,8 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	if p.Timeouts.StreamIdle < 0 {
 		l.add(f, at("timeouts", "stream_idle"), "protocol.timeouts.stream_idle: must be positive")
 	}
-	// Seed 004's compliance defaults are the strict ones: a key left out
-	// keeps the protection on, never silently off.
+	// The approval protocol's compliance defaults are the strict ones: a key
+	// left out keeps the protection on, never silently off.
 	for key, field := range map[string]*bool{"strict_mode": &p.Compliance.StrictMode, "require_rationale": &p.Compliance.RequireRationale,
 		"enforce_references": &p.Compliance.EnforceReferences} {
 		if !hasKey(n, "protocol", "compliance", key) {

@@ -11,7 +11,7 @@ import (
 )
 
 // Size is a byte count written with a unit: "512B", "50KB", "1MB", "2GB".
-// Units are binary (1KB = 1024 B), as in seed 004's agent registry.
+// Units are binary (1KB = 1024 B), as in the approval protocol's agent registry.
 type Size int64
 
 // Rate is "N/period": N events allowed per second, minute, hour or day.

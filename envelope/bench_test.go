@@ -4,8 +4,8 @@ import (
 	"testing"
 )
 
-// Realistic envelopes of about 1 KB: seed 003's request and seed 002's plan
-// response with a typical payload.
+// Realistic envelopes of about 1 KB: a SAM envelope's request and an ACL
+// envelope's plan response with a typical payload.
 const benchSAM = `{
   "message_id": "msg-2f1c9a7e-8b4d-4c1e-9f3a-6d2b7c8e1a90",
   "correlation_id": "corr-7d3e2a1b-5c6f-4e8d-a9b0-1c2d3e4f5a6b",

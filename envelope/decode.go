@@ -37,7 +37,7 @@ func Decode(raw []byte) (*Message, error) {
 	return nil, &FieldError{Field: "sender", Reason: "required: sender (SAM) or sender_id (ACL)"}
 }
 
-// DecodeACL decodes and validates an ACL envelope (seed 002).
+// DecodeACL decodes and validates an ACL envelope (docs/glossary.md).
 func DecodeACL(raw []byte) (*Message, error) {
 	s := scanner{collectSubs: true}
 	top, fe := s.scanObject(raw, 0, "")
@@ -47,7 +47,7 @@ func DecodeACL(raw []byte) (*Message, error) {
 	return s.decodeACL(top)
 }
 
-// DecodeSAM decodes and validates a SAM envelope (seed 003).
+// DecodeSAM decodes and validates a SAM envelope (docs/glossary.md).
 func DecodeSAM(raw []byte) (*Message, error) {
 	s := scanner{collectSubs: true}
 	top, fe := s.scanObject(raw, 0, "")
@@ -123,7 +123,7 @@ func (s *scanner) decodeACL(top []member) (*Message, error) {
 		m.Recipient = &to
 	case to.Role != "":
 		// A typed but anonymous receiver would be a group broadcast, which
-		// seed 002 lists only as a future extension.
+		// the ACL envelope's protocol lists only as a future extension.
 		return nil, &FieldError{Field: "receiver_type", Reason: "requires receiver_id (a null receiver_id is a broadcast)"}
 	}
 	if m.Error != nil && m.Payload != nil {

@@ -1,8 +1,8 @@
 // Package envelope decodes, validates, normalises and re-encodes the
 // inter-agent message envelopes the gateway relays at POST /v1/messages
-// (SPEC 4.3): the ACL envelope of seed 002 (flat, sender_id/receiver_id,
-// lowercase types) and the SAM envelope of seed 003 (sender/recipient objects,
-// correlation_id, uppercase types, error object).
+// (docs/agent-messaging.md): the ACL envelope (flat, sender_id/receiver_id,
+// lowercase types) and the SAM envelope (sender/recipient objects,
+// correlation_id, uppercase types, error object); docs/glossary.md names both.
 //
 // Both formats decode into one Message so that routing, RBAC, queueing and
 // history need not know which one an agent speaks; Marshal writes a Message
@@ -27,16 +27,17 @@ type Format string
 
 // The two envelope formats.
 const (
-	ACL Format = "acl" // seed 002
-	SAM Format = "sam" // seed 003
+	ACL Format = "acl" // the ACL envelope
+	SAM Format = "sam" // the SAM envelope
 )
 
 // Type is the normalised message type, shared by both formats.
 type Type string
 
-// Message types. ACL "notification" and SAM "EVENT" are both Event. Seed 003
-// has no acknowledgement type, but its relay protocol has the recipient
-// acknowledge, so SAM "ACK" is accepted too.
+// Message types. ACL "notification" and SAM "EVENT" are both Event. The SAM
+// envelope has no acknowledgement type, but the relay of the agent
+// communication patterns has the recipient acknowledge, so SAM "ACK" is
+// accepted too.
 const (
 	Request  Type = "request"
 	Response Type = "response"
@@ -45,7 +46,7 @@ const (
 	Ack      Type = "ack"
 )
 
-// Priority is a message's priority (seed 002's levels).
+// Priority is a message's priority (the ACL envelope's levels).
 type Priority string
 
 // Priorities; Medium is the default when the sender states none.
@@ -93,7 +94,8 @@ type ErrorInfo struct {
 }
 
 // Fatal reports whether the error's severity is CRITICAL or FATAL, the cases
-// seed 003 4.2 routes to a human instead of a retry.
+// the error propagation of the agent communication patterns routes to a
+// human instead of a retry.
 func (e *ErrorInfo) Fatal() bool {
 	if e == nil {
 		return false
@@ -146,7 +148,8 @@ func (e *FieldError) Error() string {
 
 // Fill gives the message an ID (from newID) and a Timestamp (now, in UTC)
 // when the sender left them out, so that every relayed and recorded message
-// has both (seed 002: "Every message has a unique ID and timestamp").
+// has both (as the ACL envelope's protocol puts it: "Every message has a
+// unique ID and timestamp").
 func (m *Message) Fill(now time.Time, newID func() string) {
 	if m.ID == "" && newID != nil {
 		m.ID = newID()
@@ -199,8 +202,9 @@ func NewError(f Format, from Party, to *Party, inReplyTo, workflowID, correlatio
 
 // NewResponse builds a RESPONSE in format f from `from` to `to`, replying to
 // inReplyTo, in workflowID (ACL) or correlationID (SAM), with the given action
-// and payload (nil for none). Seed 003 5.5 injects a human's decision this
-// way. For SAM the action is stored in the payload, as the format requires.
+// and payload (nil for none). The human in the loop pattern injects a human's
+// decision this way. For SAM the action is stored in the payload, as the format
+// requires.
 func NewResponse(f Format, from Party, to *Party, inReplyTo, workflowID, correlationID, action string, payload json.RawMessage) *Message {
 	m := &Message{Format: f, Type: Response, Priority: Medium, Sender: from, Recipient: copyParty(to),
 		InReplyTo: inReplyTo, Action: action}

@@ -9,11 +9,11 @@ import (
 	"unicode/utf8"
 )
 
-// Marshal encodes the message in its own format with the seed's field names
-// and types (ACL lower case, SAM upper case), in the seed's field order,
-// omitting absent optional fields; a broadcast is written as an explicit
-// null receiver_id / recipient. The message is validated first, so the
-// gateway never relays an envelope it would itself refuse.
+// Marshal encodes the message in its own format with its protocol's field
+// names and types (ACL lower case, SAM upper case), in the protocol's field
+// order, omitting absent optional fields; a broadcast is written as an
+// explicit null receiver_id / recipient. The message is validated first, so
+// the gateway never relays an envelope it would itself refuse.
 //
 // Fields mirrored inside Payload or Metadata (SAM payload.action and
 // metadata.priority/timeout_ms/in_reply_to, ACL metadata.timeout_ms and

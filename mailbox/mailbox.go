@@ -1,5 +1,5 @@
 // Package mailbox holds the gateway's inter-agent message queue and message
-// history (SPEC 4.3).
+// history (docs/agent-messaging.md).
 //
 // EVENT/notification messages are acknowledged 202 before they reach their
 // recipient, so they wait in a Queue that background workers Pop, deliver and

@@ -15,7 +15,9 @@ import (
 	"github.com/sacpgw/gateway/mailbox"
 )
 
-// KindMessageEscalation: a message handed to a person (seed 003 5).
+// KindMessageEscalation: a message handed to a person (the human in the
+// loop of the agent communication patterns; docs/agent-messaging.md, Errors
+// and the human in the loop).
 const KindMessageEscalation = "message.escalation"
 
 // EscalationRef tells the client where a person now decides.
@@ -25,12 +27,12 @@ type EscalationRef struct {
 	Reason         string `json:"reason"`
 }
 
-// maybeEscalate opens an escalation for an ERROR that is fatal, not
-// retryable, or the max_retry_attempts-th ERROR of its sender in the
-// thread (seed 003 4.2: "if retry_limit not reached, re-instantiate; if
-// fatal, route to human-in-the-loop"). relayed is the envelope as
-// recorded; the message has been admitted already. A failure to escalate
-// is logged and audited as missing, never fails the message itself.
+// maybeEscalate opens an escalation for an ERROR that is fatal, not retryable,
+// or the max_retry_attempts-th ERROR of its sender in the thread (the error
+// propagation of the agent communication patterns: "if retry_limit not reached,
+// re-instantiate; if fatal, route to human-in-the-loop"). relayed is the
+// envelope as recorded; the message has been admitted already. A failure to
+// escalate is logged and audited as missing, never fails the message itself.
 func (s *Service) maybeEscalate(ctx context.Context, m *envelope.Message, relayed []byte) *EscalationRef {
 	if m.Type != envelope.Error {
 		return nil
@@ -165,10 +167,10 @@ func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relaye
 	return out, esc, nil
 }
 
-// Resolve is the approval service's Resolver for TypeMessage escalations:
-// the reviewer's decision goes back to the waiting agent as a RESPONSE
-// (seed 003 5.5), recorded in the thread and queued to the agent when it
-// has an endpoint.
+// Resolve is the approval service's Resolver for TypeMessage escalations: the
+// reviewer's decision goes back to the waiting agent as a RESPONSE (as the
+// human in the loop pattern injects it), recorded in the thread and queued to
+// the agent when it has an endpoint.
 func (s *Service) Resolve(ctx context.Context, rec escalation.Decided) error {
 	if rec.Decision == "" {
 		return errors.New("messaging: resolve: no review on the decision")

@@ -36,7 +36,8 @@ func redactEnvelope(red *redact.Redactor, m *envelope.Message) (map[string]int, 
 }
 
 // blockedMessage is the refusal of an envelope that carries a blocking
-// detector's value (SPEC 3's content_filter, as for prompts).
+// detector's value (400 content_filter, as for prompts; docs/reference.md,
+// HTTP API).
 func blockedMessage(detector string) error {
 	return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "content_filter", Param: "payload",
 		Message: fmt.Sprintf("The message carries %s data, which this gateway does not relay.", detector)}

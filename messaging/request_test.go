@@ -68,7 +68,7 @@ func TestRequestRelayed(t *testing.T) {
 	}
 }
 
-// TestRequestSAM: seed 003's envelope; an empty 2xx answer is an ACK
+// TestRequestSAM: the SAM envelope; an empty 2xx answer is an ACK
 // from the recipient, in the request's correlation.
 func TestRequestSAM(t *testing.T) {
 	h := newHarness(t, harnessOpts{})

@@ -1,15 +1,16 @@
-// Package messaging governs agent-to-agent traffic (SPEC 4.3): ACL (seed
-// 002) and SAM (seed 003) envelopes posted to /v1/messages by authenticated
-// agents are validated field by field, checked against the sender's
-// identity, RBAC and the Rego hook data.gateway.messages.deny, audited with
-// their payload hash, recorded in an append-only history, and relayed:
-// a REQUEST synchronously to the recipient's endpoint (its RESPONSE comes
-// back within metadata.timeout_ms), anything else through a queue that
+// Package messaging governs agent-to-agent traffic (docs/agent-messaging.md):
+// ACL and SAM envelopes (docs/glossary.md) posted to /v1/messages by
+// authenticated agents are validated field by field, checked against the
+// sender's identity, RBAC and the Rego hook data.gateway.messages.deny,
+// audited with their payload hash, recorded in an append-only history, and
+// relayed: a REQUEST synchronously to the recipient's endpoint (its RESPONSE
+// comes back within metadata.timeout_ms), anything else through a queue that
 // hands it over in priority order with retries (a broadcast to every agent
 // that receives messages). An ERROR that is fatal, not retryable, or
 // repeated max_retry_attempts times, and a delivery that keeps failing,
-// open an escalation on the approval protocol's human review (seed 003 4.2
-// and 5); the reviewer's decision comes back as a RESPONSE.
+// open an escalation on the approval protocol's human review (the error
+// propagation and human in the loop of the agent communication patterns);
+// the reviewer's decision comes back as a RESPONSE.
 package messaging
 
 import (

@@ -22,8 +22,9 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 5000x ./policy/
 
-// benchApprovalInput is a realistic approval: seed 004's example with 2 KB
-// of content, three references and a risk assessment.
+// benchApprovalInput is a realistic approval: the approval protocol's example
+// request (docs/approval.md) with 2 KB of content, three references and a risk
+// assessment.
 func benchApprovalInput(b testing.TB) map[string]any {
 	req := seedRequest()
 	req["content"] = "# New Feature Design\n\n" + strings.Repeat("The feature stores user preferences per tenant. ", 42)
@@ -214,8 +215,8 @@ func TestAllocationsStableAcrossReloads(t *testing.T) {
 	}
 }
 
-// BenchmarkMessagesDeny is data.gateway.messages.deny on seed 002's step 1
-// as POST /v1/messages builds its input.
+// BenchmarkMessagesDeny is data.gateway.messages.deny on the first step of
+// the ACL envelope's example flow, as POST /v1/messages builds its input.
 func BenchmarkMessagesDeny(b *testing.B) {
 	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
 	in := map[string]any{

@@ -1,12 +1,12 @@
 // Package policy evaluates the gateway's Rego policies (OPA v1, prepared
 // once, swapped atomically on reload, fail closed) and its RBAC (casbin).
 //
-// The Engine answers four decision points (SPEC 6): approval, chat.deny,
-// guardrails.response and spawn. Every answer carries a fresh DecisionID and
-// the Revision (SHA-256 of the Rego that decided) for the audit trail. An
-// evaluation error, an undefined result or a result of the wrong shape never
-// allows anything: the decision is the deny of its decision point, with
-// FailClosed set and the cause in Error.
+// The Engine answers four decision points (docs/reference.md, Rego decision
+// points): approval, chat.deny, guardrails.response and spawn. Every answer
+// carries a fresh DecisionID and the Revision (SHA-256 of the Rego that
+// decided) for the audit trail. An evaluation error, an undefined result or a
+// result of the wrong shape never allows anything: the decision is the deny
+// of its decision point, with FailClosed set and the cause in Error.
 package policy
 
 import "time"
@@ -38,8 +38,9 @@ type Violation struct {
 	Suggestion  string `json:"suggestion,omitempty"`
 }
 
-// ApprovalDecision is data.gateway.approval.decision (SPEC 6), plus the
-// decision id and policy revision the engine adds.
+// ApprovalDecision is data.gateway.approval.decision (docs/approval.md, "What
+// the policy receives"), plus the decision id and policy revision the engine
+// adds.
 type ApprovalDecision struct {
 	// Status is approved, rejected, escalated or clarification_needed.
 	Status           string      `json:"status"`
@@ -78,7 +79,8 @@ type ChatDecision struct {
 }
 
 // GuardrailDecision is data.gateway.guardrails.response applied to a
-// validated SACP answer (seed 000 9.1).
+// validated SACP answer (the protocol's guardrails; docs/policy-authoring.md,
+// guardrails.response).
 type GuardrailDecision struct {
 	// Status is the SACP status the answer must carry (success, failure,
 	// clarification_needed or completed). When it differs from the answer's
@@ -96,7 +98,7 @@ type GuardrailDecision struct {
 }
 
 // SpawnDecision is data.gateway.spawn.decision for a SPAWN_AGENT message
-// (SPEC 4.3).
+// (docs/agent-messaging.md, Spawning).
 type SpawnDecision struct {
 	// Status is approved, rejected or escalated.
 	Status  string   `json:"status"`

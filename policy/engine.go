@@ -63,9 +63,9 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Engine evaluates the decision points of SPEC 6 against the policies of a
-// directory. It is safe for concurrent use; evaluation never waits for a
-// reload: each call uses the prepared set current when it started.
+// Engine evaluates the Rego decision points (docs/reference.md) against the
+// policies of a directory. It is safe for concurrent use; evaluation never
+// waits for a reload: each call uses the prepared set current when it started.
 type Engine struct {
 	opts Options
 	log  *slog.Logger

@@ -52,7 +52,8 @@ func testProtocol() config.Protocol {
 	return p
 }
 
-// seedRequest is seed 004's Common Operation 1.
+// seedRequest is the approval protocol's first common operation, an
+// APPROVAL (docs/approval.md).
 func seedRequest() map[string]any {
 	return map[string]any{
 		"agent_id":     "claude-3",

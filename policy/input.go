@@ -37,8 +37,8 @@ func AgentInput(a *config.Agent) map[string]any {
 	}
 }
 
-// ProtocolInput is input.protocol: protocol.yaml's seed 004 settings, sizes
-// in bytes and timeouts in milliseconds.
+// ProtocolInput is input.protocol: protocol.yaml's approval protocol
+// settings, sizes in bytes and timeouts in milliseconds.
 func ProtocolInput(p config.Protocol) map[string]any {
 	return map[string]any{
 		"version": p.Version,

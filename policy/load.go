@@ -31,7 +31,8 @@ const (
 	numPoints
 )
 
-// queries are the decision rules of SPEC 6, one prepared query each.
+// queries are the decision rules of the Rego decision points
+// (docs/reference.md), one prepared query each.
 var queries = [numPoints]string{
 	ptApproval:   "data.gateway.approval.decision",
 	ptChat:       "data.gateway.chat.deny",
@@ -239,7 +240,7 @@ var sampleAgent = map[string]any{"id": "sample-agent", "type": "sample", "capabi
 	"models": []any{}, "response_format": "none", "messages": []any{}}
 
 // samples are inputs of the shapes the gateway sends each decision point
-// (SPEC 6), for the smoke test.
+// (docs/reference.md, Rego decision points), for the smoke test.
 var samples = [numPoints]map[string]any{
 	ptApproval: {"agent": sampleAgent, "authz": map[string]any{"allowed": true, "reason": ""}, "known_references": []any{},
 		"protocol": map[string]any{"version": "1.0", "limits": map[string]any{"max_content_size": 102400, "max_references": 20, "max_deviations": 5, "max_retry_attempts": 3},

@@ -36,8 +36,8 @@ e = some(where (p.eft == allow))
 m = g(r.sub, p.sub) && (p.act == "*" || r.act == p.act || (p.act == "send:*" && keyMatch(r.act, p.act))) && (p.obj == "*" || r.obj == p.obj || (p.obj == "target:*" && g2(r.sub, r.obj)) || (p.obj == "agent:*" && keyMatch(r.obj, p.obj)))
 `
 
-// Approval actions (seed 004 AgentRequest.action, plus query for QUERY
-// requests, which name no action).
+// Approval actions (the approval protocol's AgentRequest.action, plus query
+// for QUERY requests, which name no action).
 const (
 	ActionRead   = "read"
 	ActionQuery  = "query"
@@ -80,10 +80,10 @@ func CapabilityFor(action string) string {
 	return ""
 }
 
-// ActionFor maps a seed 004 request to the action RBAC checks: "query" for
-// a QUERY, else the request's action, lowercased (VALIDATE checks the action
-// it proposes; a REPORT should be checked with the approved request's
-// action).
+// ActionFor maps an approval protocol request to the action RBAC checks:
+// "query" for a QUERY, else the request's action, lowercased (VALIDATE checks
+// the action it proposes; a REPORT should be checked with the approved
+// request's action).
 func ActionFor(requestType, action string) string {
 	if strings.EqualFold(requestType, "QUERY") {
 		return ActionQuery
@@ -224,9 +224,9 @@ func dedup(rules [][]string) [][]string {
 }
 
 // Authorize decides whether agent agentID may perform action (read, query,
-// create, modify, delete; see ActionFor) on target (a seed 004 target type;
-// may be empty for query). A denial's Reason names what is missing: the
-// agent, the capability or the target.
+// create, modify, delete; see ActionFor) on target (an approval protocol
+// target type; may be empty for query). A denial's Reason names what is
+// missing: the agent, the capability or the target.
 func (r *RBAC) Authorize(agentID, action, target string) Authz {
 	a := r.agents[agentID]
 	if a == nil {

@@ -52,7 +52,8 @@ func TestShadowDisagreements(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 
-	// The approved seed example: the shadow (undefined) rejects.
+	// The approved example request (the approval protocol's operation 1): the
+	// shadow (undefined) rejects.
 	a, _ = e.Approval(ctx, approvalInput(t, "claude-3", seedRequest()))
 	if a.Status != "approved" {
 		t.Fatalf("live approval %+v", a)

@@ -14,12 +14,12 @@ import (
 	"github.com/sacpgw/gateway/sacp"
 )
 
-// FormatCompact is the response_format of agents that answer in seed 001's
-// compact messages (SPEC 4.3).
+// FormatCompact is the response_format of agents that answer in compact
+// SACP messages (docs/agent-messaging.md, Compact SACP).
 const FormatCompact = "sacp_compact"
 
-// outFmtHuman is the only out_fmt under which an answer may be prose (seed
-// 001 section 4).
+// outFmtHuman is the only out_fmt under which an answer may be prose (a rule
+// of compact SACP).
 const outFmtHuman = "human"
 
 // CodeInvalidOutput is the code of the ERR object the gateway sends when a
@@ -36,13 +36,13 @@ type LibrarySource interface {
 // isCompact reports whether the agent answers in compact messages.
 func isCompact(a *config.Agent) bool { return a.ResponseFormat == FormatCompact }
 
-// compactTemplate builds seed 001 Appendix C's prompt for the agent.
+// compactTemplate builds compact SACP's agent prompt for the agent.
 func compactTemplate(a *config.Agent) sacp.Template {
 	return sacp.NewTemplate(compact.Prompt(compact.PromptAgent{Name: a.ID, Verbs: a.SupportedVerbs, Tools: a.SupportedTools}))
 }
 
-// templateFor is the prompt injected for the agent: the agent's Appendix C
-// prompt for sacp_compact, the seed 000 template otherwise.
+// templateFor is the prompt injected for the agent: the agent's compact SACP
+// prompt for sacp_compact, the SACP template otherwise.
 func (p *Protocol) templateFor(a *config.Agent) sacp.Template {
 	if !isCompact(a) {
 		return p.Template
@@ -111,10 +111,10 @@ func (p *Protocol) compactChecker(ctx context.Context, ex *scope.Exchange) *comp
 }
 
 // Check sanitizes the answer like a json_standard one (fences and prose
-// around the object go) and validates the object as a seed 001 answer. With
-// out_fmt human any answer is accepted as it is; otherwise an answer
-// without a valid object is refused (seed 001 section 4: the orchestrator
-// rejects prose from agents that must answer raw).
+// around the object go) and validates the object as a compact SACP answer.
+// With out_fmt human any answer is accepted as it is; otherwise an answer
+// without a valid object is refused (compact SACP has the orchestrator
+// reject prose from agents that must answer raw).
 func (c *compactChecker) Check(content string) (bool, []string) {
 	if c.outFmt == outFmtHuman {
 		kind := "prose"

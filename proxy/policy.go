@@ -65,7 +65,8 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 }
 
 // guard applies data.gateway.guardrails.response to a validated answer
-// (seed 000 9.1): it may force status "failure" and withhold the message.
+// (SACP's guardrails; docs/policy-authoring.md, guardrails.response): it may
+// force status "failure" and withhold the message.
 func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchange, resp *sacp.Response) {
 	if p == nil {
 		return

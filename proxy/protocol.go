@@ -20,14 +20,15 @@ import (
 )
 
 // Protocol enforces the response protocols: for agents with response_format
-// json_standard, the SACP JSON protocol of seed 000 (it injects the template,
-// calls the model, sanitizes and validates the answer, asks again with the
-// errors while attempts remain, falls back to seed 000 7.2's wrapper, redacts
-// the fields in apply_to, and answers with the validated object); for
-// sacp_compact, seed 001's compact messages the same way (see compact.go).
+// json_standard, the SACP JSON protocol (docs/glossary.md; it injects the
+// template, calls the model, sanitizes and validates the answer, asks again
+// with the errors while attempts remain, falls back to the SACP fallback
+// object, redacts the fields in apply_to, and answers with the validated
+// object); for sacp_compact, compact SACP's messages the same way (see
+// compact.go).
 type Protocol struct {
 	Template sacp.Template
-	// CompactTemplates holds each sacp_compact agent's Appendix C prompt,
+	// CompactTemplates holds each sacp_compact agent's compact SACP prompt,
 	// built at startup.
 	CompactTemplates map[string]sacp.Template
 	// Library supplies the verb/tool library of sacp_compact answers; nil:
@@ -155,7 +156,7 @@ func (p *Protocol) checker(ctx context.Context, ex *scope.Exchange) answerChecke
 	return &standardChecker{p: p, v: p.Validators[ex.Agent.ID]}
 }
 
-// standardChecker is the json_standard format (seed 000).
+// standardChecker is the json_standard format (SACP, docs/glossary.md).
 type standardChecker struct {
 	p    *Protocol
 	v    *sacp.Validator
@@ -177,8 +178,9 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 	p, outcome := c.p, c.last
 	resp := outcome.Response
 	if outcome.Valid {
-		// Guardrails judge what the model said (SPEC 4.1: every validated
-		// answer); the fallback wrapper is the gateway's own words.
+		// Guardrails judge what the model said (they run on every validated
+		// answer: README, "Behaviour", Policy); the fallback wrapper is the
+		// gateway's own words.
 		guard(ctx, p.Policies, p.AgentInputs, ex, &resp)
 	} else {
 		resp = sacp.Fallback(content)
@@ -248,7 +250,8 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		ex.ErrCode = "upstream_status_" + strconv.Itoa(ans.status)
 		return p.replay(w, r, out, j, ans, dropUsage)
 	case ans.toolCalls:
-		// Tool loop (seed 000 8, phase 1): not yet the final synthesis.
+		// Tool loop (SACP's tool-calling phase, whose turns pass unchanged):
+		// not yet the final synthesis.
 		ex.SACP = &scope.SACPOutcome{Status: "tool_calls", Valid: true, Attempts: ex.Attempts, ToolCalls: true}
 		ex.Check(chk.Protocol("tool_calls"))
 		return p.replay(w, r, out, j, ans, dropUsage)

@@ -1,5 +1,6 @@
 // Package redact finds personal data and secrets in text and replaces them,
-// for the gateway's protocol.redaction settings (SPEC section 3): in whole
+// for the gateway's protocol.redaction settings (docs/reference.md,
+// Configuration; docs/security.md, "Redaction covers every string"): in whole
 // texts (String), in the string values of a JSON document (JSON), and in a
 // text that arrives in chunks (Stream), where a value may be split across
 // chunks.

@@ -56,7 +56,7 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 // Validate serves POST /sacp/validate: {"status":"VALID"} (200) or the
-// seed 001 ERR object (422), against the library including spawned tools.
+// compact SACP ERR object (422), against the library including spawned tools.
 func (a *API) Validate(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(r)
 	if err != nil {
@@ -82,7 +82,7 @@ type QueryList struct {
 	Data   []Match `json:"data"`
 }
 
-// Query serves POST /registry/query with seed 001's {"query": {verb,
+// Query serves POST /registry/query with compact SACP's {"query": {verb,
 // inputs, output_type}} (the bare inner object is accepted too).
 func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(r)
@@ -167,7 +167,7 @@ type SpawnResult struct {
 	HumanReviewURL string   `json:"human_review_url,omitempty"`
 }
 
-// Spawn serves POST /registry/spawn: a seed 001 SPAWN_AGENT message.
+// Spawn serves POST /registry/spawn: a compact SACP SPAWN_AGENT message.
 // Rego data.gateway.spawn.decision approves (201: the agent is
 // registered, for every replica), rejects (403 policy_denied) or escalates
 // (202: a person decides on /review/{request_id}; the agent polls

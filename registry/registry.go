@@ -1,9 +1,9 @@
-// Package registry is seed 001's dynamic capability registry (Appendix A):
-// the agents of agents.yaml with their verbs, tools, inputs and outputs,
-// plus agents registered at run time by an approved SPAWN_AGENT message
-// (Appendix D), shared by every replica through a Store. It answers
-// registry queries, best match first, and gives the verb and tool library
-// that compact SACP plans are validated against.
+// Package registry is compact SACP's dynamic capability registry
+// (docs/glossary.md, Agent registry): the agents of agents.yaml with their
+// verbs, tools, inputs and outputs, plus agents registered at run time by an
+// approved SPAWN_AGENT message, shared by every replica through a Store. It
+// answers registry queries, best match first, and gives the verb and tool
+// library that compact SACP plans are validated against.
 package registry
 
 import (
@@ -25,7 +25,7 @@ import (
 // ErrExists: a spawn names an agent (or defines a tool) that already exists.
 var ErrExists = errors.New("registry: already registered")
 
-// Entry is one agent of the registry, with seed 001's field names.
+// Entry is one agent of the registry, with compact SACP's field names.
 type Entry struct {
 	AgentName      string   `json:"agent_name"`
 	Type           string   `json:"type,omitempty"`
@@ -252,7 +252,7 @@ func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entr
 	return e, nil
 }
 
-// Query is seed 001's registry query.
+// Query is compact SACP's registry query.
 type Query struct {
 	Verb       string   `json:"verb"`
 	Inputs     []string `json:"inputs"`

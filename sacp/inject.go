@@ -22,7 +22,8 @@ var errEmptyTemplate = errors.New("sacp template is empty")
 const separator = "\n\n"
 
 // Inject returns body, an OpenAI chat-completions request, with tpl appended
-// so that the protocol closes the system prompt (seed 000 3.2, SPEC 4.1 step 1):
+// so that the protocol closes the system prompt, as SACP asks and as the first
+// thing the gateway does for a json_standard agent (README, "Behaviour"):
 //
 //   - the template is appended to the last message of the leading run of
 //     "system"/"developer" messages, so it is read after the agent's own

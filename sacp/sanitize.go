@@ -28,15 +28,16 @@ const bom = "\uFEFF"
 // requiredFields are the keys that make an object look like a SACP answer.
 var requiredFields = [...]string{"thought", "status", "data", "message"}
 
-// Sanitize extracts the JSON object from a model's answer (seed 000 7.1):
-// a leading UTF-8 BOM is dropped, then the balanced {...} spans of the text
-// are found in one pass, ignoring braces inside JSON strings, and the first
-// one that parses as a JSON object with the SACP shape is returned. Spans
-// inside a ```json (or bare ```) fence win over the rest, so a fenced answer
-// beats an example in the prose around it. Without a full SACP object the
-// span with the most SACP keys wins, earliest first; so for plain JSON it is
-// the first object that parses. Balanced matching is used instead of the
-// seed's "last }" because prose after the object often contains braces too.
+// Sanitize extracts the JSON object from a model's answer (SACP's lenient
+// reading, docs/glossary.md): a leading UTF-8 BOM is dropped, then the
+// balanced {...} spans of the text are found in one pass, ignoring braces
+// inside JSON strings, and the first one that parses as a JSON object with the
+// SACP shape is returned. Spans inside a ```json (or bare ```) fence win over
+// the rest, so a fenced answer beats an example in the prose around it.
+// Without a full SACP object the span with the most SACP keys wins, earliest
+// first; so for plain JSON it is the first object that parses. Balanced
+// matching is used instead of the protocol's own "last }" rule because prose
+// after the object often contains braces too.
 //
 // The result is a substring of content (after the BOM), trimmed to the
 // object's braces. ok is false when no span parses as a JSON object.

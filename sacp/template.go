@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultTemplate is the protocol template of seed 000 section 3.1, verbatim
-// and without a trailing newline (Inject supplies the separator). The fence in
+// DefaultTemplate is the SACP protocol's own template text, kept verbatim,
+// without a trailing newline (Inject supplies the separator). The fence in
 // the fourth line is spliced in because a raw string cannot hold backquotes.
 const DefaultTemplate = `### SYSTEM PROTOCOL: RESPONSE FORMAT INSTRUCTIONS
 You are a highly organized AI agent integrated into a larger workflow.

@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// testdata/seed000_template.md is seed 000 section 3.1 copied line for line
-// (it ends with the file's newline, the constant does not).
+// testdata/seed000_template.md is the SACP protocol's own template text,
+// copied line for line (it ends with the file's newline, the constant does
+// not).
 func TestDefaultTemplateIsSeedVerbatim(t *testing.T) {
 	b, err := os.ReadFile("testdata/seed000_template.md")
 	if err != nil {
@@ -20,7 +21,7 @@ func TestDefaultTemplateIsSeedVerbatim(t *testing.T) {
 	}
 	want := strings.TrimSuffix(string(b), "\n")
 	if DefaultTemplate != want {
-		t.Errorf("DefaultTemplate differs from seed 000 3.1:\ngot:\n%s\nwant:\n%s", DefaultTemplate, want)
+		t.Errorf("DefaultTemplate differs from the SACP protocol's template:\ngot:\n%s\nwant:\n%s", DefaultTemplate, want)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// The values of "status" (seed 000 2.1; "completed" per SPEC 4.1).
+// The values of "status": the SACP answer's three, plus "completed", which
+// the gateway accepts as well (docs/glossary.md).
 const (
 	StatusSuccess             = "success"
 	StatusFailure             = "failure"
@@ -30,7 +31,8 @@ const maxErrors = 20
 // name, never fetched: see refusingLoader.
 const schemaURL = "sacp:///data-schema.json"
 
-// Response is a SACP answer (seed 000 2.1). Fields are in wire order.
+// Response is a SACP answer (its shape is in docs/glossary.md). Fields are in
+// wire order.
 type Response struct {
 	Thought      string          `json:"thought"`
 	Status       string          `json:"status"`
@@ -103,13 +105,13 @@ func (refusingLoader) Load(string) (any, error) {
 	return nil, errors.New("data schemas must be self-contained")
 }
 
-// Check sanitizes content (see Sanitize), parses it and validates it (SPEC 4.1
-// step 3): "thought", "status", "data" and "message" are required, "status"
-// must be one of the four statuses, "data" must be an object that matches the
-// schema, and "next_step_hint" is an optional string (null counts as absent,
-// as models often write it for "no hint"). Other top-level keys are allowed
-// but dropped: Response has only the protocol's fields, so they never reach
-// the client.
+// Check sanitizes content (see Sanitize), parses it and validates it, the
+// strict check of every answer of a json_standard agent: "thought", "status",
+// "data" and "message" are required, "status" must be one of the four statuses,
+// "data" must be an object that matches the schema, and "next_step_hint" is an
+// optional string (null counts as absent, as models often write it for "no
+// hint"). Other top-level keys are allowed but dropped: Response has only the
+// protocol's fields, so they never reach the client.
 func (v *Validator) Check(content string) Outcome {
 	obj, err := extract(content, v.hasSchema())
 	if err != nil {
@@ -236,8 +238,9 @@ func (r Response) Compact() []byte {
 }
 
 // ReaskPrompt is the user message the proxy appends when it asks the model
-// again (SPEC 4.1 step 4). It lists errs and restates that the answer must be
-// the bare JSON object, since most failures are prose or fences around it.
+// again with the errors while attempts remain. It lists errs and restates that
+// the answer must be the bare JSON object, since most failures are prose or
+// fences around it.
 func ReaskPrompt(errs []string) string {
 	return Reask("Your previous response does not follow the required JSON response protocol.", errs,
 		"Reply again with only the corrected JSON object, with no text or markdown code fences before or after it. "+

@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// These are seed 004's four "Common Operations", through HTTP, decided by
-// the repository's own Rego policies and casbin RBAC.
+// These are the approval protocol's four common operations (approval, query,
+// rejection, escalation: docs/approval.md), through HTTP, decided by the
+// repository's own Rego policies and casbin RBAC.
 
 func (s *stack) agentRequest(token string, body map[string]any) (int, map[string]any) {
 	s.t.Helper()

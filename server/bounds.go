@@ -16,8 +16,9 @@ import (
 	"github.com/sacpgw/gateway/internal/sourceguard"
 )
 
-// Bounds limit what one client connection may hold (SPEC 5): slow bodies,
-// readers that take nothing, and sources that do not authenticate.
+// Bounds limit what one client connection may hold (docs/security.md,
+// "Flooding, connections and the state backend"): slow bodies, readers that
+// take nothing, and sources that do not authenticate.
 type Bounds struct {
 	// ReadHeaderTimeout bounds the wait for a request's headers. Zero: 5s.
 	ReadHeaderTimeout time.Duration

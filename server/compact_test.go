@@ -100,7 +100,7 @@ func TestCompactAnswers(t *testing.T) {
 				t.Fatalf("%d upstream calls, want %d", len(calls), tc.calls)
 			}
 			if msgs := messages(t, calls[0]); len(msgs) != 2 || msgs[0].Role != "system" || msgs[0].Content != "You forecast prices.\n\n"+compactPrompt {
-				t.Errorf("Appendix C prompt not appended to the system prompt: %s", calls[0])
+				t.Errorf("compact SACP prompt not appended to the system prompt: %s", calls[0])
 			}
 			if !strings.Contains(calls[0], `### Agent Role: compact`) || !strings.Contains(calls[0], `### Supported Verb(s):\n- predict\n`) {
 				t.Errorf("prompt does not name the agent and its verbs: %s", calls[0])

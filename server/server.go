@@ -55,7 +55,7 @@ type Options struct {
 	// Tracer, if set, gives every request a server span exported over OTLP.
 	Tracer *tracing.Tracer
 	// AgentRoutes are further front doors for authenticated agents (the
-	// agent-to-agent API of SPEC 4.3).
+	// agent-to-agent API of docs/agent-messaging.md).
 	AgentRoutes []Route
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check

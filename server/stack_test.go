@@ -77,8 +77,8 @@ const testAgents = `agents:
     token_sha256: "%compact%"
 `
 
-// testRegistry is the verb/tool library of the test config (seed 001
-// section 10).
+// testRegistry is the verb/tool library of the test config (compact SACP's
+// library, as in config/registry.yaml).
 const testRegistry = `registry:
   verbs:
     - name: predict

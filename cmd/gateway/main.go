@@ -26,7 +26,7 @@ var (
 	commit  = ""
 )
 
-// Exit codes of SPEC section 2.
+// Exit codes (docs/reference.md, Command line).
 const (
 	exitOK     = 0
 	exitFailed = 1

@@ -37,7 +37,7 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Types and codes of SPEC section 4.
+// Types and codes of the HTTP API's errors (docs/reference.md, HTTP API).
 const (
 	TypeInvalidRequest = "invalid_request_error"
 	TypeAuthentication = "authentication_error"
