@@ -36,7 +36,7 @@ func TestQueryRanksBestFirst(t *testing.T) {
 		want   []string
 		scores []float64
 	}{
-		{"seed 001 example", Query{Verb: "predict", Inputs: []string{"history"}, OutputType: "predictions"}, []string{"price_predictor"}, []float64{1}},
+		{"the compact SACP registry example", Query{Verb: "predict", Inputs: []string{"history"}, OutputType: "predictions"}, []string{"price_predictor"}, []float64{1}},
 		{"verb only", Query{Verb: "predict"}, []string{"price_predictor", "trend"}, []float64{0.4, 0.4}},
 		{"verb and inputs rank", Query{Verb: "predict", Inputs: []string{"method", "window", "lag"}}, []string{"price_predictor", "trend"}, []float64{0.6, 0.4}},
 		{"output type through the verb definition", Query{OutputType: "list"}, []string{"hotel_search"}, []float64{0.3}},
