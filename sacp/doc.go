@@ -6,8 +6,9 @@
 // object used when an answer cannot be repaired.
 //
 // The package is pure: it does no I/O except LoadTemplate, keeps no global
-// mutable state and imports nothing else of the gateway, so the proxy, the
-// approval API and later the inter-agent relay can all reuse it. The proxy owns
+// mutable state and imports nothing of the gateway but its JSON lexical
+// rules (internal/jsonlex), so the proxy, the approval API and the
+// inter-agent relay can all reuse it. The proxy owns
 // HTTP, streaming and the re-ask loop; on the way of a json_standard answer
 // (inject, call the model, validate, re-ask, fall back, answer: README,
 // "Behaviour") it calls
