@@ -52,7 +52,7 @@ func benchPost(b *testing.B, url, token string) {
 // history, the relay and the answer's validation.
 func BenchmarkRelayRequestResponse(b *testing.B) {
 	g := newA2A(b, a2aOpts{})
-	g.peers["planner_1"].set(func(w http.ResponseWriter, _ *http.Request, body []byte) { answer(w, body) })
+	g.peers["planner_1"].Set(func(w http.ResponseWriter, _ *http.Request, body []byte) { answer(w, body) })
 	benchPost(b, g.srv.URL+"/v1/messages", "tok-orch_1")
 }
 
@@ -60,7 +60,7 @@ func BenchmarkRelayRequestResponse(b *testing.B) {
 // the audit entries are written off the request path.
 func BenchmarkRelayRequestResponseAuditOpen(b *testing.B) {
 	g := newA2A(b, a2aOpts{failMode: "open"})
-	g.peers["planner_1"].set(func(w http.ResponseWriter, _ *http.Request, body []byte) { answer(w, body) })
+	g.peers["planner_1"].Set(func(w http.ResponseWriter, _ *http.Request, body []byte) { answer(w, body) })
 	benchPost(b, g.srv.URL+"/v1/messages", "tok-orch_1")
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/testcert"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 func shaHex(b []byte) string {
@@ -30,10 +31,10 @@ func shaHex(b []byte) string {
 // and its RESPONSE returned; the history and the audit trail hold all four.
 func TestSeed002FourStepFlow(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
-	g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
+	g.peers["planner_1"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_id":"msg_002","message_type":"response","sender_id":"planner_1","receiver_id":"orch_1","workflow_id":"wf_abc","action":"plan_complete","in_reply_to":"` + str(req["message_id"]) + `","payload":{"tasks":[{"task_id":"t1","description":"Fetch customer","agent_type":"executor"},{"task_id":"t2","description":"Update record","agent_type":"executor"},{"task_id":"t3","description":"Validate","agent_type":"validator"}]},"status":"success"}`
 	}))
-	g.peers["executor_1"].set(replyWith(func(req map[string]any) string {
+	g.peers["executor_1"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_id":"msg_004","message_type":"response","sender_id":"executor_1","receiver_id":"orch_1","workflow_id":"wf_abc","task_id":"t2","action":"execution_complete","in_reply_to":"` + str(req["message_id"]) + `","payload":{"operation":"update","customer_id":"CUST001","updated_fields":["credit_limit"],"success":true},"status":"success"}`
 	}))
 	step1 := `{"message_id":"msg_001","message_type":"request","sender_id":"orch_1","sender_type":"orchestrator","receiver_id":"planner_1","receiver_type":"planner","workflow_id":"wf_abc","action":"plan_workflow","payload":{"operation":"update","target_customer_id":"CUST001","parameters":{"credit_limit":100000}},"priority":"high"}`
@@ -44,24 +45,24 @@ func TestSeed002FourStepFlow(t *testing.T) {
 	if tasks := resp["payload"].(map[string]any)["tasks"].([]any); len(tasks) != 3 {
 		t.Fatalf("plan lost its tasks: %v", resp)
 	}
-	got := g.peers["planner_1"].received()
+	got := g.peers["planner_1"].Received()
 	if len(got) != 1 {
 		t.Fatalf("planner got %d messages", len(got))
 	}
 	var relayed map[string]any
-	_ = json.Unmarshal(got[0].body, &relayed)
+	_ = json.Unmarshal(got[0].Body, &relayed)
 	if relayed["sender_id"] != "orch_1" || relayed["action"] != "plan_workflow" || relayed["timestamp"] == nil {
-		t.Errorf("planner got %s", got[0].body)
+		t.Errorf("planner got %s", got[0].Body)
 	}
-	if got[0].header.Get("Authorization") != "" || got[0].header.Get("X-Gateway-Sender") != "orch_1" {
-		t.Errorf("relayed headers: Authorization %q, X-Gateway-Sender %q", got[0].header.Get("Authorization"), got[0].header.Get("X-Gateway-Sender"))
+	if got[0].Header.Get("Authorization") != "" || got[0].Header.Get("X-Gateway-Sender") != "orch_1" {
+		t.Errorf("relayed headers: Authorization %q, X-Gateway-Sender %q", got[0].Header.Get("Authorization"), got[0].Header.Get("X-Gateway-Sender"))
 	}
 	// The same message again (a client retrying a lost answer) is not
 	// delivered twice.
 	if status, resp := g.send("orch_1", step1); status != http.StatusConflict || resp["error"].(map[string]any)["code"] != "duplicate_message" {
 		t.Errorf("repeat of msg_001: %d %v", status, resp)
 	}
-	if n := len(g.peers["planner_1"].received()); n != 1 {
+	if n := len(g.peers["planner_1"].Received()); n != 1 {
 		t.Errorf("planner got the repeat: %d messages", n)
 	}
 	step3 := `{"message_id":"msg_003","message_type":"request","sender_id":"orch_1","receiver_id":"executor_1","receiver_type":"executor","workflow_id":"wf_abc","task_id":"t2","action":"execute_operation","payload":{"operation":"update","customer_id":"CUST001","credit_limit":100000}}`
@@ -156,20 +157,20 @@ func TestSAMRelayHandoff(t *testing.T) {
 	if s := resp["sender"].(map[string]any); s["agent_id"] != "compliance_agent" {
 		t.Errorf("ack sender %v", s)
 	}
-	got := g.peers["compliance_agent"].received()
-	if len(got) != 1 || !strings.Contains(string(got[0].body), `"shared_context"`) {
+	got := g.peers["compliance_agent"].Received()
+	if len(got) != 1 || !strings.Contains(string(got[0].Body), `"shared_context"`) {
 		t.Fatalf("compliance agent got %d messages", len(got))
 	}
 	// The compliance agent finishes and relays the context on to the
 	// third agent, which acknowledges with an ACK envelope of its own.
-	g.peers["finance_agent"].set(replyWith(func(req map[string]any) string {
+	g.peers["finance_agent"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_id":"ack-fin-1","correlation_id":"corr-uuid-5678","sender":{"agent_id":"finance_agent"},"recipient":{"agent_id":"compliance_agent"},"message_type":"ACK","metadata":{"in_reply_to":"` + str(req["message_id"]) + `"}}`
 	}))
 	status, resp = g.send("compliance_agent", `{"message_id":"msg-uuid-2345","correlation_id":"corr-uuid-5678","sender":{"agent_id":"compliance_agent","role":"validator"},"recipient":{"agent_id":"finance_agent","role":"payments"},"message_type":"REQUEST","payload":{"action":"setup_vendor_payments","data":{"vendor":{"id":"v-123","status":"validated"}},"context":{"shared_context":{"workflow_id":"wf-101","current_agent":"finance_agent"}}}}`)
 	if status != http.StatusOK || resp["message_id"] != "ack-fin-1" {
 		t.Fatalf("second handoff: %d %v", status, resp)
 	}
-	if got := g.peers["finance_agent"].received(); len(got) != 1 || !strings.Contains(string(got[0].body), `"current_agent":"finance_agent"`) {
+	if got := g.peers["finance_agent"].Received(); len(got) != 1 || !strings.Contains(string(got[0].Body), `"current_agent":"finance_agent"`) {
 		t.Fatalf("finance agent got %d messages", len(got))
 	}
 	// Each agent sees its own part of the relay, in order.
@@ -199,7 +200,7 @@ func TestSAMRelayHandoff(t *testing.T) {
 // metadata.timeout_ms is cut off with a TIMEOUT ERROR.
 func TestSubTaskDelegation(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
-	g.peers["finance_agent"].set(replyWith(func(req map[string]any) string {
+	g.peers["finance_agent"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		if p, _ := req["payload"].(map[string]any); p != nil {
 			if d, _ := p["data"].(map[string]any); d != nil && d["amount"] == float64(999999) {
 				time.Sleep(2500 * time.Millisecond)
@@ -275,7 +276,7 @@ func TestMessageRefusals(t *testing.T) {
 		})
 	}
 	for id, p := range g.peers {
-		if n := len(p.received()); n != 0 {
+		if n := len(p.Received()); n != 0 {
 			t.Errorf("%s received %d refused messages", id, n)
 		}
 	}
@@ -295,7 +296,7 @@ func TestEventsQueuedInPriorityOrderAndBroadcast(t *testing.T) {
 	g := newA2A(t, a2aOpts{workers: 1})
 	release := make(chan struct{})
 	planner := g.peers["planner_1"]
-	planner.set(func(w http.ResponseWriter, _ *http.Request, body []byte) {
+	planner.Set(func(w http.ResponseWriter, _ *http.Request, body []byte) {
 		if strings.Contains(string(body), `"blocker"`) {
 			<-release
 		}
@@ -309,17 +310,17 @@ func TestEventsQueuedInPriorityOrderAndBroadcast(t *testing.T) {
 		}
 	}
 	notify("m0", "low", "blocker")
-	planner.waitFor(1) // the only worker is now busy
+	planner.WaitFor(1) // the only worker is now busy
 	notify("m1", "low", "a")
 	notify("m2", "medium", "a")
 	notify("m3", "critical", "a")
 	notify("m4", "high", "a")
 	close(release)
-	got := planner.waitFor(5)
+	got := planner.WaitFor(5)
 	var order []string
 	for _, r := range got {
 		var m map[string]any
-		_ = json.Unmarshal(r.body, &m)
+		_ = json.Unmarshal(r.Body, &m)
 		order = append(order, str(m["message_id"]))
 	}
 	if want := []string{"m0", "m3", "m4", "m2", "m1"}; !slices.Equal(order, want) {
@@ -340,15 +341,15 @@ func TestEventsQueuedInPriorityOrderAndBroadcast(t *testing.T) {
 		}
 		found := false
 		for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			for _, r := range p.received() {
-				found = found || strings.Contains(string(r.body), "task_completed")
+			for _, r := range p.Received() {
+				found = found || strings.Contains(string(r.Body), "task_completed")
 			}
 		}
 		if !found {
 			t.Errorf("%s did not get the broadcast", id)
 		}
 	}
-	if n := len(g.peers["executor_1"].received()); n != 0 {
+	if n := len(g.peers["executor_1"].Received()); n != 0 {
 		t.Errorf("the sender got its own broadcast")
 	}
 	// An agent without a broadcast rule may not broadcast.
@@ -364,7 +365,7 @@ func TestEventsQueuedInPriorityOrderAndBroadcast(t *testing.T) {
 // comes back to the sender as a RESPONSE.
 func TestRecipientDownRetriedThenErrorAndEscalation(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
-	g.peers["executor_1"].set(func(w http.ResponseWriter, _ *http.Request, _ []byte) { w.WriteHeader(http.StatusServiceUnavailable) })
+	g.peers["executor_1"].Set(func(w http.ResponseWriter, _ *http.Request, _ []byte) { w.WriteHeader(http.StatusServiceUnavailable) })
 	status, _ := g.send("orch_1", `{"message_id":"msg_down","message_type":"notification","sender_id":"orch_1","receiver_id":"executor_1","workflow_id":"wf_down","action":"task_assign","payload":{"task_id":"t9"}}`)
 	if status != http.StatusAccepted {
 		t.Fatalf("queue: %d", status)
@@ -376,7 +377,7 @@ func TestRecipientDownRetriedThenErrorAndEscalation(t *testing.T) {
 	if len(data) != 2 || data[1]["message_type"] != "error" || data[1]["sender"] != "gateway" || data[1]["origin"] != "gateway" {
 		t.Fatalf("history after the failure: %v", data)
 	}
-	if n := len(g.peers["executor_1"].received()); n != 3 {
+	if n := len(g.peers["executor_1"].Received()); n != 3 {
 		t.Errorf("%d delivery attempts, want max_retry_attempts = 3", n)
 	}
 	env, _ := json.Marshal(data[1]["envelope"])
@@ -404,9 +405,9 @@ func TestRecipientDownRetriedThenErrorAndEscalation(t *testing.T) {
 		t.Fatalf("decision: %d %s", status, body)
 	}
 	// The person's answer reaches the orchestrator's endpoint and the thread.
-	got := g.peers["orch_1"].waitFor(1)
-	if !strings.Contains(string(got[0].body), "human_decision") || !strings.Contains(string(got[0].body), "retry tomorrow") {
-		t.Errorf("orchestrator got %s", got[0].body)
+	got := g.peers["orch_1"].WaitFor(1)
+	if !strings.Contains(string(got[0].Body), "human_decision") || !strings.Contains(string(got[0].Body), "retry tomorrow") {
+		t.Errorf("orchestrator got %s", got[0].Body)
 	}
 	_, _, data = g.history("orch_1", "workflow_id=wf_down")
 	if len(data) != 3 || data[2]["origin"] != "human" || data[2]["message_type"] != "response" {
@@ -445,7 +446,7 @@ func TestRecipientDownRetriedThenErrorAndEscalation(t *testing.T) {
 // connections is retried, then answered 502 with the ERROR envelope.
 func TestSyncRequestToDeadEndpoint(t *testing.T) {
 	g := newA2A(t, a2aOpts{})
-	g.peers["finance_agent"].srv.Close()
+	g.peers["finance_agent"].Srv.Close()
 	status, resp := g.send("requisition_agent", `{"correlation_id":"corr-dead","sender":{"agent_id":"requisition_agent"},"recipient":{"agent_id":"finance_agent"},"message_type":"REQUEST","payload":{"action":"budget_check"}}`)
 	if status != http.StatusBadGateway {
 		t.Fatalf("%d %v", status, resp)
@@ -623,7 +624,7 @@ func TestRelayOverMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	finance := startPeer(t, &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS13})
-	finance.set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	finance.Set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		if len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].URIs[0].String() != "spiffe://example.org/gateway" {
 			w.WriteHeader(http.StatusForbidden)
 			return
@@ -632,17 +633,17 @@ func TestRelayOverMutualTLS(t *testing.T) {
 	})
 	gwCert, gwKey := ca.Issue(t, 11, "spiffe://example.org/gateway")
 	tlsYAML := "  tls:\n    ca_file: " + put("ca.pem", ca.PEM) + "\n    cert_file: " + put("gw.pem", gwCert) + "\n    key_file: " + put("gw.key", gwKey) + "\n"
-	g := newA2A(t, a2aOpts{peers: map[string]*peer{"finance_agent": finance}, messagingExtra: tlsYAML})
+	g := newA2A(t, a2aOpts{peers: map[string]*testkit.Peer{"finance_agent": finance}, messagingExtra: tlsYAML})
 	body := `{"correlation_id":"corr-tls","sender":{"agent_id":"requisition_agent"},"recipient":{"agent_id":"finance_agent"},"message_type":"REQUEST","payload":{"action":"budget_check"}}`
 	if status, resp := g.send("requisition_agent", body); status != http.StatusOK || resp["message_type"] != "ACK" {
 		t.Fatalf("over mTLS: %d %v", status, resp)
 	}
 	// Without the client certificate the endpoint refuses the handshake.
-	bare := newA2A(t, a2aOpts{peers: map[string]*peer{"finance_agent": finance}, messagingExtra: "  tls:\n    ca_file: " + filepath.Join(dir, "ca.pem") + "\n"})
+	bare := newA2A(t, a2aOpts{peers: map[string]*testkit.Peer{"finance_agent": finance}, messagingExtra: "  tls:\n    ca_file: " + filepath.Join(dir, "ca.pem") + "\n"})
 	if status, resp := bare.send("requisition_agent", body); status != http.StatusBadGateway {
 		t.Errorf("without a client certificate: %d %v", status, resp)
 	}
-	if n := len(finance.received()); n != 1 {
+	if n := len(finance.Received()); n != 1 {
 		t.Errorf("the endpoint served %d requests, want only the authenticated one", n)
 	}
 }
@@ -664,16 +665,16 @@ func TestRecipientAnswerChecked(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
+			g.peers["planner_1"].Set(testkit.ReplyWith(func(req map[string]any) string {
 				return strings.Replace(tc.answer, "%s", str(req["message_id"]), 1)
 			}))
 			if tc.answer == "redirect" {
 				elsewhere := g.peers["executor_1"]
-				g.peers["planner_1"].set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
-					http.Redirect(w, r, elsewhere.srv.URL+"/messages", http.StatusTemporaryRedirect)
+				g.peers["planner_1"].Set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+					http.Redirect(w, r, elsewhere.Srv.URL+"/messages", http.StatusTemporaryRedirect)
 				})
 				t.Cleanup(func() {
-					if n := len(elsewhere.received()); n != 0 {
+					if n := len(elsewhere.Received()); n != 0 {
 						t.Errorf("the gateway followed the redirect: %d requests elsewhere", n)
 					}
 				})
@@ -788,7 +789,7 @@ func TestServicesConfigHotReload(t *testing.T) {
 // recorded, and a blocking detector's value is not relayed at all.
 func TestMessageRedaction(t *testing.T) {
 	g := newA2A(t, a2aOpts{protocolExtra: "  redaction:\n    messages: true\n    block: [ssn]\n"})
-	g.peers["planner_1"].set(replyWith(func(req map[string]any) string {
+	g.peers["planner_1"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_type":"response","sender_id":"planner_1","receiver_id":"orch_1","in_reply_to":"` + str(req["message_id"]) + `","workflow_id":"wf_red","action":"plan_complete","payload":{"owner":"carol@example.org","n":42}}`
 	}))
 	req := `{"message_type":"request","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_red","action":"plan_workflow","payload":{"customer":{"email":"alice@example.com","limit":100000}}}`
@@ -796,7 +797,7 @@ func TestMessageRedaction(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("%d %v", status, resp)
 	}
-	got := string(g.peers["planner_1"].received()[0].body)
+	got := string(g.peers["planner_1"].Received()[0].Body)
 	if strings.Contains(got, "alice@example.com") || !strings.Contains(got, `"email":"[REDACTED:email]"`) || !strings.Contains(got, `"limit":100000`) {
 		t.Errorf("recipient got %s", got)
 	}

@@ -50,13 +50,13 @@ func TestMessagingTwoReplicasShareRedis(t *testing.T) {
 	if status, _ := b.send("orch_1", `{"message_id":"r0","message_type":"notification","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_redis","action":"task_assign","payload":{}}`); status != http.StatusConflict {
 		t.Errorf("repeat through the other replica: %d", status)
 	}
-	a.peers["planner_1"].waitFor(n)
+	a.peers["planner_1"].WaitFor(n)
 	time.Sleep(300 * time.Millisecond) // a duplicate would arrive now
-	got := a.peers["planner_1"].received()
+	got := a.peers["planner_1"].Received()
 	seen := map[string]int{}
 	for _, r := range got {
 		var m map[string]any
-		_ = json.Unmarshal(r.body, &m)
+		_ = json.Unmarshal(r.Body, &m)
 		seen[str(m["message_id"])]++
 	}
 	if len(got) != n || len(seen) != n {

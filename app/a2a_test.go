@@ -21,81 +21,11 @@ import (
 	"github.com/sacpgw/gateway/internal/testkit"
 )
 
-// peer is an agent's message endpoint: a real HTTP server that records
-// what the gateway hands it and answers with its handler.
-type peer struct {
-	t       testing.TB
-	srv     *httptest.Server
-	mu      sync.Mutex
-	got     []received
-	handler func(w http.ResponseWriter, r *http.Request, body []byte)
-}
+// newPeer is an agent endpoint over plain HTTP; startPeer serves one
+// over TLS with tc.
+func newPeer(t testing.TB) *testkit.Peer { return testkit.NewPeer(t, nil) }
 
-type received struct {
-	body   []byte
-	header http.Header
-}
-
-func newPeer(t testing.TB) *peer { return startPeer(t, nil) }
-
-// startPeer serves the peer over TLS with tc (plain HTTP when nil).
-func startPeer(t testing.TB, tc *tls.Config) *peer {
-	p := &peer{t: t}
-	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		p.mu.Lock()
-		p.got = append(p.got, received{body: body, header: r.Header.Clone()})
-		h := p.handler
-		p.mu.Unlock()
-		if h == nil {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		h(w, r, body)
-	}))
-	if tc != nil {
-		p.srv.TLS = tc
-		p.srv.StartTLS()
-	} else {
-		p.srv.Start()
-	}
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *peer) set(h func(w http.ResponseWriter, r *http.Request, body []byte)) {
-	p.mu.Lock()
-	p.handler = h
-	p.mu.Unlock()
-}
-
-func (p *peer) received() []received {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]received(nil), p.got...)
-}
-
-// waitFor polls until n messages arrived.
-func (p *peer) waitFor(n int) []received {
-	p.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if got := p.received(); len(got) >= n {
-			return got
-		}
-	}
-	p.t.Fatalf("peer got %d messages, want %d", len(p.received()), n)
-	return nil
-}
-
-// replyWith answers every message with the envelope reply(request).
-func replyWith(reply func(req map[string]any) string) func(http.ResponseWriter, *http.Request, []byte) {
-	return func(w http.ResponseWriter, _ *http.Request, body []byte) {
-		var req map[string]any
-		_ = json.Unmarshal(body, &req)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, reply(req))
-	}
-}
+func startPeer(t testing.TB, tc *tls.Config) *testkit.Peer { return testkit.NewPeer(t, tc) }
 
 // a2a is a whole gateway built by the real wiring (build), served by
 // httptest, with real agent endpoints.
@@ -104,7 +34,7 @@ type a2a struct {
 	srv      *httptest.Server
 	app      *App
 	auditDir string
-	peers    map[string]*peer
+	peers    map[string]*testkit.Peer
 	// dir and cfg are the config directory and what was loaded from it.
 	dir string
 	cfg *config.Config
@@ -187,7 +117,7 @@ type a2aOpts struct {
 	// auditDir shares a directory between replicas.
 	auditDir string
 	// peers are reused (a second replica talks to the same agents).
-	peers map[string]*peer
+	peers map[string]*testkit.Peer
 	// workers is messaging.workers.
 	workers int
 	// failMode is audit.fail_mode (default closed).
@@ -220,7 +150,7 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 	}
 	peers := o.peers
 	if peers == nil {
-		peers = map[string]*peer{}
+		peers = map[string]*testkit.Peer{}
 	}
 	for _, id := range []string{"orch_1", "planner_1", "executor_1", "vendor_onboarding_agent", "compliance_agent", "requisition_agent", "finance_agent"} {
 		if peers[id] == nil {
@@ -229,7 +159,7 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 	}
 	agents := a2aAgents
 	for id, p := range peers {
-		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.srv.URL+"/messages")
+		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.Srv.URL+"/messages")
 	}
 	var b strings.Builder
 	for _, line := range strings.Split(agents, "\n") {

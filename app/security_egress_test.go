@@ -21,7 +21,7 @@ func TestSecurityEndpointsOnPrivateAddressesAreNotCalled(t *testing.T) {
 		t.Fatalf("%d %q", status, msg)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n := len(g.peers["planner_1"].received()); n != 0 {
+	if n := len(g.peers["planner_1"].Received()); n != 0 {
 		t.Fatalf("the loopback endpoint received %d requests", n)
 	}
 	found := false
@@ -50,7 +50,7 @@ func TestSecurityDeliveryErrorsRevealNothing(t *testing.T) {
 	seen := map[string]string{}
 	i := 0
 	for name, h := range answers {
-		g.peers["planner_1"].set(h)
+		g.peers["planner_1"].Set(h)
 		i++
 		_, resp := g.send("orch_1", `{"message_type":"request","sender_id":"orch_1","receiver_id":"planner_1","workflow_id":"wf_oracle_`+itoa(i)+`","action":"plan_workflow","payload":{}}`)
 		msg := str(resp["error"].(map[string]any)["message"])
@@ -70,13 +70,13 @@ func TestSecurityDeliveryErrorsRevealNothing(t *testing.T) {
 func TestSecurityWebhookOnLoopbackIsNotCalled(t *testing.T) {
 	for _, publicOnly := range []bool{true, false} {
 		hook := newPeer(t)
-		g := newA2A(t, a2aOpts{publicOnly: publicOnly, messagingExtra: "approval:\n  webhook: " + hook.srv.URL + "/hook\n"})
+		g := newA2A(t, a2aOpts{publicOnly: publicOnly, messagingExtra: "approval:\n  webhook: " + hook.Srv.URL + "/hook\n"})
 		status, body, _ := g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","HOOK_Q",{"description":"x"}],["instantiate","HOOK_AGENT",{"tool":"HOOK_Q","verb":"check","endpoint":"https://hook-agent.example.org/in"}]]}`)
 		if status != http.StatusAccepted {
 			t.Fatalf("spawn: %d %s", status, body)
 		}
 		time.Sleep(300 * time.Millisecond)
-		if got := len(hook.received()); publicOnly != (got == 0) {
+		if got := len(hook.Received()); publicOnly != (got == 0) {
 			t.Errorf("publicOnly=%v: the webhook received %d posts", publicOnly, got)
 		}
 	}

@@ -123,20 +123,20 @@ func TestResolveAgentError(t *testing.T) {
 	if w := h.send("executor", `{"message_id":"e_1","correlation_id":"c_res","sender":{"agent_id":"executor"},"recipient":{"agent_id":"orch"},"message_type":"ERROR","error":{"code":"X","message":"broken","severity":"CRITICAL"}}`); w.Code != http.StatusAccepted {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	h.peers["orch"].waitFor(1) // the ERROR itself
+	h.peers["orch"].WaitFor(1) // the ERROR itself
 	if err := h.svc.Resolve(context.Background(), decided(h, 0, "security-lead", "approve", "retry tomorrow")); err != nil {
 		t.Fatal(err)
 	}
-	got := h.peers["orch"].waitFor(2)[1]
-	m := decode(t, got.body)
+	got := h.peers["orch"].WaitFor(2)[1]
+	m := decode(t, got.Body)
 	p, _ := m["payload"].(map[string]any)
 	if m["message_type"] != "RESPONSE" || m["sender"].(map[string]any)["agent_id"] != HumanID || m["correlation_id"] != "c_res" ||
 		m["metadata"].(map[string]any)["in_reply_to"] != "e_1" || p["action"] != "human_decision" || p["decision"] != "approve" ||
 		p["reviewer"] != "security-lead" || p["comment"] != "retry tomorrow" || p["escalation_id"] != "esc_1" {
-		t.Errorf("orchestrator got %s", got.body)
+		t.Errorf("orchestrator got %s", got.Body)
 	}
-	if got.header.Get("X-Gateway-Sender") != HumanID {
-		t.Errorf("headers %v", got.header)
+	if got.Header.Get("X-Gateway-Sender") != HumanID {
+		t.Errorf("headers %v", got.Header)
 	}
 	thread := h.thread(mailbox.KeyCorrelation, "c_res")
 	if len(thread) != 2 || thread[1].Origin != "human" || thread[1].Sender != HumanID || thread[1].Recipients[0] != "orch" {
@@ -144,7 +144,7 @@ func TestResolveAgentError(t *testing.T) {
 	}
 	var audited bool
 	for _, r := range h.records(KindMessage) {
-		audited = audited || (r.Summary["origin"] == "human" && r.Summary["reviewer"] == "security-lead" && r.Summary["escalation_id"] == "esc_1" && r.PayloadSHA256 == sha256Hex(got.body))
+		audited = audited || (r.Summary["origin"] == "human" && r.Summary["reviewer"] == "security-lead" && r.Summary["escalation_id"] == "esc_1" && r.PayloadSHA256 == sha256Hex(got.Body))
 	}
 	if !audited {
 		t.Errorf("the reviewer's RESPONSE is not audited: %+v", h.records(KindMessage))
@@ -159,7 +159,7 @@ func TestResolveAgentError(t *testing.T) {
 // the gateway's ERROR, in the message's workflow.
 func TestResolveFailedDelivery(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["executor"].srv.Close()
+	h.peers["executor"].Srv.Close()
 	w := h.send("orch", `{"message_id":"m_1","message_type":"request","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_fd","action":"run"}`)
 	if w.Code != http.StatusBadGateway {
 		t.Fatalf("%d %s", w.Code, w.Body)
@@ -169,7 +169,7 @@ func TestResolveFailedDelivery(t *testing.T) {
 	if err := h.svc.Resolve(context.Background(), decided(h, 0, "admin", "reject", "")); err != nil {
 		t.Fatal(err)
 	}
-	got := decode(t, h.peers["orch"].waitFor(1)[0].body)
+	got := decode(t, h.peers["orch"].WaitFor(1)[0].Body)
 	if got["message_type"] != "response" || got["sender_id"] != HumanID || got["in_reply_to"] != gwErr || got["workflow_id"] != "wf_fd" || got["action"] != "human_decision" {
 		t.Errorf("orchestrator got %v", got)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -35,61 +34,8 @@ import (
 // client), with real HTTP endpoints for the agents. Only the approval
 // service is a double (escalator): it is another front door.
 
-// peer is an agent's message endpoint: a real HTTP server that records
-// what the gateway hands it and answers with its handler (202 by default).
-type peer struct {
-	t   testing.TB
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	got     []received
-	handler func(w http.ResponseWriter, r *http.Request, body []byte)
-}
-
-type received struct {
-	body   []byte
-	header http.Header
-}
-
-func newPeer(t testing.TB) *peer {
-	p := &peer{t: t}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		p.mu.Lock()
-		p.got = append(p.got, received{body: body, header: r.Header.Clone()})
-		h := p.handler
-		p.mu.Unlock()
-		if h == nil {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		h(w, r, body)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *peer) set(h func(w http.ResponseWriter, r *http.Request, body []byte)) {
-	p.mu.Lock()
-	p.handler = h
-	p.mu.Unlock()
-}
-
-func (p *peer) received() []received {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]received(nil), p.got...)
-}
-
-// waitFor polls until n messages arrived.
-func (p *peer) waitFor(n int) []received {
-	p.t.Helper()
-	var got []received
-	if !eventually(func() bool { got = p.received(); return len(got) >= n }) {
-		p.t.Fatalf("peer got %d messages, want %d", len(got), n)
-	}
-	return got
-}
+// newPeer is an agent endpoint (testkit.Peer) over plain HTTP.
+func newPeer(t testing.TB) *testkit.Peer { return testkit.NewPeer(t, nil) }
 
 // eventually polls cond until it holds or a deadline passes.
 func eventually(cond func() bool) bool {
@@ -100,16 +46,6 @@ func eventually(cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-	}
-}
-
-// replyWith answers every message with the envelope reply(request).
-func replyWith(reply func(req map[string]any) string) func(http.ResponseWriter, *http.Request, []byte) {
-	return func(w http.ResponseWriter, _ *http.Request, body []byte) {
-		var req map[string]any
-		_ = json.Unmarshal(body, &req)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, reply(req))
 	}
 }
 
@@ -225,17 +161,17 @@ type harness struct {
 	queue   *mailbox.MemoryQueue
 	history *mailbox.MemoryHistory
 	reg     *registry.Registry
-	peers   map[string]*peer
+	peers   map[string]*testkit.Peer
 	logs    *testkit.LogBuffer
 	reqSeq  atomic.Int64
 }
 
 // writeConfig writes the four config files into dir and loads them.
-func writeConfig(t *testing.T, dir string, peers map[string]*peer, o harnessOpts) *config.Config {
+func writeConfig(t *testing.T, dir string, peers map[string]*testkit.Peer, o harnessOpts) *config.Config {
 	t.Helper()
 	agents := testAgents
 	for id, p := range peers {
-		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.srv.URL+"/messages")
+		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.Srv.URL+"/messages")
 	}
 	var b strings.Builder
 	for line := range strings.SplitSeq(agents, "\n") {
@@ -320,7 +256,7 @@ func policies(t testing.TB) *policy.Engine {
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), peers: map[string]*peer{}, trail: &testkit.Trail{}, esc: &escalator{}, logs: &testkit.LogBuffer{}}
+	h := &harness{t: t, dir: t.TempDir(), peers: map[string]*testkit.Peer{}, trail: &testkit.Trail{}, esc: &escalator{}, logs: &testkit.LogBuffer{}}
 	for _, id := range peerIDs {
 		h.peers[id] = newPeer(t)
 	}

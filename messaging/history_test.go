@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
 )
 
@@ -16,7 +17,7 @@ import (
 func threadWith(t *testing.T) *harness {
 	t.Helper()
 	h := newHarness(t, harnessOpts{})
-	h.peers["planner"].set(replyWith(func(req map[string]any) string {
+	h.peers["planner"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_type":"response","sender_id":"planner","receiver_id":"orch","in_reply_to":"` + str(req["message_id"]) + `","action":"plan_complete"}`
 	}))
 	for _, s := range []struct{ agent, body string }{

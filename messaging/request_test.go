@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestRequestRelayed(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	answer := ""
-	h.peers["planner"].set(replyWith(func(req map[string]any) string {
+	h.peers["planner"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		answer = `{"message_type":"response","sender_id":"planner","receiver_id":"orch","in_reply_to":"` + str(req["message_id"]) + `","workflow_id":"wf_1","action":"plan_complete","payload":{"plan":["a","b"]}}`
 		return answer
 	}))
@@ -35,22 +36,22 @@ func TestRequestRelayed(t *testing.T) {
 	if resp["message_type"] != "response" || resp["sender_id"] != "planner" || resp["in_reply_to"] != "m_req" || resp["workflow_id"] != "wf_1" {
 		t.Errorf("answer %v", resp)
 	}
-	got := h.peers["planner"].received()
+	got := h.peers["planner"].Received()
 	if len(got) != 1 {
 		t.Fatalf("recipient got %d messages", len(got))
 	}
-	delivered := decode(t, got[0].body)
+	delivered := decode(t, got[0].Body)
 	if delivered["message_id"] != "m_req" || delivered["sender_id"] != "orch" || delivered["action"] != "plan_workflow" || str(delivered["timestamp"]) == "" {
-		t.Errorf("recipient got %s", got[0].body)
+		t.Errorf("recipient got %s", got[0].Body)
 	}
-	hd := got[0].header
+	hd := got[0].Header
 	if hd.Get("X-Gateway-Sender") != "orch" || hd.Get("X-Request-Id") != ex.RequestID || hd.Get("Authorization") != "" || !strings.HasPrefix(hd.Get("Content-Type"), "application/json") {
 		t.Errorf("recipient headers %v", hd)
 	}
 	// Audit: the request with the hash of the bytes received and of the
 	// bytes relayed, the response with the hash of the recipient's bytes.
 	reqRec := h.records(KindMessage)
-	if len(reqRec) != 1 || reqRec[0].PayloadSHA256 != sha256Hex([]byte(req)) || reqRec[0].Summary["relayed_sha256"] != sha256Hex(got[0].body) ||
+	if len(reqRec) != 1 || reqRec[0].PayloadSHA256 != sha256Hex([]byte(req)) || reqRec[0].Summary["relayed_sha256"] != sha256Hex(got[0].Body) ||
 		reqRec[0].AgentID != "orch" || reqRec[0].RequestID != ex.RequestID || reqRec[0].Summary["priority"] != "high" {
 		t.Errorf("message.request %+v", reqRec)
 	}
@@ -146,13 +147,13 @@ func TestRequestRecipientAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOpts{})
 			var n atomic.Int32
-			h.peers["executor"].set(func(w http.ResponseWriter, _ *http.Request, body []byte) {
+			h.peers["executor"].Set(func(w http.ResponseWriter, _ *http.Request, body []byte) {
 				var req map[string]any
 				_ = json.Unmarshal(body, &req)
 				tc.handler(int(n.Add(1)), w, req)
 			})
 			w := h.send("orch", `{"message_id":"m_1","message_type":"request","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_a","action":"run"}`)
-			if got := len(h.peers["executor"].received()); got != tc.attempts {
+			if got := len(h.peers["executor"].Received()); got != tc.attempts {
 				t.Errorf("%d attempts, want %d", got, tc.attempts)
 			}
 			if tc.status == http.StatusOK {
@@ -212,7 +213,7 @@ func checkFailedRequest(t *testing.T, h *harness, w *httptest.ResponseRecorder, 
 // metadata.timeout_ms is 504 with the gateway's TIMEOUT ERROR.
 func TestRequestTimeout(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["executor"].set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	h.peers["executor"].Set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(5 * time.Second):
@@ -233,7 +234,7 @@ func TestRequestTimeout(t *testing.T) {
 // reads the same sentence as any other.
 func TestRequestRecipientDown(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["executor"].srv.Close()
+	h.peers["executor"].Srv.Close()
 	w := h.send("orch", `{"message_id":"m_1","message_type":"request","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_a","action":"run"}`)
 	checkFailedRequest(t, h, w, http.StatusBadGateway, "DELIVERY_FAILED", "The gateway could not deliver m_1 to executor.")
 	if d := h.records(KindMessageDelivery)[0].Summary; d["cause"] != "unreachable" || d["attempts"] != 3 {
@@ -248,7 +249,7 @@ func TestRequestToPrivateAddressRefused(t *testing.T) {
 	h := newHarness(t, harnessOpts{publicOnly: true})
 	w := h.send("orch", `{"message_id":"m_1","message_type":"request","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_a","action":"run"}`)
 	checkFailedRequest(t, h, w, http.StatusBadGateway, "DELIVERY_FAILED", "The gateway could not deliver m_1 to executor.")
-	if n := len(h.peers["executor"].received()); n != 0 {
+	if n := len(h.peers["executor"].Received()); n != 0 {
 		t.Errorf("the loopback endpoint was called %d times", n)
 	}
 	if d := h.records(KindMessageDelivery)[0].Summary; d["cause"] != "destination_not_allowed" || d["attempts"] != 1 {
@@ -260,7 +261,7 @@ func TestRequestToPrivateAddressRefused(t *testing.T) {
 // answer, and the escalation it opened is named in X-Escalation-Id.
 func TestRequestAnsweredWithFatalError(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["executor"].set(replyWith(func(req map[string]any) string {
+	h.peers["executor"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"correlation_id":"corr_other","sender":{"agent_id":"executor"},"recipient":{"agent_id":"orch"},"message_type":"ERROR","error":{"code":"BOOKING_FAILED","message":"card declined","severity":"FATAL"},"metadata":{"in_reply_to":"` + str(req["message_id"]) + `"}}`
 	}))
 	w := h.send("orch", `{"message_id":"s_1","correlation_id":"corr_e","sender":{"agent_id":"orch"},"recipient":{"agent_id":"executor"},"message_type":"REQUEST","payload":{"action":"book"}}`)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/registry"
@@ -80,7 +81,7 @@ func TestSendRefusals(t *testing.T) {
 		})
 	}
 	for id, p := range h.peers {
-		if n := len(p.received()); n != 0 {
+		if n := len(p.Received()); n != 0 {
 			t.Errorf("%s received %d refused messages", id, n)
 		}
 	}
@@ -143,8 +144,8 @@ func TestDuplicateMessageID(t *testing.T) {
 			t.Errorf("no message_id: %d %s", w.Code, w.Body)
 		}
 	}
-	h.peers["planner"].waitFor(4)
-	h.peers["orch"].waitFor(1)
+	h.peers["planner"].WaitFor(4)
+	h.peers["orch"].WaitFor(1)
 	if got := h.thread(mailbox.KeyWorkflow, "wf_d"); len(got) != 4 {
 		t.Errorf("thread holds %d messages, want 4", len(got))
 	}
@@ -156,7 +157,7 @@ func TestDuplicateMessageID(t *testing.T) {
 // detector's value refuses the message without echoing it.
 func TestRedaction(t *testing.T) {
 	h := newHarness(t, harnessOpts{protocolExtra: "  redaction:\n    messages: true\n    block: [ssn]\n"})
-	h.peers["planner"].set(replyWith(func(req map[string]any) string {
+	h.peers["planner"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_type":"response","sender_id":"planner","receiver_id":"orch","in_reply_to":"` + str(req["message_id"]) + `","action":"plan_complete","payload":{"owner":"carol@example.org","n":42}}`
 	}))
 	req := `{"message_type":"request","sender_id":"orch","receiver_id":"planner","workflow_id":"wf_red","action":"plan","payload":{"customer":{"email":"alice@example.com","limit":100000}}}`
@@ -164,7 +165,7 @@ func TestRedaction(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	got := string(h.peers["planner"].received()[0].body)
+	got := string(h.peers["planner"].Received()[0].Body)
 	if strings.Contains(got, "alice@example.com") || !strings.Contains(got, `"email":"[REDACTED:email]"`) || !strings.Contains(got, `"limit":100000`) {
 		t.Errorf("recipient got %s", got)
 	}
@@ -187,7 +188,7 @@ func TestRedaction(t *testing.T) {
 		t.Errorf("blocked value: %+v", e.Error)
 	}
 	// A blocked answer never reaches the requester: the gateway's ERROR does.
-	h.peers["planner"].set(replyWith(func(req map[string]any) string {
+	h.peers["planner"].Set(testkit.ReplyWith(func(req map[string]any) string {
 		return `{"message_type":"response","sender_id":"planner","receiver_id":"orch","in_reply_to":"` + str(req["message_id"]) + `","action":"plan_complete","payload":{"ssn":"123-45-6789"}}`
 	}))
 	w = h.send("orch", `{"message_type":"request","sender_id":"orch","receiver_id":"planner","workflow_id":"wf_red","action":"plan"}`)
@@ -204,7 +205,7 @@ func TestRedactionOffByDefault(t *testing.T) {
 	if w := h.send("orch", req); w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if got := string(h.peers["planner"].received()[0].body); !strings.Contains(got, "alice@example.com") {
+	if got := string(h.peers["planner"].Received()[0].Body); !strings.Contains(got, "alice@example.com") {
 		t.Errorf("recipient got %s", got)
 	}
 	if c := h.records(KindMessage)[0].Summary["checks"].(map[string]any); c["redaction"] != "not_configured" || c["sender"] != "pass" || c["recipient"] != "pass" {
@@ -227,7 +228,7 @@ func TestPolicyUndecidedFailsClosed(t *testing.T) {
 	if !strings.Contains(e.Error.Message, "did not decide") {
 		t.Errorf("%+v", e.Error)
 	}
-	if n := len(h.peers["planner"].received()); n != 0 {
+	if n := len(h.peers["planner"].Received()); n != 0 {
 		t.Errorf("delivered %d", n)
 	}
 }
@@ -262,8 +263,8 @@ func TestHistoryDown(t *testing.T) {
 	if n := len(h.records(KindMessage)); n != 0 {
 		t.Errorf("%d messages audited as accepted", n)
 	}
-	if n, _ := h.svc.QueueLen(context.Background()); n != 0 || len(h.peers["planner"].received()) != 0 {
-		t.Errorf("queued %d, delivered %d", n, len(h.peers["planner"].received()))
+	if n, _ := h.svc.QueueLen(context.Background()); n != 0 || len(h.peers["planner"].Received()) != 0 {
+		t.Errorf("queued %d, delivered %d", n, len(h.peers["planner"].Received()))
 	}
 	// A message without a thread needs no history.
 	if w := h.send("orch", `{"message_type":"request","sender_id":"orch","receiver_id":"planner","action":"plan"}`); w.Code != http.StatusOK {
@@ -293,7 +294,7 @@ func TestHistoryFull(t *testing.T) {
 	if n, _ := h.svc.QueueLen(context.Background()); n != 2 {
 		t.Errorf("%d queued, want the 2 accepted", n)
 	}
-	if n := len(h.peers["planner"].received()); n != 0 {
+	if n := len(h.peers["planner"].Received()); n != 0 {
 		t.Errorf("the REQUEST was delivered %d times", n)
 	}
 }
@@ -408,7 +409,7 @@ func TestRetryAfterAuditOutageIsDelivered(t *testing.T) {
 	if w := h.send("orch", event); w.Code != http.StatusAccepted {
 		t.Fatalf("retry after the outage: %d %s", w.Code, w.Body)
 	}
-	h.peers["planner"].waitFor(1)
+	h.peers["planner"].WaitFor(1)
 }
 
 // TestRetryAfterQueueFullIsDelivered: 503 queue_full says "Retry later";
@@ -425,12 +426,12 @@ func TestRetryAfterQueueFullIsDelivered(t *testing.T) {
 	event := `{"message_id":"m_full","message_type":"notification","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_f2","action":"status"}`
 	decodeError(t, h.send("orch", event), http.StatusServiceUnavailable, "queue_full")
 	h.run()
-	h.peers["planner"].waitFor(1)
+	h.peers["planner"].WaitFor(1)
 	if !eventually(func() bool { n, _ := h.svc.QueueLen(context.Background()); return n == 0 }) {
 		t.Fatal("the queue did not drain")
 	}
 	if w := h.send("orch", event); w.Code != http.StatusAccepted {
 		t.Fatalf("retry once there is room: %d %s", w.Code, w.Body)
 	}
-	h.peers["executor"].waitFor(1)
+	h.peers["executor"].WaitFor(1)
 }

@@ -115,7 +115,7 @@ func TestPrepareReload(t *testing.T) {
 	if w := h.send("planner", event); w.Code != http.StatusAccepted {
 		t.Fatalf("after the reload: %d %s", w.Code, w.Body)
 	}
-	if got := string(h.peers["orch"].waitFor(1)[0].body); strings.Contains(got, "bob@example.com") {
+	if got := string(h.peers["orch"].WaitFor(1)[0].Body); strings.Contains(got, "bob@example.com") {
 		t.Errorf("redaction not applied after the reload: %s", got)
 	}
 

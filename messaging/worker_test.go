@@ -30,16 +30,16 @@ func TestEventQueuedAndDelivered(t *testing.T) {
 	if n, err := h.svc.QueueLen(context.Background()); n != 1 || err != nil {
 		t.Errorf("queue length %d %v", n, err)
 	}
-	if n := len(h.peers["orch"].received()); n != 0 {
+	if n := len(h.peers["orch"].Received()); n != 0 {
 		t.Fatalf("delivered before any worker ran")
 	}
 	h.run()
-	got := h.peers["orch"].waitFor(1)
-	if m := decode(t, got[0].body); m["message_id"] != "m_ev" || m["action"] != "status" || got[0].header.Get("X-Gateway-Sender") != "planner" {
-		t.Errorf("recipient got %s %v", got[0].body, got[0].header)
+	got := h.peers["orch"].WaitFor(1)
+	if m := decode(t, got[0].Body); m["message_id"] != "m_ev" || m["action"] != "status" || got[0].Header.Get("X-Gateway-Sender") != "planner" {
+		t.Errorf("recipient got %s %v", got[0].Body, got[0].Header)
 	}
 	d := h.waitRecords(KindMessageDelivery, 1)[0]
-	if d.Summary["status"] != "delivered" || d.Summary["recipient"] != "orch" || d.Summary["attempts"] != 1 || d.AgentID != "planner" || d.PayloadSHA256 != sha256Hex(got[0].body) {
+	if d.Summary["status"] != "delivered" || d.Summary["recipient"] != "orch" || d.Summary["attempts"] != 1 || d.AgentID != "planner" || d.PayloadSHA256 != sha256Hex(got[0].Body) {
 		t.Errorf("message.delivery %+v", d)
 	}
 	if !eventually(func() bool { n, _ := h.svc.QueueLen(context.Background()); return n == 0 }) {
@@ -59,9 +59,9 @@ func TestBroadcast(t *testing.T) {
 	if w.Code != http.StatusAccepted || fmt.Sprint(jsonBody(t, w)["recipients"]) != "[executor planner]" {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	h.peers["planner"].waitFor(1)
-	h.peers["executor"].waitFor(1)
-	if n := len(h.peers["orch"].received()); n != 0 {
+	h.peers["planner"].WaitFor(1)
+	h.peers["executor"].WaitFor(1)
+	if n := len(h.peers["orch"].Received()); n != 0 {
 		t.Errorf("the sender received its own broadcast")
 	}
 	thread := h.thread(mailbox.KeyWorkflow, "wf_bc")
@@ -111,10 +111,10 @@ func TestPriorityOrder(t *testing.T) {
 		}
 	}
 	h.run()
-	got := h.peers["planner"].waitFor(6)
+	got := h.peers["planner"].WaitFor(6)
 	var order []string
 	for _, r := range got {
-		order = append(order, str(decode(t, r.body)["message_id"]))
+		order = append(order, str(decode(t, r.Body)["message_id"]))
 	}
 	if want := "m3_critical m2_high m4_high m1_medium m5_medium m0_low"; strings.Join(order, " ") != want {
 		t.Errorf("order %v, want %s", order, want)
@@ -127,14 +127,14 @@ func TestPriorityOrder(t *testing.T) {
 // thread and a person is asked to decide, with the message and the ERROR.
 func TestQueuedDeliveryDeadEnd(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["executor"].set(answerStatus(http.StatusServiceUnavailable))
+	h.peers["executor"].Set(answerStatus(http.StatusServiceUnavailable))
 	h.run()
 	w := h.send("orch", `{"message_id":"m_down","message_type":"notification","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_down","action":"task_assign"}`)
 	if w.Code != http.StatusAccepted {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	h.waitRecords(KindMessageEscalation, 1)
-	if n := len(h.peers["executor"].received()); n != 3 {
+	if n := len(h.peers["executor"].Received()); n != 3 {
 		t.Errorf("%d attempts, want max_retry_attempts = 3", n)
 	}
 	thread := h.thread(mailbox.KeyWorkflow, "wf_down")
@@ -181,7 +181,7 @@ func TestQueuedDeliveryDeadEnd(t *testing.T) {
 func TestQueuedDeliveryRecovers(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	var n atomic.Int32
-	h.peers["executor"].set(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	h.peers["executor"].Set(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		if n.Add(1) == 1 {
 			w.WriteHeader(http.StatusBadGateway)
 			return
@@ -208,7 +208,7 @@ func TestQueuedDeliveryRecovers(t *testing.T) {
 func TestQueuedAttemptTimeoutRetried(t *testing.T) {
 	h := newHarness(t, harnessOpts{timeout: "100ms"})
 	var n atomic.Int32
-	h.peers["executor"].set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	h.peers["executor"].Set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		if n.Add(1) == 1 {
 			select {
 			case <-r.Context().Done():
@@ -252,7 +252,7 @@ func TestQueuedRecipientGone(t *testing.T) {
 	if len(thread) != 2 || thread[1].Type != "error" || thread[1].Format != "sam" {
 		t.Errorf("thread %+v", thread)
 	}
-	if n := len(h.peers["executor"].received()); n != 0 {
+	if n := len(h.peers["executor"].Received()); n != 0 {
 		t.Errorf("posted %d times", n)
 	}
 }
@@ -261,7 +261,7 @@ func TestQueuedRecipientGone(t *testing.T) {
 // or a reviewer wrote gets no ERROR about itself.
 func TestQueuedFromGatewayNoLoop(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["orch"].set(answerStatus(http.StatusInternalServerError))
+	h.peers["orch"].Set(answerStatus(http.StatusInternalServerError))
 	h.run()
 	env := `{"message_id":"m_h","message_type":"response","sender_id":"human","receiver_id":"orch","workflow_id":"wf_loop","in_reply_to":"m_x","action":"human_decision"}`
 	if _, err := h.queue.Push(context.Background(), mailbox.Delivery{MessageID: "m_h", Sender: HumanID, Recipient: "orch", Body: []byte(env)}); err != nil {
@@ -283,7 +283,7 @@ func TestQueuedFromGatewayNoLoop(t *testing.T) {
 // (a corrupt queue entry) is dropped after its attempts, with no ERROR.
 func TestQueuedBodyNotAnEnvelope(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.peers["planner"].set(answerStatus(http.StatusBadRequest))
+	h.peers["planner"].Set(answerStatus(http.StatusBadRequest))
 	h.run()
 	if _, err := h.queue.Push(context.Background(), mailbox.Delivery{MessageID: "m_bad", Sender: "orch", Recipient: "planner", Body: []byte("not json")}); err != nil {
 		t.Fatal(err)
@@ -312,10 +312,10 @@ func TestQueuedDeliveryNotAuditedIsNotAcknowledged(t *testing.T) {
 			if w := h.send("orch", `{"message_type":"notification","sender_id":"orch","receiver_id":"planner","workflow_id":"wf_na","action":"status"}`); w.Code != http.StatusAccepted {
 				t.Fatalf("%d %s", w.Code, w.Body)
 			}
-			h.peers["planner"].set(answerStatus(tc.status))
+			h.peers["planner"].Set(answerStatus(tc.status))
 			h.trail.SetFail(true)
 			h.run()
-			h.peers["planner"].waitFor(1)
+			h.peers["planner"].WaitFor(1)
 			if !eventually(func() bool { return strings.Contains(h.logs.String(), "it will be retried") }) {
 				t.Fatalf("log %s", h.logs.String())
 			}
@@ -373,7 +373,7 @@ func TestWorkersSurviveQueueOutage(t *testing.T) {
 func TestShutdownLeavesDeliveryInFlight(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	arrived := make(chan struct{}, 1)
-	h.peers["planner"].set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	h.peers["planner"].Set(func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		arrived <- struct{}{}
 		<-r.Context().Done()
 	})
