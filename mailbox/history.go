@@ -50,6 +50,15 @@ type History interface {
 	// check before the append, not a lock: two identical messages racing
 	// may both pass (recipients dedupe by message_id anyway).
 	Seen(ctx context.Context, kind, id, sender, messageID string) (bool, error)
+	// Retract removes e, which the caller appended moments ago, from its
+	// threads, and forgets it for Seen: the message was refused after all
+	// (the audit trail or the queue could not take it), so its sender may
+	// send it again and the thread does not list what never went out. The
+	// one exception to append-only; e must be the value given to Append.
+	// An entry that is not there (expired, never appended) is no error.
+	// (Seen is a check before the append, so two identical messages racing
+	// may both be in a thread; retracting one forgets both for Seen.)
+	Retract(ctx context.Context, e Entry) error
 }
 
 // Defaults of HistoryOptions.
@@ -212,6 +221,31 @@ func (h *MemoryHistory) Append(ctx context.Context, e Entry) error {
 		}
 		th.ids[seenKey(e.Sender, e.MessageID)] = struct{}{}
 		th.expires = now.Add(h.opt.Retention)
+	}
+	return nil
+}
+
+// Retract implements History.
+func (h *MemoryHistory) Retract(ctx context.Context, e Entry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	key := seenKey(e.Sender, e.MessageID)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range e.threads() {
+		th := h.threads[t]
+		if th == nil {
+			continue
+		}
+		// The last one of that sender and id: the one just appended.
+		for i := len(th.entries) - 1; i >= 0; i-- {
+			if seenKey(th.entries[i].Sender, th.entries[i].MessageID) == key {
+				th.entries = slices.Delete(th.entries, i, i+1)
+				break
+			}
+		}
+		delete(th.ids, key)
 	}
 	return nil
 }

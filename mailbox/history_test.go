@@ -29,6 +29,7 @@ var historyBehaviours = []struct {
 	{"stored entries immutable", historyImmutable},
 	{"concurrent appends", historyConcurrent},
 	{"seen", historySeen},
+	{"retract", historyRetract},
 }
 
 func runHistoryBehaviours(t *testing.T, newH newHistoryFunc) {
@@ -437,5 +438,38 @@ func historySeen(t *testing.T, newH newHistoryFunc) {
 	}
 	if _, err := h.Seen(ctx, "nope", "wf1", "executor_1", "m1"); err == nil {
 		t.Error("unknown kind accepted")
+	}
+}
+
+// historyRetract: a message refused after its append (the audit trail or
+// the queue could not take it) leaves its threads and Seen, so its sender
+// may send it again; the other entries stay as they were.
+func historyRetract(t *testing.T, newH newHistoryFunc) {
+	h := newH(t, HistoryOptions{})
+	ctx := t.Context()
+	first, refused := entry("m1", "wf1", "c1"), entry("m2", "wf1", "c1")
+	mustAppend(t, h, first)
+	mustAppend(t, h, refused)
+	if err := h.Retract(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range [][2]string{{KeyWorkflow, "wf1"}, {KeyCorrelation, "c1"}} {
+		if got := messageIDs(mustList(t, h, k[0], k[1], 0)); !reflect.DeepEqual(got, []string{"m1"}) {
+			t.Errorf("%s %s lists %v after the retraction, want [m1]", k[0], k[1], got)
+		}
+		for id, want := range map[string]bool{"m1": true, "m2": false} {
+			if seen, err := h.Seen(ctx, k[0], k[1], "executor_1", id); err != nil || seen != want {
+				t.Errorf("Seen(%s %s %s) = %v %v, want %v", k[0], k[1], id, seen, err, want)
+			}
+		}
+	}
+	// Sent again, it is appended again; retracting what is not there is no
+	// error.
+	mustAppend(t, h, refused)
+	if got := messageIDs(mustList(t, h, KeyWorkflow, "wf1", 0)); !reflect.DeepEqual(got, []string{"m1", "m2"}) {
+		t.Errorf("after the retry: %v", got)
+	}
+	if err := h.Retract(ctx, entry("m9", "wf9", "")); err != nil {
+		t.Errorf("retracting an unknown entry: %v", err)
 	}
 }

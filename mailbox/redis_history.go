@@ -102,6 +102,44 @@ func (h *RedisHistory) Append(ctx context.Context, e Entry) error {
 	return nil
 }
 
+// retractScript removes, from every thread, the last record equal to
+// ARGV[1], and the seen key ARGV[2]. KEYS as appendScript's: the lists,
+// then the id sets.
+var retractScript = redis.NewScript(`
+local n = #KEYS / 2
+for i = 1, n do
+  redis.call('LREM', KEYS[i], -1, ARGV[1])
+  redis.call('SREM', KEYS[n + i], ARGV[2])
+end
+return 1
+`)
+
+// Retract implements History. The record removed is the one Append stored
+// for e: the same normalized entry encodes to the same bytes.
+func (h *RedisHistory) Retract(ctx context.Context, e Entry) error {
+	e, err := normalize(e, time.Now())
+	if err != nil {
+		return err
+	}
+	ts := e.threads()
+	if len(ts) == 0 {
+		return nil
+	}
+	rec, err := encodeEntry(e)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 2*len(ts))
+	for i, t := range ts {
+		keys[i] = h.key(t)
+		keys[len(ts)+i] = h.idsKey(t)
+	}
+	if err := retractScript.Run(ctx, h.client, keys, rec, seenKey(e.Sender, e.MessageID)).Err(); err != nil {
+		return fmt.Errorf("mailbox: history retract %s: %w", e.MessageID, err)
+	}
+	return nil
+}
+
 // List implements History.
 func (h *RedisHistory) List(ctx context.Context, kind, id string, limit int) ([]Entry, error) {
 	if err := checkKind(kind); err != nil {

@@ -324,12 +324,33 @@ func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum map[st
 //
 // The message is stored in its thread first: nothing is audited as
 // accepted that was not stored (a history that is down is a 503
-// state_unavailable with Retry-After, and no message.request entry).
-func (s *Service) admit(ctx context.Context, in *send, relayed []byte) error {
-	if err := s.remember(ctx, in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256); err != nil {
-		return err
+// state_unavailable with Retry-After, and no message.request entry). When
+// a later step refuses it (the audit write here, the queue in enqueue),
+// the returned retract takes it back out of the thread, so that the
+// sender's retry of the same message_id is not refused as a repeat of a
+// message that never went out.
+func (s *Service) admit(ctx context.Context, in *send, relayed []byte) (retract func(), err error) {
+	e, threaded := s.entryOf(in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256)
+	if threaded {
+		if err := s.store(ctx, e); err != nil {
+			return nil, err
+		}
 	}
-	return s.audit.Write(ctx, s.admitted(in, relayed))
+	retract = func() {
+		if !threaded {
+			return
+		}
+		// Even when the client has left: the thread must not keep it.
+		if err := s.history.Retract(context.WithoutCancel(ctx), e); err != nil {
+			s.log.Error("refused message left in its thread: a retry of it will be refused as a repeat",
+				"message_id", e.MessageID, "error", err.Error())
+		}
+	}
+	if err := s.audit.Write(ctx, s.admitted(in, relayed)); err != nil {
+		retract()
+		return nil, err
+	}
+	return retract, nil
 }
 
 // admitted is the message.request entry of an accepted envelope.
@@ -346,14 +367,28 @@ func (s *Service) admitted(in *send, relayed []byte) audit.Record {
 // remember appends an envelope to the history of its workflow or
 // correlation (a message with neither has no thread to list it under).
 func (s *Service) remember(ctx context.Context, m *envelope.Message, relayed []byte, recipients []string, origin, payloadSHA string) error {
-	if m.WorkflowID == "" && m.CorrelationID == "" {
+	e, threaded := s.entryOf(m, relayed, recipients, origin, payloadSHA)
+	if !threaded {
 		return nil
 	}
-	e := mailbox.Entry{
+	return s.store(ctx, e)
+}
+
+// entryOf is the history entry of an envelope, and whether it has a
+// thread to be listed under.
+func (s *Service) entryOf(m *envelope.Message, relayed []byte, recipients []string, origin, payloadSHA string) (mailbox.Entry, bool) {
+	if m.WorkflowID == "" && m.CorrelationID == "" {
+		return mailbox.Entry{}, false
+	}
+	return mailbox.Entry{
 		MessageID: m.ID, Type: string(m.Type), Format: string(m.Format), Sender: m.Sender.ID, Recipients: recipients,
 		Broadcast: m.Recipient == nil, Action: action(m), WorkflowID: m.WorkflowID, CorrelationID: m.CorrelationID,
 		InReplyTo: m.InReplyTo, Origin: origin, At: s.now().UTC(), PayloadSHA256: payloadSHA, Envelope: relayed,
-	}
+	}, true
+}
+
+// store appends e to its threads.
+func (s *Service) store(ctx context.Context, e mailbox.Entry) error {
 	if err := s.history.Append(ctx, e); err != nil {
 		if errors.Is(err, mailbox.ErrFull) {
 			return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "history_full",
@@ -379,16 +414,20 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 	if err != nil {
 		return errorf("encode %s: %w", in.msg.ID, err)
 	}
-	if err := s.admit(ctx, in, relayed); err != nil {
+	retract, err := s.admit(ctx, in, relayed)
+	if err != nil {
 		return err
 	}
-	esc := s.maybeEscalate(ctx, in.msg, relayed)
 	queued := make([]string, 0, len(in.targets))
 	for _, t := range in.targets {
 		d := mailbox.Delivery{MessageID: in.msg.ID, Sender: in.msg.Sender.ID, Recipient: t.AgentName,
 			Priority: in.msg.Priority.Rank(), Body: relayed, EnqueuedAt: s.now().UTC()}
 		if _, err := s.queue.Push(ctx, d); err != nil {
 			s.log.Error("message not queued", "message_id", in.msg.ID, "recipient", t.AgentName, "error", err.Error())
+			// Refused: the sender retries it, and recipients it reached
+			// already get it twice (they dedupe by message_id), which
+			// beats a message that never reaches the others.
+			retract()
 			_ = s.audit.Write(ctx, s.record(in.ex, KindMessageDelivery, "", map[string]any{
 				"message_id": in.msg.ID, "recipient": t.AgentName, "status": "not_queued", "reason": err.Error(), "queued": queued}))
 			if errors.Is(err, mailbox.ErrFull) {
@@ -400,6 +439,9 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 		}
 		queued = append(queued, t.AgentName)
 	}
+	// Escalated once it is accepted: a refused message opens no review
+	// its sender's retry would open again.
+	esc := s.maybeEscalate(ctx, in.msg, relayed)
 	status := "queued"
 	if len(in.targets) == 0 {
 		// A broadcast nobody receives: accepted and recorded, handed to no one.
