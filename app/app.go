@@ -165,9 +165,15 @@ type state struct {
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	msg := cfg.Gateway.Messaging
 	hist := mailbox.HistoryOptions{Retention: msg.HistoryRetention.D()}
+	// A delivery left unacknowledged (its worker could not record it, or
+	// the replica died) is handed out again only after it could have
+	// finished all its attempts.
+	attempts := time.Duration(max(1, cfg.Protocol.Limits.MaxRetryAttempts))
+	claimIdle := max(time.Minute, 2*attempts*(msg.Timeout.D()+msg.RetryBackoff.D()))
 	if cfg.Gateway.State.Backend != "redis" {
 		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
-			queue: mailbox.NewMemoryQueue(msg.QueueCapacity), history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore()}, nil
+			queue:   mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: msg.QueueCapacity, ClaimIdle: claimIdle}),
+			history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore()}, nil
 	}
 	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL, cfg.Gateway.State.Timeout.D())
 	if err != nil {
@@ -180,10 +186,6 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	}
 	// The consumer name must be unique per replica: the audit chain id is
 	// (the chart sets it to the pod name).
-	// A consumer's delivery is taken over by another replica only after it
-	// could have finished all its attempts.
-	attempts := time.Duration(max(1, cfg.Protocol.Limits.MaxRetryAttempts))
-	claimIdle := max(time.Minute, 2*attempts*(msg.Timeout.D()+msg.RetryBackoff.D()))
 	queue, err := mailbox.NewRedisQueue(client, mailbox.RedisQueueOptions{Consumer: cfg.Gateway.Audit.Chain, MaxLen: int64(msg.QueueCapacity), ClaimIdle: claimIdle})
 	if err != nil {
 		log.Warn("message queue: Redis not ready at startup; the queue retries on use", "error", err.Error())

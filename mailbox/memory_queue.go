@@ -12,30 +12,58 @@ import (
 const DefaultMemoryCapacity = 10000
 
 // MemoryQueue is a Queue for a single replica. Everything in it is lost when
-// the process exits, so deliveries popped and never acknowledged are not
-// handed out again (there is no other consumer to take them over).
+// the process exits. A delivery popped and not acknowledged within ClaimIdle
+// is handed out again (Reclaimed set), as the Redis queue's XAUTOCLAIM
+// does: a worker that could not record a delivery (the audit trail down)
+// leaves it unacknowledged to have it retried, and in a single replica
+// nobody else would take it over.
 type MemoryQueue struct {
-	capacity int
+	capacity  int
+	claimIdle time.Duration
+	now       func() time.Time // injectable for tests
 
 	mu       sync.Mutex
 	seq      uint64
 	waiting  [numPriorities][]Delivery
 	nWaiting int
-	inflight map[string]struct{}
+	inflight map[string]inflight
+	// nextClaim is when the oldest in-flight delivery may be handed out
+	// again (zero: nothing in flight, or not yet computed).
+	nextClaim time.Time
 	// wake is closed by the next Push to wake every blocked Pop; it exists
 	// only while some Pop waits, so an uncontended Push allocates nothing.
 	wake chan struct{}
 }
 
+// inflight is a popped delivery and when it was popped.
+type inflight struct {
+	d      Delivery
+	popped time.Time
+}
+
 var _ Queue = (*MemoryQueue)(nil)
+
+// MemoryQueueOptions configure a MemoryQueue; zero values take defaults.
+type MemoryQueueOptions struct {
+	Capacity  int           // deliveries waiting plus in flight; default DefaultMemoryCapacity
+	ClaimIdle time.Duration // a delivery popped and not acked for this long is handed out again; default DefaultClaimIdle
+}
 
 // NewMemoryQueue returns an empty queue holding at most capacity deliveries
 // (waiting plus in flight); capacity ≤0 means DefaultMemoryCapacity.
 func NewMemoryQueue(capacity int) *MemoryQueue {
-	if capacity <= 0 {
-		capacity = DefaultMemoryCapacity
+	return NewMemoryQueueWithOptions(MemoryQueueOptions{Capacity: capacity})
+}
+
+// NewMemoryQueueWithOptions returns an empty queue configured by o.
+func NewMemoryQueueWithOptions(o MemoryQueueOptions) *MemoryQueue {
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultMemoryCapacity
 	}
-	return &MemoryQueue{capacity: capacity, inflight: make(map[string]struct{})}
+	if o.ClaimIdle <= 0 {
+		o.ClaimIdle = DefaultClaimIdle
+	}
+	return &MemoryQueue{capacity: o.Capacity, claimIdle: o.ClaimIdle, now: time.Now, inflight: make(map[string]inflight)}
 }
 
 // Push implements Queue. The queue keeps d.Body: the caller must not modify
@@ -65,14 +93,20 @@ func (q *MemoryQueue) Push(ctx context.Context, d Delivery) (Delivery, error) {
 	return d, nil
 }
 
-// Pop implements Queue.
+// Pop implements Queue. A delivery due to be handed out again comes before
+// the waiting ones, as the Redis queue claims before it reads.
 func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return Delivery{}, err
 		}
 		q.mu.Lock()
-		if d, ok := q.takeLocked(); ok {
+		now := q.now()
+		if d, ok := q.reclaimLocked(now); ok {
+			q.mu.Unlock()
+			return d, nil
+		}
+		if d, ok := q.takeLocked(now); ok {
 			q.mu.Unlock()
 			return d, nil
 		}
@@ -80,18 +114,61 @@ func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 			q.wake = make(chan struct{})
 		}
 		wake := q.wake
+		var claim <-chan time.Time
+		var timer *time.Timer
+		if !q.nextClaim.IsZero() {
+			timer = time.NewTimer(q.nextClaim.Sub(now))
+			claim = timer.C
+		}
 		q.mu.Unlock()
 		select {
 		case <-wake:
+		case <-claim:
 		case <-ctx.Done():
-			return Delivery{}, ctx.Err()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// reclaimLocked hands out again the oldest in-flight delivery popped at
+// least claimIdle ago, if any, and computes when the next one is due.
+func (q *MemoryQueue) reclaimLocked(now time.Time) (Delivery, bool) {
+	if q.nextClaim.IsZero() || now.Before(q.nextClaim) {
+		return Delivery{}, false
+	}
+	var oldest *inflight
+	for id := range q.inflight {
+		f := q.inflight[id]
+		if oldest == nil || f.popped.Before(oldest.popped) || f.popped.Equal(oldest.popped) && f.d.ID < oldest.d.ID {
+			oldest = &f
+		}
+	}
+	if oldest == nil || now.Sub(oldest.popped) < q.claimIdle {
+		q.scheduleLocked()
+		return Delivery{}, false
+	}
+	d := oldest.d
+	d.Reclaimed = true
+	q.inflight[d.ID] = inflight{d: d, popped: now}
+	q.scheduleLocked()
+	return d, true
+}
+
+// scheduleLocked sets nextClaim from the oldest in-flight delivery.
+func (q *MemoryQueue) scheduleLocked() {
+	q.nextClaim = time.Time{}
+	for _, f := range q.inflight {
+		if due := f.popped.Add(q.claimIdle); q.nextClaim.IsZero() || due.Before(q.nextClaim) {
+			q.nextClaim = due
 		}
 	}
 }
 
 // takeLocked moves the first delivery of the highest non-empty priority to
 // the in-flight set.
-func (q *MemoryQueue) takeLocked() (Delivery, bool) {
+func (q *MemoryQueue) takeLocked(now time.Time) (Delivery, bool) {
 	for p := range q.waiting {
 		w := q.waiting[p]
 		if len(w) == 0 {
@@ -104,7 +181,10 @@ func (q *MemoryQueue) takeLocked() (Delivery, bool) {
 			q.waiting[p] = nil // let an emptied backing array go
 		}
 		q.nWaiting--
-		q.inflight[d.ID] = struct{}{}
+		q.inflight[d.ID] = inflight{d: d, popped: now}
+		if due := now.Add(q.claimIdle); q.nextClaim.IsZero() || due.Before(q.nextClaim) {
+			q.nextClaim = due
+		}
 		return d, true
 	}
 	return Delivery{}, false
@@ -117,6 +197,9 @@ func (q *MemoryQueue) Ack(ctx context.Context, d Delivery) error {
 	}
 	q.mu.Lock()
 	delete(q.inflight, d.ID)
+	if len(q.inflight) == 0 {
+		q.nextClaim = time.Time{}
+	}
 	q.mu.Unlock()
 	return nil
 }

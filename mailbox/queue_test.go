@@ -351,3 +351,55 @@ func queueConcurrent(t *testing.T, newQ newQueueFunc) {
 	}
 	wantLen(t, q, 0)
 }
+
+// TestMemoryQueueReclaim: a delivery popped and not acknowledged within
+// ClaimIdle is handed out again, marked Reclaimed, before waiting ones (a
+// worker that could not record it left it to be retried); one acknowledged
+// is not.
+func TestMemoryQueueReclaim(t *testing.T) {
+	q := NewMemoryQueueWithOptions(MemoryQueueOptions{Capacity: 10, ClaimIdle: time.Minute})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	q.now = func() time.Time { return now }
+	unacked := mustPush(t, q, Delivery{MessageID: "m1", Recipient: "a", Body: []byte(`{}`)})
+	acked := mustPush(t, q, Delivery{MessageID: "m2", Recipient: "a", Body: []byte(`{}`)})
+	if d := popWithin(t, q, time.Second); d.ID != unacked.ID || d.Reclaimed {
+		t.Fatalf("first pop %+v", d)
+	}
+	d := popWithin(t, q, time.Second)
+	if err := q.Ack(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	later := mustPush(t, q, Delivery{MessageID: "m3", Recipient: "a", Body: []byte(`{}`)})
+
+	now = now.Add(59 * time.Second)
+	if d := popWithin(t, q, time.Second); d.ID != later.ID {
+		t.Fatalf("before ClaimIdle: popped %s, want the waiting %s", d.MessageID, later.MessageID)
+	}
+	now = now.Add(2 * time.Second)
+	d = popWithin(t, q, time.Second)
+	if d.ID != unacked.ID || !d.Reclaimed {
+		t.Fatalf("after ClaimIdle: popped %+v, want %s reclaimed", d, unacked.MessageID)
+	}
+	if d.ID == acked.ID {
+		t.Fatal("an acknowledged delivery came back")
+	}
+	if n, _ := q.Len(t.Context()); n != 2 {
+		t.Errorf("Len %d, want 2 in flight (m1 again, m3)", n)
+	}
+}
+
+// TestMemoryQueueReclaimWakesPop: a Pop waiting on an empty queue returns
+// the unacknowledged delivery once ClaimIdle has passed, without a Push.
+func TestMemoryQueueReclaimWakesPop(t *testing.T) {
+	q := NewMemoryQueueWithOptions(MemoryQueueOptions{ClaimIdle: 50 * time.Millisecond})
+	want := mustPush(t, q, Delivery{MessageID: "m1", Recipient: "a", Body: []byte(`{}`)})
+	popWithin(t, q, time.Second)
+	start := time.Now()
+	d := popWithin(t, q, 5*time.Second)
+	if d.ID != want.ID || !d.Reclaimed {
+		t.Fatalf("popped %+v", d)
+	}
+	if waited := time.Since(start); waited < 40*time.Millisecond {
+		t.Errorf("handed out again after %v, before ClaimIdle", waited)
+	}
+}

@@ -148,6 +148,8 @@ type harnessOpts struct {
 	deps func(*Deps)
 	// now is the service's clock (default time.Now).
 	now func() time.Time
+	// claimIdle is the memory queue's ClaimIdle (default a minute).
+	claimIdle time.Duration
 }
 
 // harness is the messaging service as app.Build wires it.
@@ -275,7 +277,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	m := h.cfg.Gateway.Messaging
-	h.queue = mailbox.NewMemoryQueue(m.QueueCapacity)
+	h.queue = mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: m.QueueCapacity, ClaimIdle: o.claimIdle})
 	h.history = mailbox.NewMemoryHistory(mailbox.HistoryOptions{Retention: m.HistoryRetention.D()})
 	client, err := NewClient(m.TLS, egress.Policy{Allowed: m.AllowedPrefixes})
 	if err != nil {

@@ -326,6 +326,34 @@ func TestQueuedDeliveryNotAuditedIsNotAcknowledged(t *testing.T) {
 	}
 }
 
+// TestQueuedDeliveryNotAuditedIsRetried: with the memory queue too, a
+// delivery left unacknowledged because its outcome could not be audited
+// is handed out again once ClaimIdle passes; with the trail back it is
+// delivered and recorded as reclaimed.
+func TestQueuedDeliveryNotAuditedIsRetried(t *testing.T) {
+	h := newHarness(t, harnessOpts{claimIdle: 100 * time.Millisecond})
+	if w := h.send("orch", `{"message_type":"notification","sender_id":"orch","receiver_id":"planner","workflow_id":"wf_rt","action":"status"}`); w.Code != http.StatusAccepted {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	h.trail.SetFail(true)
+	h.run()
+	h.peers["planner"].WaitFor(1)
+	if !eventually(func() bool { return strings.Contains(h.logs.String(), "it will be retried") }) {
+		t.Fatalf("log %s", h.logs.String())
+	}
+	h.trail.SetFail(false)
+	d := h.waitRecords(KindMessageDelivery, 1)[0]
+	if d.Summary["status"] != "delivered" || d.Summary["reclaimed"] != true {
+		t.Errorf("message.delivery %v, want delivered, reclaimed", d.Summary)
+	}
+	if got := len(h.peers["planner"].Received()); got != 2 {
+		t.Errorf("the recipient got it %d times, want 2 (the unrecorded attempt, the retry)", got)
+	}
+	if !eventually(func() bool { n, _ := h.svc.QueueLen(context.Background()); return n == 0 }) {
+		t.Error("the delivery was not acknowledged once recorded")
+	}
+}
+
 // flakyQueue fails its first Pop, as a queue backend that is briefly
 // down does.
 type flakyQueue struct {
