@@ -26,19 +26,16 @@ type MemoryQueue struct {
 	seq      uint64
 	waiting  [numPriorities][]Delivery
 	nWaiting int
-	inflight map[string]inflight
-	// nextClaim is when the oldest in-flight delivery may be handed out
-	// again (zero: nothing in flight, or not yet computed).
-	nextClaim time.Time
+	// inflight are the deliveries popped and not acknowledged, popped when
+	// (Unix ns; two maps, as a delivery with its time outgrows what a map
+	// stores in place and every Pop would allocate). At most about one per
+	// worker unless they cannot be recorded, so Pop scans them for the
+	// oldest rather than keeping them ordered.
+	inflight map[string]Delivery
+	popped   map[string]int64
 	// wake is closed by the next Push to wake every blocked Pop; it exists
 	// only while some Pop waits, so an uncontended Push allocates nothing.
 	wake chan struct{}
-}
-
-// inflight is a popped delivery and when it was popped.
-type inflight struct {
-	d      Delivery
-	popped time.Time
 }
 
 var _ Queue = (*MemoryQueue)(nil)
@@ -63,7 +60,8 @@ func NewMemoryQueueWithOptions(o MemoryQueueOptions) *MemoryQueue {
 	if o.ClaimIdle <= 0 {
 		o.ClaimIdle = DefaultClaimIdle
 	}
-	return &MemoryQueue{capacity: o.Capacity, claimIdle: o.ClaimIdle, now: time.Now, inflight: make(map[string]inflight)}
+	return &MemoryQueue{capacity: o.Capacity, claimIdle: o.ClaimIdle, now: time.Now,
+		inflight: make(map[string]Delivery), popped: make(map[string]int64)}
 }
 
 // Push implements Queue. The queue keeps d.Body: the caller must not modify
@@ -102,7 +100,11 @@ func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 		}
 		q.mu.Lock()
 		now := q.now()
-		if d, ok := q.reclaimLocked(now); ok {
+		oldest, due, busy := q.oldestLocked()
+		if busy && !now.Before(due) {
+			d := q.inflight[oldest]
+			d.Reclaimed = true
+			q.inflight[oldest], q.popped[oldest] = d, now.UnixNano()
 			q.mu.Unlock()
 			return d, nil
 		}
@@ -116,8 +118,8 @@ func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 		wake := q.wake
 		var claim <-chan time.Time
 		var timer *time.Timer
-		if !q.nextClaim.IsZero() {
-			timer = time.NewTimer(q.nextClaim.Sub(now))
+		if busy {
+			timer = time.NewTimer(due.Sub(now))
 			claim = timer.C
 		}
 		q.mu.Unlock()
@@ -132,38 +134,16 @@ func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 	}
 }
 
-// reclaimLocked hands out again the oldest in-flight delivery popped at
-// least claimIdle ago, if any, and computes when the next one is due.
-func (q *MemoryQueue) reclaimLocked(now time.Time) (Delivery, bool) {
-	if q.nextClaim.IsZero() || now.Before(q.nextClaim) {
-		return Delivery{}, false
-	}
-	var oldest *inflight
-	for id := range q.inflight {
-		f := q.inflight[id]
-		if oldest == nil || f.popped.Before(oldest.popped) || f.popped.Equal(oldest.popped) && f.d.ID < oldest.d.ID {
-			oldest = &f
+// oldestLocked is the id of the in-flight delivery popped longest ago and
+// when it is due to be handed out again, if there is one.
+func (q *MemoryQueue) oldestLocked() (id string, due time.Time, ok bool) {
+	var at int64
+	for k, t := range q.popped {
+		if !ok || t < at {
+			id, at, ok = k, t, true
 		}
 	}
-	if oldest == nil || now.Sub(oldest.popped) < q.claimIdle {
-		q.scheduleLocked()
-		return Delivery{}, false
-	}
-	d := oldest.d
-	d.Reclaimed = true
-	q.inflight[d.ID] = inflight{d: d, popped: now}
-	q.scheduleLocked()
-	return d, true
-}
-
-// scheduleLocked sets nextClaim from the oldest in-flight delivery.
-func (q *MemoryQueue) scheduleLocked() {
-	q.nextClaim = time.Time{}
-	for _, f := range q.inflight {
-		if due := f.popped.Add(q.claimIdle); q.nextClaim.IsZero() || due.Before(q.nextClaim) {
-			q.nextClaim = due
-		}
-	}
+	return id, time.Unix(0, at).Add(q.claimIdle), ok
 }
 
 // takeLocked moves the first delivery of the highest non-empty priority to
@@ -181,10 +161,7 @@ func (q *MemoryQueue) takeLocked(now time.Time) (Delivery, bool) {
 			q.waiting[p] = nil // let an emptied backing array go
 		}
 		q.nWaiting--
-		q.inflight[d.ID] = inflight{d: d, popped: now}
-		if due := now.Add(q.claimIdle); q.nextClaim.IsZero() || due.Before(q.nextClaim) {
-			q.nextClaim = due
-		}
+		q.inflight[d.ID], q.popped[d.ID] = d, now.UnixNano()
 		return d, true
 	}
 	return Delivery{}, false
@@ -197,9 +174,7 @@ func (q *MemoryQueue) Ack(ctx context.Context, d Delivery) error {
 	}
 	q.mu.Lock()
 	delete(q.inflight, d.ID)
-	if len(q.inflight) == 0 {
-		q.nextClaim = time.Time{}
-	}
+	delete(q.popped, d.ID)
 	q.mu.Unlock()
 	return nil
 }

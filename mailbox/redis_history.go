@@ -74,23 +74,11 @@ return {1, 0}
 
 // Append implements History.
 func (h *RedisHistory) Append(ctx context.Context, e Entry) error {
-	e, err := normalize(e, time.Now())
-	if err != nil {
+	e, keys, rec, err := h.stored(e)
+	if err != nil || keys == nil {
 		return err
 	}
 	ts := e.threads()
-	if len(ts) == 0 {
-		return nil
-	}
-	rec, err := encodeEntry(e)
-	if err != nil {
-		return err
-	}
-	keys := make([]string, 2*len(ts))
-	for i, t := range ts {
-		keys[i] = h.key(t)
-		keys[len(ts)+i] = h.idsKey(t)
-	}
 	res, err := appendScript.Run(ctx, h.client, keys, h.opt.MaxPerThread, h.opt.Retention.Milliseconds(), rec, seenKey(e.Sender, e.MessageID)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("mailbox: history append %s: %w", e.MessageID, err)
@@ -100,6 +88,31 @@ func (h *RedisHistory) Append(ctx context.Context, e Entry) error {
 		return fmt.Errorf("%w: %s thread %q holds %d entries", ErrFull, t.kind, t.id, h.opt.MaxPerThread)
 	}
 	return nil
+}
+
+// stored is e as the history stores it (normalized), the keys of its
+// threads (the lists, then the id sets; nil when it has no thread) and its
+// record. Append and Retract share it: the same entry yields the same
+// record, which is how Retract finds what Append stored.
+func (h *RedisHistory) stored(e Entry) (Entry, []string, []byte, error) {
+	e, err := normalize(e, time.Now())
+	if err != nil {
+		return e, nil, nil, err
+	}
+	ts := e.threads()
+	if len(ts) == 0 {
+		return e, nil, nil, nil
+	}
+	rec, err := encodeEntry(e)
+	if err != nil {
+		return e, nil, nil, err
+	}
+	keys := make([]string, 2*len(ts))
+	for i, t := range ts {
+		keys[i] = h.key(t)
+		keys[len(ts)+i] = h.idsKey(t)
+	}
+	return e, keys, rec, nil
 }
 
 // retractScript removes, from every thread, the last record equal to
@@ -115,24 +128,11 @@ return 1
 `)
 
 // Retract implements History. The record removed is the one Append stored
-// for e: the same normalized entry encodes to the same bytes.
+// for e (stored).
 func (h *RedisHistory) Retract(ctx context.Context, e Entry) error {
-	e, err := normalize(e, time.Now())
-	if err != nil {
+	e, keys, rec, err := h.stored(e)
+	if err != nil || keys == nil {
 		return err
-	}
-	ts := e.threads()
-	if len(ts) == 0 {
-		return nil
-	}
-	rec, err := encodeEntry(e)
-	if err != nil {
-		return err
-	}
-	keys := make([]string, 2*len(ts))
-	for i, t := range ts {
-		keys[i] = h.key(t)
-		keys[len(ts)+i] = h.idsKey(t)
 	}
 	if err := retractScript.Run(ctx, h.client, keys, rec, seenKey(e.Sender, e.MessageID)).Err(); err != nil {
 		return fmt.Errorf("mailbox: history retract %s: %w", e.MessageID, err)

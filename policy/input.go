@@ -165,8 +165,10 @@ var converters = sync.Pool{New: func() any {
 }}
 
 func (c *converter) release() {
-	clear(c.keys[:cap(c.keys)])
-	clear(c.vals[:cap(c.vals)])
+	// Each container clears its part of the stacks when it closes; what is
+	// left is a failed conversion's.
+	clear(c.keys)
+	clear(c.vals)
 	c.keys, c.vals = c.keys[:0], c.vals[:0]
 	c.rd.Reset(nil)
 	converters.Put(c)

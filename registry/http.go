@@ -106,10 +106,14 @@ func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 }
 
 // queryFields is the shape of a query body: {"query": {...}} or the bare
-// inner object.
+// inner object, whose members are then Query's own.
 var queryFields = func() *sj.Fields {
 	q := sj.FromStruct(reflect.TypeOf(Query{}))
-	return sj.Object(map[string]*sj.Fields{"query": q, "verb": nil, "inputs": sj.Array(nil), "output_type": nil})
+	m := map[string]*sj.Fields{"query": q}
+	for _, name := range q.Names() {
+		m[name] = nil // strings and a list of strings: nothing below to name
+	}
+	return sj.Object(m)
 }()
 
 // decodeQuery reads a query body once strictly (internal/strictjson): a

@@ -194,12 +194,9 @@ func escape[T Text](d T, i int) (int, *Error) {
 	default:
 		return 0, &Error{BadEscape, i}
 	}
-	r, ok := hex4(d, i+2)
-	if !ok {
-		if i+6 > len(d) && allHex(d, i+2) {
-			return 0, &Error{EOF, len(d)}
-		}
-		return 0, &Error{BadUnicodeEscape, i}
+	r, err := unicodeEscape(d, i)
+	if err != nil {
+		return 0, err
 	}
 	switch {
 	case r >= 0xDC00 && r <= 0xDFFF:
@@ -212,12 +209,9 @@ func escape[T Text](d T, i int) (int, *Error) {
 			}
 			return 0, &Error{Surrogate, i}
 		}
-		lo, ok := hex4(d, j+2)
-		if !ok {
-			if j+6 > len(d) && allHex(d, j+2) {
-				return 0, &Error{EOF, len(d)}
-			}
-			return 0, &Error{BadUnicodeEscape, j}
+		lo, err := unicodeEscape(d, j)
+		if err != nil {
+			return 0, err
 		}
 		if lo < 0xDC00 || lo > 0xDFFF {
 			return 0, &Error{Surrogate, i}
@@ -227,15 +221,19 @@ func escape[T Text](d T, i int) (int, *Error) {
 	return 6, nil
 }
 
-// allHex reports whether every byte from i to the end of d is a hex digit:
-// a \u escape cut short by the end of the input, not a bad one.
-func allHex[T Text](d T, i int) bool {
-	for ; i < len(d); i++ {
-		if hexVal(d[i]) < 0 {
-			return false
+// unicodeEscape decodes the four hex digits of the \u escape at d[i] (the
+// backslash). Digits cut short by the end of the input are EOF, not a bad
+// escape.
+func unicodeEscape[T Text](d T, i int) (rune, *Error) {
+	if r, ok := hex4(d, i+2); ok {
+		return r, nil
+	}
+	for k := i + 2; k < i+6 && k < len(d); k++ {
+		if hexVal(d[k]) < 0 {
+			return 0, &Error{BadUnicodeEscape, i}
 		}
 	}
-	return true
+	return 0, &Error{EOF, len(d)}
 }
 
 // hex4 decodes the four hex digits at d[i:].
