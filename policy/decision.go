@@ -18,6 +18,7 @@ const (
 	PointGuardrails = "guardrails.response"
 	PointSpawn      = "spawn"
 	PointMessages   = "messages.deny"
+	PointWorkflow   = "workflow.allow"
 )
 
 // Rule ids of the violations the engine itself adds when it fails closed.
@@ -95,6 +96,19 @@ type GuardrailDecision struct {
 	Revision   string `json:"-"`
 	FailClosed bool   `json:"-"`
 	Error      string `json:"-"`
+}
+
+// WorkflowDecision is data.gateway.workflow.allow: whether an agent may
+// start a workflow run (docs/workflows.md).
+type WorkflowDecision struct {
+	Allow bool
+	// Reason says why not when the engine failed closed.
+	Reason string
+
+	DecisionID string
+	Revision   string
+	FailClosed bool
+	Error      string
 }
 
 // SpawnDecision is data.gateway.spawn.decision for a SPAWN_AGENT message

@@ -174,7 +174,8 @@ func chatSummary(d ChatDecision) summary {
 	return summary{key: "deny", text: "deny [" + strings.Join(d.Reasons, "; ") + "]", failClosed: d.FailClosed, cause: d.Error}
 }
 
-var sacpStatuses = map[string]bool{"success": true, "failure": true, "clarification_needed": true, "completed": true}
+var sacpStatuses = map[string]bool{"success": true, "failure": true, "clarification_needed": true, "completed": true,
+	"retry_with_instruction": true, "WAITING_FOR_HUMAN": true}
 
 func guardrailsFrom(out outcome) GuardrailDecision {
 	d := GuardrailDecision{DecisionID: out.id, Revision: out.revision}
@@ -207,7 +208,7 @@ func decodeGuardrails(v any, d *GuardrailDecision) error {
 		return err
 	}
 	if !sacpStatuses[d.Status] {
-		return badShape("guardrails response status %q is not success, failure, clarification_needed or completed", d.Status)
+		return badShape("guardrails response status %q is not success, failure, clarification_needed, completed, retry_with_instruction or WAITING_FOR_HUMAN", d.Status)
 	}
 	if raw, ok := m["redact_message"]; ok && raw != nil {
 		b, ok := raw.(bool)
@@ -270,6 +271,31 @@ func decodeSpawn(v any, d *SpawnDecision) error {
 	return err
 }
 
+func workflowFrom(out outcome) WorkflowDecision {
+	d := WorkflowDecision{DecisionID: out.id, Revision: out.revision}
+	err := out.err
+	if err == nil {
+		allow, ok := out.value.(bool)
+		if !ok {
+			err = badShape("workflow decision is %s, want a boolean", kind(out.value))
+		}
+		d.Allow = allow
+	}
+	if err != nil {
+		rule, msg := failCause(out, err)
+		d = WorkflowDecision{Reason: "the workflow policy could not decide (fail closed): " + msg,
+			DecisionID: out.id, Revision: out.revision, FailClosed: true, Error: rule + ": " + msg}
+	}
+	return d
+}
+
+func workflowSummary(d WorkflowDecision) summary {
+	if d.Allow {
+		return summary{key: "allow", text: "allow"}
+	}
+	return summary{key: "deny", text: "deny", failClosed: d.FailClosed, cause: d.Error}
+}
+
 func spawnSummary(d SpawnDecision) summary {
 	text := d.Status
 	if len(d.Reasons) > 0 {
@@ -289,6 +315,8 @@ func summarize(pt point, out outcome) summary {
 		return chatSummary(chatFrom(out, "messages"))
 	case ptGuardrails:
 		return guardrailsSummary(guardrailsFrom(out))
+	case ptWorkflow:
+		return workflowSummary(workflowFrom(out))
 	default:
 		return spawnSummary(spawnFrom(out))
 	}

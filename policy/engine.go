@@ -351,6 +351,17 @@ func (e *Engine) Spawn(ctx context.Context, input map[string]any) (SpawnDecision
 	return d, err
 }
 
+// Workflow evaluates data.gateway.workflow.allow for the start of a
+// workflow run; input is {agent, workflow: {name, callers}, input}. Failing
+// closed (an error, undefined, not a boolean) denies; the error follows the
+// rule of Approval.
+func (e *Engine) Workflow(ctx context.Context, input map[string]any) (WorkflowDecision, error) {
+	in, out, err := e.evaluate(ctx, ptWorkflow, input)
+	d := workflowFrom(out)
+	e.afterLive(ptWorkflow, in, out, workflowSummary(d))
+	return d, err
+}
+
 // outcome is one raw evaluation.
 type outcome struct {
 	id       string

@@ -28,6 +28,7 @@ const (
 	ptGuardrails
 	ptSpawn
 	ptMessages
+	ptWorkflow
 	numPoints
 )
 
@@ -39,6 +40,7 @@ var queries = [numPoints]string{
 	ptGuardrails: "data.gateway.guardrails.response",
 	ptSpawn:      "data.gateway.spawn.decision",
 	ptMessages:   "data.gateway.messages.deny",
+	ptWorkflow:   "data.gateway.workflow.allow",
 }
 
 var pointNames = [numPoints]string{
@@ -47,6 +49,7 @@ var pointNames = [numPoints]string{
 	ptGuardrails: PointGuardrails,
 	ptSpawn:      PointSpawn,
 	ptMessages:   PointMessages,
+	ptWorkflow:   PointWorkflow,
 }
 
 // regoFile is one policy file as read from a directory.
@@ -255,6 +258,8 @@ var samples = [numPoints]map[string]any{
 	ptMessages: {"agent": sampleAgent, "authz": map[string]any{"allowed": true, "reason": ""},
 		"message":   map[string]any{"sender": "sample-agent", "recipient": "other-agent", "action": "ping", "type": "EVENT", "payload": map[string]any{}},
 		"recipient": map[string]any{"id": "other-agent", "supported_verbs": []any{}}},
+	ptWorkflow: {"agent": sampleAgent, "workflow": map[string]any{"name": "sample-workflow", "callers": []any{"sample-agent"}},
+		"input": map[string]any{}},
 }
 
 // smokeTest evaluates every decision point of p once on a sample input. A

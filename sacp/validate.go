@@ -12,15 +12,19 @@ import (
 )
 
 // The values of "status": the SACP answer's three, plus "completed", which
-// the gateway accepts as well (docs/glossary.md).
+// the gateway accepts as well, and the two control statuses of workflows
+// (docs/glossary.md, docs/workflows.md): retry_with_instruction talks back
+// to the previous agent of a chain, WAITING_FOR_HUMAN asks for a person.
 const (
-	StatusSuccess             = "success"
-	StatusFailure             = "failure"
-	StatusClarificationNeeded = "clarification_needed"
-	StatusCompleted           = "completed"
+	StatusSuccess              = "success"
+	StatusFailure              = "failure"
+	StatusClarificationNeeded  = "clarification_needed"
+	StatusCompleted            = "completed"
+	StatusRetryWithInstruction = "retry_with_instruction"
+	StatusWaitingForHuman      = "WAITING_FOR_HUMAN"
 )
 
-var statuses = []string{StatusSuccess, StatusFailure, StatusClarificationNeeded, StatusCompleted}
+var statuses = []string{StatusSuccess, StatusFailure, StatusClarificationNeeded, StatusCompleted, StatusRetryWithInstruction, StatusWaitingForHuman}
 
 // maxErrors caps Outcome.Errors: a data payload with thousands of violations
 // must not turn the re-ask prompt into a second payload. The model gets the
@@ -134,7 +138,18 @@ func (v *Validator) Check(content string) Outcome {
 		errs = append(errs, "/data: got "+kindOf(data)+", want object")
 	default:
 		r.Data = json.RawMessage(data)
-		errs = append(errs, v.checkData(obj.data)...)
+		switch r.Status {
+		case StatusRetryWithInstruction:
+			// A control answer, not a result: its data is the instruction
+			// for the previous agent, not the agent's own payload.
+			if s, ok := dataMember(data, "instruction").(string); !ok || strings.TrimSpace(s) == "" {
+				errs = append(errs, "/data/instruction: a retry_with_instruction answer needs a non-empty string")
+			}
+		case StatusWaitingForHuman:
+			// Asking for a person: there is no result to check yet.
+		default:
+			errs = append(errs, v.checkData(obj.data)...)
+		}
 	}
 	r.Message, errs = stringField(&obj, "message", true, errs)
 	if raw, _ := obj.get("next_step_hint"); kindOf(raw) != "null" {
@@ -147,6 +162,18 @@ func (v *Validator) Check(content string) Outcome {
 	out.Errors = errs
 	out.Valid = len(errs) == 0
 	return out
+}
+
+// dataMember is member name of the data object raw, nil when absent. raw
+// passed the strict parser (no repeated names, valid UTF-8), so decoding it
+// into a map reads the same members; a map keeps names exact, where a
+// struct would match them case-insensitively.
+func dataMember(raw string, name string) any {
+	var m map[string]any
+	if json.Unmarshal([]byte(raw), &m) != nil {
+		return nil
+	}
+	return m[name]
 }
 
 func (v *Validator) hasSchema() bool { return v != nil && v.schema != nil }

@@ -44,6 +44,13 @@ func validFields() map[string]any {
 }
 
 // with returns validFields with key set to val, or removed when val is del.
+// withStatus is a valid answer with another status and data.
+func withStatus(status string, data map[string]any) map[string]any {
+	f := with("status", status)
+	f["data"] = data
+	return f
+}
+
 func with(key string, val any) map[string]any {
 	f := validFields()
 	if val == del {
@@ -58,7 +65,7 @@ var del = &struct{}{}
 
 func TestCheck(t *testing.T) {
 	v := newInvoiceValidator(t)
-	statusErr := "/status: must be one of success, failure, clarification_needed, completed"
+	statusErr := "/status: must be one of success, failure, clarification_needed, completed, retry_with_instruction, WAITING_FOR_HUMAN"
 	tests := []struct {
 		name       string
 		content    string
@@ -71,6 +78,16 @@ func TestCheck(t *testing.T) {
 		{name: "null next_step_hint counts as absent", content: answer(with("next_step_hint", nil))},
 		{name: "status completed", content: answer(with("status", "completed")), wantStatus: "completed"},
 		{name: "status clarification_needed", content: answer(with("status", "clarification_needed"))},
+		// Control statuses of workflows: their data is not the agent's
+		// payload, so the schema (amount, currency) does not apply.
+		{name: "retry_with_instruction with an instruction", content: answer(withStatus("retry_with_instruction", map[string]any{"instruction": "use the domain acme.com"})), wantStatus: "retry_with_instruction"},
+		{name: "retry_with_instruction without an instruction", content: answer(withStatus("retry_with_instruction", map[string]any{"amount": 1, "currency": "EUR"})),
+			wantErrs: []string{"/data/instruction: a retry_with_instruction answer needs a non-empty string"}},
+		{name: "retry_with_instruction with a blank instruction", content: answer(withStatus("retry_with_instruction", map[string]any{"instruction": " "})),
+			wantErrs: []string{"/data/instruction: a retry_with_instruction answer needs a non-empty string"}},
+		{name: "retry_with_instruction: the name is exact", content: answer(withStatus("retry_with_instruction", map[string]any{"Instruction": "x"})),
+			wantErrs: []string{"/data/instruction: a retry_with_instruction answer needs a non-empty string"}},
+		{name: "WAITING_FOR_HUMAN skips the payload schema", content: answer(withStatus("WAITING_FOR_HUMAN", map[string]any{})), wantStatus: "WAITING_FOR_HUMAN"},
 		{name: "unknown top-level keys allowed", content: answer(with("confidence", 0.9))},
 		{name: "missing thought", content: answer(with("thought", del)), wantErrs: []string{"/thought: required field is missing"}},
 		{name: "missing status", content: answer(with("status", del)), wantErrs: []string{"/status: required field is missing"}},
@@ -261,7 +278,7 @@ func TestCompact(t *testing.T) {
 }
 
 func TestReaskPrompt(t *testing.T) {
-	errs := []string{"/status: must be one of success, failure, clarification_needed, completed", "/data/amount: got string, want number"}
+	errs := []string{"/status: must be one of success, failure, clarification_needed, completed, retry_with_instruction, WAITING_FOR_HUMAN", "/data/amount: got string, want number"}
 	p := ReaskPrompt(errs)
 	for _, want := range append(errs, "only the corrected JSON object", "no text or markdown code fences") {
 		if !strings.Contains(p, want) {
