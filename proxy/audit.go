@@ -27,14 +27,23 @@ func stamp(ex *scope.Exchange, rec audit.Record) audit.Record {
 		rec.AgentID = ex.Agent.ID
 	}
 	if ex.CorrelationID != "" {
-		switch {
-		case rec.Object != nil:
-			rec.Object.Str("correlation_id", ex.CorrelationID)
-		case rec.Summary != nil:
-			rec.Summary["correlation_id"] = ex.CorrelationID
-		default:
-			rec.Summary = map[string]any{"correlation_id": ex.CorrelationID}
-		}
+		rec = withSummary(rec, "correlation_id", ex.CorrelationID)
+	}
+	if ex.RunID != "" {
+		rec = withSummary(withSummary(rec, "run_id", ex.RunID), "node", ex.Node)
+	}
+	return rec
+}
+
+// withSummary adds a string member to rec's summary, whichever form it has.
+func withSummary(rec audit.Record, name, value string) audit.Record {
+	switch {
+	case rec.Object != nil:
+		rec.Object.Str(name, value)
+	case rec.Summary != nil:
+		rec.Summary[name] = value
+	default:
+		rec.Summary = map[string]any{name: value}
 	}
 	return rec
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sacpgw/gateway/audit"
@@ -20,7 +21,9 @@ import (
 // agent's configured hash in constant time, and the loop never exits early,
 // so timing tells nothing about which hash, or how much of one, matched.
 type Identifier struct {
-	agents  []tokenEntry
+	agents []tokenEntry
+	// byID finds the agent of an in-process caller (scope.Acting).
+	byID    map[string]*config.Agent
 	sidecar *config.Agent
 	// bySPIFFE maps the SPIFFE IDs of agents' client certificates (mTLS).
 	bySPIFFE map[string]*config.Agent
@@ -36,7 +39,7 @@ type tokenEntry struct {
 // NewIdentifier builds the stage. A non-empty sidecar names the agent that
 // requests without a token are attributed to (sidecar mode).
 func NewIdentifier(agents map[string]*config.Agent, sidecar string) (*Identifier, error) {
-	id := &Identifier{bySPIFFE: map[string]*config.Agent{}}
+	id := &Identifier{bySPIFFE: map[string]*config.Agent{}, byID: agents}
 	for _, a := range agents {
 		if a.TokenSHA256 != "" {
 			id.agents = append(id.agents, tokenEntry{hash: a.TokenHash, agent: a})
@@ -75,7 +78,9 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	ex.Agent = a
 	method := "token"
-	if _, present := bearer(r); !present {
+	if _, ok := scope.ActingOf(r.Context()); ok {
+		method = "workflow"
+	} else if _, present := bearer(r); !present {
 		method = "sidecar"
 		if _, spiffe := s.fromCertificate(r); spiffe != "" {
 			method = "mtls"
@@ -91,6 +96,9 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 // by the SPIFFE ID of a verified client certificate, or as the sidecar's
 // agent. A token and a certificate that name different agents are refused.
 func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
+	if acting, ok := scope.ActingOf(r.Context()); ok {
+		return s.acting(acting.AgentID)
+	}
 	certAgent, spiffe := s.fromCertificate(r)
 	tok, present := bearer(r)
 	if present && tok == "" {
@@ -121,6 +129,19 @@ func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
 		return s.sidecar, nil
 	}
 	return nil, apierror.Unauthorized("You didn't provide an API key. Send your gateway token as 'Authorization: Bearer <token>'.")
+}
+
+// acting returns the agent of an in-process caller (a workflow step): one
+// of the configured agents, and at a sidecar only the sidecar's own.
+func (s *Identifier) acting(id string) (*config.Agent, error) {
+	a, ok := s.byID[id]
+	switch {
+	case !ok:
+		return nil, apierror.Unauthorized("The workflow step's agent " + strconv.Quote(id) + " is not in agents.yaml.")
+	case s.sidecar != nil && a != s.sidecar:
+		return nil, apierror.Unauthorized("This sidecar gateway serves agent " + s.sidecar.ID + " only.")
+	}
+	return a, nil
 }
 
 // fromCertificate returns the agent named by the SPIFFE ID (URI SAN) of the

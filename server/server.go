@@ -273,6 +273,9 @@ func (s *Server) scope(next echo.HandlerFunc) echo.HandlerFunc {
 			CorrelationID: clean(req.Header.Get("X-Correlation-Id")),
 			Start:         time.Now(),
 		}
+		if a, ok := scope.ActingOf(req.Context()); ok {
+			ex.RunID, ex.Node = a.RunID, a.Node
+		}
 		c.Response().Header().Set("X-Request-Id", ex.RequestID)
 		var span trace.Span
 		if s.tracer != nil {

@@ -24,7 +24,9 @@ type Exchange struct {
 	RequestID     string
 	SessionID     string
 	CorrelationID string
-	Start         time.Time
+	// RunID and Node name the workflow step this exchange is, if any.
+	RunID, Node string
+	Start       time.Time
 
 	// Agent is the identified caller; nil until the identify stage ran.
 	Agent *config.Agent
@@ -138,4 +140,27 @@ func Get(ctx context.Context) *Exchange {
 func Lookup(ctx context.Context) *Exchange {
 	ex, _ := ctx.Value(key{}).(*Exchange)
 	return ex
+}
+
+// Acting is an in-process caller speaking as an agent: a workflow step. It
+// travels as a context value, which only code in this process can set, so
+// no request from the network can claim it.
+type Acting struct {
+	// AgentID is the agent the step calls as (the node's agent).
+	AgentID string
+	// RunID and Node link the exchange's audit entries to the run's step.
+	RunID, Node string
+}
+
+type actingKey struct{}
+
+// WithActing returns ctx carrying a as the caller of the requests made with it.
+func WithActing(ctx context.Context, a Acting) context.Context {
+	return context.WithValue(ctx, actingKey{}, a)
+}
+
+// ActingOf returns the in-process caller of ctx, if any.
+func ActingOf(ctx context.Context) (Acting, bool) {
+	a, ok := ctx.Value(actingKey{}).(Acting)
+	return a, ok && a.AgentID != ""
 }
