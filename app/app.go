@@ -36,6 +36,7 @@ import (
 	policyfs "github.com/sacpgw/gateway/rego"
 	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/upstream"
+	"github.com/sacpgw/gateway/workflow"
 )
 
 // UsageError marks a refusal to start that is the operator's to fix (the
@@ -70,6 +71,7 @@ type App struct {
 	approval  *approval.Service
 	messaging *messaging.Service
 	registry  *registry.Registry
+	workflows *workflow.Engine
 	state     *state
 	sidecar   string
 	log       *slog.Logger
@@ -118,6 +120,9 @@ func (a *App) Run(ctx context.Context) {
 	if a.messaging != nil {
 		wg.Go(func() { a.messaging.Run(ctx) })
 	}
+	if a.workflows != nil {
+		wg.Go(func() { a.workflows.Run(ctx) })
+	}
 	if a.sources != nil {
 		wg.Go(func() { a.sources.Run(ctx) })
 	}
@@ -138,6 +143,9 @@ func (a *App) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = a.tracer.Shutdown(ctx) // flushes the last spans
+	if a.workflows != nil {
+		a.workflows.Close()
+	}
 	a.policies.Close()
 	a.mu.Lock()
 	a.upstreams.Close()
@@ -160,6 +168,8 @@ type state struct {
 	queue   mailbox.Queue
 	history mailbox.History
 	spawned registry.Store
+	// runs are the workflow runs.
+	runs workflow.Store
 }
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
@@ -173,7 +183,7 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	if cfg.Gateway.State.Backend != "redis" {
 		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
 			queue:   mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: msg.QueueCapacity, ClaimIdle: claimIdle}),
-			history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore()}, nil
+			history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore(), runs: workflow.NewMemoryStore()}, nil
 	}
 	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL, cfg.Gateway.State.Timeout.D())
 	if err != nil {
@@ -191,7 +201,8 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 		log.Warn("message queue: Redis not ready at startup; the queue retries on use", "error", err.Error())
 	}
 	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client,
-		queue: queue, history: mailbox.NewRedisHistory(client, hist), spawned: registry.NewRedisStore(client, "")}, nil
+		queue: queue, history: mailbox.NewRedisHistory(client, hist), spawned: registry.NewRedisStore(client, ""),
+		runs: workflow.NewRedisStore(client, "", cfg.Gateway.State.Timeout.D())}, nil
 }
 
 // openAudit opens this instance's chain of the audit trail.
@@ -229,7 +240,7 @@ func commitDelay(d *config.Duration) time.Duration {
 // the trail shows which rules were in force.
 func configDigest(dir string) map[string]any {
 	out := map[string]any{"dir": dir}
-	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile} {
+	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile, config.WorkflowsFile} {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 			sum := sha256.Sum256(b)
 			out[name] = hex.EncodeToString(sum[:])
@@ -335,7 +346,23 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		api := &registry.API{Registry: reg, Policy: engine, Audit: rec, Escalator: a.approval, Log: log, Egress: egressPolicy}
 		a.approval.Handle(approval.TypeSpawn, api.Resolve)
 		a.approval.Handle(approval.TypeMessage, a.messaging.Resolve)
+		a.workflows, err = workflow.New(workflow.Deps{
+			Definitions: cfg.Workflows, Store: st.runs, Caller: stepCaller{handler: a.Handler}, Policy: engine,
+			Escalator: a.approval, Audit: rec, Log: log, Owner: cfg.Gateway.Audit.Chain,
+			PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
+		})
+		if err != nil {
+			return fail(err)
+		}
+		a.approval.Handle(approval.TypeWorkflow, a.workflows.Resolve)
+		flows := &workflow.API{Engine: a.workflows}
 		agentRoutes = []server.Route{
+			{Method: http.MethodPost, Path: "/workflows/:name/runs", Handler: flows.Start(), Metered: true},
+			{Method: http.MethodGet, Path: "/workflows/:name/runs/:id", Handler: flows.Get()},
+			{Method: http.MethodPost, Path: "/workflows/:name/runs/:id/cancel", Handler: flows.Cancel()},
+			{Method: http.MethodGet, Path: "/workflows/:name/runs/:id/graph.svg", Handler: flows.Graph()},
+			{Method: http.MethodGet, Path: "/workflows", Handler: flows.List()},
+			{Method: http.MethodGet, Path: "/workflows/:name", Handler: flows.Describe()},
 			{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(api.Validate), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(api.Query), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},
@@ -616,6 +643,7 @@ var (
 	_ Reconfigurer = (*approval.Service)(nil)
 	_ Reconfigurer = (*messaging.Service)(nil)
 	_ Reconfigurer = (*registry.Registry)(nil)
+	_ Reconfigurer = (*workflow.Engine)(nil)
 )
 
 // reconfigure prepares every reloadable component for cfg, then a new
@@ -625,7 +653,7 @@ var (
 func (a *App) reconfigure(cfg *config.Config) error {
 	rs := []Reconfigurer{a.registry}
 	if a.approval != nil {
-		rs = append(rs, a.approval, a.messaging)
+		rs = append(rs, a.approval, a.messaging, a.workflows)
 	}
 	applies := make([]func(), 0, len(rs))
 	for _, r := range rs {

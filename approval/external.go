@@ -22,6 +22,8 @@ import (
 const (
 	TypeSpawn   = escalation.TypeSpawn
 	TypeMessage = escalation.TypeMessage
+	// TypeWorkflow is a workflow run waiting for a person's answer.
+	TypeWorkflow = escalation.TypeWorkflow
 )
 
 // Resolver acts on a person's (or the expiry's) decision on an external
@@ -61,7 +63,7 @@ func (s *Service) resolver(requestType string) Resolver {
 // audited as escalation.decision like any other. The waiting agent may
 // poll GET /agent/status/{request_id}.
 func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, error) {
-	if req.Type != TypeSpawn && req.Type != TypeMessage {
+	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow {
 		return nil, fmt.Errorf("approval: escalate: unknown type %q", req.Type)
 	}
 	if req.AgentID == "" {
@@ -129,8 +131,11 @@ func decided(rec *Record) escalation.Decided {
 }
 
 func externalKind(requestType string) string {
-	if requestType == TypeSpawn {
+	switch requestType {
+	case TypeSpawn:
 		return "spawn"
+	case TypeWorkflow:
+		return "workflow"
 	}
 	return "message"
 }

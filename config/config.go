@@ -10,6 +10,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+	"strings"
+
+	"github.com/sacpgw/gateway/workflow/definition"
 )
 
 // Config is the whole, validated configuration.
@@ -21,6 +24,8 @@ type Config struct {
 	Protocol Protocol
 	// Registry is config/registry.yaml (empty when the file is absent).
 	Registry Registry
+	// Workflows is config/workflows.yaml (empty when the file is absent).
+	Workflows *definition.Set
 }
 
 // Gateway is config/gateway.yaml: the server itself.
@@ -391,6 +396,17 @@ type Redaction struct {
 	// the string values of the payload and the error text, both ways.
 	// Default false: agents exchange what they sent.
 	Messages bool `yaml:"messages"`
+}
+
+// DefaultModel is the model a workflow node of this agent calls when it
+// names none: the first entry of models that is a name, not a glob.
+func (a *Agent) DefaultModel() string {
+	for _, m := range a.Models {
+		if !strings.ContainsAny(m, "*?[\\") {
+			return m
+		}
+	}
+	return ""
 }
 
 // StandardProtocol reports whether the agent gets the SACP JSON protocol.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func TestShippedConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shipped config does not load:\n%v", err)
 	}
-	if len(cfg.Agents) != 3 || cfg.Agents["claude-3"].RateLimit != (Rate{N: 100, Period: time.Hour}) {
+	if len(cfg.Agents) != 5 || cfg.Agents["claude-3"].RateLimit != (Rate{N: 100, Period: time.Hour}) {
 		t.Errorf("agents = %+v", cfg.Agents)
 	}
 	if cfg.Agents["claude-3"].MaxRequestSize != 50*1024 || !cfg.Agents["claude-3"].StandardProtocol() {
@@ -26,6 +27,10 @@ func TestShippedConfigLoads(t *testing.T) {
 	}
 	if cfg.Protocol.Timeouts.Escalation.D() != 24*time.Hour || cfg.Protocol.Limits.MaxRetryAttempts != 3 {
 		t.Errorf("protocol = %+v", cfg.Protocol)
+	}
+	wf := cfg.Workflows.Get("find-ceo-email")
+	if wf == nil || wf.Start != "research" || wf.Nodes["validate"].Model != "mock-1" {
+		t.Errorf("workflows = %+v: the demo workflow, its nodes' model defaulted from the agent", cfg.Workflows)
 	}
 	if got := cfg.DemoCredentials(); len(got) != 5 {
 		t.Errorf("demo credentials = %v, want all five published tokens flagged", got)
@@ -171,4 +176,85 @@ func TestRegistryLibraryRefusalIsAConfigError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "testdata/reserved/registry.yaml:") || !strings.Contains(err.Error(), "define") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// TestWorkflowsFile: workflows.yaml is optional, its problems come with
+// the file and line, and it is checked against the agents.
+func TestWorkflowsFile(t *testing.T) {
+	cases := []struct {
+		name, workflows string
+		want            []string // "line: substring"; none: loads
+	}{
+		{name: "absent"},
+		{name: "a node of an agent without the protocol", workflows: "workflows:\n  w:\n    callers: [claude-3]\n    start: a\n    nodes:\n      a:\n        agent: copilot-2\n        input: hi\n",
+			want: []string{"7: "}},
+		{name: "an unknown caller", workflows: "workflows:\n  w:\n    callers: [nobody]\n    start: a\n    nodes:\n      a:\n        agent: claude-3\n        input: hi\n",
+			want: []string{"3: "}},
+		{name: "a node whose model cannot be known", workflows: "workflows:\n  w:\n    callers: [claude-3]\n    start: a\n    nodes:\n      a:\n        agent: gemini-pro\n        input: hi\n",
+			want: []string{"6: "}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range []string{GatewayFile, AgentsFile, ProtocolFile, RegistryFile} {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f == AgentsFile {
+					// gemini-pro speaks the protocol here but names no model.
+					b = []byte(strings.Replace(string(b), "  gemini-pro:\n", "  gemini-pro:\n    response_format: json_standard\n", 1))
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(filepath.Join(mustAbs(t, "."), "schemas"), filepath.Join(dir, "schemas")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(mustAbs(t, "."), "specs"), filepath.Join(dir, "specs")); err != nil {
+				t.Fatal(err)
+			}
+			if c.workflows != "" {
+				if err := os.WriteFile(filepath.Join(dir, WorkflowsFile), []byte(c.workflows), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := Load(dir, Options{LookupEnv: noEnv})
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("load: %v", err)
+				}
+				if len(cfg.Workflows.Names()) != 0 {
+					t.Errorf("workflows %v, want none", cfg.Workflows.Names())
+				}
+				return
+			}
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("load: %v, want problems", err)
+			}
+			for _, w := range c.want {
+				line, _ := strconv.Atoi(strings.TrimSuffix(strings.SplitN(w, ":", 2)[0], ":"))
+				found := false
+				for _, p := range ps {
+					if strings.HasSuffix(p.File, WorkflowsFile) && p.Line == line {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no problem at %s:%d in %v", WorkflowsFile, line, ps)
+				}
+			}
+		})
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

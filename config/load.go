@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"net/url"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sacpgw/gateway/workflow/definition"
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/names"
@@ -31,6 +34,9 @@ const (
 	// RegistryFile is optional: without it the verb and tool library is
 	// empty and compact SACP plans name no known verb.
 	RegistryFile = "registry.yaml"
+	// WorkflowsFile is optional: the workflow definitions
+	// (docs/workflows.md), read by workflow/definition.
+	WorkflowsFile = "workflows.yaml"
 )
 
 // Problem is one configuration error, located in a file.
@@ -130,6 +136,7 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	if ag != nil {
 		l.agentRegistry(ag, cfg.Agents, verbs, tools)
 	}
+	cfg.Workflows = l.workflows(cfg.Agents)
 	if len(l.problems) > 0 {
 		sort.SliceStable(l.problems, func(i, j int) bool {
 			a, b := l.problems[i], l.problems[j]
@@ -150,6 +157,47 @@ type loader struct {
 	base     string
 	env      func(string) (string, bool)
 	problems Problems
+}
+
+// workflows reads the optional workflows.yaml against the agents: every
+// problem the definitions have, plus a node whose model cannot be known.
+func (l *loader) workflows(agents map[string]*Agent) *definition.Set {
+	raw, err := os.ReadFile(filepath.Join(l.dir, WorkflowsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return &definition.Set{}
+	}
+	if err != nil {
+		l.add(WorkflowsFile, 0, "cannot read: %v", errors.Unwrap(err))
+		return &definition.Set{}
+	}
+	set, err := definition.Parse(raw, func(id string) (bool, bool) {
+		a, ok := agents[id]
+		return ok, ok && a.StandardProtocol()
+	})
+	var probs definition.Problems
+	if errors.As(err, &probs) {
+		for _, p := range probs {
+			l.add(WorkflowsFile, p.Line, "%s", p.Msg)
+		}
+		return &definition.Set{}
+	}
+	if err != nil {
+		l.add(WorkflowsFile, 0, "%v", err)
+		return &definition.Set{}
+	}
+	for _, name := range set.Names() {
+		wf := set.Get(name)
+		for _, n := range wf.NodeOrder {
+			node := wf.Nodes[n]
+			if node.Model == "" {
+				// The default is filled in here, where the agents are known.
+				if node.Model = agents[node.Agent].DefaultModel(); node.Model == "" {
+					l.add(WorkflowsFile, node.Line, "workflow %s, node %s: set model: agent %s lists no model by name (only globs or none)", name, n, node.Agent)
+				}
+			}
+		}
+	}
+	return set
 }
 
 func (l *loader) add(file string, line int, format string, args ...any) {

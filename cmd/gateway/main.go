@@ -54,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return auditMain(args[1:], stdout, stderr)
 	case "policy":
 		return policyMain(args[1:], stdout, stderr)
+	case "workflow":
+		return workflowMain(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
 		return exitOK
@@ -79,6 +81,7 @@ func usage(w io.Writer) {
   gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
   gateway audit keygen --out PREFIX
   gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]
+  gateway workflow graph NAME [--config DIR]
   gateway version
 `)
 }

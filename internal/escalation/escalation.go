@@ -11,11 +11,13 @@ import "context"
 const (
 	TypeSpawn   = "SPAWN_AGENT"
 	TypeMessage = "MESSAGE"
+	// TypeWorkflow is a workflow run that waits for a person's answer.
+	TypeWorkflow = "WORKFLOW_PAUSE"
 )
 
 // Request opens a review.
 type Request struct {
-	// Type is TypeSpawn or TypeMessage.
+	// Type is TypeSpawn, TypeMessage or TypeWorkflow.
 	Type string
 	// AgentID is the agent the escalation is about (the one that waits).
 	AgentID   string

@@ -1,0 +1,798 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/testkit"
+	"github.com/sacpgw/gateway/internal/testredis"
+	"github.com/sacpgw/gateway/workflow"
+)
+
+// flowAgents: every token is "tok-" + id. researcher and validator speak
+// SACP; starter may start workflows, outsider may not.
+const flowAgents = `agents:
+  starter:
+    type: orchestrator
+  outsider:
+    type: orchestrator
+  researcher:
+    type: researcher
+    response_format: json_standard
+    models: ["model-r"]
+  validator:
+    type: validator
+    response_format: json_standard
+    models: ["model-v"]
+  plain:
+    type: chat
+    models: ["model-p"]
+`
+
+// scripted is an OpenAI-compatible provider whose SACP answers a test
+// writes: answer gets the user message of the call and returns the SACP
+// object (marshalled into the completion's content).
+type scripted struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	calls []string // the user messages, in order
+	// answer returns the SACP object for a user message.
+	answer atomic.Pointer[func(user string) map[string]any]
+	// block, when set, holds every call until it is closed.
+	block atomic.Pointer[chan struct{}]
+}
+
+func newScripted(t testing.TB) *scripted {
+	s := &scripted{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		user := ""
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				user = m.Content
+			}
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, user)
+		s.mu.Unlock()
+		if ch := s.block.Load(); ch != nil {
+			select {
+			case <-*ch:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		obj := (*s.answer.Load())(user)
+		content, _ := json.Marshal(obj)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": string(content)}}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+		})
+	}))
+	t.Cleanup(s.srv.Close)
+	s.script(func(string) map[string]any { return sacpAnswer("success", map[string]any{}, "ok") })
+	return s
+}
+
+func (s *scripted) script(f func(user string) map[string]any) { s.answer.Store(&f) }
+
+func (s *scripted) userMessages() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+func sacpAnswer(status string, data map[string]any, message string) map[string]any {
+	return map[string]any{"thought": "t", "status": status, "data": data, "message": message}
+}
+
+// flow is a gateway built by Build with a workflows.yaml, its provider
+// scripted by the test.
+type flow struct {
+	*a2a
+	up *scripted
+	// stop shuts this replica down (once; also at cleanup).
+	stop func()
+}
+
+type flowOpts struct {
+	workflows string
+	redisURL  string
+	chain     string
+	auditDir  string
+	up        *scripted
+	// policy is an extra Rego file put beside copies of the repository's.
+	policy string
+	// escalation is protocol.yaml's timeouts.escalation (default 1h).
+	escalation string
+}
+
+func newFlow(t testing.TB, o flowOpts) *flow {
+	t.Helper()
+	dir := t.TempDir()
+	if o.auditDir == "" {
+		o.auditDir = filepath.Join(dir, "audit")
+	}
+	if o.chain == "" {
+		o.chain = "flow"
+	}
+	if o.escalation == "" {
+		o.escalation = "1h"
+	}
+	up := o.up
+	if up == nil {
+		up = newScripted(t)
+	}
+	var agents strings.Builder
+	for _, line := range strings.Split(flowAgents, "\n") {
+		agents.WriteString(line + "\n")
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
+			id := strings.TrimSuffix(strings.TrimSpace(line), ":")
+			agents.WriteString("    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n")
+		}
+	}
+	state := ""
+	if o.redisURL != "" {
+		state = "state:\n  backend: redis\n  redis_url: " + o.redisURL + "\n"
+	}
+	pdir := policyDir(a2aOpts{})
+	if o.policy != "" {
+		pdir = filepath.Join(dir, "rego")
+		copyDir(t, policyDir(a2aOpts{}), pdir)
+		if err := os.WriteFile(filepath.Join(pdir, "gateway", "workflow", "workflow.rego"), []byte(o.policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw := `listen: "127.0.0.1:0"
+admin:
+  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  reviewers:
+    - name: security-lead
+      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
+upstreams:
+  - {name: scripted, type: openai, base_url: ` + up.srv.URL + `/v1, max_retries: 0, models: ["*"]}
+policy:
+  dir: ` + pdir + `
+audit:
+  dir: ` + o.auditDir + `
+  chain: ` + o.chain + `
+  fail_mode: closed
+` + state
+	files := map[string]string{
+		config.GatewayFile:   gw,
+		config.AgentsFile:    agents.String(),
+		config.ProtocolFile:  "protocol:\n  limits:\n    max_retry_attempts: 2\n  timeouts:\n    escalation: " + o.escalation + "\n",
+		config.WorkflowsFile: o.workflows,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	logs := &testkit.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	auditLog, err := openAudit(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Build(cfg, Options{Log: log, Audit: auditLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	srv := httptest.NewServer(a.server.Handler())
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.Close()
+			cancel()
+			<-done
+			a.Close()
+			auditLog.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &flow{a2a: &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, dir: dir, cfg: cfg}, up: up, stop: stop}
+}
+
+func copyDir(t testing.TB, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start starts a run as agent and waits for it to end or pause.
+func (f *flow) start(agent, name, input string) (int, workflow.View, []byte) {
+	f.t.Helper()
+	status, body, _ := f.do(http.MethodPost, "/workflows/"+name+"/runs?wait=10s", "tok-"+agent, `{"input": `+input+`}`)
+	var v workflow.View
+	_ = json.Unmarshal(body, &v)
+	return status, v, body
+}
+
+func (f *flow) run(agent, name, id string) (int, workflow.View) {
+	f.t.Helper()
+	status, body, _ := f.do(http.MethodGet, "/workflows/"+name+"/runs/"+id, "tok-"+agent, "")
+	var v workflow.View
+	_ = json.Unmarshal(body, &v)
+	return status, v
+}
+
+// waitStatus polls the run until it has status want.
+func (f *flow) waitStatus(name, id string, want workflow.Status) workflow.View {
+	f.t.Helper()
+	var v workflow.View
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, v = f.run("starter", name, id)
+		if v.Status == want {
+			return v
+		}
+	}
+	f.t.Fatalf("run %s: status %s, want %s (error %q)", id, v.Status, want, v.Error)
+	return v
+}
+
+func nodesOf(steps []workflow.Step) string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.Node+":"+s.Status)
+	}
+	return strings.Join(out, " ")
+}
+
+const chainFlow = `workflows:
+  find-email:
+    callers: [starter]
+    start: research
+    nodes:
+      research:
+        agent: researcher
+        input: "Find the e-mail of the CEO of {{input.company}}."
+        owns: [vendor]
+      validate:
+        agent: validator
+        input: "Validate: {{research.data.guesses}} for {{research.data.ceo}}"
+      high:
+        agent: validator
+        input: "High confidence: {{validate.message}}"
+      fallback:
+        agent: validator
+        input: "Fallback after {{research.message}}"
+    edges:
+      - {from: research, to: validate, when: 'response.status == "success"'}
+      - {from: research, to: fallback, when: 'response.status == "failure"'}
+      - {from: validate, to: high, when: 'response.data.score > 0.8'}
+      - {from: validate, to: end}
+      - {from: high, to: end}
+      - {from: fallback, to: failed}
+`
+
+// TestWorkflowEdgesAndMapping: each edge kind (condition on status, on a
+// number in data, no condition, to end, to failed) and the data mapping
+// into the next node's input, through real governed calls.
+func TestWorkflowEdgesAndMapping(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: chainFlow})
+	var score atomic.Value
+	var researchStatus atomic.Value
+	f.up.script(func(user string) map[string]any {
+		switch {
+		case strings.HasPrefix(user, "Find the e-mail"):
+			return sacpAnswer(researchStatus.Load().(string), map[string]any{"ceo": "John Doe", "guesses": []any{"john.doe", "jdoe"},
+				"entities": map[string]any{"vendor": map[string]any{"name": "Acme"}}}, "found John Doe")
+		case strings.HasPrefix(user, "Validate:"):
+			return sacpAnswer("success", map[string]any{"score": score.Load().(float64), "valid": "jdoe@acme.com"}, "jdoe@acme.com is valid")
+		default:
+			return sacpAnswer("success", map[string]any{}, "done: "+user)
+		}
+	})
+	cases := []struct {
+		name     string
+		research string
+		score    float64
+		want     workflow.Status
+		path     string
+	}{
+		{"success, low score: unconditional edge to end", "success", 0.5, workflow.Completed, "research:success validate:success"},
+		{"success, high score: conditional edge", "success", 0.9, workflow.Completed, "research:success validate:success high:success"},
+		{"failure: to the fallback, then failed", "failure", 0, workflow.Failed, "research:failure fallback:success"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			researchStatus.Store(c.research)
+			score.Store(c.score)
+			status, v, body := f.start("starter", "find-email", `{"company": "Acme Corp"}`)
+			if status != http.StatusCreated {
+				t.Fatalf("start: %d %s", status, body)
+			}
+			if v.Status != c.want || nodesOf(v.Steps) != c.path {
+				t.Fatalf("run: status %s path %q, want %s %q (error %q)", v.Status, nodesOf(v.Steps), c.want, c.path, v.Error)
+			}
+			if c.research == "success" {
+				in := v.Steps[1].Input
+				if in != `Validate: ["john.doe","jdoe"] for John Doe` {
+					t.Errorf("validate's input %q: the list must be inserted as JSON and the string as is", in)
+				}
+				if ent, _ := v.Context.Entities["vendor"].(map[string]any); ent["name"] != "Acme" {
+					t.Errorf("context entities %v: research owns vendor and wrote it", v.Context.Entities)
+				}
+				if len(v.Context.History) != len(v.Steps) {
+					t.Errorf("history %v: one entry per answered step", v.Context.History)
+				}
+			}
+			if c.score > 0.8 {
+				// The answers a node gets are the governed ones: redacted.
+				if in := v.Steps[2].Input; in != "High confidence: [REDACTED:email] is valid" {
+					t.Errorf("high's input %q: the e-mail in validate's message must arrive redacted", in)
+				}
+			}
+			if c.research == "failure" && !strings.Contains(v.Error, "failed") {
+				t.Errorf("error %q should name the edge to failed", v.Error)
+			}
+		})
+	}
+	// The calls were governed: each step has its llm.response entry, linked to the run.
+	responses := f.entries(audit.KindLLMResponse)
+	linked := 0
+	for _, e := range responses {
+		if sum := summaryOf(e); sum["run_id"] != nil && sum["node"] != nil {
+			linked++
+		}
+	}
+	if linked < 7 {
+		t.Errorf("%d llm.response entries carry run_id and node, want the 7 steps'", linked)
+	}
+	for _, kind := range []string{workflow.KindStart, workflow.KindStep, workflow.KindEnd} {
+		if len(f.entries(kind)) == 0 {
+			t.Errorf("no %s entry", kind)
+		}
+	}
+}
+
+// TestWorkflowMissingPathFailsTheStep: a template path that does not
+// resolve fails the step, naming the path, and calls nobody.
+func TestWorkflowMissingPathFailsTheStep(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: chainFlow})
+	f.up.script(func(user string) map[string]any {
+		return sacpAnswer("success", map[string]any{"ceo": "John Doe"}, "found") // no guesses
+	})
+	_, v, body := f.start("starter", "find-email", `{"company": "Acme"}`)
+	if v.Status != workflow.Failed {
+		t.Fatalf("run %s: want FAILED: %s", v.Status, body)
+	}
+	if !strings.Contains(v.Error, "research.data.guesses") {
+		t.Errorf("error %q must name the path", v.Error)
+	}
+	if got := len(f.up.userMessages()); got != 1 {
+		t.Errorf("%d calls: the validate step must not call its agent with a hole in its input", got)
+	}
+	// The same for a missing input field.
+	_, v, _ = f.start("starter", "find-email", `{"name": "Acme"}`)
+	if v.Status != workflow.Failed || !strings.Contains(v.Error, "input.company") {
+		t.Errorf("run %s %q: want FAILED naming input.company", v.Status, v.Error)
+	}
+}
+
+const negotiationFlow = `workflows:
+  negotiate:
+    callers: [starter]
+    start: research
+    max_negotiation_rounds: 2
+    nodes:
+      research:
+        agent: researcher
+        input: "Research {{input.topic}}"
+      validate:
+        agent: validator
+        input: "Check {{research.message}}"
+    edges:
+      - {from: research, to: validate}
+      - {from: validate, to: end, when: 'response.status == "success"'}
+`
+
+// TestWorkflowNegotiation: a retry_with_instruction answer sends the run
+// back to the previous node with the instruction, at most
+// max_negotiation_rounds times; then the run fails.
+func TestWorkflowNegotiation(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: negotiationFlow})
+	var accept atomic.Int32 // the validator accepts at this research attempt (0: never)
+	var research atomic.Int32
+	f.up.script(func(user string) map[string]any {
+		if strings.HasPrefix(user, "Research") {
+			n := research.Add(1)
+			return sacpAnswer("success", map[string]any{}, fmt.Sprintf("draft %d", n))
+		}
+		if a := accept.Load(); a != 0 && strings.Contains(user, fmt.Sprintf("draft %d", a)) {
+			return sacpAnswer("success", map[string]any{}, "accepted")
+		}
+		return sacpAnswer("retry_with_instruction", map[string]any{"instruction": "use the official domain"}, "not usable")
+	})
+
+	accept.Store(2)
+	_, v, body := f.start("starter", "negotiate", `{"topic": "acme"}`)
+	if v.Status != workflow.Completed {
+		t.Fatalf("run %s (%s): want COMPLETED after one negotiation: %s", v.Status, v.Error, body)
+	}
+	if got := nodesOf(v.Steps); got != "research:success validate:retry_with_instruction research:success validate:success" {
+		t.Errorf("path %q", got)
+	}
+	if !strings.Contains(v.Steps[2].Input, "use the official domain") {
+		t.Errorf("research's second input %q lacks the instruction", v.Steps[2].Input)
+	}
+	if v.Steps[1].Next != "research" {
+		t.Errorf("the retry step's next is %q, want research", v.Steps[1].Next)
+	}
+
+	// Never accepted: two rounds, then the run fails (bounded).
+	research.Store(0)
+	accept.Store(0)
+	_, v, _ = f.start("starter", "negotiate", `{"topic": "acme"}`)
+	if v.Status != workflow.Failed || !strings.Contains(v.Error, "negotiation") {
+		t.Fatalf("run %s %q: want FAILED after the negotiation rounds", v.Status, v.Error)
+	}
+	if got := strings.Count(nodesOf(v.Steps), "research:"); got != 3 {
+		t.Errorf("research ran %d times, want 3 (the first and two rounds): %s", got, nodesOf(v.Steps))
+	}
+}
+
+const pauseFlow = `workflows:
+  ask:
+    callers: [starter]
+    start: research
+    nodes:
+      research:
+        agent: researcher
+        input: "Research {{input.topic}}"
+    edges:
+      - {from: research, to: end, when: 'response.status == "success"'}
+`
+
+// TestWorkflowHumanPause: clarification_needed suspends the run and opens
+// an escalation; the reviewer's answer is the node's next input and the
+// run resumes; a rejection fails the run.
+func TestWorkflowHumanPause(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: pauseFlow})
+	f.up.script(func(user string) map[string]any {
+		if strings.Contains(user, "answered your question") {
+			return sacpAnswer("success", map[string]any{}, "thanks, using "+user[strings.LastIndex(user, ":")+2:])
+		}
+		return sacpAnswer("clarification_needed", map[string]any{}, "Which Acme: Acme Corp or Acme Ltd?")
+	})
+	_, v, body := f.start("starter", "ask", `{"topic": "acme"}`)
+	if v.Status != workflow.WaitingForHuman || v.EscalationID == "" {
+		t.Fatalf("run %s: want WAITING_FOR_HUMAN with an escalation: %s", v.Status, body)
+	}
+	if len(f.entries(workflow.KindSuspend)) != 1 {
+		t.Error("no workflow.suspend entry")
+	}
+	// The escalation is listed for reviewers, with the question.
+	status, list, _ := f.do(http.MethodGet, "/admin/escalations", "tok-reviewer", "")
+	if status != http.StatusOK || !strings.Contains(string(list), v.EscalationID) || !strings.Contains(string(list), "Which Acme") {
+		t.Fatalf("escalations %d: %s", status, list)
+	}
+	status, out, _ := f.do(http.MethodPost, "/admin/escalations/"+v.EscalationID+"/decision", "tok-reviewer",
+		`{"decision": "approve", "reviewer": "security-lead", "comment": "Acme Corp"}`)
+	if status != http.StatusOK {
+		t.Fatalf("decision: %d %s", status, out)
+	}
+	v = f.waitStatus("ask", v.ID, workflow.Completed)
+	if got := nodesOf(v.Steps); got != "research:clarification_needed research:success" {
+		t.Errorf("path %q", got)
+	}
+	if !strings.HasSuffix(v.Steps[1].Input, "Acme Corp") || v.Steps[1].Attempt != 2 {
+		t.Errorf("second step input %q attempt %d: the reviewer's answer is the next input", v.Steps[1].Input, v.Steps[1].Attempt)
+	}
+	if len(f.entries(workflow.KindResume)) != 1 {
+		t.Error("no workflow.resume entry")
+	}
+
+	// Rejected: the run fails with the reviewer's reason.
+	_, v, _ = f.start("starter", "ask", `{"topic": "acme"}`)
+	status, out, _ = f.do(http.MethodPost, "/admin/escalations/"+v.EscalationID+"/decision", "tok-reviewer",
+		`{"decision": "reject", "reviewer": "security-lead", "comment": "out of scope"}`)
+	if status != http.StatusOK {
+		t.Fatalf("decision: %d %s", status, out)
+	}
+	v = f.waitStatus("ask", v.ID, workflow.Failed)
+	if !strings.Contains(v.Error, "out of scope") {
+		t.Errorf("error %q should carry the reviewer's comment", v.Error)
+	}
+}
+
+// TestWorkflowPauseExpires: a review nobody answers in time fails the run.
+func TestWorkflowPauseExpires(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: pauseFlow, escalation: "50ms"})
+	f.up.script(func(string) map[string]any {
+		return sacpAnswer("WAITING_FOR_HUMAN", map[string]any{}, "I need a person to pick the vendor")
+	})
+	_, v, body := f.start("starter", "ask", `{"topic": "acme"}`)
+	if v.Status != workflow.WaitingForHuman {
+		t.Fatalf("run %s: %s", v.Status, body)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := f.app.approval.ExpireEscalations(context.Background()); n != 1 {
+		t.Fatalf("%d escalations expired, want 1", n)
+	}
+	v = f.waitStatus("ask", v.ID, workflow.Failed)
+	if !strings.Contains(v.Error, "expired") {
+		t.Errorf("error %q", v.Error)
+	}
+	if ends := f.entries(workflow.KindEnd); len(ends) != 1 || !strings.Contains(string(ends[0].Summary), `"FAILED"`) {
+		t.Errorf("workflow.end entries: %v", ends)
+	}
+}
+
+const ownerFlow = `workflows:
+  owners:
+    callers: [starter]
+    start: research
+    nodes:
+      research:
+        agent: researcher
+        input: "Research {{input.topic}}"
+        owns: [vendor]
+      validate:
+        agent: validator
+        input: "Validate {{research.message}}"
+        owns: [verdict]
+    edges:
+      - {from: research, to: validate}
+`
+
+// TestWorkflowOwnerOnlyWrites: a node writing an entity it does not own
+// fails the step; the entity keeps the owner's value.
+func TestWorkflowOwnerOnlyWrites(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: ownerFlow})
+	f.up.script(func(user string) map[string]any {
+		if strings.HasPrefix(user, "Research") {
+			return sacpAnswer("success", map[string]any{"entities": map[string]any{"vendor": "acme"}}, "researched")
+		}
+		return sacpAnswer("success", map[string]any{"entities": map[string]any{"vendor": "evil", "verdict": "ok"}}, "validated")
+	})
+	_, v, body := f.start("starter", "owners", `{"topic": "acme"}`)
+	if v.Status != workflow.Failed {
+		t.Fatalf("run %s: want FAILED: %s", v.Status, body)
+	}
+	if !strings.Contains(v.Error, `"vendor"`) || !strings.Contains(v.Error, "does not own") {
+		t.Errorf("error %q", v.Error)
+	}
+	if v.Context.Entities["vendor"] != "acme" || v.Context.Entities["verdict"] != nil {
+		t.Errorf("entities %v: the refused step must write nothing", v.Context.Entities)
+	}
+}
+
+// TestWorkflowCancel: a cancel stops the call in flight and ends the run;
+// a second cancel is a 409.
+func TestWorkflowCancel(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: pauseFlow})
+	hold := make(chan struct{})
+	f.up.block.Store(&hold)
+	defer close(hold)
+	status, body, _ := f.do(http.MethodPost, "/workflows/ask/runs", "tok-starter", `{"input": {"topic": "x"}}`)
+	if status != http.StatusCreated {
+		t.Fatalf("start: %d %s", status, body)
+	}
+	var started struct {
+		RunID  string `json:"run_id"`
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(body, &started)
+	if started.Status != string(workflow.InProgress) {
+		t.Fatalf("start answered %s", body)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(f.up.userMessages()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the step never called its agent")
+		}
+	}
+	// Another agent cannot see or cancel it.
+	if status, _, _ := f.do(http.MethodPost, "/workflows/ask/runs/"+started.RunID+"/cancel", "tok-outsider", ""); status != http.StatusNotFound {
+		t.Errorf("outsider's cancel: %d, want 404", status)
+	}
+	if status, _ := f.run("outsider", "ask", started.RunID); status != http.StatusNotFound {
+		t.Errorf("outsider's read: %d, want 404", status)
+	}
+	status, body, _ = f.do(http.MethodPost, "/workflows/ask/runs/"+started.RunID+"/cancel", "tok-starter", "")
+	if status != http.StatusOK || !strings.Contains(string(body), `"CANCELLED"`) {
+		t.Fatalf("cancel: %d %s", status, body)
+	}
+	status, body, _ = f.do(http.MethodPost, "/workflows/ask/runs/"+started.RunID+"/cancel", "tok-starter", "")
+	if status != http.StatusConflict || !strings.Contains(string(body), "run_ended") {
+		t.Errorf("second cancel: %d %s", status, body)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, v := f.run("starter", "ask", started.RunID); v.Status != workflow.Cancelled || len(v.Steps) != 0 {
+		t.Errorf("run %s with %d steps: the cancelled call's answer must not be recorded", v.Status, len(v.Steps))
+	}
+}
+
+// TestWorkflowStartIsDecidedByPolicy: callers is the default; a Rego
+// policy decides; a bad body is a 400 and an unknown workflow a 404.
+func TestWorkflowStartIsDecidedByPolicy(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: pauseFlow, policy: `package gateway.workflow
+
+default allow := false
+
+allow if {
+	input.agent.id in input.workflow.callers
+	input.input.topic != "forbidden"
+}
+`})
+	cases := []struct {
+		name, agent, workflow, body string
+		status                      int
+		code                        string
+	}{
+		{"a caller", "starter", "ask", `{"input": {"topic": "acme"}}`, http.StatusCreated, ""},
+		{"not a caller", "outsider", "ask", `{"input": {"topic": "acme"}}`, http.StatusForbidden, "policy_denied"},
+		{"the policy reads the input", "starter", "ask", `{"input": {"topic": "forbidden"}}`, http.StatusForbidden, "policy_denied"},
+		{"unknown workflow", "starter", "nope", `{"input": {}}`, http.StatusNotFound, "workflow_not_found"},
+		{"repeated name", "starter", "ask", `{"input": {"topic": "a", "topic": "forbidden"}}`, http.StatusBadRequest, "invalid_request"},
+		{"unknown member", "starter", "ask", `{"input": {}, "run_as": "x"}`, http.StatusBadRequest, "invalid_request"},
+		{"input not an object", "starter", "ask", `{"input": [1]}`, http.StatusBadRequest, "invalid_request"},
+		{"no token", "", "ask", `{"input": {}}`, http.StatusUnauthorized, "invalid_api_key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			token := ""
+			if c.agent != "" {
+				token = "tok-" + c.agent
+			}
+			status, body, _ := f.do(http.MethodPost, "/workflows/"+c.workflow+"/runs", token, c.body)
+			if status != c.status {
+				t.Fatalf("%d %s, want %d", status, body, c.status)
+			}
+			if c.code != "" && !strings.Contains(string(body), `"code":"`+c.code+`"`) {
+				t.Errorf("body %s, want code %s", body, c.code)
+			}
+		})
+	}
+	starts := f.entries(workflow.KindStart)
+	refused := 0
+	for _, e := range starts {
+		if summaryOf(e)["allowed"] == false {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d refused starts on record, want 2", refused)
+	}
+}
+
+// TestWorkflowDescribe: the definition routes and the graph of a run.
+func TestWorkflowDescribe(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: chainFlow})
+	status, body, _ := f.do(http.MethodGet, "/workflows", "tok-starter", "")
+	if status != http.StatusOK || !strings.Contains(string(body), `"find-email"`) {
+		t.Fatalf("list: %d %s", status, body)
+	}
+	status, body, _ = f.do(http.MethodGet, "/workflows/find-email", "tok-starter", "")
+	if status != http.StatusOK || !strings.Contains(string(body), "flowchart") || !strings.Contains(string(body), `"start":"research"`) {
+		t.Fatalf("describe: %d %s", status, body)
+	}
+	f.up.script(func(user string) map[string]any {
+		return sacpAnswer("failure", map[string]any{}, "no")
+	})
+	_, v, _ := f.start("starter", "find-email", `{"company": "x"}`)
+	resp, err := http.DefaultClient.Do(mustRequest(t, http.MethodGet, f.srv.URL+"/workflows/find-email/runs/"+v.ID+"/graph.svg", "tok-starter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" || !strings.Contains(string(svg), "<svg") {
+		t.Fatalf("graph: %d %s", resp.StatusCode, svg)
+	}
+	if strings.Contains(string(svg), "<script") {
+		t.Error("the graph must carry no script")
+	}
+}
+
+func summaryOf(e audit.Entry) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(e.Summary, &m)
+	return m
+}
+
+func mustRequest(t testing.TB, method, url, token string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	return req
+}
+
+// TestWorkflowTakenOverByAnotherReplica: two gateways on one real
+// redis-server; the replica running a step stops, and the other one takes
+// the run over, repeats the step that was in flight and finishes the run.
+func TestWorkflowTakenOverByAnotherReplica(t *testing.T) {
+	rd := testredis.Start(t)
+	up := newScripted(t)
+	dir := t.TempDir()
+	a := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: rd.URL(), chain: "replica-a", auditDir: dir, up: up})
+	b := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: rd.URL(), chain: "replica-b", auditDir: dir, up: up})
+	hold := make(chan struct{})
+	up.block.Store(&hold)
+	up.script(func(user string) map[string]any { return sacpAnswer("success", map[string]any{}, "ok: "+user) })
+
+	status, body, _ := a.do(http.MethodPost, "/workflows/negotiate/runs", "tok-starter", `{"input": {"topic": "acme"}}`)
+	if status != http.StatusCreated {
+		t.Fatalf("start on A: %d %s", status, body)
+	}
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	_ = json.Unmarshal(body, &started)
+	for deadline := time.Now().Add(5 * time.Second); len(up.userMessages()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never called the first agent")
+		}
+	}
+	// B sees the run A advances.
+	if status, v := b.run("starter", "negotiate", started.RunID); status != http.StatusOK || v.Status != workflow.InProgress {
+		t.Fatalf("B reads the run: %d %s", status, v.Status)
+	}
+	a.stop() // A goes away with the call in flight
+	up.block.Store(nil)
+	close(hold)
+	v := b.waitStatus("negotiate", started.RunID, workflow.Completed)
+	if got := nodesOf(v.Steps); got != "research:success validate:success" {
+		t.Errorf("path %q: the interrupted step runs again on B, once", got)
+	}
+	if calls := up.userMessages(); len(calls) != 3 {
+		t.Errorf("%d calls, want 3 (the interrupted one, its repeat, the next node): %q", len(calls), calls)
+	}
+}

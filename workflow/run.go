@@ -1,0 +1,181 @@
+package workflow
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a run's state.
+type Status string
+
+// The states of a run. IN_PROGRESS and WAITING_FOR_HUMAN are live; the
+// other three are final.
+const (
+	InProgress      Status = "IN_PROGRESS"
+	WaitingForHuman Status = "WAITING_FOR_HUMAN"
+	Completed       Status = "COMPLETED"
+	Failed          Status = "FAILED"
+	Cancelled       Status = "CANCELLED"
+)
+
+// Final reports whether nothing more happens to a run in state s.
+func (s Status) Final() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// Answer is a node's validated SACP answer, as the governed call returned it
+// (redacted where the agent's redaction applies).
+type Answer struct {
+	Thought      string         `json:"thought"`
+	Status       string         `json:"status"`
+	Data         map[string]any `json:"data"`
+	Message      string         `json:"message"`
+	NextStepHint string         `json:"next_step_hint,omitempty"`
+}
+
+// Step is one call of a node's agent.
+type Step struct {
+	Node  string `json:"node"`
+	Agent string `json:"agent"`
+	// Attempt counts the visits of this node in the run, from 1.
+	Attempt int `json:"attempt"`
+	// Status is the answer's status, or "error" when the step failed.
+	Status string `json:"status"`
+	// Input is the text the agent was given.
+	Input  string  `json:"input"`
+	Answer *Answer `json:"answer,omitempty"`
+	// Next is where the run went after this step (a node, end or failed,
+	// or the node asked to retry); empty while suspended.
+	Next string `json:"next,omitempty"`
+	// Error says why the step failed.
+	Error string `json:"error,omitempty"`
+	// RequestID is the governed call's request id: its llm.* audit entries.
+	RequestID string    `json:"request_id,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at"`
+}
+
+// Context is the run's Global Context: entities each written only by the
+// node that owns it, an append-only history kept by the engine, and
+// artifacts (blob references).
+type Context struct {
+	WorkflowID   string         `json:"workflow_id"`
+	Status       Status         `json:"status"`
+	CurrentAgent string         `json:"current_agent"`
+	Entities     map[string]any `json:"entities"`
+	History      []HistoryEntry `json:"history"`
+	Artifacts    []Artifact     `json:"artifacts"`
+}
+
+// HistoryEntry is one thing an agent did in the run.
+type HistoryEntry struct {
+	Agent     string    `json:"agent"`
+	Node      string    `json:"node"`
+	Action    string    `json:"action"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// Artifact is a document a run produced, by reference.
+type Artifact struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+	Node string `json:"node"`
+}
+
+// Run is one execution of a workflow: what the API shows, and what the
+// engine keeps to continue it (in the state backend, so another replica
+// can take it over).
+type Run struct {
+	ID       string         `json:"run_id"`
+	Workflow string         `json:"workflow"`
+	Caller   string         `json:"caller"`
+	Status   Status         `json:"status"`
+	Current  string         `json:"current_node"`
+	Input    map[string]any `json:"input"`
+	Steps    []Step         `json:"steps"`
+	Context  Context        `json:"context"`
+	// Path is the nodes visited, in order (the review page draws it).
+	Path []string `json:"path"`
+	// Error says why a run FAILED (or who CANCELLED it).
+	Error string `json:"error,omitempty"`
+	// EscalationID and ReviewURL are the open review of a suspended run.
+	EscalationID string `json:"escalation_id,omitempty"`
+	ReviewURL    string `json:"review_url,omitempty"`
+
+	// Outputs are each node's last answer, for templates and conditions.
+	Outputs map[string]*Answer `json:"outputs"`
+	// Note is added to the current node's next input: a retry instruction
+	// or a person's answer.
+	Note string `json:"note,omitempty"`
+	// Negotiations counts the retry_with_instruction round trips taken.
+	Negotiations int `json:"negotiations"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+}
+
+// View is what GET /workflows/{name}/runs/{id} returns: the run without the
+// engine's bookkeeping.
+type View struct {
+	ID           string    `json:"run_id"`
+	Workflow     string    `json:"workflow"`
+	Status       Status    `json:"status"`
+	Current      string    `json:"current_node"`
+	Steps        []Step    `json:"steps"`
+	Context      Context   `json:"context"`
+	Path         []string  `json:"path"`
+	Error        string    `json:"error,omitempty"`
+	EscalationID string    `json:"escalation_id,omitempty"`
+	ReviewURL    string    `json:"review_url,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
+}
+
+// View returns the run as the API shows it.
+func (r *Run) View() View {
+	steps := r.Steps
+	if steps == nil {
+		steps = []Step{}
+	}
+	return View{ID: r.ID, Workflow: r.Workflow, Status: r.Status, Current: r.Current, Steps: steps, Context: r.Context,
+		Path: r.Path, Error: r.Error, EscalationID: r.EscalationID, ReviewURL: r.ReviewURL,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, EndedAt: r.EndedAt}
+}
+
+// clone is a deep copy (through JSON: a run is JSON in the state backend
+// anyway), so a stored run is never shared with a caller that changes it.
+func (r *Run) clone() (*Run, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var c Run
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// root is what templates and conditions read: the run's input, its
+// context, and each node's last answer under the node's name.
+func (r *Run) root() map[string]any {
+	m := map[string]any{"input": jsonValue(r.Input), "context": jsonValue(r.Context)}
+	for node, a := range r.Outputs {
+		m[node] = jsonValue(a)
+	}
+	return m
+}
+
+// jsonValue is v as JSON-decoded Go values (maps, slices, float64...), the
+// form conditions and templates read.
+func jsonValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return nil
+	}
+	return out
+}
