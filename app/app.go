@@ -168,8 +168,10 @@ type state struct {
 	queue   mailbox.Queue
 	history mailbox.History
 	spawned registry.Store
-	// runs are the workflow runs.
-	runs workflow.Store
+	// runs are the workflow runs; blobs the binary values moved out of
+	// their answers.
+	runs  workflow.Store
+	blobs workflow.BlobStore
 }
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
@@ -183,7 +185,8 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	if cfg.Gateway.State.Backend != "redis" {
 		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
 			queue:   mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: msg.QueueCapacity, ClaimIdle: claimIdle}),
-			history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore(), runs: workflow.NewMemoryStore()}, nil
+			history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore(), runs: workflow.NewMemoryStore(),
+			blobs: workflow.NewMemoryBlobStore(0)}, nil
 	}
 	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL, cfg.Gateway.State.Timeout.D())
 	if err != nil {
@@ -202,7 +205,7 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	}
 	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client,
 		queue: queue, history: mailbox.NewRedisHistory(client, hist), spawned: registry.NewRedisStore(client, ""),
-		runs: workflow.NewRedisStore(client, "", cfg.Gateway.State.Timeout.D())}, nil
+		runs: workflow.NewRedisStore(client, "", cfg.Gateway.State.Timeout.D()), blobs: workflow.NewRedisBlobStore(client, "", cfg.Gateway.State.Timeout.D(), 0)}, nil
 }
 
 // openAudit opens this instance's chain of the audit trail.
@@ -350,6 +353,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			Definitions: cfg.Workflows, Store: st.runs, Caller: stepCaller{handler: a.Handler}, Policy: engine,
 			Escalator: a.approval, Audit: rec, Log: log, Owner: cfg.Gateway.Audit.Chain,
 			PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
+			Blobs:         st.blobs, MaxInlineBinary: int(cfg.Protocol.Limits.MaxInlineBinary),
 		})
 		if err != nil {
 			return fail(err)
@@ -363,6 +367,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			{Method: http.MethodGet, Path: "/workflows/:name/runs/:id/graph.svg", Handler: flows.Graph()},
 			{Method: http.MethodGet, Path: "/workflows", Handler: flows.List()},
 			{Method: http.MethodGet, Path: "/workflows/:name", Handler: flows.Describe()},
+			{Method: http.MethodGet, Path: "/blobs/:sha256", Handler: flows.Blob()},
 			{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(api.Validate), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(api.Query), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},

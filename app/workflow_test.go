@@ -1,7 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -794,5 +798,90 @@ func TestWorkflowTakenOverByAnotherReplica(t *testing.T) {
 	}
 	if calls := up.userMessages(); len(calls) != 3 {
 		t.Errorf("%d calls, want 3 (the interrupted one, its repeat, the next node): %q", len(calls), calls)
+	}
+}
+
+const blobFlow = `workflows:
+  scan:
+    callers: [starter]
+    start: capture
+    nodes:
+      capture:
+        agent: researcher
+        input: "Capture {{input.doc}}"
+      read:
+        agent: validator
+        input: "Read {{capture.data.image}}"
+      look:
+        agent: validator
+        input: "Look at {{blob capture.data.image}}"
+    edges:
+      - {from: capture, to: read}
+      - {from: read, to: look}
+`
+
+// TestWorkflowBlobRoundTrip: a large base64 value in an answer is stored
+// once and replaced by a reference; the next node gets the reference, a
+// node that asks with {{blob}} gets the bytes; GET /blobs/{sha} serves them
+// to the run's agents and to nobody else.
+func TestWorkflowBlobRoundTrip(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: blobFlow})
+	raw := make([]byte, 100<<10)
+	for i := range raw {
+		raw[i] = byte(i * 7)
+	}
+	encoded := "data:image/png;base64," + base64.StdEncoding.EncodeToString(raw)
+	f.up.script(func(user string) map[string]any {
+		if strings.HasPrefix(user, "Capture") {
+			return sacpAnswer("success", map[string]any{"image": encoded, "caption": "a small string stays inline"}, "captured")
+		}
+		return sacpAnswer("success", map[string]any{}, fmt.Sprintf("got %d bytes of input", len(user)))
+	})
+	_, v, body := f.start("starter", "scan", `{"doc": "invoice"}`)
+	if v.Status != workflow.Completed {
+		t.Fatalf("run %s: %s", v.Status, body)
+	}
+	sum := sha256.Sum256(raw)
+	ref := workflow.RefPrefix + hex.EncodeToString(sum[:])
+	img, _ := v.Steps[0].Answer.Data["image"].(map[string]any)
+	if img["$ref"] != ref || img["media_type"] != "image/png" || img["size"] != float64(len(raw)) {
+		t.Fatalf("capture's image %v: want a reference %s", img, ref)
+	}
+	if v.Steps[0].Answer.Data["caption"] != "a small string stays inline" {
+		t.Errorf("caption %v", v.Steps[0].Answer.Data["caption"])
+	}
+	if first, _ := json.Marshal(v.Steps[:2]); len(first) > 8<<10 {
+		t.Errorf("the first two steps are %d bytes: the blob must not be in them", len(first))
+	}
+	if !strings.Contains(v.Steps[1].Input, ref) || strings.Contains(v.Steps[1].Input, "base64,") {
+		t.Errorf("read's input carries the reference, not the bytes: %.200s", v.Steps[1].Input)
+	}
+	if !strings.Contains(v.Steps[2].Input, encoded) {
+		t.Errorf("look's input must carry the bytes ({{blob}}): %.200s", v.Steps[2].Input)
+	}
+	if len(v.Context.Artifacts) != 1 || v.Context.Artifacts[0].URL != ref {
+		t.Errorf("artifacts %v", v.Context.Artifacts)
+	}
+	sha := hex.EncodeToString(sum[:])
+	for _, c := range []struct {
+		agent  string
+		status int
+	}{{"starter", 200}, {"researcher", 200}, {"validator", 200}, {"outsider", 404}, {"plain", 404}} {
+		resp, err := http.DefaultClient.Do(mustRequest(t, http.MethodGet, f.srv.URL+"/blobs/"+sha, "tok-"+c.agent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s reads the blob: %d, want %d", c.agent, resp.StatusCode, c.status)
+			continue
+		}
+		if c.status == 200 && (!bytes.Equal(got, raw) || resp.Header.Get("Content-Type") != "image/png" || resp.Header.Get("Content-Disposition") != "attachment") {
+			t.Errorf("%s got %d bytes, type %q", c.agent, len(got), resp.Header.Get("Content-Type"))
+		}
+	}
+	if status, _, _ := f.do(http.MethodGet, "/blobs/not-a-sha", "tok-starter", ""); status != http.StatusNotFound {
+		t.Errorf("a malformed id: %d", status)
 	}
 }

@@ -367,6 +367,9 @@ type Limits struct {
 	MaxReferences    int  `yaml:"max_references"`
 	MaxDeviations    int  `yaml:"max_deviations"`
 	MaxRetryAttempts int  `yaml:"max_retry_attempts"`
+	// MaxInlineBinary: a base64 value larger than this in a workflow
+	// step's data is moved to the blob store. Default 64KB.
+	MaxInlineBinary Size `yaml:"max_inline_binary"`
 }
 
 // Compliance flags of the approval protocol.

@@ -770,6 +770,9 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	if lim.MaxReferences == 0 {
 		lim.MaxReferences = 20
 	}
+	if lim.MaxInlineBinary == 0 {
+		lim.MaxInlineBinary = 64 << 10
+	}
 	if lim.MaxDeviations == 0 {
 		lim.MaxDeviations = 5
 	}

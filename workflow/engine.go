@@ -85,6 +85,11 @@ type Deps struct {
 	// PolicyTimeout bounds the start decision and each edge condition;
 	// zero: 5 seconds.
 	PolicyTimeout time.Duration
+	// Blobs keeps the binary values moved out of answers; nil: memory.
+	Blobs BlobStore
+	// MaxInlineBinary is the size (as written) above which a base64 value
+	// in an answer's data is moved to Blobs; zero: 64 KiB.
+	MaxInlineBinary int
 }
 
 // Engine starts, advances, suspends, resumes and cancels runs.
@@ -99,6 +104,8 @@ type Engine struct {
 	owner         string
 	stepTimeout   time.Duration
 	policyTimeout time.Duration
+	blobs         BlobStore
+	maxInline     int
 	now           func() time.Time
 	leaseTTL      time.Duration
 
@@ -121,7 +128,8 @@ func New(d Deps) (*Engine, error) {
 		return nil, errors.New("workflow: Store, Caller, Policy and Log are required")
 	}
 	e := &Engine{store: d.Store, caller: d.Caller, policy: d.Policy, escalator: d.Escalator, audit: d.Audit, log: d.Log,
-		owner: d.Owner, stepTimeout: d.StepTimeout, policyTimeout: d.PolicyTimeout, now: time.Now, leaseTTL: 15 * time.Second,
+		owner: d.Owner, stepTimeout: d.StepTimeout, policyTimeout: d.PolicyTimeout, blobs: d.Blobs, maxInline: d.MaxInlineBinary,
+		now: time.Now, leaseTTL: 15 * time.Second,
 		running: map[string]context.CancelFunc{}, changed: map[string]chan struct{}{}}
 	if e.owner == "" {
 		e.owner = "gateway-" + newID()[:8]
@@ -131,6 +139,12 @@ func New(d Deps) (*Engine, error) {
 	}
 	if e.policyTimeout <= 0 {
 		e.policyTimeout = 5 * time.Second
+	}
+	if e.blobs == nil {
+		e.blobs = NewMemoryBlobStore(0)
+	}
+	if e.maxInline <= 0 {
+		e.maxInline = 64 << 10
 	}
 	defs := d.Definitions
 	if defs == nil {
@@ -495,6 +509,8 @@ type move struct {
 	reason      string
 	// escalationID and reviewURL are the review a suspension opened.
 	escalationID, reviewURL string
+	// artifacts are the blobs the step's answer was relieved of.
+	artifacts []Artifact
 }
 
 func failed(reason string) move { return move{status: Failed, reason: reason} }
@@ -511,7 +527,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 		st.Status, st.Error, st.EndedAt = "error", reason, e.now().UTC()
 		return st, failed(fmt.Sprintf("step %d (%s): %s", len(run.Steps)+1, node.Name, reason))
 	}
-	input, err := node.Input.Render(run.root(), nil)
+	input, err := node.Input.Render(run.root(), func(ref any) (string, error) { return blobText(ctx, e.blobs, ref) })
 	if err != nil {
 		return stepFailed(err.Error())
 	}
@@ -536,6 +552,12 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 		return stepFailed(err.Error())
 	}
 	a := reply.Answer
+	// Large binary values leave the answer before anything stores or
+	// routes on it; the run's agents may fetch them.
+	refs, err := externalize(ctx, e.blobs, a.Data, e.maxInline, runAgents(wf, run))
+	if err != nil {
+		return stepFailed(err.Error())
+	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
 	// Entity writes are checked before anything routes on them.
 	next := run
@@ -550,7 +572,20 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if err != nil {
 		return stepFailed(err.Error())
 	}
+	for _, ref := range refs {
+		mv.artifacts = append(mv.artifacts, Artifact{Type: "blob", URL: ref["$ref"].(string), Node: node.Name,
+			MediaType: ref["media_type"].(string), Size: ref["size"].(int)})
+	}
 	return st, mv
+}
+
+// runAgents may read a run's blobs: its caller and its nodes' agents.
+func runAgents(wf *definition.Workflow, r *Run) []string {
+	agents := []string{r.Caller}
+	for _, n := range wf.NodeOrder {
+		agents = append(agents, wf.Nodes[n].Agent)
+	}
+	return union(nil, agents)
 }
 
 // writeEntities applies the answer's data.entities to the Global Context:
@@ -656,6 +691,7 @@ func (e *Engine) apply(r *Run, wf *definition.Workflow, st Step, mv move) {
 			}
 		}
 		r.Context.History = append(r.Context.History, HistoryEntry{Agent: st.Agent, Node: st.Node, Action: st.Answer.Status, Timestamp: st.EndedAt})
+		r.Context.Artifacts = append(r.Context.Artifacts, mv.artifacts...)
 	}
 	r.Note = ""
 	switch mv.status {

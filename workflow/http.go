@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -141,6 +143,36 @@ func (a *API) graph(w http.ResponseWriter, r *http.Request) error {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(svg)
+	return nil
+}
+
+// Blob is GET /blobs/{sha256}: a binary value moved out of a run's answer,
+// for the agents of that run only (to any other, it does not exist).
+func (a *API) Blob() http.Handler { return endpoint(a.blob) }
+
+func (a *API) blob(w http.ResponseWriter, r *http.Request) error {
+	agent := scope.Get(r.Context()).Agent
+	sha := r.PathValue("sha256")
+	missing := notFound("blob_not_found", fmt.Sprintf("There is no blob %q that you may read.", sha))
+	if !validSHA(sha) {
+		return missing
+	}
+	b, err := a.Engine.blobs.Get(r.Context(), sha)
+	if errors.Is(err, ErrNotFound) || (err == nil && !slices.Contains(b.Agents, agent.ID)) {
+		return missing
+	}
+	if err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", b.MediaType)
+	h.Set("Content-Length", strconv.Itoa(len(b.Data)))
+	// Bytes a model produced: never rendered by a browser as a page.
+	h.Set("Content-Disposition", "attachment")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.Data)
 	return nil
 }
 

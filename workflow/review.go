@@ -34,8 +34,10 @@ func (e *Engine) openReview(ctx context.Context, run *Run, st Step, mv move) mov
 	}
 	c := reviewContent{RunID: run.ID, Workflow: run.Workflow, Node: st.Node, Agent: st.Agent, Question: mv.reason,
 		Answer: st.Answer, Path: append(append([]string{}, run.Path...), st.Node), Context: run.Context}
+	var svg []byte
 	if wf := e.defs.Load().Get(run.Workflow); wf != nil {
 		c.Graph = wf.Mermaid()
+		svg = wf.SVG(c.Path, st.Node)
 	}
 	content, err := json.Marshal(c)
 	if err != nil {
@@ -45,6 +47,7 @@ func (e *Engine) openReview(ctx context.Context, run *Run, st Step, mv move) mov
 		Type: escalation.TypeWorkflow, AgentID: st.Agent, SessionID: run.ID,
 		Action:  fmt.Sprintf("workflow %s: node %s asks for a person", run.Workflow, st.Node),
 		Content: string(content), Reason: fmt.Sprintf("Agent %s answered %s: %s", st.Agent, st.Status, mv.reason),
+		Graph: string(svg),
 	})
 	if err != nil {
 		e.log.Error("workflow run: escalation not opened", "run_id", run.ID, "error", err.Error())

@@ -75,9 +75,11 @@ type HistoryEntry struct {
 
 // Artifact is a document a run produced, by reference.
 type Artifact struct {
-	Type string `json:"type"`
-	URL  string `json:"url"`
-	Node string `json:"node"`
+	Type      string `json:"type"`
+	URL       string `json:"url"`
+	Node      string `json:"node"`
+	MediaType string `json:"media_type,omitempty"`
+	Size      int    `json:"size,omitempty"`
 }
 
 // Run is one execution of a workflow: what the API shows, and what the
