@@ -33,6 +33,10 @@ type Request struct {
 	// DecisionID and Revision identify the policy evaluation, if any.
 	DecisionID string
 	Revision   string
+	// Graph, if set, is an SVG drawing the gateway made of what the review
+	// is about (a workflow with the path its run took): shown to the
+	// reviewer inline. Never a document from an agent.
+	Graph string
 }
 
 // Opened is a review that waits for a person.
