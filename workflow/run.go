@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -144,18 +145,63 @@ func (r *Run) View() View {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, EndedAt: r.EndedAt}
 }
 
-// clone is a deep copy (through JSON: a run is JSON in the state backend
-// anyway), so a stored run is never shared with a caller that changes it.
+// clone is a deep copy, so a stored run is never shared with a caller
+// that changes it. The values under its maps are JSON values (objects,
+// arrays, strings, numbers, booleans, null), as the Redis store keeps them.
 func (r *Run) clone() (*Run, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
+	c := *r
+	c.Input = copyObject(r.Input)
+	c.Steps = slices.Clone(r.Steps)
+	for i := range c.Steps {
+		if a := c.Steps[i].Answer; a != nil {
+			c.Steps[i].Answer = a.clone()
+		}
 	}
-	var c Run
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, err
+	c.Path = slices.Clone(r.Path)
+	c.Context.Entities = copyObject(r.Context.Entities)
+	c.Context.History = slices.Clone(r.Context.History)
+	c.Context.Artifacts = slices.Clone(r.Context.Artifacts)
+	if r.Outputs != nil {
+		c.Outputs = make(map[string]*Answer, len(r.Outputs))
+		for k, a := range r.Outputs {
+			c.Outputs[k] = a.clone()
+		}
 	}
 	return &c, nil
+}
+
+func (a *Answer) clone() *Answer {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Data = copyObject(a.Data)
+	return &c
+}
+
+func copyObject(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]any, len(m))
+	for k, v := range m {
+		c[k] = copyValue(v)
+	}
+	return c
+}
+
+func copyValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return copyObject(x)
+	case []any:
+		c := make([]any, len(x))
+		for i, e := range x {
+			c[i] = copyValue(e)
+		}
+		return c
+	}
+	return v // strings, numbers, booleans, nil: immutable
 }
 
 // root is what templates and conditions read: the run's input, its
