@@ -885,3 +885,36 @@ func TestWorkflowBlobRoundTrip(t *testing.T) {
 		t.Errorf("a malformed id: %d", status)
 	}
 }
+
+// TestWorkflowsHotReload: an edited workflows.yaml takes effect without a
+// restart; a broken one is refused and the last good definitions serve.
+func TestWorkflowsHotReload(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: pauseFlow})
+	if status, _, _ := f.do(http.MethodGet, "/workflows/owners", "tok-starter", ""); status != http.StatusNotFound {
+		t.Fatalf("owners before the reload: %d", status)
+	}
+	path := filepath.Join(f.dir, config.WorkflowsFile)
+	if err := os.WriteFile(path, []byte(ownerFlow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.app.Reload(f.dir, f.cfg)
+	if cfg == f.cfg {
+		t.Fatal("the reload was refused")
+	}
+	if status, _, _ := f.do(http.MethodGet, "/workflows/owners", "tok-starter", ""); status != http.StatusOK {
+		t.Errorf("owners after the reload: %d", status)
+	}
+	if status, _, _ := f.do(http.MethodGet, "/workflows/ask", "tok-starter", ""); status != http.StatusNotFound {
+		t.Errorf("ask is gone from the file, still served: %d", status)
+	}
+	// A condition that does not compile: refused as a whole.
+	if err := os.WriteFile(path, []byte(strings.Replace(ownerFlow, "- {from: research, to: validate}", "- {from: research, to: validate, when: 'response.status =='}", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.app.Reload(f.dir, cfg); got != cfg {
+		t.Fatal("a broken workflows.yaml was applied")
+	}
+	if status, _, _ := f.do(http.MethodGet, "/workflows/owners", "tok-starter", ""); status != http.StatusOK {
+		t.Errorf("the last good definitions must keep serving: %d", status)
+	}
+}
