@@ -918,3 +918,45 @@ func TestWorkflowsHotReload(t *testing.T) {
 		t.Errorf("the last good definitions must keep serving: %d", status)
 	}
 }
+
+// TestWorkflowSignedURLs: a signed URL in a step's data passes to the next
+// agents only when Rego allows its host; by default none does, and plain
+// http is refused; the refused URL is in no error or answer on record.
+func TestWorkflowSignedURLs(t *testing.T) {
+	policy := `package gateway.workflow
+
+default allow := false
+
+allow if input.agent.id in input.workflow.callers
+
+default signed_url_allowed := false
+
+signed_url_allowed if input.url.host == "bucket.example.com"
+`
+	const secret = "X-Amz-Signature=c2VjcmV0"
+	cases := []struct {
+		name, policy, url string
+		want              workflow.Status
+	}{
+		{"the shipped policy refuses every host", "", "https://bucket.example.com/a.pdf?" + secret, workflow.Failed},
+		{"an allowed host passes", policy, "https://bucket.example.com/a.pdf?" + secret, workflow.Completed},
+		{"another host is refused", policy, "https://evil.example.net/a.pdf?" + secret, workflow.Failed},
+		{"plain http is refused", policy, "http://bucket.example.com/a.pdf?" + secret, workflow.Failed},
+		{"an unsigned URL is ordinary data", "", "https://www.example.org/about", workflow.Completed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFlow(t, flowOpts{workflows: ownerFlow, policy: c.policy})
+			f.up.script(func(user string) map[string]any {
+				return sacpAnswer("success", map[string]any{"doc": map[string]any{"url": c.url}}, "here")
+			})
+			_, v, body := f.start("starter", "owners", `{"topic": "x"}`)
+			if v.Status != c.want {
+				t.Fatalf("run %s (%s), want %s", v.Status, v.Error, c.want)
+			}
+			if c.want == workflow.Failed && strings.Contains(string(body), "c2VjcmV0") {
+				t.Errorf("the refused URL's signature is on record: %s", body)
+			}
+		})
+	}
+}

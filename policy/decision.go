@@ -19,6 +19,7 @@ const (
 	PointSpawn      = "spawn"
 	PointMessages   = "messages.deny"
 	PointWorkflow   = "workflow.allow"
+	PointSignedURL  = "workflow.signed_url_allowed"
 )
 
 // Rule ids of the violations the engine itself adds when it fails closed.

@@ -315,7 +315,7 @@ func summarize(pt point, out outcome) summary {
 		return chatSummary(chatFrom(out, "messages"))
 	case ptGuardrails:
 		return guardrailsSummary(guardrailsFrom(out))
-	case ptWorkflow:
+	case ptWorkflow, ptSignedURL:
 		return workflowSummary(workflowFrom(out))
 	default:
 		return spawnSummary(spawnFrom(out))

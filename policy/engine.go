@@ -362,6 +362,17 @@ func (e *Engine) Workflow(ctx context.Context, input map[string]any) (WorkflowDe
 	return d, err
 }
 
+// SignedURL evaluates data.gateway.workflow.signed_url_allowed for a signed
+// URL in a workflow step's data (binary data by reference); input is
+// {agent, workflow: {name, callers}, node, url: {raw, host, path}}. Only
+// true lets it pass; the error follows the rule of Approval.
+func (e *Engine) SignedURL(ctx context.Context, input map[string]any) (WorkflowDecision, error) {
+	in, out, err := e.evaluate(ctx, ptSignedURL, input)
+	d := workflowFrom(out)
+	e.afterLive(ptSignedURL, in, out, workflowSummary(d))
+	return d, err
+}
+
 // outcome is one raw evaluation.
 type outcome struct {
 	id       string

@@ -29,6 +29,7 @@ const (
 	ptSpawn
 	ptMessages
 	ptWorkflow
+	ptSignedURL
 	numPoints
 )
 
@@ -41,6 +42,7 @@ var queries = [numPoints]string{
 	ptSpawn:      "data.gateway.spawn.decision",
 	ptMessages:   "data.gateway.messages.deny",
 	ptWorkflow:   "data.gateway.workflow.allow",
+	ptSignedURL:  "data.gateway.workflow.signed_url_allowed",
 }
 
 var pointNames = [numPoints]string{
@@ -50,6 +52,7 @@ var pointNames = [numPoints]string{
 	ptSpawn:      PointSpawn,
 	ptMessages:   PointMessages,
 	ptWorkflow:   PointWorkflow,
+	ptSignedURL:  PointSignedURL,
 }
 
 // regoFile is one policy file as read from a directory.
@@ -260,6 +263,8 @@ var samples = [numPoints]map[string]any{
 		"recipient": map[string]any{"id": "other-agent", "supported_verbs": []any{}}},
 	ptWorkflow: {"agent": sampleAgent, "workflow": map[string]any{"name": "sample-workflow", "callers": []any{"sample-agent"}},
 		"input": map[string]any{}},
+	ptSignedURL: {"agent": sampleAgent, "workflow": map[string]any{"name": "sample-workflow", "callers": []any{"sample-agent"}},
+		"node": "sample-node", "url": map[string]any{"raw": "https://files.example.com/a.pdf?sig=x", "host": "files.example.com", "path": "/a.pdf"}},
 }
 
 // smokeTest evaluates every decision point of p once on a sample input. A

@@ -61,9 +61,12 @@ type Caller interface {
 	Call(ctx context.Context, c Call) (Reply, error)
 }
 
-// Decider decides who may start a run (data.gateway.workflow.allow).
+// Decider decides who may start a run (data.gateway.workflow.allow) and
+// which signed URLs may pass between its agents
+// (data.gateway.workflow.signed_url_allowed).
 type Decider interface {
 	Workflow(ctx context.Context, input map[string]any) (policy.WorkflowDecision, error)
+	SignedURL(ctx context.Context, input map[string]any) (policy.WorkflowDecision, error)
 }
 
 // Deps are what an Engine is built from.
@@ -558,6 +561,9 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if err != nil {
 		return stepFailed(err.Error())
 	}
+	if err := e.checkURLs(ctx, wf, node, a.Data); err != nil {
+		return stepFailed(err.Error())
+	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
 	// Entity writes are checked before anything routes on them.
 	next := run
@@ -577,6 +583,36 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 			MediaType: ref["media_type"].(string), Size: ref["size"].(int)})
 	}
 	return st, mv
+}
+
+// checkURLs lets the signed URLs of an answer's data pass only where the
+// policy allows their host: a signed URL is a capability to read a
+// document, handed to every later agent of the run.
+func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, data map[string]any) error {
+	for _, u := range signedURLs(data) {
+		if u.Scheme != "https" {
+			return fmt.Errorf("a signed URL to %s is not https: refused", u.Host)
+		}
+		pctx, cancel := context.WithTimeout(ctx, e.policyTimeout)
+		d, err := e.policy.SignedURL(pctx, map[string]any{
+			"agent":    map[string]any{"id": node.Agent},
+			"workflow": map[string]any{"name": wf.Name, "callers": anySlice(wf.Callers)},
+			"node":     node.Name,
+			"url":      map[string]any{"raw": u.String(), "host": u.Hostname(), "path": u.Path},
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("signed URL policy: %w", err)
+		}
+		if !d.Allow {
+			reason := fmt.Sprintf("a signed URL to %s is not allowed (data.gateway.workflow.signed_url_allowed)", u.Hostname())
+			if d.FailClosed {
+				reason = d.Reason
+			}
+			return errors.New(reason)
+		}
+	}
+	return nil
 }
 
 // runAgents may read a run's blobs: its caller and its nodes' agents.
