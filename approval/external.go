@@ -61,7 +61,8 @@ func (s *Service) resolver(requestType string) Resolver {
 // expired after timeouts.escalation, and announced on the webhook. The
 // caller audits its own decision to escalate; the person's decision is
 // audited as escalation.decision like any other. The waiting agent may
-// poll GET /agent/status/{request_id}.
+// poll GET /agent/status/{request_id}. req.Graph, the gateway's drawing, is
+// kept with the escalation and shown on the review page once checked.
 func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, error) {
 	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow {
 		return nil, fmt.Errorf("approval: escalate: unknown type %q", req.Type)
@@ -92,7 +93,7 @@ func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, e
 		ContentSHA256: digest,
 		Decision:      &Decision{ID: req.DecisionID, Revision: req.Revision, Status: StatusEscalated, Violations: []policy.Violation{}},
 		Response:      resp,
-		Escalation:    &Escalation{Kind: externalKind(req.Type), Reason: reason, At: now},
+		Escalation:    &Escalation{Kind: externalKind(req.Type), Reason: reason, At: now, Graph: req.Graph},
 		CreatedAt:     now, UpdatedAt: now,
 		History: []Transition{{State: StatePending, At: now, By: "agent:" + req.AgentID}},
 	}

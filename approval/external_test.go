@@ -91,3 +91,72 @@ func TestResolverFailureKeepsTheDecision(t *testing.T) {
 		t.Errorf("state %s", st.State)
 	}
 }
+
+// TestWorkflowEscalationReviewPage: a WORKFLOW_PAUSE escalation's page
+// shows the question, the run and the gateway's drawing inline (without
+// its XML declaration); a drawing that is not what the gateway draws is
+// replaced by a note, and an unreadable content still shows the raw text.
+func TestWorkflowEscalationReviewPage(t *testing.T) {
+	h := newHarness(t)
+	graph := gatewayGraph(t)
+	content := `{"run_id":"run-1","workflow":"find-ceo","node":"validate","agent":"email-validator",` +
+		`"question":"Which one <b>is</b> it?","answer":{"status":"needs_human"},"path":["research","validate"],` +
+		`"context":{"status":"WAITING_FOR_HUMAN","entities":{"vendor":{"name":"ACME"}}},"graph":"flowchart TD"}`
+	open := func(content, graph string) string {
+		t.Helper()
+		rec, err := h.svc.Escalate(context.Background(), ExternalRequest{Type: TypeWorkflow, AgentID: "email-validator",
+			Action: "workflow find-ceo: node validate asks for a person", Content: content, Graph: graph})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.ID
+	}
+	b := newBrowser(t, h)
+	b.post("/review/login", url.Values{"token": {tokReviewer}}, "")
+
+	good := open(content, graph)
+	res, body := b.get("/review/" + good)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	for _, want := range []string{
+		`id="wf-question">Which one &lt;b&gt;is&lt;/b&gt; it?</p>`, `<td id="wf-node">validate</td>`, `<td id="wf-agent">email-validator</td>`,
+		`<code>research</code> → <code>validate</code>`, `&#34;name&#34;: &#34;ACME&#34;`,
+		`<div id="graph" class="graph"><svg xmlns="http://www.w3.org/2000/svg"`, `class="current"`, `class="taken"`,
+		`id="comment-label">Your answer to the agent`, "Approve and send the answer",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "<?xml") || strings.Contains(body, "graph-note") || strings.Contains(body, "<b>is</b>") {
+		t.Errorf("page:\n%s", body)
+	}
+	if csp := res.Header.Get("Content-Security-Policy"); strings.Contains(csp, "script-src") || !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+
+	hostile := strings.Replace(graph, "<svg ", `<svg onload="alert(1)" `, 1)
+	bad := open(content, hostile)
+	_, body = b.get("/review/" + bad)
+	if !strings.Contains(body, `id="graph-note"`) || strings.Contains(body, "<svg") || strings.Contains(body, "onload") {
+		t.Errorf("a hostile drawing was embedded:\n%s", body)
+	}
+	if !strings.Contains(body, `id="wf-question"`) {
+		t.Error("the refused drawing hid the question")
+	}
+
+	raw := open("not json <i>", "")
+	_, body = b.get("/review/" + raw)
+	if !strings.Contains(body, "wf-unreadable") || !strings.Contains(body, "not json &lt;i&gt;") || strings.Contains(body, `id="graph"`) ||
+		!strings.Contains(body, "Your answer to the agent") {
+		t.Errorf("unreadable content:\n%s", body)
+	}
+
+	// Other escalations keep the plain page.
+	plain := escalate(t, h, "x")
+	_, body = b.get("/review/" + plain)
+	if strings.Contains(body, "wf-") || strings.Contains(body, `id="graph"`) || !strings.Contains(body, `id="comment-label">Comment (recorded`) {
+		t.Errorf("plain escalation page:\n%s", body)
+	}
+}

@@ -26,6 +26,7 @@ func TestStoreConformance(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Run("create get update", func(t *testing.T) { storeBasics(t, st.new(t)) })
 			t.Run("escalated index", func(t *testing.T) { storeEscalated(t, st.new(t)) })
+			t.Run("escalation graph", func(t *testing.T) { storeGraph(t, st.new(t)) })
 			t.Run("concurrent updates", func(t *testing.T) {
 				s := st.new(t)
 				storeConcurrentUpdates(t, s, s)

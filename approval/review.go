@@ -158,6 +158,11 @@ func render(w http.ResponseWriter, status int, name string, data any) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
+	// An inline workflow drawing needs nothing more: it is inline markup
+	// (no image request), and its colours are SVG presentation attributes
+	// (fill, stroke), which style-src does not govern; style attributes
+	// and <style> elements are refused in it anyway (checkGraph). No
+	// script source, ever.
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -229,6 +234,14 @@ type reviewPage struct {
 	ExpiresAt time.Time
 	Known     map[string]bool
 	Open      bool
+	// WorkflowPause is a workflow run waiting for a person's answer (the
+	// comment); Workflow is its content, when it could be read.
+	WorkflowPause bool
+	Workflow      *workflowReview
+	// Graph is the escalation's drawing, checked (graphHTML); GraphNote
+	// replaces it when the check refused it.
+	Graph     template.HTML
+	GraphNote string
 }
 
 // ReviewPage serves GET /review/{id}: the request, the policy's verdict and
@@ -257,6 +270,18 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	page := reviewPage{Rec: rec, Who: sess.who, CSRF: sess.csrf, Known: known, Open: rec.State == StateEscalated && rec.Escalation != nil}
 	if rec.Escalation != nil {
 		page.ExpiresAt = rec.Escalation.At.Add(s.cur().cfg.Protocol.Timeouts.Escalation.D())
+		if rec.Escalation.Graph != "" {
+			g, err := graphHTML(rec.Escalation.Graph)
+			if err != nil {
+				page.GraphNote = "The drawing stored with this escalation is not shown: it is not the kind of SVG the gateway draws (" + err.Error() + ")."
+				s.log.Warn("review page: escalation drawing refused", "request_id", rec.ID, "error", err.Error())
+			}
+			page.Graph = g
+		}
+	}
+	if rec.Request.RequestType == TypeWorkflow {
+		page.WorkflowPause = true
+		page.Workflow = parseWorkflowContent(rec.Request.Content)
 	}
 	return render(w, http.StatusOK, "review", page)
 }

@@ -14,6 +14,7 @@ func TestMemoryStore(t *testing.T) {
 		m := NewMemoryStore()
 		storeConcurrentUpdates(t, m, m)
 	})
+	t.Run("escalation graph", func(t *testing.T) { storeGraph(t, NewMemoryStore()) })
 	t.Run("escalated index and prune", func(t *testing.T) {
 		m := NewMemoryStore()
 		storeEscalated(t, m)
@@ -129,6 +130,41 @@ func storeEscalated(t *testing.T, m Store) {
 	}
 	if got, want := ids(), "req-4 req-0 req-1 req-3 "; got != want {
 		t.Fatalf("escalated after changes %q, want %q", got, want)
+	}
+}
+
+// storeGraph: an escalation's drawing survives the store (JSON) round
+// trip byte for byte, through Create, Get and an Update that decides it.
+func storeGraph(t *testing.T, m Store) {
+	ctx := t.Context()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	graph := gatewayGraph(t)
+	rec := &Record{ID: "req-wf", AgentID: "email-validator", State: StateEscalated, CreatedAt: t0, UpdatedAt: t0,
+		Request:    AgentRequest{AgentID: "email-validator", RequestType: TypeWorkflow, Content: `{"run_id":"run-1"}`},
+		Escalation: &Escalation{Kind: "workflow", Reason: "a person must answer", At: t0, Graph: graph}}
+	if err := m.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Get(ctx, "req-wf")
+	if err != nil || got.Escalation == nil || got.Escalation.Graph != graph {
+		t.Fatalf("after Get: %v, graph kept %v", err, got != nil && got.Escalation != nil && got.Escalation.Graph == graph)
+	}
+	upd, err := m.Update(ctx, "req-wf", func(r *Record) error {
+		r.Escalation.Review = &Review{Decision: reviewDecisionApprove, Reviewer: "reviewer:alice", Comment: "use a@b.example", At: t0}
+		r.move(StateApproved, t0, "reviewer:alice", "")
+		return nil
+	})
+	if err != nil || upd.Escalation.Graph != graph {
+		t.Fatalf("after Update: %v", err)
+	}
+	if again, err := m.Get(ctx, "req-wf"); err != nil || again.Escalation.Graph != graph || again.Escalation.Review == nil {
+		t.Fatalf("after Update and Get: %v", err)
+	}
+	if err := m.Create(ctx, &Record{ID: "req-plain", Escalation: &Escalation{Kind: "policy"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Get(ctx, "req-plain"); err != nil || got.Escalation.Graph != "" {
+		t.Fatalf("a record without a graph: %v", err)
 	}
 }
 

@@ -197,6 +197,11 @@ type Escalation struct {
 	ReportedSHA256 string `json:"reported_sha256,omitempty"`
 	// Report is the deviating REPORT itself.
 	Report *AgentRequest `json:"report,omitempty"`
+	// Graph is an SVG drawing the gateway made of what the escalation is
+	// about (a workflow with the path its run took; escalation.Request's
+	// Graph). The review page shows it inline only after checking it is
+	// such a drawing (checkGraph).
+	Graph string `json:"graph,omitempty"`
 	// Review is set once someone decided.
 	Review *Review `json:"review,omitempty"`
 }

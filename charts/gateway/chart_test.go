@@ -1096,3 +1096,42 @@ func TestNetworkPolicyAgentEgress(t *testing.T) {
 		}
 	}
 }
+
+// TestChartWorkflows: config.workflows renders workflows.yaml into the
+// config ConfigMap; without it there is no such file (the gateway then runs
+// no workflow).
+func TestChartWorkflows(t *testing.T) {
+	helmBin(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	err := os.WriteFile(values, []byte(`config:
+  workflows:
+    triage:
+      description: Triage a ticket
+      callers: [claude-3]
+      start: classify
+      nodes:
+        classify:
+          agent: claude-3
+          model: mock-1
+          input: "Classify {{input.ticket}}"
+      edges:
+        - {from: classify, to: end, when: 'response.status == "success"'}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p problems
+	cfg := find(render(t, ".", []string{values}, nil), "ConfigMap", fullname+"-config")
+	wf := configMapYAML(&p, cfg, "workflows.yaml")
+	p.report(t)
+	if got := str(wf, "workflows", "triage", "start"); got != "classify" {
+		t.Errorf("workflows.yaml: triage.start = %q, want classify", got)
+	}
+	if got := str(wf, "workflows", "triage", "nodes", "classify", "input"); got != "Classify {{input.ticket}}" {
+		t.Errorf("the template must reach the file as written, got %q", got)
+	}
+	def := find(render(t, ".", nil, nil), "ConfigMap", fullname+"-config")
+	if _, ok := get(def, "data", "workflows.yaml").(string); ok {
+		t.Error("the defaults render a workflows.yaml")
+	}
+}
