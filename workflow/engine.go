@@ -291,8 +291,10 @@ func (e *Engine) Wait(ctx context.Context, id string) (*Run, error) {
 	// advances is polled.
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	var changed <-chan struct{}
+	defer func() { e.unwatch(id, changed) }()
 	for {
-		changed := e.watch(id)
+		changed = e.watch(id)
 		// The last read uses a context of its own: the wait may be over,
 		// the answer is still owed.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -320,6 +322,16 @@ func (e *Engine) watch(id string) <-chan struct{} {
 		e.changed[id] = ch
 	}
 	return ch
+}
+
+// unwatch forgets the channel of a wait that is over, unless a change
+// already replaced it (a wait still on it then polls).
+func (e *Engine) unwatch(id string, ch <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur, ok := e.changed[id]; ok && (<-chan struct{})(cur) == ch {
+		delete(e.changed, id)
+	}
 }
 
 // notify wakes the waits on run id.

@@ -31,12 +31,18 @@ type Store interface {
 	Live(ctx context.Context) ([]string, error)
 }
 
-// MemoryStore is the Store of a single replica.
+// MemoryStore is the Store of a single replica. Runs that have ended are
+// dropped after Retention, and the oldest ended ones first when more than
+// MaxRuns are kept, so a long-lived gateway does not grow without bound.
 type MemoryStore struct {
 	mu     sync.Mutex
 	runs   map[string]*Run
 	leases map[string]lease
 	now    func() time.Time
+	// Retention and MaxRuns bound what is kept (defaults 7 days, 100,000).
+	Retention time.Duration
+	MaxRuns   int
+	created   int
 }
 
 type lease struct {
@@ -46,7 +52,7 @@ type lease struct {
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{runs: map[string]*Run{}, leases: map[string]lease{}, now: time.Now}
+	return &MemoryStore{runs: map[string]*Run{}, leases: map[string]lease{}, now: time.Now, Retention: DefaultRetention, MaxRuns: 100_000}
 }
 
 // Create implements Store.
@@ -61,7 +67,34 @@ func (s *MemoryStore) Create(_ context.Context, r *Run) error {
 		return errors.New("workflow run " + r.ID + " exists")
 	}
 	s.runs[r.ID] = c
+	if s.created++; s.created%1024 == 0 || len(s.runs) > s.MaxRuns {
+		s.prune()
+	}
 	return nil
+}
+
+// prune drops ended runs past their retention, then the oldest ended ones
+// while over MaxRuns (live runs are never dropped).
+func (s *MemoryStore) prune() {
+	cutoff := s.now().Add(-s.Retention)
+	var ended []*Run
+	for id, r := range s.runs {
+		switch {
+		case !r.Status.Final():
+		case r.EndedAt.Before(cutoff):
+			delete(s.runs, id)
+			delete(s.leases, id)
+		default:
+			ended = append(ended, r)
+		}
+	}
+	if over := len(s.runs) - s.MaxRuns; over > 0 {
+		slices.SortFunc(ended, func(a, b *Run) int { return a.EndedAt.Compare(b.EndedAt) })
+		for _, r := range ended[:min(over, len(ended))] {
+			delete(s.runs, r.ID)
+			delete(s.leases, r.ID)
+		}
+	}
 }
 
 // Get implements Store.

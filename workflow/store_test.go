@@ -549,3 +549,33 @@ func TestRedisStoreHung(t *testing.T) {
 		t.Fatalf("Get with Redis hung took %s, timeout %s", elapsed, timeout)
 	}
 }
+
+// TestMemoryStorePrunes: ended runs go after their retention, and the
+// oldest ended ones when the store is full; live runs always stay.
+func TestMemoryStorePrunes(t *testing.T) {
+	s := NewMemoryStore()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	s.Retention, s.MaxRuns = time.Hour, 3
+	ctx := testCtx(t)
+	add := func(id string, st Status, ended time.Time) {
+		if err := s.Create(ctx, &Run{ID: id, Status: st, EndedAt: ended}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("old", Completed, now.Add(-2*time.Hour))
+	add("live", InProgress, time.Time{})
+	add("a", Failed, now.Add(-30*time.Minute))
+	add("b", Completed, now.Add(-10*time.Minute)) // 4 > MaxRuns: prune
+	for id, want := range map[string]bool{"old": false, "live": true, "a": true, "b": true} {
+		if _, err := s.Get(ctx, id); (err == nil) != want {
+			t.Errorf("run %s kept = %v, want %v", id, err == nil, want)
+		}
+	}
+	add("c", Completed, now) // over again: the oldest ended (a) goes, not the live one
+	for id, want := range map[string]bool{"live": true, "a": false, "b": true, "c": true} {
+		if _, err := s.Get(ctx, id); (err == nil) != want {
+			t.Errorf("run %s kept = %v, want %v", id, err == nil, want)
+		}
+	}
+}
