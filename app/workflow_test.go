@@ -960,3 +960,44 @@ signed_url_allowed if input.url.host == "bucket.example.com"
 		})
 	}
 }
+
+const loopFlow = `workflows:
+  loop:
+    callers: [starter]
+    start: poll
+    max_steps: 3
+    nodes:
+      poll:
+        agent: researcher
+        input: "Poll {{input.topic}}"
+        timeout: 1s
+    edges:
+      - {from: poll, to: end, when: 'response.data.done == true'}
+      - {from: poll, to: poll}
+`
+
+// TestWorkflowBounds: a cycle runs until max_steps, then the run fails;
+// a node's timeout fails the step whose agent does not answer in time.
+func TestWorkflowBounds(t *testing.T) {
+	f := newFlow(t, flowOpts{workflows: loopFlow})
+	f.up.script(func(string) map[string]any { return sacpAnswer("success", map[string]any{"done": false}, "not yet") })
+	_, v, body := f.start("starter", "loop", `{"topic": "x"}`)
+	if v.Status != workflow.Failed || !strings.Contains(v.Error, "max_steps (3)") || len(v.Steps) != 3 {
+		t.Fatalf("run %s %q with %d steps: want FAILED at max_steps after 3: %s", v.Status, v.Error, len(v.Steps), body)
+	}
+	if v.Steps[2].Attempt != 3 {
+		t.Errorf("third visit's attempt %d", v.Steps[2].Attempt)
+	}
+
+	hold := make(chan struct{})
+	defer close(hold)
+	f.up.block.Store(&hold)
+	began := time.Now()
+	_, v, _ = f.start("starter", "loop", `{"topic": "x"}`)
+	if v.Status != workflow.Failed || !strings.Contains(v.Error, "did not answer within 1s") {
+		t.Fatalf("run %s %q: want FAILED on the node's timeout", v.Status, v.Error)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the step took %s, its timeout is 1s", d)
+	}
+}

@@ -467,15 +467,16 @@ func (e *Engine) advance(ctx context.Context, id string) bool {
 	if wf != nil {
 		node = wf.Nodes[run.Current]
 	}
-	st := Step{Node: run.Current, StartedAt: e.now().UTC()}
+	// st stays empty when the run ends without a step.
+	var st Step
 	var mv move
 	switch {
 	case wf == nil || node == nil:
 		mv = failed(fmt.Sprintf("workflow %s (node %s) is no longer defined", run.Workflow, run.Current))
 	case len(run.Steps) >= wf.MaxSteps:
-		mv = failed(fmt.Sprintf("the run reached max_steps (%d) at node %s", wf.MaxSteps, run.Current))
+		mv = failed(fmt.Sprintf("the run reached max_steps (%d) before node %s", wf.MaxSteps, run.Current))
 	default:
-		st.Agent = node.Agent
+		st = Step{Node: run.Current, Agent: node.Agent, StartedAt: e.now().UTC()}
 		st, mv = e.call(ctx, wf, node, run, st)
 	}
 	if ctx.Err() != nil {
@@ -499,7 +500,9 @@ func (e *Engine) advance(ctx context.Context, id string) bool {
 		}
 		return false
 	}
-	e.writeStep(uctx, updated, st)
+	if st.Node != "" {
+		e.writeStep(uctx, updated, st)
+	}
 	switch updated.Status {
 	case WaitingForHuman:
 		e.write(uctx, audit.Record{Kind: KindSuspend, AgentID: st.Agent, Summary: map[string]any{
@@ -723,10 +726,13 @@ func (e *Engine) edges(ctx context.Context, wf *definition.Workflow, node *defin
 // apply records step st and move mv on r.
 func (e *Engine) apply(r *Run, wf *definition.Workflow, st Step, mv move) {
 	now := e.now().UTC()
+	ran := st.Node != ""
 	if st.EndedAt.IsZero() {
 		st.EndedAt = now
 	}
-	r.Path = append(r.Path, st.Node)
+	if ran {
+		r.Path = append(r.Path, st.Node)
+	}
 	if st.Answer != nil && st.Error == "" {
 		if r.Outputs == nil {
 			r.Outputs = map[string]*Answer{}
@@ -762,7 +768,9 @@ func (e *Engine) apply(r *Run, wf *definition.Workflow, st Step, mv move) {
 		st.Next = definition.Failed
 		e.end(r, Failed, mv.reason)
 	}
-	r.Steps = append(r.Steps, st)
+	if ran {
+		r.Steps = append(r.Steps, st)
+	}
 	r.Context.Status = r.Status
 	r.UpdatedAt = now
 }
