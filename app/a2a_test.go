@@ -202,6 +202,27 @@ messaging:
 		t.Fatal(err)
 	}
 	files[config.RegistryFile] = string(reg)
+	cfg, a, auditLog := buildFromFiles(t, dir, files)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { a.approval.Run(ctx) })
+	wg.Go(func() { a.messaging.Run(ctx) })
+	srv := httptest.NewServer(a.server.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		wg.Wait()
+		a.Close()
+		auditLog.Close()
+	})
+	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
+}
+
+// buildFromFiles writes the config files into dir and builds the gateway
+// from them with Build, on its own audit trail; the gateway's log is shown
+// when the test fails.
+func buildFromFiles(t testing.TB, dir string, files map[string]string) (*config.Config, *App, *audit.Log) {
+	t.Helper()
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -226,19 +247,7 @@ messaging:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { a.approval.Run(ctx) })
-	wg.Go(func() { a.messaging.Run(ctx) })
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		wg.Wait()
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
+	return cfg, a, auditLog
 }
 
 // policyDir is the policy directory of the test config: a path in a

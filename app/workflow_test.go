@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
-	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/workflow"
 )
@@ -194,30 +192,7 @@ audit:
 		config.ProtocolFile:  "protocol:\n  limits:\n    max_retry_attempts: 2\n  timeouts:\n    escalation: " + o.escalation + "\n",
 		config.WorkflowsFile: o.workflows,
 	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := config.Load(dir)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	logs := &testkit.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	auditLog, err := openAudit(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Build(cfg, Options{Log: log, Audit: auditLog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, a, auditLog := buildFromFiles(t, dir, files)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()
