@@ -295,6 +295,17 @@ type Agent struct {
 	// Messages are the agent-to-agent messages this agent may send (RBAC).
 	// None: it may send none.
 	Messages []MessageRule `yaml:"messages"`
+	// The capability registry's optional fields: a precomputed embedding
+	// of the agent (used as given for semantic selection; its dimension
+	// must match the configured model's), a confidence the operator gives
+	// the agent (0..1), its version and where it runs.
+	Embedding       []float64 `yaml:"embedding"`
+	ConfidenceScore *float64  `yaml:"confidence_score"`
+	Version         string    `yaml:"version"`
+	AgentLocation   string    `yaml:"agent_location"`
+	// CallbackURL, if set, receives the agent's approval request events
+	// (POST, JSON), checked by the egress rules like an endpoint.
+	CallbackURL string `yaml:"callback_url"`
 
 	// TokenHash is TokenSHA256 decoded; set by Load.
 	TokenHash [sha256.Size]byte `yaml:"-"`
@@ -317,13 +328,26 @@ type MessageRule struct {
 type Registry struct {
 	Verbs []Verb `yaml:"verbs"`
 	Tools []Tool `yaml:"tools"`
+	// Embeddings, if set, ranks free-text registry queries by the cosine
+	// similarity of embeddings made through this upstream and model (a
+	// governed embeddings call); unset: a lexical ranking (BM25).
+	Embeddings *RegistryEmbeddings `yaml:"embeddings"`
+}
+
+// RegistryEmbeddings names the embeddings model of semantic selection.
+type RegistryEmbeddings struct {
+	Upstream string `yaml:"upstream"`
+	Model    string `yaml:"model"`
 }
 
 // Verb is a compact SACP verb definition. An input is "name" or "name:type"
 // (string, number, integer, boolean, array, object, any); typed inputs are
 // checked in plan params.
 type Verb struct {
-	Name        string   `yaml:"name"`
+	Name string `yaml:"name"`
+	// Aliases are other names of the verb in plans (compact SACP's
+	// abbreviations: "s" for search).
+	Aliases     []string `yaml:"aliases"`
 	Description string   `yaml:"description"`
 	Inputs      []string `yaml:"inputs"`
 	Outputs     string   `yaml:"outputs"`
@@ -356,6 +380,9 @@ type Timeouts struct {
 	Response Duration `yaml:"response"`
 	// Escalation: escalations older than this become REJECTED. Default 24h.
 	Escalation Duration `yaml:"escalation"`
+	// ApprovalValidity: an APPROVED request expires (EXPIRED) this long
+	// after its approval unless REPORTed. Default 24h.
+	ApprovalValidity Duration `yaml:"approval_validity"`
 	// StreamIdle ends a stream whose upstream sends nothing for this long
 	// with an error event. Default 30s.
 	StreamIdle Duration `yaml:"stream_idle"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/netip"
 	"net/url"
 	"os"
@@ -592,6 +593,10 @@ func (r Registry) Library() (*compact.Library, error) { return compactLibrary(r)
 // registry and the other agents.
 func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, tools map[string]bool) {
 	const f = AgentsFile
+	var (
+		dim      int    // the dimension of the first precomputed embedding
+		dimAgent string // and whose it is
+	)
 	for _, id := range sortedKeys(agents) {
 		a := agents[id]
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
@@ -609,6 +614,28 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 			u, err := url.Parse(a.Endpoint)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				l.add(f, at("endpoint"), "agent %q: endpoint %q: want an http or https URL", id, a.Endpoint)
+			}
+		}
+		if a.CallbackURL != "" {
+			u, err := url.Parse(a.CallbackURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				l.add(f, at("callback_url"), "agent %q: callback_url %q: want an http or https URL", id, a.CallbackURL)
+			}
+		}
+		if c := a.ConfidenceScore; c != nil && (*c < 0 || *c > 1 || math.IsNaN(*c)) {
+			l.add(f, at("confidence_score"), "agent %q: confidence_score %v: want a number from 0 to 1", id, *c)
+		}
+		if len(a.Embedding) > 0 {
+			if dim == 0 {
+				dim, dimAgent = len(a.Embedding), id
+			} else if len(a.Embedding) != dim {
+				l.add(f, at("embedding"), "agent %q: embedding has %d dimensions, agent %q's has %d: they must be of one model", id, len(a.Embedding), dimAgent, dim)
+			}
+			for _, x := range a.Embedding {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					l.add(f, at("embedding"), "agent %q: embedding holds a value that is not a finite number", id)
+					break
+				}
 			}
 		}
 		for i, r := range a.Messages {
@@ -748,6 +775,12 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	if p.Timeouts.Escalation == 0 {
 		p.Timeouts.Escalation = Duration(24 * time.Hour)
+	}
+	if p.Timeouts.ApprovalValidity == 0 {
+		p.Timeouts.ApprovalValidity = Duration(24 * time.Hour)
+	}
+	if p.Timeouts.ApprovalValidity < 0 {
+		l.add(f, at("timeouts", "approval_validity"), "protocol.timeouts.approval_validity: must be positive")
 	}
 	if p.Timeouts.StreamIdle == 0 {
 		p.Timeouts.StreamIdle = Duration(30 * time.Second)
