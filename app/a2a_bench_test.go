@@ -53,7 +53,7 @@ func benchPost(b *testing.B, url, token string) {
 func BenchmarkRelayRequestResponse(b *testing.B) {
 	g := newA2A(b, a2aOpts{})
 	g.peers["planner_1"].Set(func(w http.ResponseWriter, _ *http.Request, body []byte) { answer(w, body) })
-	benchPost(b, g.srv.URL+"/v1/messages", "tok-orch_1")
+	benchPost(b, g.srv.URL+"/relay/messages", "tok-orch_1")
 }
 
 // BenchmarkRelayRequestResponseAuditOpen is the same with fail_mode open:
@@ -61,7 +61,7 @@ func BenchmarkRelayRequestResponse(b *testing.B) {
 func BenchmarkRelayRequestResponseAuditOpen(b *testing.B) {
 	g := newA2A(b, a2aOpts{failMode: "open"})
 	g.peers["planner_1"].Set(func(w http.ResponseWriter, _ *http.Request, body []byte) { answer(w, body) })
-	benchPost(b, g.srv.URL+"/v1/messages", "tok-orch_1")
+	benchPost(b, g.srv.URL+"/relay/messages", "tok-orch_1")
 }
 
 // BenchmarkBareProxyHop is the baseline: a bare httputil.ReverseProxy in

@@ -260,7 +260,7 @@ func TestMessageRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body, _ := g.do(http.MethodPost, "/v1/messages", tc.token, tc.body)
+			status, body, _ := g.do(http.MethodPost, "/relay/messages", tc.token, tc.body)
 			var e struct {
 				Error struct {
 					Message, Type, Code string

@@ -296,7 +296,7 @@ func (g *a2a) do(method, path, token, body string) (int, []byte, http.Header) {
 
 func (g *a2a) send(agent, envelope string) (int, map[string]any) {
 	g.t.Helper()
-	status, body, _ := g.do(http.MethodPost, "/v1/messages", "tok-"+agent, envelope)
+	status, body, _ := g.do(http.MethodPost, "/relay/messages", "tok-"+agent, envelope)
 	var out map[string]any
 	if err := json.Unmarshal(body, &out); err != nil {
 		g.t.Fatalf("answer is not JSON (%d): %s", status, body)
@@ -307,7 +307,7 @@ func (g *a2a) send(agent, envelope string) (int, map[string]any) {
 // history returns the message ids of a thread as agent sees it.
 func (g *a2a) history(agent, query string) (int, []string, []map[string]any) {
 	g.t.Helper()
-	status, body, _ := g.do(http.MethodGet, "/v1/messages?"+query, "tok-"+agent, "")
+	status, body, _ := g.do(http.MethodGet, "/relay/messages?"+query, "tok-"+agent, "")
 	var out struct {
 		Data []map[string]any `json:"data"`
 	}

@@ -371,8 +371,8 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(api.Validate), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(api.Query), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},
-			{Method: http.MethodPost, Path: "/v1/messages", Handler: http.HandlerFunc(a.messaging.Send), Metered: true},
-			{Method: http.MethodGet, Path: "/v1/messages", Handler: http.HandlerFunc(a.messaging.History)},
+			{Method: http.MethodPost, Path: "/relay/messages", Handler: http.HandlerFunc(a.messaging.Send), Metered: true},
+			{Method: http.MethodGet, Path: "/relay/messages", Handler: http.HandlerFunc(a.messaging.History)},
 			{Method: http.MethodGet, Path: "/admin/messages", Handler: a.messaging.AdminHistory(a.approval), People: true},
 		}
 	}

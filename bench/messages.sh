@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/messages.sh — load benchmark of agent-to-agent traffic: a REQUEST
 # relayed to an agent's endpoint and its RESPONSE returned, through the
-# gateway (POST /v1/messages: identity, rate limit, envelope checks both
+# gateway (POST /relay/messages: identity, rate limit, envelope checks both
 # ways, RBAC, messages.deny, history, audit) against a bare reverse proxy in
 # front of the same recipient, in the same run.
 #
@@ -107,7 +107,7 @@ wait_ready recipient "$RCP_PID" "$RECIPIENT_PORT"
 wait_ready bareproxy "$BARE_PID" "$BARE_PORT"
 wait_ready gateway "$GW_PID" "$GATEWAY_PORT"
 
-url_of() { case $1 in bare) echo "http://127.0.0.1:$BARE_PORT/messages" ;; gateway) echo "http://127.0.0.1:$GATEWAY_PORT/v1/messages" ;; esac; }
+url_of() { case $1 in bare) echo "http://127.0.0.1:$BARE_PORT/messages" ;; gateway) echo "http://127.0.0.1:$GATEWAY_PORT/relay/messages" ;; esac; }
 pid_of() { case $1 in bare) echo "$BARE_PID" ;; gateway) echo "$GW_PID" ;; esac; }
 
 # Sanity: the gateway authenticates, relays and returns the RESPONSE.

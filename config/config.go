@@ -83,7 +83,7 @@ type Unauthenticated struct {
 	AuditWindow Duration `yaml:"audit_window"`
 }
 
-// Messaging configures agent-to-agent traffic (POST /v1/messages).
+// Messaging configures agent-to-agent traffic (POST /relay/messages).
 type Messaging struct {
 	// Timeout bounds a REQUEST's round trip when its metadata.timeout_ms is
 	// absent, and each delivery attempt of a queued message. Default 10s.
@@ -290,7 +290,7 @@ type Agent struct {
 	Inputs         []string `yaml:"inputs"`
 	Outputs        []string `yaml:"outputs"`
 	// Endpoint is the http(s) URL where the agent receives messages
-	// (POST /v1/messages relays to it). Empty: the agent receives none.
+	// (POST /relay/messages relays to it). Empty: the agent receives none.
 	Endpoint string `yaml:"endpoint"`
 	// Messages are the agent-to-agent messages this agent may send (RBAC).
 	// None: it may send none.
@@ -314,7 +314,7 @@ type Agent struct {
 }
 
 // MessageRule allows an agent to send the listed actions to the listed
-// recipients through POST /v1/messages.
+// recipients through POST /relay/messages.
 type MessageRule struct {
 	// To are recipient agent ids; "*" is any agent, "broadcast" a message
 	// without a recipient.
@@ -422,7 +422,7 @@ type Redaction struct {
 	ApplyTo     []string `yaml:"apply_to"`
 	Block       []string `yaml:"block"`
 	Requests    bool     `yaml:"requests"`
-	// Messages also redacts agent-to-agent envelopes (POST /v1/messages):
+	// Messages also redacts agent-to-agent envelopes (POST /relay/messages):
 	// the string values of the payload and the error text, both ways.
 	// Default false: agents exchange what they sent.
 	Messages bool `yaml:"messages"`

@@ -216,7 +216,7 @@ func TestAllocationsStableAcrossReloads(t *testing.T) {
 }
 
 // BenchmarkMessagesDeny is data.gateway.messages.deny on the first step of
-// the ACL envelope's example flow, as POST /v1/messages builds its input.
+// the ACL envelope's example flow, as POST /relay/messages builds its input.
 func BenchmarkMessagesDeny(b *testing.B) {
 	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
 	in := map[string]any{

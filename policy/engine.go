@@ -321,7 +321,7 @@ func (e *Engine) ChatDeny(ctx context.Context, input map[string]any) (ChatDecisi
 }
 
 // MessagesDeny evaluates data.gateway.messages.deny for an agent-to-agent
-// envelope (POST /v1/messages); input is {agent, message, recipient,
+// envelope (POST /relay/messages); input is {agent, message, recipient,
 // authz}. Deny with Reasons means 403 policy_denied; failing closed denies,
 // and the error follows the rule of Approval.
 func (e *Engine) MessagesDeny(ctx context.Context, input map[string]any) (ChatDecision, error) {

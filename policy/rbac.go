@@ -287,7 +287,7 @@ func messageRules(id string, rules []config.MessageRule) [][]string {
 }
 
 // AuthorizeMessage decides whether agent sender may send an envelope with
-// action to recipient ("" for a broadcast) through POST /v1/messages.
+// action to recipient ("" for a broadcast) through POST /relay/messages.
 func (r *RBAC) AuthorizeMessage(sender, recipient, action string) Authz {
 	k := messageKey{sender, recipient, action}
 	if v, ok := r.messages.Load(k); ok {

@@ -2,7 +2,7 @@
 # title: Messages policy
 # description: |
 #   data.gateway.messages.deny is the set of reasons to refuse an
-#   agent-to-agent envelope at POST /v1/messages (403 policy_denied); empty
+#   agent-to-agent envelope at POST /relay/messages (403 policy_denied); empty
 #   allows. It runs after the envelope was validated, the sender matched the
 #   authenticated agent and RBAC allowed the action to the recipient.
 #   Input: {agent (the sender's registry entry), message (the normalised
