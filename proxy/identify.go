@@ -78,8 +78,13 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	ex.Agent = a
 	method := "token"
-	if _, ok := scope.ActingOf(r.Context()); ok {
-		method = "workflow"
+	if acting, ok := scope.ActingOf(r.Context()); ok {
+		// The gateway's own call as the agent: a workflow step, or the
+		// registry embedding the agent's profile or query.
+		method = "in_process"
+		if acting.RunID != "" {
+			method = "workflow"
+		}
 	} else if _, present := bearer(r); !present {
 		method = "sidecar"
 		if _, spiffe := s.fromCertificate(r); spiffe != "" {

@@ -488,7 +488,10 @@ func (e *Engine) advance(ctx context.Context, id string) bool {
 		mv = e.openReview(uctx, run, st, mv)
 	}
 	updated, err := e.update(uctx, id, func(r *Run) error {
-		if r.Status != InProgress {
+		// Only on the state the step started from: a run cancelled, or
+		// advanced by another replica that took the lease meanwhile, keeps
+		// what happened there.
+		if r.Status != InProgress || len(r.Steps) != len(run.Steps) || r.Current != run.Current {
 			return errStopped
 		}
 		e.apply(r, wf, st, mv)
