@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -80,7 +81,10 @@ type App struct {
 	sources   *sourceguard.Guard
 	tracer    *tracing.Tracer
 	keepAlive time.Duration
-	mu        sync.Mutex // guards upstreams across reloads
+	// embedModel is the registry's embeddings model (registry.embeddings),
+	// swapped on reload.
+	embedModel atomic.Pointer[string]
+	mu         sync.Mutex // guards upstreams across reloads
 }
 
 // gateway builds the OpenAI front door for cfg; limits, audit trail and
@@ -323,7 +327,14 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.sidecar, a.log = sidecar, log
-	reg, err := registry.New(cfg, st.spawned)
+	a.embedModel.Store(embeddingsModel(cfg))
+	regOpts := []registry.Option{registry.WithLogger(log),
+		registry.WithEmbedder(embedder{handler: a.Handler, model: func() string { return *a.embedModel.Load() }})}
+	if st.redis != nil {
+		regOpts = append(regOpts, registry.WithVectorCache(registry.NewRedisVectorCache(st.redis,
+			registry.RedisVectorCacheOptions{Timeout: cfg.Gateway.State.Timeout.D()})))
+	}
+	reg, err := registry.New(cfg, st.spawned, regOpts...)
 	if err != nil {
 		return fail(&UsageError{err.Error()})
 	}
@@ -455,6 +466,16 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		return fail(err)
 	}
 	return a, nil
+}
+
+// embeddingsModel is the model of registry.embeddings ("" when unset: the
+// registry then ranks text lexically and never calls the embedder).
+func embeddingsModel(cfg *config.Config) *string {
+	m := ""
+	if e := cfg.Registry.Embeddings; e != nil {
+		m = e.Model
+	}
+	return &m
 }
 
 // bounds are the server's connection limits from gateway.yaml's http.
@@ -680,6 +701,7 @@ func (a *App) reconfigure(cfg *config.Config) error {
 	for _, apply := range applies {
 		apply()
 	}
+	a.embedModel.Store(embeddingsModel(cfg))
 	a.mu.Lock()
 	old := a.upstreams
 	a.upstreams = ups

@@ -77,41 +77,52 @@ func (a *API) Validate(w http.ResponseWriter, r *http.Request) {
 
 // QueryList is the answer of POST /registry/query.
 type QueryList struct {
-	Object string  `json:"object"`
-	Query  Query   `json:"query"`
-	Data   []Match `json:"data"`
+	Object string `json:"object"`
+	Query  Query  `json:"query"`
+	TopK   int    `json:"top_k"`
+	Answer
 }
 
-// Query serves POST /registry/query with compact SACP's {"query": {verb,
-// inputs, output_type}} (the bare inner object is accepted too).
+// Query serves POST /registry/query: {"query": {text?, verb?, inputs?,
+// output_type?, tags?}, "top_k"?: 1..50 (default 5)}, at least one
+// criterion (the bare inner object, with top_k beside its members, is
+// accepted too). Registry.Search ranks; the querying agent's identity is
+// the one a semantic ranking embeds the text as.
 func (a *API) Query(w http.ResponseWriter, r *http.Request) {
 	raw, err := readBody(r)
 	if err != nil {
 		httpx.Fail(w, r, err)
 		return
 	}
-	q, err := decodeQuery(raw)
+	q, topK, err := decodeQuery(raw)
 	if err != nil {
 		httpx.Fail(w, r, err)
 		return
 	}
-	matches, err := a.Registry.Query(r.Context(), q)
+	ans, err := a.Registry.Search(r.Context(), scope.Get(r.Context()).Agent.ID, q, topK)
 	if err != nil {
 		a.Log.Warn("registry: answering from the last known registry", "error", err.Error())
 	}
 	if q.Inputs == nil {
 		q.Inputs = []string{}
 	}
-	httpx.WriteJSON(w, r, http.StatusOK, QueryList{Object: "list", Query: q, Data: matches})
+	httpx.WriteJSON(w, r, http.StatusOK, QueryList{Object: "list", Query: q, TopK: topK, Answer: ans})
 }
 
-// queryFields is the shape of a query body: {"query": {...}} or the bare
-// inner object, whose members are then Query's own.
+// Bounds of a query's values.
+const (
+	maxQueryValue = 128  // verb, output_type, an input, a tag
+	maxQueryText  = 1024 // text
+	maxQueryList  = 64   // inputs, tags
+)
+
+// queryFields is the shape of a query body: {"query": {...}, "top_k"} or
+// the bare inner object (with top_k), whose members are then Query's own.
 var queryFields = func() *sj.Fields {
 	q := sj.FromStruct(reflect.TypeOf(Query{}))
-	m := map[string]*sj.Fields{"query": q}
+	m := map[string]*sj.Fields{"query": q, "top_k": nil}
 	for _, name := range q.Names() {
-		m[name] = nil // strings and a list of strings: nothing below to name
+		m[name] = nil // strings and lists of strings: nothing below to name
 	}
 	return sj.Object(m)
 }()
@@ -120,44 +131,97 @@ var queryFields = func() *sj.Fields {
 // name repeated at any depth, or one that differs from a known name only by
 // case, is refused, so the query answered is the one every reader of the
 // body sees (encoding/json, below, would keep the last of two and match
-// "Verb" to verb).
-func decodeQuery(raw []byte) (Query, error) {
+// "Verb" to verb). topK is DefaultTopK when the body sets none.
+func decodeQuery(raw []byte) (q Query, topK int, err error) {
 	if err := sj.Check(raw, queryFields); err != nil {
 		param := ""
 		if se, ok := errors.AsType[*sj.Error](err); ok {
 			param = se.Path
 		}
-		return Query{}, apierror.BadRequest(param, "Invalid query body: %v.", err)
+		return Query{}, 0, apierror.BadRequest(param, "Invalid query body: %v.", err)
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return Query{}, apierror.BadRequest("", "The body must be a JSON object: %v.", err)
+		return Query{}, 0, apierror.BadRequest("", "The body must be a JSON object: %v.", err)
 	}
-	inner := raw
-	if q, ok := probe["query"]; ok {
-		if len(probe) != 1 {
-			return Query{}, apierror.BadRequest("query", "Send {\"query\": {...}} with nothing beside it.")
+	var k *int
+	if _, ok := probe["query"]; ok {
+		for name := range probe {
+			if name != "query" && name != "top_k" {
+				return Query{}, 0, apierror.BadRequest("query", "Send {\"query\": {...}, \"top_k\": n} with nothing else beside the query.")
+			}
 		}
-		inner = q
+		var body struct {
+			Query *Query `json:"query"`
+			TopK  *int   `json:"top_k"`
+		}
+		if err := strictDecode(raw, &body); err != nil {
+			return Query{}, 0, err
+		}
+		if body.Query != nil {
+			q = *body.Query
+		}
+		k = body.TopK
+	} else {
+		var body struct {
+			Query
+			TopK *int `json:"top_k"`
+		}
+		if err := strictDecode(raw, &body); err != nil {
+			return Query{}, 0, err
+		}
+		q, k = body.Query, body.TopK
 	}
-	dec := json.NewDecoder(strings.NewReader(string(inner)))
+	topK = DefaultTopK
+	if k != nil {
+		if *k < 1 || *k > MaxTopK {
+			return Query{}, 0, apierror.BadRequest("top_k", "top_k must be an integer from 1 to %d.", MaxTopK)
+		}
+		topK = *k
+	}
+	if err := checkQuery(q); err != nil {
+		return Query{}, 0, err
+	}
+	return q, topK, nil
+}
+
+func strictDecode(raw []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
-	var q Query
-	if err := dec.Decode(&q); err != nil {
-		return Query{}, apierror.BadRequest("query", "Invalid query (want verb, inputs, output_type): %v.", err)
+	if err := dec.Decode(v); err != nil {
+		return apierror.BadRequest("query", "Invalid query (want text, verb, inputs, output_type, tags; top_k): %v.", err)
 	}
-	if q.Verb == "" && len(q.Inputs) == 0 && q.OutputType == "" {
-		return Query{}, apierror.BadRequest("query", "The query needs at least one of verb, inputs and output_type.")
+	return nil
+}
+
+// checkQuery bounds a decoded query and requires a criterion.
+func checkQuery(q Query) error {
+	if strings.TrimSpace(q.Text) == "" && q.Verb == "" && len(q.Inputs) == 0 && q.OutputType == "" && len(q.Tags) == 0 {
+		return apierror.BadRequest("query", "The query needs at least one of text, verb, inputs, output_type and tags.")
+	}
+	if len(q.Text) > maxQueryText {
+		return apierror.BadRequest("query.text", "The query text is at most %d bytes.", maxQueryText)
+	}
+	if q.Text != "" && strings.TrimSpace(q.Text) == "" {
+		return apierror.BadRequest("query.text", "The query text is blank.")
+	}
+	if len(q.Inputs) > maxQueryList {
+		return apierror.BadRequest("query.inputs", "At most %d inputs.", maxQueryList)
+	}
+	if len(q.Tags) > maxQueryList {
+		return apierror.BadRequest("query.tags", "At most %d tags.", maxQueryList)
 	}
 	for _, s := range append([]string{q.Verb, q.OutputType}, q.Inputs...) {
-		if len(s) > 128 {
-			return Query{}, apierror.BadRequest("query", "Query values are at most 128 bytes.")
+		if len(s) > maxQueryValue {
+			return apierror.BadRequest("query", "Query values are at most %d bytes.", maxQueryValue)
 		}
 	}
-	if len(q.Inputs) > 64 {
-		return Query{}, apierror.BadRequest("query.inputs", "At most 64 inputs.")
+	for _, t := range q.Tags {
+		if t == "" || len(t) > maxQueryValue {
+			return apierror.BadRequest("query.tags", "Tags are 1 to %d bytes.", maxQueryValue)
+		}
 	}
-	return q, nil
+	return nil
 }
 
 // SpawnResult is the answer of POST /registry/spawn.

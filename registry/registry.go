@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +36,15 @@ type Entry struct {
 	Outputs        []string `json:"outputs"`
 	Description    string   `json:"description"`
 	Tags           []string `json:"tags"`
+	// The operator's optional facts about a configured agent, shown as
+	// given.
+	ConfidenceScore *float64 `json:"confidence_score,omitempty"`
+	Version         string   `json:"version,omitempty"`
+	AgentLocation   string   `json:"agent_location,omitempty"`
+	// Embedding is the configured agent's precomputed embedding, used as
+	// given by semantic selection. Never shown: it is large, and says
+	// nothing an agent needs.
+	Embedding []float64 `json:"-"`
 	// Endpoint is where the agent receives messages. It is never shown to
 	// agents: they reach each other through the gateway.
 	Endpoint string `json:"-"`
@@ -67,27 +77,52 @@ type Registry struct {
 	store Store
 	ttl   time.Duration
 	now   func() time.Time
+	opts  options
+	// vectors is the in-process cache of profile embeddings, in front of
+	// opts.shared (shared by replicas) when there is one.
+	vectors *MemoryVectorCache
+
+	// warned holds the configuration problems already logged (a precomputed
+	// embedding of the wrong dimension), so that each is logged once, not
+	// at every query.
+	warnMu sync.Mutex
+	warned map[string]bool
 
 	mu sync.Mutex
 	// static, byName and lib are the configuration's (replaced by Reload).
-	static   []Entry
-	byName   map[string]int
-	lib      *compact.Library
-	cachedAt time.Time
-	cached   *view
+	static []Entry
+	byName map[string]int
+	lib    *compact.Library
+	// embedModel is cfg.Registry.Embeddings as "upstream/model" ("" when
+	// not configured: free text ranks lexically).
+	embedModel string
+	cachedAt   time.Time
+	cached     *view
 }
 
 // view is the registry as of one read of the Store.
 type view struct {
-	entries []Entry
-	byName  map[string]int
-	lib     *compact.Library
+	entries    []Entry
+	byName     map[string]int
+	lib        *compact.Library
+	embedModel string
+
+	// The agents' profile texts and their BM25 statistics, computed at the
+	// first free-text query of this view.
+	textOnce sync.Once
+	text     *textIndex
 }
 
 // New builds the registry of cfg. Spawned agents are read from store
 // (refreshed at most every second, and at once after a local spawn).
-func New(cfg *config.Config, store Store) (*Registry, error) {
-	r := &Registry{store: store, ttl: time.Second, now: time.Now}
+// Without options free-text queries rank lexically (BM25); WithEmbedder
+// turns semantic selection on.
+func New(cfg *config.Config, store Store, opts ...Option) (*Registry, error) {
+	o := options{log: slog.Default(), embedTimeout: defaultEmbedTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	r := &Registry{store: store, ttl: time.Second, now: time.Now, opts: o, vectors: NewMemoryVectorCache(), warned: map[string]bool{}}
 	apply, err := r.Prepare(cfg)
 	if err != nil {
 		return nil, err
@@ -104,6 +139,10 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	embedModel := ""
+	if e := cfg.Registry.Embeddings; e != nil {
+		embedModel = e.Upstream + "/" + e.Model
+	}
 	var static []Entry
 	byName := map[string]int{}
 	ids := make([]string, 0, len(cfg.Agents))
@@ -117,12 +156,13 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 		static = append(static, Entry{
 			AgentName: id, Type: a.Type, SupportedVerbs: nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
 			Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
-			Endpoint: a.Endpoint,
+			ConfidenceScore: clonePtr(a.ConfidenceScore), Version: a.Version, AgentLocation: a.AgentLocation,
+			Embedding: slices.Clone(a.Embedding), Endpoint: a.Endpoint,
 		})
 	}
 	return func() {
 		r.mu.Lock()
-		r.static, r.byName, r.lib, r.cached = static, byName, lib, nil
+		r.static, r.byName, r.lib, r.embedModel, r.cached = static, byName, lib, embedModel, nil
 		r.mu.Unlock()
 	}, nil
 }
@@ -150,9 +190,9 @@ func (r *Registry) current(ctx context.Context) (*view, error) {
 		if r.cached != nil {
 			return r.cached, fmt.Errorf("registry: read spawned agents: %w", err)
 		}
-		return &view{entries: r.static, byName: r.byName, lib: r.lib}, fmt.Errorf("registry: read spawned agents: %w", err)
+		return &view{entries: r.static, byName: r.byName, lib: r.lib, embedModel: r.embedModel}, fmt.Errorf("registry: read spawned agents: %w", err)
 	}
-	v := &view{entries: slices.Clip(r.static), byName: make(map[string]int, len(r.byName)+len(spawned)), lib: r.lib}
+	v := &view{entries: slices.Clip(r.static), byName: make(map[string]int, len(r.byName)+len(spawned)), lib: r.lib, embedModel: r.embedModel}
 	for k, i := range r.byName {
 		v.byName[k] = i
 	}
@@ -252,75 +292,6 @@ func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entr
 	return e, nil
 }
 
-// Query is compact SACP's registry query.
-type Query struct {
-	Verb       string   `json:"verb"`
-	Inputs     []string `json:"inputs"`
-	OutputType string   `json:"output_type"`
-}
-
-// Match is an entry with how well it matches a query, 0..1.
-type Match struct {
-	Entry
-	Score float64 `json:"score"`
-	// Why lists what matched ("verb", "inputs 2/3", "output_type").
-	Why []string `json:"matched"`
-}
-
-// Query returns the agents matching q, best first. An agent matches when
-// it supports the verb (if given) and produces the output type (if
-// given: its outputs, or its verbs' outputs when it declares none); it
-// ranks by verb (0.4), output type (0.3) and the share of the
-// query's inputs it takes (0.3). Inputs compare by their last dotted part
-// and case-insensitively ("ctx.history" takes "history"). Ties go by name.
-func (r *Registry) Query(ctx context.Context, q Query) ([]Match, error) {
-	v, err := r.current(ctx)
-	out := []Match{}
-	for _, e := range v.entries {
-		m := Match{Entry: e, Why: []string{}}
-		if q.Verb != "" {
-			if !containsFold(e.SupportedVerbs, q.Verb) {
-				continue
-			}
-			m.Score += 0.4
-			m.Why = append(m.Why, "verb")
-		}
-		if q.OutputType != "" {
-			// An agent's own outputs say what it returns; without them,
-			// its verbs' definitions do.
-			if !containsFold(e.Outputs, q.OutputType) && (len(e.Outputs) > 0 || !r.verbOutputs(v.lib, e, q.OutputType)) {
-				continue
-			}
-			m.Score += 0.3
-			m.Why = append(m.Why, "output_type")
-		}
-		if len(q.Inputs) > 0 {
-			have := 0
-			for _, in := range q.Inputs {
-				if takesInput(e.Inputs, in) {
-					have++
-				}
-			}
-			if have > 0 {
-				m.Score += 0.3 * float64(have) / float64(len(q.Inputs))
-				m.Why = append(m.Why, fmt.Sprintf("inputs %d/%d", have, len(q.Inputs)))
-			}
-			if q.Verb == "" && q.OutputType == "" && have == 0 {
-				continue
-			}
-		}
-		m.Score = float64(int(m.Score*1000+0.5)) / 1000
-		out = append(out, m)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Score != out[j].Score {
-			return out[i].Score > out[j].Score
-		}
-		return out[i].AgentName < out[j].AgentName
-	})
-	return out, err
-}
-
 // verbOutputs: one of the agent's verbs is defined to output typ.
 func (r *Registry) verbOutputs(lib *compact.Library, e Entry, typ string) bool {
 	for _, name := range e.SupportedVerbs {
@@ -356,6 +327,16 @@ func containsFold(set []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// clonePtr copies *p, so that an entry shares nothing with the
+// configuration it came from.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func nonNil(s []string) []string {

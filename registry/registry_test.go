@@ -50,13 +50,23 @@ func TestQueryRanksBestFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			names, scores := []string{}, []float64{}
-			for _, m := range got {
-				names = append(names, m.AgentName)
-				scores = append(scores, m.Score)
+			ans, err := r.Search(context.Background(), "orch", tc.q, 0)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !slices.Equal(names, tc.want) || !slices.Equal(scores, tc.scores) {
-				t.Errorf("got %v %v, want %v %v", names, scores, tc.want, tc.scores)
+			// Search answers a query without text exactly as Query.
+			for _, ms := range [][]Match{got, ans.Data} {
+				names, scores := []string{}, []float64{}
+				for _, m := range ms {
+					names = append(names, m.AgentName)
+					scores = append(scores, m.Score)
+				}
+				if !slices.Equal(names, tc.want) || !slices.Equal(scores, tc.scores) {
+					t.Errorf("got %v %v, want %v %v", names, scores, tc.want, tc.scores)
+				}
+			}
+			if ans.Ranking != RankStructural || (len(tc.want) == 0) != (ans.Suggestion != nil) {
+				t.Errorf("ranking %q, suggestion %+v", ans.Ranking, ans.Suggestion)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,16 +44,22 @@ func (s *MemoryStore) List(context.Context) ([]Entry, error) {
 // RedisStore keeps spawned agents in one Redis hash, so that every replica
 // sees an agent as soon as one registered it (state.backend redis).
 type RedisStore struct {
-	client redis.UniversalClient
-	key    string
+	client  redis.UniversalClient
+	key     string
+	timeout time.Duration
 }
+
+// redisStoreTimeout bounds each call: a Redis that does not answer makes
+// the registry serve its last known view (Registry.current) instead of
+// holding the request.
+const redisStoreTimeout = 5 * time.Second
 
 // NewRedisStore uses the hash prefix+":registry:spawned" (prefix "" means "gw").
 func NewRedisStore(client redis.UniversalClient, prefix string) *RedisStore {
 	if prefix == "" {
 		prefix = "gw"
 	}
-	return &RedisStore{client: client, key: prefix + ":registry:spawned"}
+	return &RedisStore{client: client, key: prefix + ":registry:spawned", timeout: redisStoreTimeout}
 }
 
 // Add implements Store: HSETNX, so two replicas spawning the same name
@@ -62,6 +69,8 @@ func (s *RedisStore) Add(ctx context.Context, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("registry: encode %q: %w", e.AgentName, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	ok, err := s.client.HSetNX(ctx, s.key, e.AgentName, raw).Result()
 	if err != nil {
 		return fmt.Errorf("registry: store %q: %w", e.AgentName, err)
@@ -74,6 +83,8 @@ func (s *RedisStore) Add(ctx context.Context, e Entry) error {
 
 // List implements Store.
 func (s *RedisStore) List(ctx context.Context) ([]Entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	all, err := s.client.HGetAll(ctx, s.key).Result()
 	if err != nil {
 		return nil, fmt.Errorf("registry: list: %w", err)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
+
+	"github.com/sacpgw/gateway/upstream"
 )
 
 // fakeOpenAI is an OpenAI-compatible upstream recording what it received.
@@ -425,7 +427,7 @@ func TestModelsAndEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(emb.Data) != 2 || len(emb.Data[0].Embedding) != 8 {
+	if len(emb.Data) != 2 || len(emb.Data[0].Embedding) != upstream.MockEmbeddingDim {
 		t.Errorf("embeddings = %+v", emb.Data)
 	}
 }

@@ -3,16 +3,17 @@ package upstream
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/sacpgw/gateway/config"
 )
@@ -44,7 +45,8 @@ type mockRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Input json.RawMessage `json:"input"`
+	Input      json.RawMessage `json:"input"`
+	Dimensions *int            `json:"dimensions"`
 }
 
 func (m mock) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -143,26 +145,43 @@ func (m mock) chat(req *http.Request, body []byte) *http.Response {
 }
 
 func (m mock) embeddings(req *http.Request, body []byte) *http.Response {
+	bad := func(msg, param string) *http.Response {
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "mock: " + msg, "type": "invalid_request_error", "code": "invalid_request", "param": param}})
+		return mockResponse(req, http.StatusBadRequest, "application/json", b)
+	}
 	var in mockRequest
 	if err := json.Unmarshal(body, &in); err != nil || len(in.Input) == 0 {
-		return mockResponse(req, http.StatusBadRequest, "application/json",
-			[]byte(`{"error":{"message":"mock: want model and input","type":"invalid_request_error","code":"invalid_request","param":"input"}}`))
+		return bad("want model and input", "input")
 	}
+	// input is a string or an array of strings, as OpenAI's; token arrays
+	// are not understood, and are refused rather than embedded as "".
 	var inputs []string
 	if err := json.Unmarshal(in.Input, &inputs); err != nil {
 		var one string
-		_ = json.Unmarshal(in.Input, &one)
+		if err := json.Unmarshal(in.Input, &one); err != nil {
+			return bad("input must be a string or an array of strings", "input")
+		}
 		inputs = []string{one}
+	}
+	if len(inputs) == 0 {
+		return bad("input must not be empty", "input")
+	}
+	dim := MockEmbeddingDim
+	if in.Dimensions != nil {
+		if *in.Dimensions < 1 || *in.Dimensions > maxMockDim {
+			return bad(fmt.Sprintf("dimensions must be from 1 to %d", maxMockDim), "dimensions")
+		}
+		dim = *in.Dimensions
 	}
 	data := make([]any, len(inputs))
 	chars := 0
 	for i, s := range inputs {
 		chars += len(s)
-		sum := sha256.Sum256([]byte(s))
-		vec := make([]float64, 8)
-		for j := range vec {
-			v := binary.BigEndian.Uint32(sum[j*4:])
-			vec[j] = math.Round((float64(v)/math.MaxUint32*2-1)*1e6) / 1e6
+		vec := mockEmbedding(s, dim)
+		for j, x := range vec {
+			// Six decimals keep the answer short; the vector stays
+			// normalised to within 1e-5.
+			vec[j] = math.Round(x*1e6) / 1e6
 		}
 		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
 	}
@@ -171,6 +190,65 @@ func (m mock) embeddings(req *http.Request, body []byte) *http.Response {
 		"usage": map[string]int{"prompt_tokens": tokens(chars), "total_tokens": tokens(chars)},
 	})
 	return mockResponse(req, http.StatusOK, "application/json", out)
+}
+
+// MockEmbeddingDim is the length of the mock's embeddings when the request
+// sets no "dimensions". 256, not fewer: an agent's profile has a hundred
+// features or more, and in 64 buckets their collisions drown the signal
+// (measured: 64 dimensions ranked a short query's agent second).
+const MockEmbeddingDim = 256
+
+// maxMockDim bounds "dimensions" (OpenAI's largest model has 3072).
+const maxMockDim = 4096
+
+// MockEmbedding is the mock provider's embedding of text with
+// MockEmbeddingDim dimensions (unrounded), for tests that need the vectors
+// the mock answers without going through it.
+func MockEmbedding(text string) []float64 { return mockEmbedding(text, MockEmbeddingDim) }
+
+// mockEmbedding is a hashed bag of features, L2-normalised, so that texts
+// sharing words, or parts of words ("hotel", "hotels"), are near and others
+// are not, with no model: the same text always gets the same vector.
+//
+// Words are the maximal runs of letters and digits of the lowercased text.
+// Each word is a feature of weight 1 ("w:" + word), and so is each character
+// trigram of the word padded with one space on either side (" ho", "hot",
+// ..., "ls "; "c:" + trigram). A feature adds its weight
+// to bucket FNV-1a-64(feature) mod dim, negated when the hash's top bit is
+// set: signed hashing, so that collisions cancel out on average instead of
+// making unrelated texts look alike. A text without letters or digits gets
+// the zero vector.
+func mockEmbedding(text string, dim int) []float64 {
+	vec := make([]float64, dim)
+	add := func(feature string, w float64) {
+		h := fnv.New64a()
+		h.Write([]byte(feature))
+		sum := h.Sum64()
+		if sum>>63 == 1 {
+			w = -w
+		}
+		vec[sum%uint64(dim)] += w
+	}
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for _, w := range words {
+		add("w:"+w, 1)
+		padded := []rune(" " + w + " ")
+		for i := 0; i+3 <= len(padded); i++ {
+			add("c:"+string(padded[i:i+3]), 1)
+		}
+	}
+	var norm float64
+	for _, x := range vec {
+		norm += x * x
+	}
+	if norm == 0 {
+		return vec
+	}
+	norm = math.Sqrt(norm)
+	for i := range vec {
+		vec[i] /= norm
+	}
+	return vec
 }
 
 func mockResponse(req *http.Request, status int, ctype string, body []byte) *http.Response {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -121,4 +122,87 @@ func TestUpstreamCustomCA(t *testing.T) {
 	if err := call(""); err == nil {
 		t.Fatal("a certificate from an unknown CA was trusted")
 	}
+}
+
+// The mock's embeddings keep OpenAI's answer shape and put similar texts
+// near each other, so that semantic registry selection can be tried with no
+// provider.
+func TestMockEmbeddings(t *testing.T) {
+	s, _ := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	u := s.Route("any-embedding-model")
+	call := func(body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target("/v1/embeddings").String(), strings.NewReader(body))
+		resp, err := u.Transport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	type answer struct {
+		Object string `json:"object"`
+		Model  string `json:"model"`
+		Data   []struct {
+			Object    string    `json:"object"`
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			TotalTokens  int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	embed := func(body string) answer {
+		t.Helper()
+		code, b := call(body)
+		var a answer
+		if err := json.Unmarshal(b, &a); code != 200 || err != nil {
+			t.Fatalf("%s: %d %s %v", body, code, b, err)
+		}
+		return a
+	}
+
+	a := embed(`{"model":"m","input":["hotel search in Paris","find hotels in paris","review code changes"]}`)
+	if a.Object != "list" || a.Model != "m" || len(a.Data) != 3 || a.Usage.TotalTokens == 0 || a.Usage.PromptTokens != a.Usage.TotalTokens {
+		t.Fatalf("answer shape: %+v", a)
+	}
+	for i, d := range a.Data {
+		if d.Object != "embedding" || d.Index != i || len(d.Embedding) != MockEmbeddingDim {
+			t.Fatalf("data[%d]: %+v", i, d)
+		}
+		if n := dot(d.Embedding, d.Embedding); math.Abs(n-1) > 1e-4 {
+			t.Errorf("data[%d] is not normalised: |v|² = %v", i, n)
+		}
+	}
+	hotel, find, review := a.Data[0].Embedding, a.Data[1].Embedding, a.Data[2].Embedding
+	if near, far := dot(hotel, find), dot(hotel, review); near <= far+0.2 {
+		t.Errorf("cos(hotel search, find hotels) = %.3f, cos(hotel search, review code) = %.3f: want the first clearly larger", near, far)
+	}
+
+	// A string input is one text; the same text always gets the same vector.
+	one := embed(`{"model":"other","input":"find hotels in paris"}`)
+	if len(one.Data) != 1 || !slices.Equal(one.Data[0].Embedding, find) {
+		t.Errorf("string input: %+v, want the vector of the same text in an array", one.Data)
+	}
+	if got := embed(`{"model":"m","input":"x","dimensions":8}`); len(got.Data[0].Embedding) != 8 {
+		t.Errorf("dimensions 8: %d", len(got.Data[0].Embedding))
+	}
+	if got := MockEmbedding("find hotels in paris"); len(got) != MockEmbeddingDim || math.Abs(dot(got, find)-1) > 1e-4 {
+		t.Errorf("MockEmbedding differs from the mock's answer")
+	}
+
+	for _, body := range []string{`{`, `{"model":"m"}`, `{"model":"m","input":[1,2]}`, `{"model":"m","input":[]}`, `{"model":"m","input":{"a":1}}`, `{"model":"m","input":"x","dimensions":0}`} {
+		if code, b := call(body); code != 400 || !strings.Contains(string(b), `"invalid_request_error"`) {
+			t.Errorf("%s: %d %s, want 400", body, code, b)
+		}
+	}
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
 }

@@ -1,0 +1,69 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/sacpgw/gateway/internal/scope"
+)
+
+// embedder makes the registry's embeddings calls through the gateway's own
+// handler, in process, as an agent (scope.Acting): identified, limited,
+// checked and audited like the agent's own /v1/embeddings request. The
+// query text is embedded as the agent that queries, an agent's profile as
+// that agent.
+type embedder struct {
+	handler func() http.Handler
+	// model is the current registry.embeddings model (it changes on reload).
+	model func() string
+}
+
+// Embed returns one vector per text.
+func (e embedder) Embed(ctx context.Context, agentID string, texts []string) ([][]float64, error) {
+	body, err := json.Marshal(map[string]any{"model": e.model(), "input": texts})
+	if err != nil {
+		return nil, fmt.Errorf("embeddings request: %w", err)
+	}
+	ctx = scope.WithActing(ctx, scope.Acting{AgentID: agentID})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/embeddings", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("embeddings request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.RemoteAddr = "127.0.0.1:0" // in process
+	rec := &stepResponse{header: http.Header{}}
+	e.handler().ServeHTTP(rec, req)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if rec.overflow || rec.status != http.StatusOK {
+		return nil, fmt.Errorf("embeddings as agent %s refused: %d %s", agentID, rec.status, errorMessage(rec.body.Bytes()))
+	}
+	var resp struct {
+		Data []struct {
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := jsonv2.Unmarshal(rec.body.Bytes(), &resp); err != nil {
+		return nil, fmt.Errorf("embeddings answer: %w", err)
+	}
+	out := make([][]float64, len(texts))
+	for _, d := range resp.Data {
+		if d.Index < 0 || d.Index >= len(texts) || out[d.Index] != nil {
+			return nil, fmt.Errorf("embeddings answer: index %d out of place", d.Index)
+		}
+		out[d.Index] = d.Embedding
+	}
+	for i, v := range out {
+		if len(v) == 0 {
+			return nil, fmt.Errorf("embeddings answer: no vector for input %d", i)
+		}
+	}
+	return out, nil
+}
