@@ -131,6 +131,8 @@ type a2aOpts struct {
 	// publicOnly leaves out messaging.allowed_networks: the loopback
 	// endpoints of the test are then refused, as in a default install.
 	publicOnly bool
+	// registryExtra is appended under "registry:" in registry.yaml.
+	registryExtra string
 }
 
 func newA2A(t testing.TB, o a2aOpts) *a2a {
@@ -201,7 +203,7 @@ messaging:
 	if err != nil {
 		t.Fatal(err)
 	}
-	files[config.RegistryFile] = string(reg)
+	files[config.RegistryFile] = string(reg) + o.registryExtra
 	cfg, a, auditLog := buildFromFiles(t, dir, files)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
