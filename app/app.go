@@ -314,13 +314,15 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	// Outbound calls of the gateway's own (endpoints, webhooks) reach only
 	// what messaging.allowed_networks adds to the public addresses.
 	egressPolicy := egress.Policy{Allowed: cfg.Gateway.Messaging.AllowedPrefixes}
+	m := metrics.New(metrics.Options{})
+	m.PolicyStats(engine.Stats)
 	if auditLog != nil {
 		a.approval, err = approval.New(approval.Deps{
 			Config: cfg, Decider: engine, Authorizer: rbac, Store: st.store,
 			Limiter: limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
 			Audit: a.sources, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
 			BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: log,
-			HTTPClient: egressPolicy.Client(5 * time.Second),
+			HTTPClient: egressPolicy.Client(5 * time.Second), Metrics: m,
 		})
 		if err != nil {
 			return fail(err)
@@ -387,8 +389,6 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			{Method: http.MethodGet, Path: "/admin/messages", Handler: a.messaging.AdminHistory(a.approval), People: true},
 		}
 	}
-	m := metrics.New(metrics.Options{})
-	m.PolicyStats(engine.Stats)
 	checks := []server.Check{
 		{Name: "config", Ready: func(context.Context) error { return nil }},
 		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }, Detail: func() string {

@@ -6,9 +6,14 @@
 // A request moves PENDING → VALIDATING → APPROVED | REJECTED | ESCALATED;
 // an ESCALATED one is approved or rejected by a reviewer (or rejected by
 // expiry after timeouts.escalation), and an APPROVED one becomes COMPLETED
-// when its agent REPORTs it done. An approval is bound to the SHA-256 of the
+// when its agent REPORTs it done, or EXPIRED when it does not within
+// timeouts.approval_validity. An approval is bound to the SHA-256 of the
 // approved content: a REPORT claiming other content is a deviation and goes
-// back to a person.
+// back to a person. Before the policy decides, the gateway looks up facts
+// it cannot (facts.go): whether the target exists, whether the content
+// matches its target type's template, whether the references form a cycle.
+// Agents follow their requests' state changes on GET /agent/events, or at
+// their callback_url.
 //
 // The handlers are plain net/http. Agent routes expect the gateway's
 // identify stage in front of them (scope.Get(ctx).Agent is the caller);
@@ -72,6 +77,31 @@ type Appender interface {
 	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 }
 
+// Metrics receives the service's measurements; *metrics.Metrics (package
+// internal/metrics) implements it. Every label value comes from this
+// package's code, never from a request.
+type Metrics interface {
+	// PolicyDecision counts a decision: point "approval", verdict the
+	// decision's status (approved, rejected, escalated,
+	// clarification_needed) after the service's own fail-closed checks.
+	PolicyDecision(point, verdict string)
+	// ApprovalEscalation counts a decided escalation by outcome:
+	// approved, rejected (by a person) or expired.
+	ApprovalEscalation(outcome string)
+	// ApprovalValidation observes how long one policy evaluation took.
+	ApprovalValidation(d time.Duration)
+}
+
+// metricsPoint is the decision point label of approval decisions.
+const metricsPoint = "approval"
+
+// noMetrics is the Metrics of a service given none.
+type noMetrics struct{}
+
+func (noMetrics) PolicyDecision(string, string)    {}
+func (noMetrics) ApprovalEscalation(string)        {}
+func (noMetrics) ApprovalValidation(time.Duration) {}
+
 // Deps are the service's dependencies. Config, Decider, Authorizer, Store,
 // Limiter, Audit, Catalogue and Log are required; the rest have defaults.
 type Deps struct {
@@ -106,9 +136,16 @@ type Deps struct {
 	Now func() time.Time
 	// SessionTTL bounds a reviewer's sign-in. Zero: 8 hours.
 	SessionTTL time.Duration
-	// Retention is how long a REJECTED or COMPLETED record stays readable in
-	// a store that prunes (the memory store). Zero: 7 days.
+	// Retention is how long a REJECTED, COMPLETED or EXPIRED record stays
+	// readable in a store that prunes (the memory store). Zero: 7 days.
 	Retention time.Duration
+	// Metrics receives decision counts and policy timings (gateway
+	// /metrics). Nil: nothing is measured.
+	Metrics Metrics
+	// EventKeepAlive is how often an idle GET /agent/events stream gets a
+	// comment, so that proxies and the server's write idle bound keep it.
+	// Zero: 15 seconds.
+	EventKeepAlive time.Duration
 }
 
 // Service serves the approval API. Create it with New.
@@ -121,11 +158,25 @@ type Service struct {
 	client     *http.Client
 	log        *slog.Logger
 	now        func() time.Time
-	sessions   *sessions
+	sessionTTL time.Duration
 	retention  time.Duration
-	// notifying bounds and tracks webhook goroutines.
+	metrics    Metrics
+	// notifying bounds and tracks webhook goroutines, and tracks the
+	// event and callback queues' goroutines.
 	notifySlots chan struct{}
 	notifying   sync.WaitGroup
+	// Events (events.go): the streams of this replica, the bus between
+	// replicas (nil: this process only), the queue of events to publish
+	// and each agent's queue of callbacks.
+	hub         *hub
+	bus         EventBus
+	publishing  *queue
+	callbacksMu sync.Mutex
+	callbacks   map[string]*queue
+	keepAlive   time.Duration
+	// stop is closed when Run ends: streams end, callbacks stop retrying.
+	stop     chan struct{}
+	stopOnce sync.Once
 	// set is what a config reload replaces (Reload).
 	set atomic.Pointer[settings]
 	// ext acts on decisions on other components' escalations.
@@ -213,8 +264,22 @@ func New(d Deps) (*Service, error) {
 		decider: d.Decider, store: d.Store,
 		limiter: d.Limiter, audit: d.Audit, failClosed: d.FailClosed,
 		client: d.HTTPClient, log: d.Log, now: d.Now, retention: d.Retention,
-		notifySlots: make(chan struct{}, 8),
+		metrics: d.Metrics, keepAlive: d.EventKeepAlive,
+		notifySlots: make(chan struct{}, 8), callbacks: map[string]*queue{}, stop: make(chan struct{}),
 	}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	if s.keepAlive <= 0 {
+		s.keepAlive = 15 * time.Second
+	}
+	// A store that is an event bus (Redis) carries events between
+	// replicas; otherwise they stay in this process.
+	s.bus, _ = d.Store.(EventBus)
+	s.hub = &hub{subs: map[string]map[*subscriber]struct{}{}, bus: s.bus}
+	s.publishing = &queue{wg: &s.notifying, onDrop: func() {
+		s.log.Warn("approval event dropped: too many waiting to be published")
+	}}
 	s.set.Store(newSettings(d.Config, d.Authorizer, d.Catalogue, d.Rate, d.BaseURL, d.Webhook))
 	if s.client == nil {
 		s.client = &http.Client{Timeout: 5 * time.Second}
@@ -225,11 +290,10 @@ func New(d Deps) (*Service, error) {
 	if s.retention <= 0 {
 		s.retention = 7 * 24 * time.Hour
 	}
-	ttl := d.SessionTTL
-	if ttl <= 0 {
-		ttl = 8 * time.Hour
+	s.sessionTTL = d.SessionTTL
+	if s.sessionTTL <= 0 {
+		s.sessionTTL = 8 * time.Hour
 	}
-	s.sessions = newSessions(ttl, s.now)
 	return s, nil
 }
 
@@ -261,6 +325,7 @@ func (s *Service) Routes() []Route {
 	return []Route{
 		{http.MethodPost, "/agent/request", s.Submit(), true},
 		{http.MethodGet, "/agent/status/:id", s.Status(), true},
+		{http.MethodGet, "/agent/events", s.Events(), true},
 		{http.MethodPost, "/agent/context", s.Context(), true},
 		{http.MethodGet, "/agent/capabilities", s.Capabilities(), true},
 		{http.MethodGet, "/admin/escalations", s.Escalations(), false},

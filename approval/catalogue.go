@@ -25,6 +25,10 @@ type Spec struct {
 	Tags  []string `yaml:"tags"`
 	// Status is free text (draft, approved, superseded…).
 	Status string `yaml:"status"`
+	// References are the ids this specification builds on (other
+	// specifications, or targets the gateway created). The policy's
+	// references.cycle fact follows them.
+	References []string `yaml:"references"`
 	// Path is the file, relative to the catalogue directory.
 	Path string `yaml:"-"`
 	// Body is the Markdown after the front matter.
@@ -43,6 +47,9 @@ type Spec struct {
 type Catalogue struct {
 	byID map[string]*Spec
 	ids  []string
+	// templates are the per-target-type content templates, compiled at
+	// load (templates.go); a type without one is not checked.
+	templates map[string]*Template
 }
 
 var specID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -60,12 +67,23 @@ var specID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // id is required (lowercase letters, digits, '.', '_', '-'), unknown keys
 // are refused, and an id used twice is an error naming both files. Every
 // problem is reported, not just the first.
+//
+// The directory templates/ directly under dir holds the content templates
+// (see loadTemplates), not specifications: it is not searched for *.md.
 func LoadCatalogue(dir string) (*Catalogue, error) {
 	c := &Catalogue{byID: map[string]*Spec{}}
 	var problems []error
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	templates, err := loadTemplates(filepath.Join(dir, templatesDir))
+	if err != nil {
+		problems = append(problems, err)
+	}
+	c.templates = templates
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && path == filepath.Join(dir, templatesDir) {
+			return filepath.SkipDir
 		}
 		// Hidden names are skipped: a mounted ConfigMap holds every file
 		// twice, under ..data and ..<timestamp>.
@@ -137,6 +155,11 @@ func parseSpec(b []byte) (*Spec, error) {
 	}
 	if !specID.MatchString(s.ID) {
 		return nil, fmt.Errorf("front matter: id %q: want lowercase letters, digits, '.', '_' or '-', at most 64", s.ID)
+	}
+	for _, ref := range s.References {
+		if !specID.MatchString(ref) {
+			return nil, fmt.Errorf("front matter: references: %q is not a specification id", ref)
+		}
 	}
 	s.Body = strings.TrimSpace(string(body))
 	s.terms = map[string]int{}
@@ -247,3 +270,10 @@ func terms(text string) []string {
 // NewCatalogue returns an empty catalogue, for a gateway whose default
 // catalogue directory does not exist.
 func NewCatalogue() *Catalogue { return &Catalogue{byID: map[string]*Spec{}} }
+
+// Template returns the content template of a target type; false when the
+// type has none (its content is not checked).
+func (c *Catalogue) Template(targetType string) (*Template, bool) {
+	t, ok := c.templates[targetType]
+	return t, ok
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/policy"
 )
 
 // principal is a person authenticated by an admin or reviewer token.
@@ -285,7 +286,7 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 	if err := s.record(ctx, entry); err != nil {
 		return nil, err
 	}
-	stored, err := s.store.Update(ctx, id, func(r *Record) error {
+	stored, err := s.update(ctx, id, func(r *Record) error {
 		if r.State != StateEscalated || r.Escalation == nil {
 			return errStateChanged
 		}
@@ -298,6 +299,11 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 			resp.Status, resp.Feedback = StatusRejected, "Rejected by "+by+"."
 			if to != StateRejected {
 				resp.Status, resp.Feedback = StatusApproved, "Approved by "+by+"."
+			}
+			if to == StateApproved {
+				// A person authorised a CREATE: it gets its id now, the
+				// same one the policy's approval would have given.
+				resp.AssignedID = optional(assignedFor(r.ID, &r.Request))
 			}
 			if comment != "" {
 				resp.Feedback += " " + comment
@@ -315,8 +321,113 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 	if err != nil {
 		return nil, fmt.Errorf("store decision on %s: %w", id, err)
 	}
+	outcome := escalationApproved
+	switch {
+	case via == "expiry":
+		outcome = escalationExpired
+	case to == StateRejected:
+		outcome = escalationRejected
+	}
+	s.metrics.ApprovalEscalation(outcome)
 	s.afterResolve(ctx, stored)
 	return stored, nil
+}
+
+// Outcomes of an escalation, for the escalations counter.
+const (
+	escalationApproved = "approved"
+	escalationRejected = "rejected"
+	escalationExpired  = "expired"
+)
+
+// validity is timeouts.approval_validity; the config loader defaults it
+// to 24h, and a configuration built otherwise (tests, tools) gets the same.
+func (s *Service) validity() time.Duration {
+	if d := s.cur().cfg.Protocol.Timeouts.ApprovalValidity.D(); d > 0 {
+		return d
+	}
+	return 24 * time.Hour
+}
+
+// approvedAt is when rec entered its current APPROVED state: the first
+// entry of the run of APPROVED entries that ends its history. A REPORT of
+// an unfinished change appends an APPROVED entry (a note) but does not
+// renew the approval, so validity counts from the approval itself.
+func approvedAt(rec *Record) time.Time {
+	at := rec.UpdatedAt
+	for i := len(rec.History) - 1; i >= 0 && rec.History[i].State == StateApproved; i-- {
+		at = rec.History[i].At
+	}
+	return at
+}
+
+// ExpireApprovals moves every APPROVED request that was not REPORTed done
+// within timeouts.approval_validity of its approval to EXPIRED (by
+// "system:expiry") and returns how many it expired. Like an escalation's
+// expiry, each is audited (agent.decision, step "expiry") before it takes
+// effect and applies only to a request still APPROVED. Failures are
+// logged; the next run retries them.
+func (s *Service) ExpireApprovals(ctx context.Context) int {
+	validity := s.validity()
+	deadline := s.now().Add(-validity)
+	recs, err := s.store.ApprovedBefore(ctx, deadline)
+	if err != nil {
+		s.log.Error("approval expiry: list approvals", "error", err.Error())
+		return 0
+	}
+	n := 0
+	for _, rec := range recs {
+		// The index and the record are read apart: check again.
+		if rec.State != StateApproved || !approvedAt(rec).Before(deadline) {
+			continue
+		}
+		if err := s.expireApproval(ctx, rec, deadline, validity); err != nil {
+			s.log.Warn("approval expiry", "request_id", rec.ID, "error", err.Error())
+			continue
+		}
+		s.log.Info("approval expired", "request_id", rec.ID, "agent_id", rec.AgentID)
+		n++
+	}
+	return n
+}
+
+// expireApproval expires rec, an APPROVED request approved before
+// deadline: audited first, then applied if it is still so.
+func (s *Service) expireApproval(ctx context.Context, rec *Record, deadline time.Time, validity time.Duration) error {
+	since := approvedAt(rec)
+	now := s.now().UTC()
+	note := fmt.Sprintf("Not REPORTed within %s of its approval: expired.", validity)
+	sum := map[string]any{"step": "expiry", "by": byExpiry, "from": string(StateApproved), "to": string(StateExpired),
+		"approved_at": since.Format(time.RFC3339Nano), "approval_validity_ms": validity.Milliseconds(),
+		"request_type": rec.Request.RequestType, "action": rec.Request.Action, "target_type": rec.Request.TargetType,
+		"content_sha256": rec.ContentSHA256}
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: rec.ID, Summary: sum}); err != nil {
+		return err
+	}
+	_, err := s.update(ctx, rec.ID, func(r *Record) error {
+		if r.State != StateApproved || !approvedAt(r).Before(deadline) {
+			return errStateChanged
+		}
+		if r.Response != nil {
+			// What a polling agent reads: the approval is withdrawn, and why.
+			resp := *r.Response
+			sugg := "Submit a new APPROVAL for the change; REPORT within " + validity.String() + " of its approval."
+			resp.Timestamp, resp.State, resp.Status = now, StateExpired, StatusRejected
+			resp.Feedback = "The approval expired: the change was not REPORTed done within " + validity.String() + " of its approval."
+			resp.Violations = append(append([]policy.Violation{}, resp.Violations...), policy.Violation{Rule: violationExpired,
+				Description: "approved at " + since.UTC().Format(time.RFC3339) + " and not REPORTed within timeouts.approval_validity", Suggestion: sugg})
+			resp.Suggestions = append(append([]string{}, resp.Suggestions...), sugg)
+			r.Response = &resp
+		}
+		r.move(StateExpired, now, byExpiry, note)
+		return nil
+	})
+	if errors.Is(err, errStateChanged) {
+		// A REPORT got there first: the entry above did not apply.
+		s.superseded(ctx, rec.AgentID, rec.ID, "expiry")
+		return err
+	}
+	return err
 }
 
 // ExpireEscalations rejects every escalation older than
@@ -346,34 +457,37 @@ func (s *Service) ExpireEscalations(ctx context.Context) int {
 	return n
 }
 
-// Run expires escalations, and drops expired review sessions and old
-// records, until ctx is done. The lead starts it once per process; with
-// several replicas each may run it, because resolve only applies to a
-// request that is still ESCALATED.
+// Run expires escalations and approvals, and drops expired review
+// sessions and old records, until ctx is done; then it ends the event
+// streams and waits for the notifications in flight. The lead starts it
+// once per process; with several replicas each may run it, because an
+// expiry only applies to a request still ESCALATED (APPROVED).
 func (s *Service) Run(ctx context.Context) {
-	every := s.cur().cfg.Protocol.Timeouts.Escalation.D() / 24
+	every := min(s.cur().cfg.Protocol.Timeouts.Escalation.D(), s.validity()) / 24
 	every = min(max(every, time.Second), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			s.stopOnce.Do(func() { close(s.stop) })
 			s.notifying.Wait()
 			return
 		case <-t.C:
 		}
+		s.pruneSessions(ctx)
 		// With a shared store only the replica holding the lease expires
-		// escalations, so each expiry is decided and audited once.
+		// escalations and approvals, so each expiry is decided and audited
+		// once.
 		if l, ok := s.store.(interface {
 			Lease(ctx context.Context, name string, ttl time.Duration) (bool, error)
 		}); ok {
 			if held, err := l.Lease(ctx, "escalation-expiry", every); err != nil || !held {
-				s.sessions.prune()
 				continue
 			}
 		}
 		s.ExpireEscalations(ctx)
-		s.sessions.prune()
+		s.ExpireApprovals(ctx)
 		if p, ok := s.store.(Pruner); ok {
 			if n, err := p.Prune(ctx, s.now().Add(-s.retention)); err != nil {
 				s.log.Warn("approval store prune", "error", err.Error())

@@ -101,6 +101,7 @@ func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, e
 	if err := s.store.Create(ctx, rec); err != nil {
 		return nil, fmt.Errorf("approval: escalate %s: %w", req.Type, err)
 	}
+	s.changed(rec)
 	s.notify(rec)
 	return rec, nil
 }

@@ -37,10 +37,14 @@ func TestOperationApprovalThenReport(t *testing.T) {
 	// The protocol's optional fields are present as null, lists as [].
 	var raw map[string]any
 	res.json(t, &raw)
-	for _, k := range []string{"escalation_reason", "human_review_url", "estimated_review_time", "context", "relevant_nodes", "assigned_id"} {
+	for _, k := range []string{"escalation_reason", "human_review_url", "estimated_review_time", "context", "relevant_nodes"} {
 		if v, ok := raw[k]; !ok || v != nil {
 			t.Errorf("%s = %v (present %v), want null", k, v, ok)
 		}
+	}
+	// A CREATE is assigned the gateway's id for what it creates.
+	if want := "design-" + strings.TrimPrefix(resp.RequestID, "req-"); resp.AssignedID == nil || *resp.AssignedID != want {
+		t.Errorf("assigned_id = %v, want %s", resp.AssignedID, want)
 	}
 	for _, k := range []string{"violations", "suggestions", "constraints"} {
 		if _, ok := raw[k].([]any); !ok {

@@ -10,21 +10,28 @@ import (
 // input builds the policy's input document (docs/approval.md, "What the
 // policy receives"):
 //
-//	{request, agent, protocol, authz: {allowed, reason}, known_references}
+//	{request, agent, protocol, authz: {allowed, reason}, known_references,
+//	 target, content_check, references}
 //
 // agent, protocol and authz come from the policy package's helpers, so the
 // names the default Rego reads are defined in one place (sizes in bytes,
 // timeouts in milliseconds, no token hash). request is built here: every
 // field of the AgentRequest is present (empty when the agent sent none), so
 // rules can test for emptiness without tripping over undefined values.
-func (s *Service) input(agent *config.Agent, req *AgentRequest, az Authz) map[string]any {
-	return map[string]any{
+// target, content_check and references are the facts the gateway looked up
+// (facts.go), each always present with every key.
+func (s *Service) input(agent *config.Agent, req *AgentRequest, az Authz, f facts) map[string]any {
+	in := map[string]any{
 		"request":          requestInput(req),
 		"agent":            policy.AgentInput(agent),
 		"protocol":         s.cur().protocolIn,
 		"authz":            policy.AuthzInput(az),
 		"known_references": s.cur().knownRefs,
 	}
+	for k, v := range f.input() {
+		in[k] = v
+	}
+	return in
 }
 
 // requestInput is the AgentRequest under its JSON names, plus

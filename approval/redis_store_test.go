@@ -27,6 +27,8 @@ func TestStoreConformance(t *testing.T) {
 			t.Run("create get update", func(t *testing.T) { storeBasics(t, st.new(t)) })
 			t.Run("escalated index", func(t *testing.T) { storeEscalated(t, st.new(t)) })
 			t.Run("escalation graph", func(t *testing.T) { storeGraph(t, st.new(t)) })
+			t.Run("approved index", func(t *testing.T) { storeApproved(t, st.new(t)) })
+			t.Run("sessions", func(t *testing.T) { storeSessions(t, st.new(t)) })
 			t.Run("concurrent updates", func(t *testing.T) {
 				s := st.new(t)
 				storeConcurrentUpdates(t, s, s)
@@ -56,6 +58,7 @@ func TestRedisStoreRetention(t *testing.T) {
 		{StateApproved, false},
 		{StateRejected, true},
 		{StateCompleted, true},
+		{StateExpired, true},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.state), func(t *testing.T) {

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	_ "embed"
@@ -12,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
@@ -23,7 +23,9 @@ import (
 // random session id in an HttpOnly, SameSite=Strict cookie (Secure when the
 // gateway is reached over TLS), never the token. Every form that changes
 // state carries a CSRF token bound to the session, and POSTs from another
-// origin are refused outright.
+// origin are refused outright. Sessions live in the Store (Redis with
+// several replicas), so a reviewer behind a load balancer stays signed in
+// whichever replica answers.
 
 // cookieName is the review session cookie.
 const cookieName = "gw_review"
@@ -42,73 +44,91 @@ var pages = template.Must(template.New("review").Funcs(template.FuncMap{
 	"lower": strings.ToLower,
 }).Parse(reviewHTML))
 
-// session is one signed-in reviewer.
-type session struct {
-	who     principal
-	csrf    string
-	expires time.Time
-}
-
-// sessions is the server-side session map. It is per process: with several
-// replicas, sticky sessions or a shared store are needed (see the docs).
-type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*session
-	ttl time.Duration
-	now func() time.Time
-}
-
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[string]*session{}, ttl: ttl, now: now}
-}
-
 func randomToken() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return hex.EncodeToString(b[:])
 }
 
-func (ss *sessions) create(who principal) (string, *session) {
-	id := randomToken()
-	s := &session{who: who, csrf: randomToken(), expires: ss.now().Add(ss.ttl)}
-	ss.mu.Lock()
-	ss.m[id] = s
-	ss.mu.Unlock()
-	return id, s
+// session is a signed-in person as the pages use it.
+type session struct {
+	who  principal
+	csrf string
 }
 
-func (ss *sessions) get(id string) (*session, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.m[id]
-	if !ok {
-		return nil, false
-	}
-	if !ss.now().Before(s.expires) {
-		delete(ss.m, id)
-		return nil, false
-	}
-	return s, true
-}
-
-func (ss *sessions) prune() {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	for id, s := range ss.m {
-		if !now.Before(s.expires) {
-			delete(ss.m, id)
+// startSession stores a new session for who and returns its id (the
+// cookie). The id is 256 random bits; the store refusing it as taken is
+// all but impossible, and is retried rather than trusted.
+func (s *Service) startSession(ctx context.Context, who principal) (string, error) {
+	for range 3 {
+		id := randomToken()
+		rs := &ReviewSession{Name: who.Name, Admin: who.Admin, CSRF: randomToken(), Expires: s.now().Add(s.sessionTTL)}
+		err := s.store.CreateSession(ctx, id, rs, s.sessionTTL)
+		if errors.Is(err, ErrExists) {
+			continue
 		}
+		if err != nil {
+			s.log.Error("review session not stored", "error", err.Error())
+			return "", errSessionsUnavailable
+		}
+		return id, nil
 	}
+	return "", errors.New("start review session: no free session id")
 }
 
-// session returns the request's review session, if any.
-func (s *Service) session(r *http.Request) (*session, bool) {
+// session returns the request's review session; nil when there is none,
+// it ended, or its person is no longer configured (a reviewer removed
+// from gateway.yaml loses their sessions with the next request, not 8
+// hours later). A store that cannot answer is an error (503), not a
+// signed-out reviewer: nothing is shown or decided without knowing who asks.
+func (s *Service) session(r *http.Request) (*session, error) {
 	c, err := r.Cookie(cookieName)
 	if err != nil || c.Value == "" {
-		return nil, false
+		return nil, nil
 	}
-	return s.sessions.get(c.Value)
+	rs, err := s.store.Session(r.Context(), c.Value)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		s.log.Error("review session unreadable", "error", err.Error())
+		return nil, errSessionsUnavailable
+	}
+	who := principal{Name: rs.Name, Admin: rs.Admin}
+	if !s.now().Before(rs.Expires) || !s.configured(who) {
+		// Best effort: the store forgets it by its ttl anyway.
+		_ = s.store.DeleteSession(r.Context(), c.Value)
+		return nil, nil
+	}
+	return &session{who: who, csrf: rs.CSRF}, nil
+}
+
+// errSessionsUnavailable is the answer while the session store is down.
+var errSessionsUnavailable = &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "session_unavailable",
+	Message: "Review sessions cannot be read or stored right now; retry later."}
+
+// configured reports whether who is still the admin or a reviewer.
+func (s *Service) configured(who principal) bool {
+	for _, c := range s.cur().creds {
+		if c.who == who {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneSessions drops ended sessions from a store that does not expire
+// them itself (the memory store).
+func (s *Service) pruneSessions(ctx context.Context) {
+	p, ok := s.store.(interface {
+		PruneSessions(ctx context.Context, now time.Time) (int, error)
+	})
+	if !ok {
+		return
+	}
+	if _, err := p.PruneSessions(ctx, s.now()); err != nil {
+		s.log.Warn("review sessions prune", "error", err.Error())
+	}
 }
 
 // secure reports whether cookies must be Secure: the request came over TLS,
@@ -189,7 +209,11 @@ func (s *Service) ReviewLogin() http.Handler { return endpoint(s.reviewLogin) }
 
 func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodGet {
-		if sess, ok := s.session(r); ok {
+		sess, err := s.session(r)
+		if err != nil {
+			return err
+		}
+		if sess != nil {
 			items, err := s.pending(r.Context())
 			if err != nil {
 				return err
@@ -216,11 +240,14 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 		}
 		return render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Error: "That token is not a reviewer's or the admin's."})
 	}
-	id, _ := s.sessions.create(who)
+	id, err := s.startSession(r.Context(), who)
+	if err != nil {
+		return err
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: id, Path: "/review/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
-		MaxAge: int(s.sessions.ttl.Seconds()),
+		MaxAge: int(s.sessionTTL.Seconds()),
 	})
 	s.log.Info("reviewer signed in", "reviewer", who.Name, "role", who.role())
 	http.Redirect(w, r, next, http.StatusSeeOther)
@@ -251,8 +278,11 @@ func (s *Service) ReviewPage() http.Handler { return endpoint(s.reviewPage) }
 
 func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	sess, ok := s.session(r)
-	if !ok {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	if sess == nil {
 		http.Redirect(w, r, "/review/login?next="+url.QueryEscape("/review/"+id), http.StatusSeeOther)
 		return nil
 	}
@@ -296,8 +326,11 @@ func (s *Service) reviewSubmit(w http.ResponseWriter, r *http.Request) error {
 	if !sameOrigin(r) {
 		return forbiddenCSRF("Cross-origin form submission refused.")
 	}
-	sess, ok := s.session(r)
-	if !ok {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	if sess == nil {
 		err := apierror.Unauthorized("Sign in at /review/login first.")
 		if aerr := s.auditAuthFailure(r, err); aerr != nil {
 			return aerr

@@ -241,8 +241,22 @@ func TestReviewSessionExpires(t *testing.T) {
 	if res, _ := b.get("/review/" + id); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("expired session: %d", res.StatusCode)
 	}
-	h.svc.sessions.prune()
-	if n := len(h.svc.sessions.m); n != 0 {
+	// Another reviewer's session, still open but past its end by the
+	// Service's clock at the next prune, is dropped by it.
+	b2 := newBrowser(t, h)
+	b2.post("/review/login", url.Values{"token": {tokAlice}}, "")
+	if n := sessionCount(h.store); n != 1 {
+		t.Fatalf("%d sessions stored, want alice's only (the expired one was deleted on use)", n)
+	}
+	h.clock.Advance(time.Hour)
+	h.svc.pruneSessions(t.Context())
+	if n := sessionCount(h.store); n != 0 {
 		t.Errorf("%d sessions left", n)
 	}
+}
+
+func sessionCount(m *MemoryStore) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
 }

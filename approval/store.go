@@ -2,6 +2,8 @@ package approval
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +21,11 @@ import (
 //     retried on conflict), so fn may run more than once and must not have
 //     side effects outside the record;
 //   - Escalated reads a set of ids maintained beside the records (a sorted
-//     set scored by creation time, updated in the same transaction).
+//     set scored by creation time, updated in the same transaction), and
+//     ApprovedBefore another (scored by the time of the approval);
+//   - review sessions are keys of their own that expire by themselves
+//     (SET NX with a TTL), so a reviewer signed in on one replica is signed
+//     in on all of them.
 type Store interface {
 	// Create stores a new record; ErrExists if the id is taken.
 	Create(ctx context.Context, rec *Record) error
@@ -31,6 +37,40 @@ type Store interface {
 	Update(ctx context.Context, id string, fn func(*Record) error) (*Record, error)
 	// Escalated returns the records in state ESCALATED, oldest first.
 	Escalated(ctx context.Context) ([]*Record, error)
+	// ApprovedBefore returns the records in state APPROVED whose approval
+	// (approvedAt) is before t, oldest approval first: the ones the
+	// approval expiry is due to look at.
+	ApprovedBefore(ctx context.Context, t time.Time) ([]*Record, error)
+
+	// CreateSession stores a review session under id for ttl (the
+	// session's lifetime, after which the store forgets it by itself);
+	// ErrExists if id is taken.
+	CreateSession(ctx context.Context, id string, s *ReviewSession, ttl time.Duration) error
+	// Session returns the review session id; ErrNotFound if there is none
+	// (never created, deleted, or past its ttl).
+	Session(ctx context.Context, id string) (*ReviewSession, error)
+	// DeleteSession forgets the review session id; no error if absent.
+	DeleteSession(ctx context.Context, id string) error
+}
+
+// ReviewSession is a person signed in to the review pages. A store keeps it
+// under a hash of its id (sessionKey), never under the id itself, which is
+// the cookie: whoever reads the store learns no usable session.
+type ReviewSession struct {
+	// Name and Admin are the principal (the admin, or a reviewer by name).
+	Name  string `json:"name"`
+	Admin bool   `json:"admin"`
+	// CSRF is the token the session's forms carry.
+	CSRF string `json:"csrf"`
+	// Expires is when the session ends, by the Service's clock; the store's
+	// own expiry (ttl) is the same moment by the store's.
+	Expires time.Time `json:"expires"`
+}
+
+// sessionKey is the name under which a store keeps session id.
+func sessionKey(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(h[:])
 }
 
 // Pruner is implemented by stores that must drop old records themselves
@@ -54,6 +94,15 @@ type MemoryStore struct {
 	mu        sync.Mutex
 	records   map[string][]byte
 	escalated map[string]time.Time // id → created_at
+	approved  map[string]time.Time // id → approvedAt
+	sessions  map[string]memSession
+}
+
+// memSession is a stored session and when the store forgets it (by the
+// process clock, as Redis would).
+type memSession struct {
+	b        []byte
+	deadline time.Time
 }
 
 var (
@@ -63,7 +112,8 @@ var (
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{records: map[string][]byte{}, escalated: map[string]time.Time{}}
+	return &MemoryStore{records: map[string][]byte{}, escalated: map[string]time.Time{}, approved: map[string]time.Time{},
+		sessions: map[string]memSession{}}
 }
 
 // Create implements Store.
@@ -118,13 +168,112 @@ func (m *MemoryStore) Update(_ context.Context, id string, fn func(*Record) erro
 	return rec, nil
 }
 
-// index keeps the escalated set in step; m.mu must be held.
+// index keeps the escalated and approved sets in step; m.mu must be held.
 func (m *MemoryStore) index(rec *Record) {
 	if rec.State == StateEscalated {
 		m.escalated[rec.ID] = rec.CreatedAt
 	} else {
 		delete(m.escalated, rec.ID)
 	}
+	if rec.State == StateApproved {
+		m.approved[rec.ID] = approvedAt(rec)
+	} else {
+		delete(m.approved, rec.ID)
+	}
+}
+
+// ApprovedBefore implements Store.
+func (m *MemoryStore) ApprovedBefore(_ context.Context, t time.Time) ([]*Record, error) {
+	m.mu.Lock()
+	type item struct {
+		id string
+		at time.Time
+		b  []byte
+	}
+	var items []item
+	for id, at := range m.approved {
+		if at.Before(t) {
+			items = append(items, item{id, at, m.records[id]})
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(items, func(i, j int) bool {
+		if !items[i].at.Equal(items[j].at) {
+			return items[i].at.Before(items[j].at)
+		}
+		return items[i].id < items[j].id
+	})
+	out := make([]*Record, 0, len(items))
+	for _, it := range items {
+		rec, err := decodeRecord(it.b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// CreateSession implements Store.
+func (m *MemoryStore) CreateSession(_ context.Context, id string, s *ReviewSession, ttl time.Duration) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode session: %w", err)
+	}
+	k := sessionKey(id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.sessions[k]; ok && time.Now().Before(old.deadline) {
+		return ErrExists
+	}
+	m.sessions[k] = memSession{b: b, deadline: time.Now().Add(ttl)}
+	return nil
+}
+
+// Session implements Store.
+func (m *MemoryStore) Session(_ context.Context, id string) (*ReviewSession, error) {
+	k := sessionKey(id)
+	m.mu.Lock()
+	ms, ok := m.sessions[k]
+	if ok && !time.Now().Before(ms.deadline) {
+		delete(m.sessions, k)
+		ok = false
+	}
+	m.mu.Unlock()
+	if !ok {
+		return nil, ErrNotFound
+	}
+	var s ReviewSession
+	if err := json.Unmarshal(ms.b, &s); err != nil {
+		return nil, fmt.Errorf("decode session: %w", err)
+	}
+	return &s, nil
+}
+
+// DeleteSession implements Store.
+func (m *MemoryStore) DeleteSession(_ context.Context, id string) error {
+	m.mu.Lock()
+	delete(m.sessions, sessionKey(id))
+	m.mu.Unlock()
+	return nil
+}
+
+// PruneSessions drops the sessions that ended by now (the Service's
+// clock) or by their ttl, and returns how many it dropped. Redis needs no
+// such thing: its keys expire.
+func (m *MemoryStore) PruneSessions(_ context.Context, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	wall := time.Now()
+	for k, ms := range m.sessions {
+		var s ReviewSession
+		if err := json.Unmarshal(ms.b, &s); err != nil || !now.Before(s.Expires) || !wall.Before(ms.deadline) {
+			delete(m.sessions, k)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Escalated implements Store.

@@ -165,14 +165,40 @@ func (s *Service) auditReceipt(r *http.Request, ex *scope.Exchange, id string, b
 	return s.record(r.Context(), rec)
 }
 
-// evaluate asks the policy, bounded by timeouts.validation. The client's
-// cancellation is detached: the record must end in the policy's verdict,
-// not in whatever a hang-up left behind.
-func (s *Service) evaluate(ctx context.Context, agent *config.Agent, req *AgentRequest, az Authz) (policy.ApprovalDecision, string) {
+// evaluate looks up the facts of req (whose request id is id) and asks the
+// policy, both bounded by timeouts.validation. The client's cancellation is
+// detached: the record must end in the policy's verdict, not in whatever a
+// hang-up left behind. Facts that cannot be looked up reject the request
+// without asking the policy (fail closed): a policy told nothing about the
+// target must not approve a change to it.
+func (s *Service) evaluate(ctx context.Context, agent *config.Agent, id string, req *AgentRequest, az Authz) (policy.ApprovalDecision, string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cur().cfg.Protocol.Timeouts.Validation.D())
 	defer cancel()
-	dec, err := s.decider.Approval(ctx, s.input(agent, req, az))
-	return failClosed(dec, err, az)
+	f, err := s.facts(ctx, id, req)
+	if err != nil {
+		dec := factsUnavailable()
+		s.metrics.PolicyDecision(metricsPoint, dec.Status)
+		return dec, "facts: " + err.Error()
+	}
+	start := time.Now()
+	dec, err := s.decider.Approval(ctx, s.input(agent, req, az, f))
+	s.metrics.ApprovalValidation(time.Since(start))
+	dec, cause := failClosed(dec, err, az)
+	s.metrics.PolicyDecision(metricsPoint, dec.Status)
+	return dec, cause
+}
+
+// factsUnavailable is the rejection of a request whose facts could not be
+// looked up. Its confidence is 0, as for every decision the policy did not
+// make.
+func factsUnavailable() policy.ApprovalDecision {
+	sugg := "Retry later; if it persists, tell the gateway's operators (the state backend may be unavailable)."
+	return policy.ApprovalDecision{
+		Status: StatusRejected, FailClosed: true,
+		Feedback:    "The gateway could not establish the facts the policy decides on, so the request is denied (fail closed).",
+		Violations:  []policy.Violation{{Rule: violationFacts, Description: "the target's existence or the references could not be looked up", Suggestion: sugg}},
+		Suggestions: []string{sugg},
+	}
 }
 
 // failClosed turns whatever the policy returned into a decision the service
@@ -195,8 +221,10 @@ func failClosed(dec policy.ApprovalDecision, err error, az Authz) (policy.Approv
 		if dec.Status == StatusRejected && len(dec.Violations) > 0 {
 			return dec, cause
 		}
+		// Confidence 0, as in the engine's own fail-closed rejection:
+		// confidence is the policy's, and the policy said nothing.
 		return policy.ApprovalDecision{
-			Status: StatusRejected, Confidence: 1, DecisionID: dec.DecisionID, Revision: dec.Revision, FailClosed: true,
+			Status: StatusRejected, Confidence: 0, DecisionID: dec.DecisionID, Revision: dec.Revision, FailClosed: true,
 			Feedback:    "The policy could not be evaluated, so the request is denied (fail closed).",
 			Violations:  []policy.Violation{{Rule: violationPolicyError, Description: "policy evaluation failed or returned no decision", Suggestion: "Retry later; if it persists, tell the gateway's operators."}},
 			Suggestions: []string{"Retry later; if it persists, tell the gateway's operators."},
@@ -256,9 +284,10 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 	if err := s.store.Create(ctx, rec); err != nil {
 		return nil, nil, fmt.Errorf("store request %s: %w", id, err)
 	}
+	s.changed(rec)
 
 	az := s.cur().authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
-	dec, evalErr := s.evaluate(ctx, agent, req, az)
+	dec, evalErr := s.evaluate(ctx, agent, id, req, az)
 	if evalErr != "" {
 		s.log.Error("approval policy failed; request denied", "request_id", id, "agent_id", agent.ID, "error", evalErr)
 	}
@@ -276,7 +305,9 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 			loc = req.TargetPath
 		}
 		resp.ApprovedLocation = optional(loc)
-		resp.AssignedID = optional(req.TargetID)
+		// The gateway's id for what a CREATE creates; a modify or delete
+		// acts on an existing target and is assigned nothing.
+		resp.AssignedID = optional(assignedFor(id, req))
 	case state == StateEscalated:
 		reason := dec.EscalationReason
 		if reason == "" {
@@ -298,6 +329,9 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 	sum := decisionSummary(req, decided, az, state, rec.ContentSHA256)
 	sum["route"] = route
 	sum["confidence"] = dec.Confidence
+	if resp.AssignedID != nil {
+		sum["assigned_id"] = *resp.AssignedID
+	}
 	if esc != nil {
 		sum["escalation_reason"] = esc.Reason
 	}
@@ -305,7 +339,7 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 		s.abandon(ctx, id, "the decision could not be audited")
 		return nil, nil, err
 	}
-	stored, err := s.store.Update(ctx, id, func(r *Record) error {
+	stored, err := s.update(ctx, id, func(r *Record) error {
 		r.Decision, r.Response, r.Escalation = decided, resp, esc
 		r.move(state, now, byPolicy, "")
 		return nil
@@ -340,7 +374,7 @@ func defaultFeedback(dec policy.ApprovalDecision) string {
 // closed), so it does not stay VALIDATING forever. Best effort: the agent
 // gets a 503 either way.
 func (s *Service) abandon(ctx context.Context, id, why string) {
-	_, err := s.store.Update(context.WithoutCancel(ctx), id, func(r *Record) error {
+	_, err := s.update(context.WithoutCancel(ctx), id, func(r *Record) error {
 		if r.State.Terminal() {
 			return errNoChange
 		}
@@ -457,6 +491,9 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	if err != nil {
 		return nil, fmt.Errorf("load request %s: %w", req.RequestID, err)
 	}
+	if orig.State == StateExpired {
+		return nil, s.refuseExpired(ctx, ex, req, orig)
+	}
 	// A REPORT is about the approved change: what it does not restate it
 	// inherits, so RBAC and the policy judge the same action and target.
 	if req.Action == "" {
@@ -472,7 +509,7 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 		req.TargetID = orig.Request.TargetID
 	}
 	az := s.cur().authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
-	dec, evalErr := s.evaluate(ctx, agent, req, az)
+	dec, evalErr := s.evaluate(ctx, agent, orig.ID, req, az)
 	now := s.now().UTC()
 	completed := req.Completed == nil || *req.Completed
 	claimed := ""
@@ -548,7 +585,10 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	if outcome == "rejected" {
 		return resp, nil
 	}
-	stored, err := s.store.Update(ctx, orig.ID, func(r *Record) error {
+	stored, err := s.update(ctx, orig.ID, func(r *Record) error {
+		if r.State == StateExpired {
+			return errExpired
+		}
 		if r.State != StateApproved {
 			return errStateChanged
 		}
@@ -564,10 +604,13 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 		r.move(to, now, agent.ID, note)
 		return nil
 	})
-	if errors.Is(err, errStateChanged) {
-		// Another REPORT (or a person) got there first; the entry above
-		// described a change that did not happen, so say so.
+	if errors.Is(err, errStateChanged) || errors.Is(err, errExpired) {
+		// Another REPORT (or a person, or the expiry) got there first; the
+		// entry above described a change that did not happen, so say so.
 		s.superseded(ctx, agent.ID, orig.ID, "report")
+		if errors.Is(err, errExpired) {
+			return nil, conflict("Request " + quoteID(orig.ID) + " EXPIRED while the REPORT was processed: its approval no longer covers the change. Submit a new APPROVAL.")
+		}
 		return nil, conflict("Request " + quoteID(orig.ID) + " changed state while the REPORT was processed; poll its status.")
 	}
 	if err != nil {
@@ -579,7 +622,26 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	return resp, nil
 }
 
-var errStateChanged = errors.New("state changed concurrently")
+var (
+	errStateChanged = errors.New("state changed concurrently")
+	errExpired      = errors.New("approval expired")
+)
+
+// refuseExpired answers a REPORT on an EXPIRED request: 409, because the
+// approval it reports on no longer exists, and the REPORT changes nothing.
+// The refusal is audited like any decision on the request, so the trail
+// shows the late REPORT.
+func (s *Service) refuseExpired(ctx context.Context, ex *scope.Exchange, req *AgentRequest, orig *Record) error {
+	at := orig.UpdatedAt
+	validity := s.validity()
+	sum := map[string]any{"route": "/agent/request", "request_type": req.RequestType, "state": string(orig.State),
+		"report_outcome": "expired", "applied": false, "expired_at": at.Format(time.RFC3339Nano)}
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: orig.AgentID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Summary: sum}); err != nil {
+		return err
+	}
+	return conflict(fmt.Sprintf("Request %s is EXPIRED (since %s): it was not REPORTed within timeouts.approval_validity (%s) of its approval, "+
+		"so the approval no longer covers the change. Submit a new APPROVAL for it.", quoteID(orig.ID), at.UTC().Format(time.RFC3339), validity))
+}
 
 // superseded records that an audited step did not take effect because the
 // record changed in between (optimistic concurrency lost the race).

@@ -58,6 +58,11 @@ const (
 	violationAuthz        = "authz.denied"
 	violationReportState  = "report.state"
 	violationReportType   = "report.target"
+	// violationFacts: the gateway could not establish the facts the policy
+	// decides on (target existence, references), so it did not ask.
+	violationFacts = "facts.unavailable"
+	// violationExpired is on the response of an approval that lapsed.
+	violationExpired = "approval.expired"
 )
 
 var (
@@ -72,8 +77,9 @@ type State string
 
 // The governance states. A request moves PENDING → VALIDATING → APPROVED |
 // REJECTED | ESCALATED; an ESCALATED one becomes APPROVED or REJECTED by a
-// person (or REJECTED by expiry), and an APPROVED one COMPLETED by its
-// agent's REPORT.
+// person (or REJECTED by expiry after timeouts.escalation), and an APPROVED
+// one COMPLETED by its agent's REPORT, or EXPIRED when no REPORT completed
+// it within timeouts.approval_validity of its approval.
 const (
 	StatePending    State = "PENDING"
 	StateValidating State = "VALIDATING"
@@ -81,10 +87,17 @@ const (
 	StateRejected   State = "REJECTED"
 	StateEscalated  State = "ESCALATED"
 	StateCompleted  State = "COMPLETED"
+	// StateExpired is an approval that lapsed: the agent did not REPORT
+	// the change done within timeouts.approval_validity, so the approval
+	// no longer authorises it (a late REPORT gets 409) and the agent must
+	// ask again.
+	StateExpired State = "EXPIRED"
 )
 
 // Terminal reports whether no further transition can happen.
-func (s State) Terminal() bool { return s == StateRejected || s == StateCompleted }
+func (s State) Terminal() bool {
+	return s == StateRejected || s == StateCompleted || s == StateExpired
+}
 
 // AgentRequest is the approval protocol's request message, with its JSON
 // names, plus the three fields a REPORT carries (request_id, completed,

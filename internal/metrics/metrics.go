@@ -52,6 +52,16 @@ const (
 // the gateway's own sub-millisecond paths to multi-minute streamed answers.
 var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
+// ValidationBuckets are the buckets (seconds) of the approval policy's
+// evaluation time: mostly well under a millisecond, bounded by
+// timeouts.validation (5s by default).
+var ValidationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// escalationOutcomes are the outcome label values of
+// gateway_approval_escalations_total; anything else is counted as "other",
+// so a caller's mistake cannot grow the series.
+var escalationOutcomes = map[string]bool{"approved": true, "rejected": true, "expired": true}
+
 // policyPoints maps the Exchange's check names that record a policy
 // decision to the point label. Approval and spawn decisions happen outside
 // a proxied Exchange; their callers use PolicyDecision.
@@ -84,6 +94,10 @@ type Metrics struct {
 	redactions  *prometheus.CounterVec
 	decisions   *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
+	escalations *prometheus.CounterVec
+	// validation has no labels; a vec, so that it is exported only once
+	// something was observed, like every other per-event series.
+	validation *prometheus.HistogramVec
 
 	// Caches of label-bound children: label sets are bounded, so each
 	// cache only grows to the number of series, and a hit costs an atomic
@@ -143,6 +157,8 @@ func New(o Options) *Metrics {
 	m.redactions = counter("gateway_redactions_total", "Redacted values by detector.", "detector")
 	m.decisions = counter("gateway_policy_decisions_total", "Policy decisions by decision point and verdict.", "point", "verdict")
 	m.rejections = counter("gateway_ratelimit_rejections_total", "Requests rejected by a rate or token limit, by agent and dimension.", "agent", "dimension")
+	m.escalations = counter("gateway_approval_escalations_total", "Escalations decided, by outcome (approved, rejected by a person, expired).", "outcome")
+	m.validation = histogram("gateway_approval_validation_seconds", "Time the approval policy took to decide one request.", ValidationBuckets)
 
 	m.reqC.mk = func(k reqKey) prometheus.Counter {
 		return m.requests.WithLabelValues(k.agent, k.route, strconv.Itoa(k.status))
@@ -241,9 +257,27 @@ func (m *Metrics) ObserveUpstream(name string, d time.Duration) {
 }
 
 // PolicyDecision counts a policy decision made outside a proxied request
-// (approval, spawn). point and verdict must come from code, not input.
+// (approval, spawn) in gateway_policy_decisions_total{point, verdict}: the
+// approval service counts each decision as point "approval" with its
+// status as verdict. point and verdict must come from code, not input.
 func (m *Metrics) PolicyDecision(point, verdict string) {
 	m.decC.get(pair{point, verdict}).Inc()
+}
+
+// ApprovalEscalation counts a decided escalation in
+// gateway_approval_escalations_total{outcome}: approved, rejected (by a
+// person) or expired. Any other value is counted as "other".
+func (m *Metrics) ApprovalEscalation(outcome string) {
+	if !escalationOutcomes[outcome] {
+		outcome = "other"
+	}
+	m.escalations.WithLabelValues(outcome).Inc()
+}
+
+// ApprovalValidation observes one approval policy evaluation in
+// gateway_approval_validation_seconds.
+func (m *Metrics) ApprovalValidation(d time.Duration) {
+	m.validation.WithLabelValues().Observe(d.Seconds())
 }
 
 // AuditStats exports the audit log's counters, read from f at each scrape:

@@ -355,3 +355,59 @@ func BenchmarkObserveParallel(b *testing.B) {
 		}
 	})
 }
+
+// The approval service's measurements: decisions by status (the policy
+// decisions counter, point "approval"), escalations by outcome (bounded:
+// anything unknown is "other"), and the policy's evaluation time.
+func TestApprovalMetrics(t *testing.T) {
+	m := New(Options{NoRuntime: true})
+	for _, v := range []string{"approved", "approved", "rejected", "escalated"} {
+		m.PolicyDecision("approval", v)
+	}
+	for _, o := range []string{"approved", "expired", "expired", "req-123"} {
+		m.ApprovalEscalation(o)
+	}
+	m.ApprovalValidation(300 * time.Microsecond)
+	m.ApprovalValidation(20 * time.Millisecond)
+	m.ApprovalValidation(6 * time.Second)
+	want := `
+# HELP gateway_approval_escalations_total Escalations decided, by outcome (approved, rejected by a person, expired).
+# TYPE gateway_approval_escalations_total counter
+gateway_approval_escalations_total{outcome="approved"} 1
+gateway_approval_escalations_total{outcome="expired"} 2
+gateway_approval_escalations_total{outcome="other"} 1
+# HELP gateway_approval_validation_seconds Time the approval policy took to decide one request.
+# TYPE gateway_approval_validation_seconds histogram
+gateway_approval_validation_seconds_bucket{le="0.0001"} 0
+gateway_approval_validation_seconds_bucket{le="0.00025"} 0
+gateway_approval_validation_seconds_bucket{le="0.0005"} 1
+gateway_approval_validation_seconds_bucket{le="0.001"} 1
+gateway_approval_validation_seconds_bucket{le="0.0025"} 1
+gateway_approval_validation_seconds_bucket{le="0.005"} 1
+gateway_approval_validation_seconds_bucket{le="0.01"} 1
+gateway_approval_validation_seconds_bucket{le="0.025"} 2
+gateway_approval_validation_seconds_bucket{le="0.05"} 2
+gateway_approval_validation_seconds_bucket{le="0.1"} 2
+gateway_approval_validation_seconds_bucket{le="0.25"} 2
+gateway_approval_validation_seconds_bucket{le="0.5"} 2
+gateway_approval_validation_seconds_bucket{le="1"} 2
+gateway_approval_validation_seconds_bucket{le="2.5"} 2
+gateway_approval_validation_seconds_bucket{le="5"} 2
+gateway_approval_validation_seconds_bucket{le="+Inf"} 3
+gateway_approval_validation_seconds_sum 6.0203
+gateway_approval_validation_seconds_count 3
+# HELP gateway_policy_decisions_total Policy decisions by decision point and verdict.
+# TYPE gateway_policy_decisions_total counter
+gateway_policy_decisions_total{point="approval",verdict="approved"} 2
+gateway_policy_decisions_total{point="approval",verdict="escalated"} 1
+gateway_policy_decisions_total{point="approval",verdict="rejected"} 1
+`
+	compare(t, m, want, "gateway_approval_escalations_total", "gateway_approval_validation_seconds", "gateway_policy_decisions_total")
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs, err := promlint.NewWithMetricFamilies(mfs).Lint(); err != nil || len(probs) > 0 {
+		t.Fatalf("lint: %v %v", err, probs)
+	}
+}
