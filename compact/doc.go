@@ -4,6 +4,15 @@
 // The gateway uses it for POST /sacp/validate, POST /registry/spawn and agents
 // with response_format sacp_compact (docs/agent-messaging.md).
 //
+// A message is an object with the goal ("g", or its long name "goal", never
+// both), "plan" (steps [verb, tool, params] and {"parallel": [...]} groups)
+// and the optional "ctx", "msg_id", "reply_to", "state", "out_fmt",
+// "proto_ver", "test_mode" and "subtask". A plan may name a verb by one of
+// its aliases (compact SACP's own examples write "s" for search); every
+// check then uses the verb itself (the tool's supported verbs, typed inputs),
+// and what the package reports about a plan (Library.PlanVerbs, Resolve,
+// Spawn.Verb) gives the verb's name, the spelling supported_verbs lists use.
+//
 // Messages are untrusted, and a message the validator accepts is then read by
 // other programs, so the validator is deliberately stricter than
 // encoding/json: the validator and every reader must agree on what a message

@@ -35,7 +35,43 @@ func seedTools() []Tool {
 		{ID: "PRICE_HIST", Description: "Price history.", SupportedVerbs: []string{"fetch"}},
 		{ID: "PRC_EST", Description: "Price estimation.", SupportedVerbs: []string{"predict"}},
 		{ID: "OPTS", Description: "Options.", SupportedVerbs: []string{"flag"}},
+		{ID: "PRICES", Description: "Current prices.", SupportedVerbs: []string{"fetch"}},
 	}
+}
+
+// aliasLibrary is the library of compact SACP's examples as
+// config/registry.yaml defines it: "s", "r" and "p" are aliases of search,
+// rank and present rather than verbs of their own, and join has a tool.
+func aliasLibrary(t testing.TB) *Library {
+	t.Helper()
+	lib, err := NewLibrary(
+		[]Verb{
+			{Name: "search", Aliases: []string{"s"}, Inputs: []string{"c:string", "p_max:number"}, Outputs: "list"},
+			{Name: "rank", Aliases: []string{"r"}, Inputs: []string{"c:array"}, Outputs: "list"},
+			{Name: "present", Aliases: []string{"p", "show"}, Inputs: []string{"n:integer"}, Outputs: "string"},
+			{Name: "extract", Inputs: []string{"range:string"}, Outputs: "object"},
+			{Name: "analyze", Outputs: "object"},
+			{Name: "generate", Inputs: []string{"type:string", "length:string", "topic:string"}, Outputs: "string"},
+			{Name: "fetch", Inputs: []string{"c:string", "days:integer"}, Outputs: "history"},
+			{Name: "predict", Inputs: []string{"ctx.history", "method:string", "window:integer"}, Outputs: "predictions"},
+			{Name: "join", Aliases: []string{"j"}, Outputs: "object"},
+		},
+		[]Tool{
+			{ID: "H_API", SupportedVerbs: []string{"search"}},
+			{ID: "RANK", SupportedVerbs: []string{"rank"}},
+			{ID: "PRES", SupportedVerbs: []string{"present"}},
+			{ID: "FEEDBACK_DOC", SupportedVerbs: []string{"extract"}},
+			{ID: "SENTIMENT", SupportedVerbs: []string{"analyze"}},
+			{ID: "SUMMARY", SupportedVerbs: []string{"generate"}},
+			{ID: "PRICES", SupportedVerbs: []string{"fetch"}},
+			{ID: "PRICE_HIST", SupportedVerbs: []string{"fetch"}},
+			{ID: "PRC_EST", SupportedVerbs: []string{"predict"}},
+			{ID: "MERGE", SupportedVerbs: []string{"join"}},
+		})
+	if err != nil {
+		t.Fatalf("NewLibrary: %v", err)
+	}
+	return lib
 }
 
 func seedLibrary(t testing.TB) *Library {

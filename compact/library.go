@@ -15,8 +15,14 @@ import (
 // parameter when a plan step supplies it; an untyped or "any" input, a missing
 // input and an undeclared parameter are all accepted, because compact SACP
 // lets agents abbreviate keys and does not say which inputs are required.
+//
+// Aliases are other names of the verb in plans, such as compact SACP's own
+// "s" for search. They exist for messages only: a tool's SupportedVerbs names
+// the verb itself, so that a verb has one spelling everywhere the library
+// and the agents' registry entries are compared.
 type Verb struct {
 	Name        string   `json:"name"`
+	Aliases     []string `json:"aliases,omitempty"`
 	Description string   `json:"description"`
 	Inputs      []string `json:"inputs"`
 	Outputs     string   `json:"outputs"`
@@ -113,7 +119,9 @@ func parseInputs(decls []string) (map[string]inputType, error) {
 // *Library are empty libraries.
 type Library struct {
 	verbs map[string]*verbEntry
-	tools map[string]*toolEntry
+	// aliases maps each alias to the name of its verb.
+	aliases map[string]string
+	tools   map[string]*toolEntry
 	// joinTools reports that some tool lists "join": from then on a join
 	// step's tool must be a known tool that supports it.
 	joinTools bool
@@ -133,7 +141,9 @@ func (t *toolEntry) supports(verb string) bool { return t.verbs[verb] }
 
 // NewLibrary checks and copies the definitions. It reports every problem
 // (empty or duplicate verb name or tool id, a reserved verb name, a bad input
-// declaration, a tool naming an unknown verb), joined into one error.
+// declaration, an alias that is empty, reserved, a verb's name or another
+// verb's alias, a tool naming an unknown verb or an alias), joined into one
+// error.
 func NewLibrary(verbs []Verb, tools []Tool) (*Library, error) {
 	return build(nil, verbs, tools)
 }
@@ -151,6 +161,7 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 		// Entries are never modified after construction, so sharing them
 		// between libraries is safe.
 		lib.verbs = maps.Clone(base.verbs)
+		lib.aliases = maps.Clone(base.aliases)
 		lib.tools = maps.Clone(base.tools)
 		lib.joinTools = base.joinTools
 	}
@@ -160,7 +171,11 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 	if lib.tools == nil {
 		lib.tools = make(map[string]*toolEntry, len(tools))
 	}
+	if lib.aliases == nil {
+		lib.aliases = make(map[string]string)
+	}
 	var errs []error
+	var added []*verbEntry
 	for i, v := range verbs {
 		switch {
 		case v.Name == "":
@@ -172,6 +187,9 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 		case lib.verbs[v.Name] != nil:
 			errs = append(errs, fmt.Errorf("verb %q: duplicate name", v.Name))
 			continue
+		case lib.aliases[v.Name] != "":
+			errs = append(errs, fmt.Errorf("verb %q: name is already an alias of verb %q", v.Name, lib.aliases[v.Name]))
+			continue
 		}
 		typed, err := parseInputs(v.Inputs)
 		if err != nil {
@@ -179,7 +197,30 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 			continue
 		}
 		v.Inputs = slices.Clone(v.Inputs)
-		lib.verbs[v.Name] = &verbEntry{def: v, typed: typed}
+		v.Aliases = slices.Clone(v.Aliases)
+		e := &verbEntry{def: v, typed: typed}
+		lib.verbs[v.Name] = e
+		added = append(added, e)
+	}
+	// Aliases are checked once every name is known, so that an alias equal
+	// to the name of a verb defined after it is found as well.
+	for _, e := range added {
+		for _, a := range e.def.Aliases {
+			switch {
+			case a == "":
+				errs = append(errs, fmt.Errorf("verb %q: empty alias", e.def.Name))
+			case a == verbJoin || a == verbDefine || a == verbInstantiate:
+				// A structural or meta step must mean the same in
+				// every library.
+				errs = append(errs, fmt.Errorf("verb %q: alias %q is a reserved verb name", e.def.Name, a))
+			case lib.verbs[a] != nil:
+				errs = append(errs, fmt.Errorf("verb %q: alias %q is the name of a verb", e.def.Name, a))
+			case lib.aliases[a] != "":
+				errs = append(errs, fmt.Errorf("verb %q: alias %q is already an alias of verb %q", e.def.Name, a, lib.aliases[a]))
+			default:
+				lib.aliases[a] = e.def.Name
+			}
+		}
 	}
 	for i, t := range tools {
 		switch {
@@ -196,6 +237,11 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 			switch {
 			case set[v]:
 				errs = append(errs, fmt.Errorf("tool %q: verb %q listed twice in supported_verbs", t.ID, v))
+				ok = false
+			case lib.aliases[v] != "":
+				// Checks compare the verb's name: an alias here would
+				// never match.
+				errs = append(errs, fmt.Errorf("tool %q: %q in supported_verbs is an alias of verb %q: list the verb's name", t.ID, v, lib.aliases[v]))
 				ok = false
 			case v != verbJoin && lib.verbs[v] == nil:
 				errs = append(errs, fmt.Errorf("tool %q: unknown verb %q in supported_verbs", t.ID, v))
@@ -225,6 +271,17 @@ func (l *Library) verb(name string) *verbEntry {
 	return l.verbs[name]
 }
 
+// canonical returns the name of the verb that name stands for: the verb
+// whose alias it is, or name itself.
+func (l *Library) canonical(name string) string {
+	if l != nil {
+		if v, ok := l.aliases[name]; ok {
+			return v
+		}
+	}
+	return name
+}
+
 func (l *Library) tool(id string) *toolEntry {
 	if l == nil {
 		return nil
@@ -234,7 +291,21 @@ func (l *Library) tool(id string) *toolEntry {
 
 func (l *Library) hasJoinTools() bool { return l != nil && l.joinTools }
 
-// Verb returns the definition of a verb. The result is a copy.
+// Resolve returns the name of the verb that name denotes in a plan: name
+// itself when it is a verb's name, the verb's name when it is an alias. It
+// reports false for anything else, including the undefined structural and
+// meta verbs (join, define, instantiate). Compare this, not what a plan
+// says, with supported_verbs lists.
+func (l *Library) Resolve(name string) (string, bool) {
+	canon := l.canonical(name)
+	if l.verb(canon) == nil {
+		return "", false
+	}
+	return canon, true
+}
+
+// Verb returns the definition of a verb, by its name (not an alias: see
+// Resolve). The result is a copy.
 func (l *Library) Verb(name string) (Verb, bool) {
 	e := l.verb(name)
 	if e == nil {
@@ -280,6 +351,7 @@ func (l *Library) Tools() []Tool {
 // which must not change once other goroutines validate against them.
 func copyVerb(v Verb) Verb {
 	v.Inputs = slices.Clone(v.Inputs)
+	v.Aliases = slices.Clone(v.Aliases)
 	return v
 }
 

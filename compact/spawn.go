@@ -10,8 +10,10 @@ import (
 // for. After approval, Library.Extend(NewVerbs, NewTools) adds its definitions;
 // ParseSpawn guarantees that this succeeds against the library that parsed it.
 type Spawn struct {
-	AgentName   string // the instantiate step's tool position, e.g. "VISA_AGENT"
-	Verb, Tool  string // instantiate params "verb" and "tool"
+	AgentName string // the instantiate step's tool position, e.g. "VISA_AGENT"
+	// Verb and Tool are instantiate params "verb" and "tool"; Verb is the
+	// verb's name when the message gave one of its aliases.
+	Verb, Tool  string
 	Description string // from the define step of that tool (or ctx.missing_capability when absent)
 	// Inputs and Outputs come from the define step (params "inputs" and
 	// "outputs"); when the tool is a library tool, from the library verb.
@@ -41,8 +43,8 @@ func (l *Library) ParseSpawn(raw []byte) (*Spawn, Result) {
 		return nil, res
 	}
 	c := checker{lib: l, spawn: true}
-	if g := msg.get("g"); g.str != GoalSpawnAgent {
-		return nil, c.fail(CodeInvalidField, "g", `goal is %s, not %q`, clipQuote(g.str), GoalSpawnAgent)
+	if key, g := goalOf(&msg); g.str != GoalSpawnAgent {
+		return nil, c.fail(CodeInvalidField, key, `goal is %s, not %q`, clipQuote(g.str), GoalSpawnAgent)
 	}
 	sp := &Spawn{}
 	if ctx := msg.get("ctx"); ctx != nil {
@@ -70,7 +72,9 @@ func (l *Library) ParseSpawn(raw []byte) (*Spawn, Result) {
 	}
 	step := plan.kids[inst].kids
 	sp.AgentName = step[1].str
-	sp.Verb = step[2].get("verb").str
+	// The verb by its name, also when the message used an alias: the spawned
+	// agent's supported_verbs and tool are compared with plans by name.
+	sp.Verb = l.canonical(step[2].get("verb").str)
 	sp.Tool = step[2].get("tool").str
 	if e := step[2].get("endpoint"); e != nil {
 		if e.kind != kindString {

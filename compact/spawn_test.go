@@ -7,7 +7,7 @@ import (
 
 func TestParseSpawnAppendixD(t *testing.T) {
 	lib := seedLibrary(t)
-	raw := readTestdata(t, "messages/appendixD_spawn.json")
+	raw := readTestdata(t, "format_examples/appendixD_spawn.json")
 	sp, r := lib.ParseSpawn(raw)
 	if !r.Valid() {
 		t.Fatalf("ParseSpawn = %+v", r)

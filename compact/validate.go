@@ -2,6 +2,7 @@ package compact
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,8 +20,8 @@ const (
 // a client can tell a broken document from a bad field (the list is in
 // docs/agent-messaging.md, Compact SACP).
 const (
-	CodeMalformedMessage = "MALFORMED_MESSAGE" // not JSON, not an object, duplicate key, too deep
-	CodeMissingField     = "MISSING_FIELD"     // g or plan absent
+	CodeMalformedMessage = "MALFORMED_MESSAGE" // not JSON, not an object, duplicate key, too deep, a field under two keys (g and goal, case variants)
+	CodeMissingField     = "MISSING_FIELD"     // g (goal) or plan absent
 	CodeMalformedPlan    = "MALFORMED_PLAN"    // plan not an array; a step not [verb, tool, params]; bad parallel/join
 	CodeInvalidField     = "INVALID_FIELD"     // wrong type/value of g, ctx, msg_id, state, reply_to, proto_ver, out_fmt, subtask, test_mode
 	CodeInvalidParams    = "INVALID_PARAMS"    // params not an object, or a typed input of the wrong type
@@ -82,6 +83,40 @@ func validResult() Result { return Result{Status: StatusValid} }
 func (l *Library) Validate(raw []byte) Result {
 	_, r := l.check(raw, false)
 	return r
+}
+
+// PlanVerbs validates a message as Validate does and returns the verbs of its
+// plan, parallel branches included, in order of first use and once each. A
+// verb is given by its name also where the plan wrote an alias, so the list
+// can be compared with supported_verbs lists (whether a recipient supports
+// every verb of a plan); join, define and instantiate appear as written. The
+// subtask's plan is left out: it is a message of its own. On an invalid
+// message PlanVerbs returns nil and the fault.
+func (l *Library) PlanVerbs(raw []byte) ([]string, Result) {
+	msg, r := l.check(raw, false)
+	if !r.Valid() {
+		return nil, r
+	}
+	var verbs []string
+	add := func(step *value) {
+		// Cloned: the parser's strings share the whole message.
+		if name := l.canonical(step.kids[0].str); !slices.Contains(verbs, name) {
+			verbs = append(verbs, strings.Clone(name))
+		}
+	}
+	plan := msg.get("plan")
+	for i := range plan.kids {
+		st := &plan.kids[i]
+		if st.kind == kindArray {
+			add(st)
+			continue
+		}
+		par := st.val(0) // Validate has checked the group's shape
+		for j := range par.kids {
+			add(&par.kids[j])
+		}
+	}
+	return verbs, r
 }
 
 // ValidateAnswer checks what a model or agent answered. Besides the messages
@@ -179,20 +214,55 @@ func (c *checker) fail(code, path, format string, args ...any) Result {
 	return Result{Status: StatusErr, Code: code, Details: d, Path: c.prefix + path}
 }
 
-// messageFields are a message's fields by their lowercase form.
-var messageFields = map[string]string{"g": "g", "plan": "plan", "status": "status", "msg_id": "msg_id", "reply_to": "reply_to",
+// messageFields are a message's fields by their lowercase form, both
+// spellings of the goal included.
+var messageFields = map[string]string{"g": "g", "goal": "goal", "plan": "plan", "status": "status", "msg_id": "msg_id", "reply_to": "reply_to",
 	"state": "state", "proto_ver": "proto_ver", "out_fmt": "out_fmt", "ctx": "ctx", "test_mode": "test_mode", "subtask": "subtask"}
+
+// longNames maps the long name of each field compact SACP abbreviates to the
+// abbreviation. Of its components (GOAL, CTX, PLAN, ACT, OUT_FMT, STATE,
+// MSG_ID, REPLY_TO) only the goal has a short key, "g"; ACT is a plan step,
+// not a field. A message may spell such a field either way but not both: a
+// reader that knows one spelling would otherwise see another goal than a
+// reader that knows the other.
+var longNames = map[string]string{"goal": "g"}
+
+// shortName returns the key a message field is checked under: the
+// abbreviation for a long name, key itself otherwise.
+func shortName(key string) string {
+	if s, ok := longNames[key]; ok {
+		return s
+	}
+	return key
+}
+
+// goalOf returns the goal of a message and the key it was given under ("g"
+// or "goal"); nil when there is none.
+func goalOf(msg *value) (string, *value) {
+	for i := range msg.members() {
+		if m := msg.member(i); shortName(m.key) == "g" {
+			return m.key, m.val
+		}
+	}
+	return "g", nil
+}
 
 // checkMessage validates a message object. answer allows the empty plan of a
 // DONE/FAILED reply; it applies to the top level only.
 func (l *Library) checkMessage(msg *value, prefix string, answer bool) Result {
 	c := checker{lib: l, prefix: prefix}
 	var g, plan, status, msgID, replyTo, state, protoVer, outFmt, ctx, testMode, subtask *value
+	gKey := "g" // the key of the goal, for paths and details
 	for i := range msg.members() {
 		m := msg.member(i)
-		switch m.key {
+		switch shortName(m.key) {
 		case "g":
-			g = m.val
+			if g != nil {
+				// The parser has refused a repeated key, so this is the
+				// other spelling.
+				return c.fail(CodeMalformedMessage, m.key, "%q and %q are the same field (the goal): a message has one of them", gKey, m.key)
+			}
+			g, gKey = m.val, m.key
 		case "plan":
 			plan = m.val
 		case "status":
@@ -227,14 +297,14 @@ func (l *Library) checkMessage(msg *value, prefix string, answer bool) Result {
 		return c.fail(CodeInvalidField, "status", `"status" is only allowed in an ERR object`)
 	}
 	if g == nil {
-		return c.fail(CodeMissingField, "g", `message has no "g" (goal)`)
+		return c.fail(CodeMissingField, "g", `message has no "g" (or "goal")`)
 	}
 	if g.kind != kindString || g.str == "" || len(g.str) > maxGoalLen {
 		got := describe(g)
 		if g.kind == kindString && len(g.str) > maxGoalLen {
 			got = fmt.Sprintf("%d bytes", len(g.str))
 		}
-		return c.fail(CodeInvalidField, "g", `"g" must be a non-empty string of at most %d bytes, got %s`, maxGoalLen, got)
+		return c.fail(CodeInvalidField, gKey, `%q must be a non-empty string of at most %d bytes, got %s`, gKey, maxGoalLen, got)
 	}
 	if plan == nil {
 		return c.fail(CodeMissingField, "plan", `message has no "plan"`)
@@ -448,9 +518,12 @@ func (c *checker) checkStep(st *value, lc loc, afterParallel bool) Result {
 		return c.fail(CodeInvalidParams, lc.path()+"[2]", "%s: params must be an object, got %s", lc.label(), describe(params))
 	}
 
-	switch verb.str {
+	// Every check below is of the verb the step names, whichever of its
+	// names it uses; aliases cannot be join, define or instantiate.
+	name := c.lib.canonical(verb.str)
+	switch name {
 	case verbJoin:
-		return c.checkJoin(tool.str, params, lc, afterParallel)
+		return c.checkJoin(verb.str, tool.str, params, lc, afterParallel)
 	case verbDefine, verbInstantiate:
 		if !c.spawn {
 			return c.fail(CodeUnknownVerb, lc.path()+"[0]", "%s: verb %q is only allowed in a %s message", lc.label(), verb.str, GoalSpawnAgent)
@@ -464,7 +537,7 @@ func (c *checker) checkStep(st *value, lc loc, afterParallel bool) Result {
 		return c.checkInstantiate(params, lc)
 	}
 
-	ve := c.lib.verb(verb.str)
+	ve := c.lib.verb(name)
 	if ve == nil {
 		return c.fail(CodeUnknownVerb, lc.path()+"[0]", "%s: unknown verb %s", lc.label(), clipQuote(verb.str))
 	}
@@ -472,17 +545,26 @@ func (c *checker) checkStep(st *value, lc loc, afterParallel bool) Result {
 	if te == nil {
 		return c.fail(CodeUnknownTool, lc.path()+"[1]", "%s: unknown tool %s", lc.label(), clipQuote(tool.str))
 	}
-	if !te.supports(verb.str) {
-		return c.fail(CodeVerbToolMismatch, lc.path()+"[1]", "%s: tool %s does not support verb %s", lc.label(), clipQuote(tool.str), clipQuote(verb.str))
+	if !te.supports(name) {
+		return c.fail(CodeVerbToolMismatch, lc.path()+"[1]", "%s: tool %s does not support verb %s%s", lc.label(), clipQuote(tool.str), clipQuote(name), written(name, verb.str))
 	}
 	return c.checkParams(ve, params, lc)
+}
+
+// written notes the alias a step used when an error names the verb by its
+// name, so that the author can find the step: ` (written "s")`.
+func written(name, as string) string {
+	if name == as {
+		return ""
+	}
+	return " (written " + clipQuote(as) + ")"
 }
 
 // checkJoin checks a join step. join needs no definition; its tool is checked
 // only once the library has tools that support join, so that libraries
 // written before anyone thought about joins accept compact SACP's own
-// example.
-func (c *checker) checkJoin(tool string, params *value, lc loc, afterParallel bool) Result {
+// example. as is the verb as the step wrote it: "join" or an alias of it.
+func (c *checker) checkJoin(as, tool string, params *value, lc loc, afterParallel bool) Result {
 	if !afterParallel {
 		return c.fail(CodeMalformedPlan, lc.path()+"[0]", "%s: join must directly follow a parallel group", lc.label())
 	}
@@ -492,7 +574,7 @@ func (c *checker) checkJoin(tool string, params *value, lc loc, afterParallel bo
 			return c.fail(CodeUnknownTool, lc.path()+"[1]", "%s: unknown tool %s", lc.label(), clipQuote(tool))
 		}
 		if !te.supports(verbJoin) {
-			return c.fail(CodeVerbToolMismatch, lc.path()+"[1]", "%s: tool %s does not support verb %q", lc.label(), clipQuote(tool), verbJoin)
+			return c.fail(CodeVerbToolMismatch, lc.path()+"[1]", "%s: tool %s does not support verb %q%s", lc.label(), clipQuote(tool), verbJoin, written(verbJoin, as))
 		}
 	}
 	if ve := c.lib.verb(verbJoin); ve != nil {
@@ -666,8 +748,11 @@ func (c *checker) checkInstantiate(params *value, lc loc) Result {
 	if !r.Valid() {
 		return r
 	}
-	if verb == verbJoin || verb == verbDefine || verb == verbInstantiate {
-		return c.fail(CodeInvalidParams, lc.path()+"[2].verb", "%s: cannot instantiate an agent for the reserved verb %q", lc.label(), verb)
+	// The new agent supports the verb, not the alias: its registry entry
+	// is compared with plans' verbs by name (ParseSpawn does the same).
+	name := c.lib.canonical(verb)
+	if name == verbJoin || name == verbDefine || name == verbInstantiate {
+		return c.fail(CodeInvalidParams, lc.path()+"[2].verb", "%s: cannot instantiate an agent for the reserved verb %q", lc.label(), name)
 	}
 	if _, ok := c.defined[tool]; ok {
 		return validResult()
@@ -676,8 +761,8 @@ func (c *checker) checkInstantiate(params *value, lc loc) Result {
 	if te == nil {
 		return c.fail(CodeUnknownTool, lc.path()+"[2].tool", "%s: tool %s is neither in the library nor defined by this message", lc.label(), clipQuote(tool))
 	}
-	if !te.supports(verb) {
-		return c.fail(CodeVerbToolMismatch, lc.path()+"[2].verb", "%s: tool %s does not support verb %s", lc.label(), clipQuote(tool), clipQuote(verb))
+	if !te.supports(name) {
+		return c.fail(CodeVerbToolMismatch, lc.path()+"[2].verb", "%s: tool %s does not support verb %s%s", lc.label(), clipQuote(tool), clipQuote(name), written(name, verb))
 	}
 	return validResult()
 }

@@ -278,18 +278,22 @@ func TestValidateAnswer(t *testing.T) {
 
 // TestSeedExamples: compact SACP's own example messages are valid, its ERR
 // object is a valid answer but not a message.
+// Both with "s", "r" and "p" as verbs of their own (seedLibrary) and as
+// aliases (aliasLibrary, config/registry.yaml's way).
 func TestSeedExamples(t *testing.T) {
 	lib := seedLibrary(t)
-	for _, name := range append(testdataFiles(t, "messages"), filepath.Join("testdata", "bench_20_steps.json")) {
+	for _, name := range append(testdataFiles(t, "format_examples"), filepath.Join("testdata", "bench_20_steps.json")) {
 		raw, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := lib.Validate(raw); !r.Valid() {
-			t.Errorf("%s: Validate = %+v, want VALID", name, r)
-		}
-		if r := lib.ValidateAnswer(raw); !r.Valid() {
-			t.Errorf("%s: ValidateAnswer = %+v, want VALID", name, r)
+		for libName, l := range map[string]*Library{"seed": lib, "alias": aliasLibrary(t)} {
+			if r := l.Validate(raw); !r.Valid() {
+				t.Errorf("%s, %s library: Validate = %+v, want VALID", name, libName, r)
+			}
+			if r := l.ValidateAnswer(raw); !r.Valid() {
+				t.Errorf("%s, %s library: ValidateAnswer = %+v, want VALID", name, libName, r)
+			}
 		}
 	}
 	for _, name := range testdataFiles(t, "answers") {
@@ -463,7 +467,7 @@ func TestMalformedDetails(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	lib := seedLibrary(t)
 	raw := readTestdata(t, "bench_20_steps.json")
-	spawn := readTestdata(t, "messages/appendixD_spawn.json")
+	spawn := readTestdata(t, "format_examples/appendixD_spawn.json")
 	done := make(chan struct{})
 	for range 4 {
 		go func() {

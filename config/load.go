@@ -545,6 +545,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			}
 		}
 	}
+	aliases := l.verbAliases(r, verbs, at)
 	for i, t := range r.Tools {
 		idx := strconv.Itoa(i)
 		switch {
@@ -558,7 +559,11 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			l.add(f, at("tools", idx, "id"), "registry: tool %q: supported_verbs is required", t.ID)
 		}
 		for j, v := range t.SupportedVerbs {
-			if !verbs[v] {
+			switch {
+			case verbs[v]:
+			case aliases[v] != "":
+				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names %q, an alias of verb %q: supported_verbs takes the verb's name", t.ID, v, aliases[v])
+			default:
 				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q", t.ID, v)
 			}
 		}
@@ -577,7 +582,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 func compactLibrary(r Registry) (*compact.Library, error) {
 	verbs := make([]compact.Verb, 0, len(r.Verbs))
 	for _, v := range r.Verbs {
-		verbs = append(verbs, compact.Verb{Name: v.Name, Description: v.Description, Inputs: v.Inputs, Outputs: v.Outputs})
+		verbs = append(verbs, compact.Verb{Name: v.Name, Aliases: v.Aliases, Description: v.Description, Inputs: v.Inputs, Outputs: v.Outputs})
 	}
 	tools := make([]compact.Tool, 0, len(r.Tools))
 	for _, t := range r.Tools {
