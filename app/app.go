@@ -180,7 +180,7 @@ type state struct {
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	msg := cfg.Gateway.Messaging
-	hist := mailbox.HistoryOptions{Retention: msg.HistoryRetention.D()}
+	hist := mailbox.HistoryOptions{Retention: msg.HistoryRetention.D(), Timeout: cfg.Gateway.State.Timeout.D()}
 	// A delivery left unacknowledged (its worker could not record it, or
 	// the replica died) is handed out again only after it could have
 	// finished all its attempts.
@@ -203,7 +203,8 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	}
 	// The consumer name must be unique per replica: the audit chain id is
 	// (the chart sets it to the pod name).
-	queue, err := mailbox.NewRedisQueue(client, mailbox.RedisQueueOptions{Consumer: cfg.Gateway.Audit.Chain, MaxLen: int64(msg.QueueCapacity), ClaimIdle: claimIdle})
+	queue, err := mailbox.NewRedisQueue(client, mailbox.RedisQueueOptions{Consumer: cfg.Gateway.Audit.Chain, MaxLen: int64(msg.QueueCapacity), ClaimIdle: claimIdle,
+		Timeout: cfg.Gateway.State.Timeout.D()})
 	if err != nil {
 		log.Warn("message queue: Redis not ready at startup; the queue retries on use", "error", err.Error())
 	}

@@ -35,7 +35,7 @@ func TestSecurityEndpointsOnPrivateAddressesAreNotCalled(t *testing.T) {
 	}
 }
 
-var msgID = regexp.MustCompile(`msg_[0-9a-f]+`)
+var msgID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`)
 
 // Different failures of a recipient give the caller the same sentence.
 func TestSecurityDeliveryErrorsRevealNothing(t *testing.T) {

@@ -59,7 +59,7 @@ func DecodeSAM(raw []byte) (*Message, error) {
 
 func (s *scanner) decodeACL(top []member) (*Message, error) {
 	m := &Message{Format: ACL, Priority: Medium}
-	var haveType, haveSender bool
+	var haveType, haveSender, emptyReceiverType bool
 	var to Party
 	for i := range top {
 		v := top[i].val
@@ -83,6 +83,7 @@ func (s *scanner) decodeACL(top []member) (*Message, error) {
 			to.ID, fe = optID("receiver_id", v)
 		case "receiver_type":
 			to.Role, fe = optText("receiver_type", v, maxRole)
+			emptyReceiverType = fe == nil && v[0] == '"' && to.Role == ""
 		case "workflow_id":
 			m.WorkflowID, fe = optID("workflow_id", v)
 		case "task_id":
@@ -122,9 +123,13 @@ func (s *scanner) decodeACL(top []member) (*Message, error) {
 	case to.ID != "":
 		m.Recipient = &to
 	case to.Role != "":
-		// A typed but anonymous receiver would be a group broadcast, which
-		// the ACL envelope's protocol lists only as a future extension.
-		return nil, &FieldError{Field: "receiver_type", Reason: "requires receiver_id (a null receiver_id is a broadcast)"}
+		// A typed but anonymous receiver is a group send: every agent of
+		// that type.
+		m.GroupType = to.Role
+	case emptyReceiverType:
+		// Neither a group nor clearly a broadcast: refused rather than
+		// guessed.
+		return nil, &FieldError{Field: "receiver_type", Reason: "must name an agent type when receiver_id is null (or be left out for a broadcast)"}
 	}
 	if m.Error != nil && m.Payload != nil {
 		for _, mb := range s.subs[subPayload] {
@@ -179,6 +184,11 @@ func (s *scanner) decodeSAM(top []member) (*Message, error) {
 			}
 			var p Party
 			p, fe = decodeParty("recipient", s.subs[subRecipient])
+			if fe == nil && p.ID == "" {
+				// {"agent_id": null, "role": T}: a group send.
+				m.GroupType = p.Role
+				break
+			}
 			m.Recipient = &p
 		case "message_type":
 			haveType = true
@@ -244,6 +254,14 @@ func decodeParty(prefix string, members []member) (Party, *FieldError) {
 		}
 	}
 	if p.ID == "" {
+		// Only a recipient may be a type instead of an agent (a group
+		// send); a sender is always one agent.
+		if prefix == "recipient" && p.Role != "" {
+			return p, nil
+		}
+		if prefix == "recipient" {
+			return p, &FieldError{Field: fields[0], Reason: "required (or recipient.role for a group send, or a null recipient for a broadcast)"}
+		}
 		return p, &FieldError{Field: fields[0], Reason: "required"}
 	}
 	return p, nil

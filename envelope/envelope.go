@@ -1,8 +1,12 @@
 // Package envelope decodes, validates, normalises and re-encodes the
-// inter-agent message envelopes the gateway relays at POST /v1/messages
+// inter-agent message envelopes the gateway relays at POST /relay/messages
 // (docs/agent-messaging.md): the ACL envelope (flat, sender_id/receiver_id,
 // lowercase types) and the SAM envelope (sender/recipient objects,
 // correlation_id, uppercase types, error object); docs/glossary.md names both.
+//
+// A null receiver is a broadcast; a null receiver with a type (ACL
+// receiver_type, SAM recipient.role) is a group send to every agent of that
+// type (Message.GroupType).
 //
 // Both formats decode into one Message so that routing, RBAC, queueing and
 // history need not know which one an agent speaks; Marshal writes a Message
@@ -75,7 +79,8 @@ func (p Priority) Rank() int {
 }
 
 // Party is a sender or recipient: ACL sender_id/sender_type and
-// receiver_id/receiver_type, SAM {agent_id, role}.
+// receiver_id/receiver_type, SAM {agent_id, role}. Role is what the sender
+// claims; the gateway checks it against the agent's registered type.
 type Party struct {
 	ID   string
 	Role string
@@ -112,7 +117,8 @@ type Message struct {
 	Timestamp     time.Time // in UTC; zero until Fill when absent
 	Priority      Priority  // ACL "priority", SAM metadata.priority; Medium by default
 	Sender        Party
-	Recipient     *Party // nil: broadcast (ACL receiver_id null or absent, SAM recipient null or absent)
+	Recipient     *Party // nil: a broadcast, or a group send (GroupType)
+	GroupType     string // a group send's recipient type (ACL receiver_type with no receiver_id, SAM recipient {"agent_id": null, "role": T}); "" otherwise
 	WorkflowID    string // ACL workflow_id; "" for SAM
 	TaskID        string // ACL task_id; "" for SAM
 	CorrelationID string // SAM correlation_id; "" for ACL

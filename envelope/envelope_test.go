@@ -220,7 +220,14 @@ func TestInvalid(t *testing.T) {
 		{"sam recipient empty", strings.Replace(sam(""), `{"agent_id":"a2"}`, `{}`, 1), "recipient.agent_id"},
 		{"sam recipient string", strings.Replace(sam(""), `{"agent_id":"a2"}`, `"a2"`, 1), "recipient"},
 		{"sender_type too long", acl(`,"sender_type":"` + strings.Repeat("x", 65) + `"`), "sender_type"},
-		{"receiver_type without id", `{"message_type":"notification","sender_id":"s","action":"a","receiver_type":"executor"}`, "receiver_type"},
+		// Group sends: a type instead of a receiver, for what may be broadcast.
+		{"empty receiver_type without id", `{"message_type":"notification","sender_id":"s","action":"a","receiver_type":""}`, "receiver_type"},
+		{"group request acl", `{"message_type":"request","sender_id":"s","action":"a","receiver_id":null,"receiver_type":"executor"}`, "receiver_id"},
+		{"group response sam", `{"sender":{"agent_id":"s"},"recipient":{"agent_id":null,"role":"executor"},"message_type":"RESPONSE"}`, "recipient"},
+		{"sam recipient null id no role", strings.Replace(sam(""), `{"agent_id":"a2"}`, `{"agent_id":null}`, 1), "recipient.agent_id"},
+		{"sam recipient empty role", strings.Replace(sam(""), `{"agent_id":"a2"}`, `{"role":""}`, 1), "recipient.agent_id"},
+		{"group type too long", `{"message_type":"notification","sender_id":"s","action":"a","receiver_type":"` + strings.Repeat("x", 65) + `"}`, "receiver_type"},
+		{"sam sender type only", strings.Replace(sam(""), `"agent_id":"a1",`, `"agent_id":null,`, 1), "sender.agent_id"},
 		// Types.
 		{"missing type", strings.Replace(acl(""), `"message_type":"request",`, ``, 1), "message_type"},
 		{"unknown type acl", strings.Replace(acl(""), `"request"`, `"event"`, 1), "message_type"},
@@ -337,6 +344,21 @@ func TestValidEdges(t *testing.T) {
 		{"escaped values", acl(`,"status":"\u00e9\ud83d\ude00\n"`), func(m *Message) bool { return m.Status == "é😀\n" }},
 		{"many keys", acl(`,"metadata":{` + manyKeys(100) + `}`), func(m *Message) bool { return m.Metadata != nil }},
 		{"whitespace around", " \n" + acl("") + "\n ", func(m *Message) bool { return m.ID == "msg_001" }},
+		{"acl group send", `{"message_type":"notification","sender_id":"s","action":"a","receiver_id":null,"receiver_type":"executor"}`, func(m *Message) bool {
+			return m.Recipient == nil && m.GroupType == "executor"
+		}},
+		{"acl group send without receiver_id", `{"message_type":"notification","sender_id":"s","action":"a","receiver_type":"executor"}`, func(m *Message) bool {
+			return m.Recipient == nil && m.GroupType == "executor"
+		}},
+		{"sam group send", `{"sender":{"agent_id":"s"},"recipient":{"agent_id":null,"role":"executor"},"message_type":"EVENT","payload":{"action":"a"}}`, func(m *Message) bool {
+			return m.Recipient == nil && m.GroupType == "executor"
+		}},
+		{"sam group send without agent_id", `{"sender":{"agent_id":"s"},"recipient":{"role":"executor"},"message_type":"ERROR","error":{"code":"C","message":"m"}}`, func(m *Message) bool {
+			return m.Recipient == nil && m.GroupType == "executor"
+		}},
+		{"acl broadcast keeps no type", `{"message_type":"notification","sender_id":"s","action":"a","receiver_id":null,"receiver_type":null}`, func(m *Message) bool {
+			return m.Recipient == nil && m.GroupType == ""
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -519,6 +541,21 @@ func TestMarshalGolden(t *testing.T) {
 				json.RawMessage(`{"decision":"reject"}`))
 		}, `{"message_type":"response","priority":"medium","sender_id":"human:alice","receiver_id":"orch_1","workflow_id":"wf_abc",` +
 			`"action":"human_decision","payload":{"decision":"reject"},"in_reply_to":"msg_001"}`},
+		{"acl group send", func(t *testing.T) *Message {
+			m, err := Decode([]byte(`{"message_type":"notification","sender_id":"orch_1","receiver_type":"executor","workflow_id":"w","action":"go"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}, `{"message_type":"notification","priority":"medium","sender_id":"orch_1","receiver_id":null,"receiver_type":"executor",` +
+			`"workflow_id":"w","action":"go"}`},
+		{"sam group send", func(t *testing.T) *Message {
+			m, err := Decode([]byte(`{"sender":{"agent_id":"o"},"recipient":{"role":"executor"},"message_type":"EVENT","payload":{"action":"go"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}, `{"sender":{"agent_id":"o"},"recipient":{"agent_id":null,"role":"executor"},"message_type":"EVENT","payload":{"action":"go"}}`},
 		{"filled", func(*testing.T) *Message {
 			m := NewResponse(ACL, Party{ID: "p"}, &Party{ID: "o"}, "m0", "", "", "done", nil)
 			m.Fill(time.Date(2025, 11, 23, 10, 0, 0, 500, time.FixedZone("X", 3600)), func() string { return "gw-1" })
@@ -629,6 +666,9 @@ func TestMarshalRejectsInvalid(t *testing.T) {
 		{"timeout", func(m *Message) { m.TimeoutMS = -5 }, "metadata.timeout_ms"},
 		{"error without code", func(m *Message) { m.Type, m.Error = Error, &ErrorInfo{Message: "x"} }, "error.code"},
 		{"year", func(m *Message) { m.Timestamp = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "timestamp"},
+		{"group and recipient", func(m *Message) { m.Type, m.GroupType = Event, "executor" }, "recipient.agent_id"},
+		{"group response", func(m *Message) { m.Recipient, m.GroupType = nil, "executor" }, "recipient"},
+		{"group type too long", func(m *Message) { m.Type, m.Recipient, m.GroupType = Event, nil, strings.Repeat("t", 65) }, "recipient.role"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

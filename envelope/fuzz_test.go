@@ -23,6 +23,8 @@ func addSeeds(f *testing.F) {
 		sam(`,"metadata":{"in_reply_to":"m0","timeout_ms":1}`), sam(`,"error":{"code":"C","message":"m","severity":"info"}`),
 		acl(`,"timestamp":"2025-11-23T10:00:00.100+05:30"`), sam(`,"timestamp":"0000-01-01T00:30:00+00:00"`),
 		`{"sender":{"agent_id":"a"},"sender_id":"a"}`, `{"a":"\ud83d\ude00","a":1}`, `{}`, `[`, "{\"x\":\"\xff\"}",
+		`{"message_type":"notification","sender_id":"s","action":"a","receiver_id":null,"receiver_type":"executor"}`,
+		`{"sender":{"agent_id":"s"},"recipient":{"agent_id":null,"role":"executor"},"message_type":"EVENT","payload":{"action":"a"}}`,
 	} {
 		f.Add([]byte(s))
 	}

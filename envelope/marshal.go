@@ -12,7 +12,8 @@ import (
 // Marshal encodes the message in its own format with its protocol's field
 // names and types (ACL lower case, SAM upper case), in the protocol's field
 // order, omitting absent optional fields; a broadcast is written as an
-// explicit null receiver_id / recipient. The message is validated first, so
+// explicit null receiver_id / recipient, a group send as a null receiver_id
+// with its receiver_type / a recipient {"agent_id": null, "role": T}. The message is validated first, so
 // the gateway never relays an envelope it would itself refuse.
 //
 // Fields mirrored inside Payload or Metadata (SAM payload.action and
@@ -52,6 +53,7 @@ func (m *Message) writeACL(w *objWriter, payload, metadata json.RawMessage) {
 	w.optString("sender_type", m.Sender.Role)
 	if m.Recipient == nil {
 		w.raw("receiver_id", []byte("null"))
+		w.optString("receiver_type", m.GroupType)
 	} else {
 		w.string("receiver_id", m.Recipient.ID)
 		w.optString("receiver_type", m.Recipient.Role)
@@ -74,9 +76,16 @@ func (m *Message) writeSAM(w *objWriter, payload, metadata json.RawMessage) {
 	w.time("timestamp", m.Timestamp)
 	w.key("sender")
 	writeParty(w, m.Sender)
-	if m.Recipient == nil {
+	switch {
+	case m.Recipient == nil && m.GroupType != "":
+		w.key("recipient")
+		pw := objWriter{b: append(w.b, '{')}
+		pw.raw("agent_id", []byte("null"))
+		pw.string("role", m.GroupType)
+		w.b = append(pw.b, '}')
+	case m.Recipient == nil:
 		w.raw("recipient", []byte("null"))
-	} else {
+	default:
 		w.key("recipient")
 		writeParty(w, *m.Recipient)
 	}

@@ -82,6 +82,12 @@ func (m *Message) validate() *FieldError {
 		if fe := checkText(n.recipientRole, m.Recipient.Role, maxRole); fe != nil {
 			return fe
 		}
+		if m.GroupType != "" {
+			return &FieldError{Field: n.recipientID, Reason: "a group send (" + n.recipientRole + " without an id) has no " + n.recipientID}
+		}
+	}
+	if fe := checkText(n.recipientRole, m.GroupType, maxRole); fe != nil {
+		return fe
 	}
 	if fe := m.validateThread(); fe != nil {
 		return fe
@@ -176,7 +182,7 @@ func (m *Message) validateError(n *names) *FieldError {
 // validateRequired enforces what each message type needs to be routed.
 func (m *Message) validateRequired(n *names) *FieldError {
 	if m.Recipient == nil && (m.Type == Request || m.Type == Response) {
-		return &FieldError{Field: n.recipient, Reason: "required for a " + string(m.Type) + " (only notifications and events may be broadcast)"}
+		return &FieldError{Field: n.recipient, Reason: "required for a " + string(m.Type) + " (only notifications and events may be broadcast or sent to a group)"}
 	}
 	if m.Format == ACL && m.InReplyTo == "" && (m.Type == Response || m.Type == Ack) {
 		return &FieldError{Field: n.inReplyTo, Reason: "required for a " + string(m.Type)}

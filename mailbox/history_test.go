@@ -30,6 +30,10 @@ var historyBehaviours = []struct {
 	{"concurrent appends", historyConcurrent},
 	{"seen", historySeen},
 	{"retract", historyRetract},
+	{"duplicate refused by the append", historyDuplicate},
+	{"duplicate race: exactly one", historyDuplicateRace},
+	{"one message, several entries", historyBatch},
+	{"suspension", historySuspension},
 }
 
 func runHistoryBehaviours(t *testing.T, newH newHistoryFunc) {
@@ -348,7 +352,7 @@ func TestMemoryHistoryDefaults(t *testing.T) {
 	}
 }
 
-// The JSON form of an Entry (the GET /v1/messages answer) has the field
+// The JSON form of an Entry (the GET /relay/messages answer) has the field
 // names of the fixture and keeps a compact envelope byte for byte.
 func TestEntryJSON(t *testing.T) {
 	e := entry("msg_004", "wf_abc", "corr-5678")

@@ -1,8 +1,10 @@
 package mailbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,11 +18,15 @@ const DefaultMemoryCapacity = 10000
 // is handed out again (Reclaimed set), as the Redis queue's XAUTOCLAIM
 // does: a worker that could not record a delivery (the audit trail down)
 // leaves it unacknowledged to have it retried, and in a single replica
-// nobody else would take it over.
+// nobody else would take it over. A delivery due to be handed out again
+// that was handed out MaxDeliveries times already becomes a dead letter
+// instead, as with the Redis queue.
 type MemoryQueue struct {
-	capacity  int
-	claimIdle time.Duration
-	now       func() time.Time // injectable for tests
+	capacity      int
+	claimIdle     time.Duration
+	maxDeliveries int
+	deadMax       int
+	now           func() time.Time // injectable for tests
 
 	mu       sync.Mutex
 	seq      uint64
@@ -36,6 +42,8 @@ type MemoryQueue struct {
 	// wake is closed by the next Push to wake every blocked Pop; it exists
 	// only while some Pop waits, so an uncontended Push allocates nothing.
 	wake chan struct{}
+	// dead are the dead letters, oldest first, at most deadMax.
+	dead []DeadLetter
 }
 
 var _ Queue = (*MemoryQueue)(nil)
@@ -44,6 +52,13 @@ var _ Queue = (*MemoryQueue)(nil)
 type MemoryQueueOptions struct {
 	Capacity  int           // deliveries waiting plus in flight; default DefaultMemoryCapacity
 	ClaimIdle time.Duration // a delivery popped and not acked for this long is handed out again; default DefaultClaimIdle
+	// MaxDeliveries is how many times a delivery is handed out without
+	// being acknowledged before it becomes a dead letter; default
+	// DefaultMaxDeliveries.
+	MaxDeliveries int
+	// DeadLetterMax caps the dead letters kept (the oldest go first);
+	// default DefaultDeadLetterMax.
+	DeadLetterMax int
 }
 
 // NewMemoryQueue returns an empty queue holding at most capacity deliveries
@@ -60,8 +75,14 @@ func NewMemoryQueueWithOptions(o MemoryQueueOptions) *MemoryQueue {
 	if o.ClaimIdle <= 0 {
 		o.ClaimIdle = DefaultClaimIdle
 	}
-	return &MemoryQueue{capacity: o.Capacity, claimIdle: o.ClaimIdle, now: time.Now,
-		inflight: make(map[string]Delivery), popped: make(map[string]int64)}
+	if o.MaxDeliveries <= 0 {
+		o.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if o.DeadLetterMax <= 0 {
+		o.DeadLetterMax = DefaultDeadLetterMax
+	}
+	return &MemoryQueue{capacity: o.Capacity, claimIdle: o.ClaimIdle, maxDeliveries: o.MaxDeliveries, deadMax: o.DeadLetterMax,
+		now: time.Now, inflight: make(map[string]Delivery), popped: make(map[string]int64)}
 }
 
 // Push implements Queue. The queue keeps d.Body: the caller must not modify
@@ -71,9 +92,12 @@ func (q *MemoryQueue) Push(ctx context.Context, d Delivery) (Delivery, error) {
 		return Delivery{}, err
 	}
 	d.Priority = clampPriority(d.Priority)
-	d.Reclaimed = false
+	d.Reclaimed, d.Deliveries = false, 0
 	if d.EnqueuedAt.IsZero() {
 		d.EnqueuedAt = time.Now()
+	}
+	if d.DeliveryID == "" {
+		d.DeliveryID = NewID()
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -92,7 +116,8 @@ func (q *MemoryQueue) Push(ctx context.Context, d Delivery) (Delivery, error) {
 }
 
 // Pop implements Queue. A delivery due to be handed out again comes before
-// the waiting ones, as the Redis queue claims before it reads.
+// the waiting ones, as the Redis queue claims before it reads; one handed
+// out MaxDeliveries times already goes to the dead letters instead.
 func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -103,7 +128,13 @@ func (q *MemoryQueue) Pop(ctx context.Context) (Delivery, error) {
 		oldest, due, busy := q.oldestLocked()
 		if busy && !now.Before(due) {
 			d := q.inflight[oldest]
+			if d.Deliveries >= q.maxDeliveries {
+				q.buryLocked(d, unackedReason(d.Deliveries), now)
+				q.mu.Unlock()
+				continue
+			}
 			d.Reclaimed = true
+			d.Deliveries++
 			q.inflight[oldest], q.popped[oldest] = d, now.UnixNano()
 			q.mu.Unlock()
 			return d, nil
@@ -161,6 +192,7 @@ func (q *MemoryQueue) takeLocked(now time.Time) (Delivery, bool) {
 			q.waiting[p] = nil // let an emptied backing array go
 		}
 		q.nWaiting--
+		d.Deliveries = 1
 		q.inflight[d.ID], q.popped[d.ID] = d, now.UnixNano()
 		return d, true
 	}
@@ -177,6 +209,61 @@ func (q *MemoryQueue) Ack(ctx context.Context, d Delivery) error {
 	delete(q.popped, d.ID)
 	q.mu.Unlock()
 	return nil
+}
+
+// unackedReason is the reason of a delivery that became a dead letter
+// because nobody acknowledged it.
+func unackedReason(n int) string {
+	return fmt.Sprintf("handed out %d times without being acknowledged", n)
+}
+
+// buryLocked moves an in-flight delivery to the dead letters.
+func (q *MemoryQueue) buryLocked(d Delivery, reason string, now time.Time) {
+	delete(q.inflight, d.ID)
+	delete(q.popped, d.ID)
+	if len(q.dead) >= q.deadMax {
+		// Drop the oldest: the list is for an operator to look at, and the
+		// newest are what they look for.
+		q.dead = slices.Delete(q.dead, 0, len(q.dead)-q.deadMax+1)
+	}
+	d.Reclaimed = false
+	q.dead = append(q.dead, DeadLetter{Delivery: d, Reason: reason, At: now})
+}
+
+// DeadLetter implements Queue. A delivery that is not in flight (acked, or
+// buried already) is not buried again.
+func (q *MemoryQueue) DeadLetter(ctx context.Context, d Delivery, reason string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cur, ok := q.inflight[d.ID]
+	if !ok {
+		return nil
+	}
+	q.buryLocked(cur, reason, q.now())
+	return nil
+}
+
+// DeadLetters implements Queue.
+func (q *MemoryQueue) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := len(q.dead)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]DeadLetter, 0, n)
+	for i := len(q.dead) - 1; i >= 0 && len(out) < n; i-- {
+		dl := q.dead[i]
+		dl.Delivery.Body = bytes.Clone(dl.Delivery.Body)
+		out = append(out, dl)
+	}
+	return out, nil
 }
 
 // Len implements Queue.

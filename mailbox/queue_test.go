@@ -28,6 +28,8 @@ var queueBehaviours = []struct {
 	{"ack removes", queueAck},
 	{"full at capacity", queueFull},
 	{"concurrent exactly once", queueConcurrent},
+	{"dead letter", queueDeadLetter},
+	{"delivery id and count", queueDeliveryID},
 }
 
 func runQueueBehaviours(t *testing.T, newQ newQueueFunc) {

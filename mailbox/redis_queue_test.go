@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestRedisQueueLayout(t *testing.T) {
 	if err != nil || len(vals) != 1 || vals[0].ID != d.ID {
 		t.Fatalf("stream q:2 = %+v, %v; want entry %s", vals, err, d.ID)
 	}
-	for _, f := range []string{"mid", "from", "to", "at", "body"} {
+	for _, f := range []string{"did", "mid", "from", "to", "at", "body"} {
 		if _, ok := vals[0].Values[f]; !ok {
 			t.Errorf("entry lacks field %q: %v", f, vals[0].Values)
 		}
@@ -277,5 +278,88 @@ func TestRedisQueueAckWithoutID(t *testing.T) {
 	}
 	if _, err := NewRedisQueue(nil, RedisQueueOptions{}); err == nil {
 		t.Fatal("NewRedisQueue(nil) succeeded")
+	}
+}
+
+// The hand-out count of a delivery lives in Redis: it survives reclaims by
+// other replicas, and the claim that would exceed MaxDeliveries buries the
+// delivery in <prefix>:dead instead of handing it out.
+func TestRedisQueueMaxDeliveries(t *testing.T) {
+	srv := testredis.Start(t)
+	c := srv.Client(t)
+	prefix := testPrefix(t)
+	opts := func(name string) RedisQueueOptions {
+		return RedisQueueOptions{Prefix: prefix, Consumer: name, ClaimIdle: 100 * time.Millisecond, Block: 50 * time.Millisecond,
+			MaxDeliveries: 3, DeadLetterMax: 2}
+	}
+	replicas := []*RedisQueue{newRedisQueue(t, c, opts("a")), newRedisQueue(t, srv.Client(t), opts("b")), newRedisQueue(t, srv.Client(t), opts("c"))}
+	pushed := mustPush(t, replicas[0], Delivery{MessageID: "poison", Priority: 1, Body: []byte(`{"x":1}`)})
+	for i, q := range replicas {
+		d := popWithin(t, q, 5*time.Second)
+		if d.ID != pushed.ID || d.DeliveryID != pushed.DeliveryID || d.Deliveries != i+1 || d.Reclaimed != (i > 0) {
+			t.Fatalf("hand-out %d by %s: %+v", i+1, q.consumer, d)
+		}
+	}
+	// The fourth claim buries it.
+	ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
+	defer cancel()
+	if d, err := replicas[0].Pop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("popped %+v %v after MaxDeliveries", d, err)
+	}
+	wantLen(t, replicas[0], 0)
+	dead, err := replicas[1].DeadLetters(t.Context(), 0)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead letters %+v %v", dead, err)
+	}
+	if d := dead[0]; d.Delivery.DeliveryID != pushed.DeliveryID || d.Delivery.Deliveries != 3 || d.Delivery.Priority != 1 ||
+		string(d.Delivery.Body) != `{"x":1}` || !d.Delivery.EnqueuedAt.Equal(pushed.EnqueuedAt) || d.Reason != "handed out 3 times without being acknowledged" {
+		t.Fatalf("dead letter %+v", d)
+	}
+	if n, err := c.HLen(t.Context(), prefix+":qn").Result(); err != nil || n != 0 {
+		t.Errorf("hand-out counts left: %d %v", n, err)
+	}
+	// Capped at DeadLetterMax, newest first.
+	for i := range 3 {
+		d := popAfterPush(t, replicas[2], fmt.Sprint("x", i))
+		if err := replicas[2].DeadLetter(t.Context(), d, "given up"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := c.LLen(t.Context(), prefix+":dead").Result(); n != 2 {
+		t.Errorf("dead-letter list holds %d, want 2", n)
+	}
+	dead, _ = replicas[0].DeadLetters(t.Context(), 0)
+	if len(dead) != 2 || dead[0].Delivery.MessageID != "x2" || dead[1].Delivery.MessageID != "x1" {
+		t.Fatalf("capped list %+v", dead)
+	}
+	// An acked delivery leaves no count behind.
+	d := popAfterPush(t, replicas[0], "fine")
+	if err := replicas[0].Ack(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.HLen(t.Context(), prefix+":qn").Result(); n != 0 {
+		t.Errorf("%d hand-out counts after an ack", n)
+	}
+	if err := replicas[0].DeadLetter(t.Context(), Delivery{}, "x"); err == nil {
+		t.Error("dead letter without an id accepted")
+	}
+}
+
+// A record in the dead-letter list that is not one of ours is listed as
+// unreadable, not taken for a delivery and not hiding the others.
+func TestRedisQueueDeadLetterUnreadable(t *testing.T) {
+	srv := testredis.Start(t)
+	c := srv.Client(t)
+	q := newRedisQueue(t, c, RedisQueueOptions{Prefix: testPrefix(t), Block: 50 * time.Millisecond})
+	d := popAfterPush(t, q, "ok")
+	if err := q.DeadLetter(t.Context(), d, "given up"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LPush(t.Context(), testPrefix(t)+":dead", "not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := q.DeadLetters(t.Context(), 0)
+	if err != nil || len(dead) != 2 || dead[0].Delivery.MessageID != "" || !strings.HasPrefix(dead[0].Reason, "unreadable") || dead[1].Delivery.MessageID != "ok" {
+		t.Fatalf("%+v %v", dead, err)
 	}
 }

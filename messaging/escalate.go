@@ -86,8 +86,21 @@ func (s *Service) countErrors(ctx context.Context, m *envelope.Message) int {
 	return max(n, 1)
 }
 
-// escalate opens the review and audits that it did.
+// escalate opens the review and audits that it did. A review that could
+// not be opened is logged and audited as missing: the message it is about
+// stands.
 func (s *Service) escalate(ctx context.Context, m *envelope.Message, waiting, reason string, content []byte) *EscalationRef {
+	ref, err := s.openEscalation(ctx, m, waiting, reason, content)
+	if err != nil {
+		return nil
+	}
+	return ref
+}
+
+// openEscalation opens the review and audits the outcome (message.escalation,
+// opened or not); it returns the error for callers that must not go on
+// without a person (a suspended thread).
+func (s *Service) openEscalation(ctx context.Context, m *envelope.Message, waiting, reason string, content []byte) (*EscalationRef, error) {
 	rec, err := s.escalator.Open(ctx, escalation.Request{
 		Type: escalation.TypeMessage, AgentID: waiting, Action: action(m), Content: string(content), Reason: reason,
 	})
@@ -96,12 +109,12 @@ func (s *Service) escalate(ctx context.Context, m *envelope.Message, waiting, re
 		s.log.Error("escalation not opened", "message_id", m.ID, "error", err.Error())
 		sum["opened"] = false
 		_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
-		return nil
+		return nil, errorf("escalate %s: %w", m.ID, err)
 	}
 	s.stats.escalated.Add(1)
 	sum["opened"], sum["escalation_id"] = true, rec.ID
 	_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
-	return &EscalationRef{RequestID: rec.ID, Reason: reason, HumanReviewURL: rec.ReviewURL}
+	return &EscalationRef{RequestID: rec.ID, Reason: reason, HumanReviewURL: rec.ReviewURL}, nil
 }
 
 // failedDelivery is the content a reviewer sees for a delivery that
@@ -120,6 +133,8 @@ func failureKind(err error) string {
 		return "destination_not_allowed"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
+	case errors.Is(err, errRecipientGone):
+		return "recipient_gone"
 	case errors.As(err, &ae):
 		return ae.kind()
 	}
@@ -170,10 +185,18 @@ func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relaye
 // Resolve is the approval service's Resolver for TypeMessage escalations: the
 // reviewer's decision goes back to the waiting agent as a RESPONSE (as the
 // human in the loop pattern injects it), recorded in the thread and queued to
-// the agent when it has an endpoint.
+// the agent when it has an endpoint. The decision on a suspended thread
+// (WAITING_FOR_HUMAN) also resumes the thread, and its RESPONSE is the
+// gateway's, in reply to the message that suspended it.
 func (s *Service) Resolve(ctx context.Context, rec escalation.Decided) error {
 	if rec.Decision == "" {
 		return errors.New("messaging: resolve: no review on the decision")
+	}
+	if m, th, ok, err := suspensionOf([]byte(rec.Content)); ok {
+		if err != nil {
+			return errorf("resolve %s: %w", rec.ID, err)
+		}
+		return s.resume(ctx, rec, m, th)
 	}
 	errEnv, err := errorEnvelope([]byte(rec.Content))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
+	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/registry"
@@ -148,9 +150,31 @@ type harnessOpts struct {
 	deps func(*Deps)
 	// now is the service's clock (default time.Now).
 	now func() time.Time
-	// claimIdle is the memory queue's ClaimIdle (default a minute).
+	// claimIdle is the queue's ClaimIdle (default a minute).
 	claimIdle time.Duration
+	// maxDeliveries is the queue's MaxDeliveries (default 5).
+	maxDeliveries int
+	// agents is appended to agents.yaml (more agents; %endpoint:<id>% of
+	// each id in peers is its peer's URL).
+	agents string
+	// peers are agents of agents besides peerIDs that get a peer.
+	peers []string
+	// registry replaces config/registry.yaml (a library of the test's own,
+	// unaffected by edits to the shipped one).
+	registry string
+	// wrapHistory, if set, wraps the history of h and of its replicas.
+	wrapHistory func(mailbox.History) mailbox.History
+	// redis puts the queue and the history on a real redis-server (a
+	// fresh one per test, skipped loudly when none is installed) instead
+	// of in memory: the state every replica shares.
+	redis bool
 }
+
+// backends are the two state backends the replica-facing tests run on.
+var backends = []struct {
+	name  string
+	redis bool
+}{{"memory", false}, {"redis", true}}
 
 // harness is the messaging service as app.Build wires it.
 type harness struct {
@@ -160,18 +184,22 @@ type harness struct {
 	svc     *Service
 	trail   *testkit.Trail
 	esc     *escalator
-	queue   *mailbox.MemoryQueue
-	history *mailbox.MemoryHistory
-	reg     *registry.Registry
-	peers   map[string]*testkit.Peer
-	logs    *testkit.LogBuffer
-	reqSeq  atomic.Int64
+	queue   mailbox.Queue
+	history mailbox.History
+	// redis is the server of a redis harness (nil in memory).
+	redis  *testredis.Server
+	opts   harnessOpts
+	deps   Deps
+	reg    *registry.Registry
+	peers  map[string]*testkit.Peer
+	logs   *testkit.LogBuffer
+	reqSeq atomic.Int64
 }
 
 // writeConfig writes the four config files into dir and loads them.
 func writeConfig(t *testing.T, dir string, peers map[string]*testkit.Peer, o harnessOpts) *config.Config {
 	t.Helper()
-	agents := testAgents
+	agents := testAgents + o.agents
 	for id, p := range peers {
 		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.Srv.URL+"/messages")
 	}
@@ -219,9 +247,11 @@ messaging:
 	if attempts == 0 {
 		attempts = 3
 	}
-	reg, err := os.ReadFile("../config/registry.yaml")
-	if err != nil {
-		t.Fatal(err)
+	reg := []byte(o.registry)
+	if o.registry == "" {
+		if reg, err = os.ReadFile("../config/registry.yaml"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	files := map[string]string{
 		config.GatewayFile:  gw,
@@ -259,9 +289,10 @@ func policies(t testing.TB) *policy.Engine {
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), peers: map[string]*testkit.Peer{}, trail: &testkit.Trail{}, esc: &escalator{}, logs: &testkit.LogBuffer{}}
-	for _, id := range peerIDs {
+	for _, id := range append(slices.Clone(peerIDs), o.peers...) {
 		h.peers[id] = newPeer(t)
 	}
+	h.opts = o
 	h.cfg = writeConfig(t, h.dir, h.peers, o)
 	log := slog.New(slog.NewTextHandler(h.logs, nil))
 	t.Cleanup(func() {
@@ -277,8 +308,22 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	m := h.cfg.Gateway.Messaging
-	h.queue = mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: m.QueueCapacity, ClaimIdle: o.claimIdle})
-	h.history = mailbox.NewMemoryHistory(mailbox.HistoryOptions{Retention: m.HistoryRetention.D()})
+	if o.redis {
+		h.redis = testredis.Start(t)
+		q, err := mailbox.NewRedisQueue(h.redis.Client(t), mailbox.RedisQueueOptions{Prefix: "{" + t.Name() + "}", Consumer: "replica-1",
+			MaxLen: int64(m.QueueCapacity), ClaimIdle: o.claimIdle, Block: 50 * time.Millisecond, MaxDeliveries: o.maxDeliveries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.queue = q
+		h.history = mailbox.NewRedisHistory(h.redis.Client(t), mailbox.HistoryOptions{Prefix: "{" + t.Name() + "}", Retention: m.HistoryRetention.D()})
+	} else {
+		h.queue = mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: m.QueueCapacity, ClaimIdle: o.claimIdle, MaxDeliveries: o.maxDeliveries})
+		h.history = mailbox.NewMemoryHistory(mailbox.HistoryOptions{Retention: m.HistoryRetention.D()})
+	}
+	if o.wrapHistory != nil {
+		h.history = o.wrapHistory(h.history)
+	}
 	client, err := NewClient(m.TLS, egress.Policy{Allowed: m.AllowedPrefixes})
 	if err != nil {
 		t.Fatal(err)
@@ -291,10 +336,48 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.deps != nil {
 		o.deps(&d)
 	}
+	h.deps = d
 	if h.svc, err = New(d); err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// replica is a second gateway replica beside h's: the same configuration,
+// registry, audit trail and escalator, its own Service, and its own queue
+// and history instances on the same state (the same Redis keys). Only a
+// redis harness has replicas: memory state is one process's.
+func (h *harness) replica() *Service {
+	h.t.Helper()
+	if h.redis == nil {
+		h.t.Fatal("replica: memory state is not shared between replicas")
+	}
+	d := h.deps
+	m := h.cfg.Gateway.Messaging
+	q, err := mailbox.NewRedisQueue(h.redis.Client(h.t), mailbox.RedisQueueOptions{Prefix: "{" + h.t.Name() + "}", Consumer: "replica-2",
+		MaxLen: int64(m.QueueCapacity), ClaimIdle: h.opts.claimIdle, Block: 50 * time.Millisecond, MaxDeliveries: h.opts.maxDeliveries})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d.Queue = q
+	d.History = mailbox.NewRedisHistory(h.redis.Client(h.t), mailbox.HistoryOptions{Prefix: "{" + h.t.Name() + "}", Retention: m.HistoryRetention.D()})
+	if h.opts.wrapHistory != nil {
+		d.History = h.opts.wrapHistory(d.History)
+	}
+	svc, err := New(d)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return svc
+}
+
+// sendTo posts envelope as agent to svc (h's service or a replica).
+func (h *harness) sendTo(svc *Service, agent, envelope string) *httptest.ResponseRecorder {
+	h.t.Helper()
+	r, _ := h.request(http.MethodPost, Route, agent, envelope)
+	w := httptest.NewRecorder()
+	svc.Send(w, r)
+	return w
 }
 
 // run starts the delivery workers until the test ends.
@@ -311,7 +394,7 @@ func (h *harness) run() {
 	})
 }
 
-// request is POST /v1/messages (or another method and path) as agent, the
+// request is POST /relay/messages (or another method and path) as agent, the
 // Exchange attached as the identify stage of the server attaches it.
 func (h *harness) request(method, target, agent, body string) (*http.Request, *scope.Exchange) {
 	h.t.Helper()
@@ -331,16 +414,13 @@ func (h *harness) request(method, target, agent, body string) (*http.Request, *s
 // send posts envelope as agent and returns the answer.
 func (h *harness) send(agent, envelope string) *httptest.ResponseRecorder {
 	h.t.Helper()
-	r, _ := h.request(http.MethodPost, "/v1/messages", agent, envelope)
-	w := httptest.NewRecorder()
-	h.svc.Send(w, r)
-	return w
+	return h.sendTo(h.svc, agent, envelope)
 }
 
-// historyOf is GET /v1/messages?query as agent.
+// historyOf is GET /relay/messages?query as agent.
 func (h *harness) historyOf(agent, query string) *httptest.ResponseRecorder {
 	h.t.Helper()
-	r, _ := h.request(http.MethodGet, "/v1/messages?"+query, agent, "")
+	r, _ := h.request(http.MethodGet, "/relay/messages?"+query, agent, "")
 	w := httptest.NewRecorder()
 	h.svc.History(w, r)
 	return w

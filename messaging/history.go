@@ -1,9 +1,11 @@
 package messaging
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
@@ -11,7 +13,7 @@ import (
 	"github.com/sacpgw/gateway/mailbox"
 )
 
-// HistoryList is GET /v1/messages: one page of a thread.
+// HistoryList is GET /relay/messages: one page of a thread.
 type HistoryList struct {
 	Object        string          `json:"object"`
 	WorkflowID    string          `json:"workflow_id,omitempty"`
@@ -24,7 +26,7 @@ type HistoryList struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// Page sizes of GET /v1/messages (limit parameter).
+// Page sizes of GET /relay/messages (limit parameter).
 const (
 	defaultPage = 100
 	maxPage     = 1000
@@ -112,7 +114,7 @@ func list(kind, id string, entries []mailbox.Entry, p page) HistoryList {
 	return out
 }
 
-// History serves GET /v1/messages?workflow_id=W (or correlation_id=C):
+// History serves GET /relay/messages?workflow_id=W (or correlation_id=C):
 // the thread's messages, oldest first, that the authenticated agent sent
 // or received. A thread with none of its messages is 404, exactly like a
 // thread that does not exist, so agents cannot probe other workflows.
@@ -143,12 +145,24 @@ const KindMessageRead = "message.read"
 // AdminHistory serves GET /admin/messages?workflow_id=W (or
 // correlation_id=C) to the admin and reviewers: the whole thread, every
 // participant's messages, as a reviewer needs it to decide an escalation.
-// Each read is audited (who, which thread, how many messages).
+//
+// GET /admin/messages?dead_letters=1 lists the queue's dead letters
+// instead, newest first (limit and cursor page them as for threads): the
+// deliveries the gateway gave up on, because every attempt failed or
+// because they were handed out max_deliveries times without being
+// acknowledged. dead_letters takes "1" or "true" and no thread parameter.
+//
+// Each read is audited (message.read: who, which thread or the dead
+// letters, how many).
 func (s *Service) AdminHistory(people People) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, err := people.Person(r)
 		if err != nil {
 			httpx.Fail(w, r, err)
+			return
+		}
+		if r.URL.Query().Has("dead_letters") {
+			s.deadLetters(w, r, who)
 			return
 		}
 		tq, err := s.thread(r)
@@ -163,4 +177,77 @@ func (s *Service) AdminHistory(people People) http.Handler {
 		}
 		tq.answer(w, r, tq.entries, "")
 	})
+}
+
+// DeadLetter is a delivery the gateway gave up on, as /admin/messages
+// lists it.
+type DeadLetter struct {
+	DeliveryID string    `json:"delivery_id"`
+	MessageID  string    `json:"message_id"`
+	Sender     string    `json:"sender"`
+	Recipient  string    `json:"recipient"`
+	Priority   int       `json:"priority"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+	// Deliveries is how many times the queue handed it out.
+	Deliveries int       `json:"deliveries"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+	// PayloadSHA256 is the hash of the queued body; Envelope the body
+	// itself when it is JSON (null otherwise: nothing of another shape is
+	// passed on as if it were an envelope).
+	PayloadSHA256 string          `json:"payload_sha256"`
+	Envelope      json.RawMessage `json:"envelope"`
+}
+
+// DeadLetterList is the answer of GET /admin/messages?dead_letters=1.
+type DeadLetterList struct {
+	Object     string       `json:"object"`
+	Data       []DeadLetter `json:"data"`
+	HasMore    bool         `json:"has_more"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// deadLetters serves the dead letters to who.
+func (s *Service) deadLetters(w http.ResponseWriter, r *http.Request, who string) {
+	q := r.URL.Query()
+	if v := q.Get("dead_letters"); v != "1" && v != "true" {
+		httpx.Fail(w, r, apierror.BadRequest("dead_letters", "dead_letters must be 1 or true."))
+		return
+	}
+	if q.Has("workflow_id") || q.Has("correlation_id") {
+		httpx.Fail(w, r, apierror.BadRequest("dead_letters", "dead_letters lists the whole queue's: give no workflow_id or correlation_id with it."))
+		return
+	}
+	p, err := pageOf(r)
+	if err != nil {
+		httpx.Fail(w, r, err)
+		return
+	}
+	// One more than the page, to know whether there is a next one.
+	all, err := s.queue.DeadLetters(r.Context(), p.from+p.limit+1)
+	if err != nil {
+		httpx.Fail(w, r, errorf("dead letters: %w", err))
+		return
+	}
+	from := min(p.from, len(all))
+	to := min(from+p.limit, len(all))
+	out := DeadLetterList{Object: "list", Data: make([]DeadLetter, 0, to-from), HasMore: to < len(all)}
+	if out.HasMore {
+		out.NextCursor = strconv.Itoa(to)
+	}
+	for _, dl := range all[from:to] {
+		d := dl.Delivery
+		v := DeadLetter{DeliveryID: d.DeliveryID, MessageID: d.MessageID, Sender: d.Sender, Recipient: d.Recipient, Priority: d.Priority,
+			EnqueuedAt: d.EnqueuedAt.UTC(), Deliveries: d.Deliveries, Reason: dl.Reason, At: dl.At.UTC(), PayloadSHA256: sha256Hex(d.Body)}
+		if json.Valid(d.Body) {
+			v.Envelope = json.RawMessage(d.Body)
+		}
+		out.Data = append(out.Data, v)
+	}
+	rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", map[string]any{"reader": who, "dead_letters": len(out.Data)})
+	if err := s.audit.Write(r.Context(), rec); err != nil {
+		httpx.Fail(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, r, http.StatusOK, out)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/tracing"
+	"github.com/sacpgw/gateway/mailbox"
 )
 
 // maxAnswer bounds a recipient's answer to a REQUEST.
@@ -137,11 +138,12 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	// the proxy does for model calls); its answer is released only once
 	// the entry is, so with fail_mode closed no unaudited exchange
 	// completes.
-	// Stored first: nothing is audited as accepted that was not stored.
-	if err := s.remember(ctx, m, relayed, names(in.targets), "agent", in.ex.PayloadSHA256); err != nil {
+	// Stored first: nothing is audited as accepted that was not stored,
+	// and a repeated message_id is refused here for good.
+	if err := s.storeAgent(ctx, in, s.entries(in, relayed, nil)); err != nil {
 		return err
 	}
-	waitAdmitted := s.audit.Start(ctx, s.admitted(in, relayed))
+	waitAdmitted := s.audit.Start(ctx, s.admitted(in, relayed, nil))
 	esc := s.maybeEscalate(ctx, m, relayed)
 	timeout := s.timeout(m.TimeoutMS)
 	dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -152,30 +154,55 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	if err == nil {
 		reply, err = s.checkReply(m, in.recipient.AgentName, answer)
 	}
+	if err == nil {
+		err = s.checkAnswer(ctx, in, reply)
+	}
 	latency := s.now().Sub(start)
 	if aerr := waitAdmitted(); aerr != nil {
 		return aerr
+	}
+	var (
+		out      []byte
+		entry    mailbox.Entry
+		threaded bool
+	)
+	if err == nil {
+		if out, err = reply.Marshal(); err != nil {
+			return errorf("encode reply to %s: %w", m.ID, err)
+		}
+		// Stored before it is audited or released: a reply repeating a
+		// message_id of the recipient's in this thread is refused like
+		// any repeat (the requester gets the gateway's ERROR).
+		if entry, threaded = s.entryOf(reply, out, []string{m.Sender.ID}, "agent", sha256Hex(answer)); threaded {
+			if serr := s.store(ctx, entry); errors.Is(serr, mailbox.ErrDuplicate) {
+				err = &attemptError{msg: fmt.Sprintf("answer repeats message_id %q, already in this thread", clip(reply.ID)), err: serr}
+			} else if serr != nil {
+				return serr
+			}
+		}
 	}
 	if err != nil {
 		return s.failed(w, r, in, relayed, attempts, latency, err)
 	}
 	s.stats.delivered.Add(1)
-	out, err := reply.Marshal()
-	if err != nil {
-		return errorf("encode reply to %s: %w", m.ID, err)
-	}
-	sum := summary(reply, "/v1/messages")
+	sum := summary(reply, Route)
 	sum["attempts"], sum["latency_ms"], sum["request_message_id"] = attempts, latency.Milliseconds(), m.ID
 	rec := s.record(in.ex, KindMessageResponse, sha256Hex(answer), sum)
 	rec.AgentID = in.recipient.AgentName
 	if err := s.audit.Write(ctx, rec); err != nil {
-		return err
-	}
-	if err := s.remember(ctx, reply, out, []string{m.Sender.ID}, "agent", sha256Hex(answer)); err != nil {
+		// Not released: the thread must not list it either.
+		if threaded {
+			if rerr := s.history.Retract(context.WithoutCancel(ctx), entry); rerr != nil {
+				s.log.Error("unaudited reply left in its thread", "message_id", reply.ID, "error", rerr.Error())
+			}
+		}
 		return err
 	}
 	if e := s.maybeEscalate(ctx, reply, out); e != nil && esc == nil {
 		esc = e
+	}
+	if esc == nil {
+		esc = in.escalation
 	}
 	if esc != nil {
 		w.Header().Set("X-Escalation-Id", esc.RequestID)
@@ -183,6 +210,36 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+	return nil
+}
+
+// checkAnswer holds a recipient's answer to what the requester's envelope
+// was held to: the types it claims (its sender's must be the recipient's
+// registered type, its recipient's the requester's) and its plan, if it
+// carries one (the library, and the requester's verbs and tools: the
+// answer is relayed to the requester as any message is).
+func (s *Service) checkAnswer(ctx context.Context, in *send, reply *envelope.Message) error {
+	if role := reply.Sender.Role; role != "" && role != in.recipient.Type {
+		return &attemptError{msg: fmt.Sprintf("answer claims %s %q, not the registered type %s of %q", senderRoleField(reply), clip(role), typeName(in.recipient.Type), in.recipient.AgentName)}
+	}
+	if reply.Recipient != nil && reply.Recipient.Role != "" && reply.Recipient.Role != in.senderType {
+		return &attemptError{msg: fmt.Sprintf("answer names %s %q, not the registered type %s of the requester %q", recipientRoleField(reply), clip(reply.Recipient.Role), typeName(in.senderType), in.msg.Sender.ID)}
+	}
+	if !carriesPlan(reply.Payload) {
+		return nil
+	}
+	lib := s.library(ctx)
+	steps, p := checkPayloadPlan(lib, reply.Payload)
+	if p != nil {
+		return &attemptError{msg: fmt.Sprintf("answer carries an invalid plan (%s: %s)", p.code, p.reason)}
+	}
+	requester, ok, _ := s.reg.Lookup(ctx, in.msg.Sender.ID)
+	if !ok {
+		return &attemptError{msg: "answer carries a plan for a requester the registry does not know"}
+	}
+	if p := runnableBy(lib, requester, steps); p != nil {
+		return &attemptError{msg: fmt.Sprintf("answer carries a plan the requester cannot run (%s: %s)", p.code, p.reason)}
+	}
 	return nil
 }
 

@@ -146,7 +146,7 @@ func TestHistoryPages(t *testing.T) {
 		t.Errorf("cursor past the end: %+v", l)
 	}
 	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "cursor=-1", "cursor=x"} {
-		r, _ := http.NewRequest(http.MethodGet, "/v1/messages?workflow_id=w&"+q, nil)
+		r, _ := http.NewRequest(http.MethodGet, "/relay/messages?workflow_id=w&"+q, nil)
 		if _, err := pageOf(r); err == nil {
 			t.Errorf("%s accepted", q)
 		}

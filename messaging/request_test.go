@@ -21,11 +21,11 @@ func TestRequestRelayed(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	answer := ""
 	h.peers["planner"].Set(testkit.ReplyWith(func(req map[string]any) string {
-		answer = `{"message_type":"response","sender_id":"planner","receiver_id":"orch","in_reply_to":"` + str(req["message_id"]) + `","workflow_id":"wf_1","action":"plan_complete","payload":{"plan":["a","b"]}}`
+		answer = `{"message_type":"response","sender_id":"planner","receiver_id":"orch","in_reply_to":"` + str(req["message_id"]) + `","workflow_id":"wf_1","action":"plan_complete","payload":{"tasks":["a","b"]}}`
 		return answer
 	}))
 	req := `{"message_id":"m_req","message_type":"request","sender_id":"orch","receiver_id":"planner","workflow_id":"wf_1","action":"plan_workflow","priority":"high","payload":{"goal":"trip"}}`
-	r, ex := h.request(http.MethodPost, "/v1/messages", "orch", req)
+	r, ex := h.request(http.MethodPost, "/relay/messages", "orch", req)
 	r.Header.Set("Authorization", "Bearer tok-orch")
 	w := httptest.NewRecorder()
 	h.svc.Send(w, r)

@@ -18,47 +18,93 @@ import (
 	"github.com/sacpgw/gateway/registry"
 )
 
-// send is one POST /v1/messages on its way through the checks.
+// send is one POST /relay/messages on its way through the checks.
 type send struct {
 	ex        *scope.Exchange // ex.Agent is the sender
 	msg       *envelope.Message
-	recipient *registry.Entry // nil for a broadcast
+	recipient *registry.Entry // nil for a broadcast or a group send
 	targets   []registry.Entry
 	checks    map[string]any
 	conf      *conf
 	// chosenID: the sender chose the message_id (the gateway did not).
 	chosenID bool
+	// senderType is the sender's registered type.
+	senderType string
+	// suspended is the suspension this message made (WAITING_FOR_HUMAN),
+	// lifted again if the message is refused after all.
+	suspended *mailbox.Suspension
+	// escalation is where a person decides about the message's thread.
+	escalation *EscalationRef
+	// stored: the message is in its thread (and will not be taken back).
+	stored bool
 }
 
-// Send serves POST /v1/messages. The agent is the authenticated one (the
+// refusal marks an error found after the checks (the history refusing a
+// repeat at the append) as a refusal of the message: audited as
+// message.reject and counted as refused, like the checks' refusals.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// Send serves POST /relay/messages. The agent is the authenticated one (the
 // route runs behind identity and the request rate limit).
 func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	ex := scope.Get(r.Context())
 	in := &send{ex: ex, checks: map[string]any{}}
 	if err := s.accept(r, in); err != nil {
-		s.stats.refused.Add(1)
-		s.refuse(r.Context(), in, err)
-		httpx.Fail(w, r, err)
+		s.reject(w, r, in, err)
 		return
 	}
-	s.stats.accepted.Add(1)
-	var err error
+	esc, err := s.suspendThread(r.Context(), in)
+	if err != nil {
+		s.reject(w, r, in, err)
+		return
+	}
+	in.escalation = esc
 	if in.msg.Type == envelope.Request {
 		err = s.relay(w, r, in)
 	} else {
 		err = s.enqueue(w, r, in)
 	}
+	if !in.stored {
+		// Refused or failed before it went out: nobody waits on it.
+		s.unsuspend(r.Context(), in)
+	}
+	if _, late := errors.AsType[*refusal](err); late {
+		s.reject(w, r, in, err)
+		return
+	}
+	s.stats.accepted.Add(1)
 	if err != nil {
 		httpx.Fail(w, r, err)
 	}
 }
 
+// reject answers a refused envelope, audits it and counts it. A refused
+// plan is answered in compact SACP's ERR shape; everything else in
+// OpenAI's error shape.
+func (s *Service) reject(w http.ResponseWriter, r *http.Request, in *send, err error) {
+	s.stats.refused.Add(1)
+	s.refuse(r.Context(), in, err)
+	if p, ok := errors.AsType[*planRefusal](err); ok {
+		id := ""
+		if in.msg != nil {
+			id = in.msg.ID
+		}
+		writePlanRefusal(w, r, id, p)
+		return
+	}
+	httpx.Fail(w, r, err)
+}
+
 // accept runs every check before anything is relayed, in order: size and
-// envelope, clock, sender, recipient, RBAC and policy, repeat, redaction.
-// Each step records its verdict in in.checks for the audit entry.
+// envelope, clock, sender and its type, recipient (or group) and its type,
+// RBAC and policy, repeat, suspended thread, redaction, plan. Each step
+// records its verdict in in.checks for the audit entry.
 func (s *Service) accept(r *http.Request, in *send) error {
 	for _, step := range []func(*http.Request, *send) error{
-		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.redact,
+		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.checkSuspended, s.redact, s.checkPlan,
 	} {
 		if err := step(r, in); err != nil {
 			return err
@@ -94,20 +140,61 @@ func (s *Service) readEnvelope(r *http.Request, in *send) error {
 	return nil
 }
 
-// checkSender: an agent may only send as itself.
-func (s *Service) checkSender(_ *http.Request, in *send) error {
-	if in.msg.Sender.ID != in.ex.Agent.ID {
+// checkSender: an agent may only send as itself, and may claim no other
+// type (sender_type, SAM sender.role) than the one it is registered with:
+// recipients and policies read the type to decide what a message may ask.
+func (s *Service) checkSender(r *http.Request, in *send) error {
+	m := in.msg
+	if m.Sender.ID != in.ex.Agent.ID {
 		in.checks["sender"] = "spoofed"
-		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(in.msg.Sender.ID), in.ex.Agent.ID))
+		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(m.Sender.ID), in.ex.Agent.ID))
+	}
+	in.senderType = in.ex.Agent.Type
+	if e, ok, _ := s.reg.Lookup(r.Context(), in.ex.Agent.ID); ok {
+		in.senderType = e.Type
+	}
+	if role := m.Sender.Role; role != "" && role != in.senderType {
+		in.checks["sender"] = "role_spoofed"
+		e := apierror.Forbidden(fmt.Sprintf("The envelope's %s %q is not the registered type %s of agent %q: an agent may not claim another role.",
+			senderRoleField(m), clip(role), typeName(in.senderType), in.ex.Agent.ID))
+		e.Param = senderRoleField(m)
+		return e
 	}
 	in.checks["sender"] = "pass"
 	return nil
 }
 
+// typeName quotes a registered type, or says there is none.
+func typeName(t string) string {
+	if t == "" {
+		return "(none)"
+	}
+	return fmt.Sprintf("%q", t)
+}
+
+func senderRoleField(m *envelope.Message) string {
+	if m.Format == envelope.SAM {
+		return "sender.role"
+	}
+	return "sender_type"
+}
+
+func recipientRoleField(m *envelope.Message) string {
+	if m.Format == envelope.SAM {
+		return "recipient.role"
+	}
+	return "receiver_type"
+}
+
 // authorize asks casbin whether the sender may send this action to the
-// recipient, then the Rego hook data.gateway.messages.deny.
+// recipient, then the Rego hook data.gateway.messages.deny. A group send
+// asks both for each agent of the type and goes to those allowed; it is
+// refused only when none is.
 func (s *Service) authorize(r *http.Request, in *send) error {
 	m := in.msg
+	if m.GroupType != "" {
+		return s.authorizeGroup(r, in)
+	}
 	recipientID := ""
 	if m.Recipient != nil {
 		recipientID = m.Recipient.ID
@@ -117,7 +204,7 @@ func (s *Service) authorize(r *http.Request, in *send) error {
 	if !az.Allowed {
 		return apierror.Forbidden("RBAC: " + az.Reason + ".")
 	}
-	dec, err := s.policy.MessagesDeny(r.Context(), s.policyInput(in, az))
+	dec, err := s.policy.MessagesDeny(r.Context(), s.policyInput(in, in.recipient, az))
 	in.checks["policy"] = map[string]any{"deny": dec.Deny, "decision_id": dec.DecisionID, "revision": dec.Revision}
 	if err != nil {
 		return apierror.Upstream(http.StatusGatewayTimeout, "The messages policy did not decide in time.", err)
@@ -126,6 +213,59 @@ func (s *Service) authorize(r *http.Request, in *send) error {
 		return apierror.Forbidden("Policy: " + joinReasons(dec.Reasons))
 	}
 	return nil
+}
+
+// authorizeGroup keeps the agents of a group send that RBAC and the policy
+// let the sender reach; a policy that cannot decide for one refuses the
+// whole send (fail closed).
+func (s *Service) authorizeGroup(r *http.Request, in *send) error {
+	m := in.msg
+	var (
+		allowed  []registry.Entry
+		refused  = map[string]any{}
+		policies = map[string]any{}
+		reason   string
+	)
+	for _, t := range in.targets {
+		az := in.conf.rbac.AuthorizeMessage(in.ex.Agent.ID, t.AgentName, action(m))
+		if !az.Allowed {
+			refused[t.AgentName] = "RBAC: " + az.Reason
+			if reason == "" {
+				reason = "RBAC: " + az.Reason
+			}
+			continue
+		}
+		dec, err := s.policy.MessagesDeny(r.Context(), s.policyInput(in, &t, az))
+		policies[t.AgentName] = map[string]any{"deny": dec.Deny, "decision_id": dec.DecisionID, "revision": dec.Revision}
+		if err != nil {
+			in.checks["rbac"] = map[string]any{"allowed": names(allowed), "refused": refused}
+			in.checks["policy"] = policies
+			return apierror.Upstream(http.StatusGatewayTimeout, "The messages policy did not decide in time.", err)
+		}
+		if dec.Deny {
+			refused[t.AgentName] = "Policy: " + joinReasons(dec.Reasons)
+			if reason == "" {
+				reason = "Policy: " + joinReasons(dec.Reasons)
+			}
+			continue
+		}
+		allowed = append(allowed, t)
+	}
+	in.checks["rbac"] = map[string]any{"allowed": names(allowed), "refused": refused}
+	in.checks["policy"] = policies
+	if len(allowed) == 0 {
+		return apierror.Forbidden(fmt.Sprintf("None of the %d agents of type %q may receive this message from %s (%s).",
+			len(in.targets), m.GroupType, in.ex.Agent.ID, trimDot(reason)))
+	}
+	in.targets = allowed
+	return nil
+}
+
+func trimDot(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '.' {
+		return s[:len(s)-1]
+	}
+	return s
 }
 
 // redact masks the envelope (protocol.redaction.messages), or refuses it
@@ -150,7 +290,9 @@ func (s *Service) redact(_ *http.Request, in *send) error {
 
 // checkRepeat refuses a message_id its sender already used in the thread:
 // a client retrying a POST whose answer it lost must not have the message
-// delivered twice (409 tells it the first one arrived).
+// delivered twice (409 tells it the first one arrived). It is the early,
+// cheap answer; the history's append decides (repeatError), atomically, so
+// that two identical messages racing on two replicas cannot both pass.
 func (s *Service) checkRepeat(r *http.Request, in *send) error {
 	m := in.msg
 	if !in.chosenID {
@@ -170,10 +312,16 @@ func (s *Service) checkRepeat(r *http.Request, in *send) error {
 	}
 	if seen {
 		in.checks["repeat"] = "seen"
-		return &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "duplicate_message", Param: "message_id",
-			Message: fmt.Sprintf("Message %q was already accepted in this %s: it is not sent again.", m.ID, kind)}
+		return repeatError(m, nil)
 	}
 	return nil
+}
+
+// repeatError is the 409 of a message_id already in the thread.
+func repeatError(m *envelope.Message, cause error) error {
+	kind, _ := m.Key()
+	return &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "duplicate_message", Param: "message_id",
+		Message: fmt.Sprintf("Message %q was already accepted in this %s: it is not sent again.", m.ID, kind), Err: cause}
 }
 
 // action is what RBAC and the history call the message's action; an ACK
@@ -186,7 +334,10 @@ func action(m *envelope.Message) string {
 }
 
 // resolveRecipient finds the recipient in the registry (configured or
-// spawned agents), or every agent that receives messages for a broadcast.
+// spawned agents), every agent that receives messages for a broadcast, or
+// every agent of the type for a group send; the sender is never its own
+// recipient. A receiver_type given beside a receiver id must be that
+// agent's registered type.
 func (s *Service) resolveRecipient(r *http.Request, in *send) error {
 	ctx := r.Context()
 	m := in.msg
@@ -196,9 +347,19 @@ func (s *Service) resolveRecipient(r *http.Request, in *send) error {
 			return errorf("registry: %w", err)
 		}
 		for _, e := range all {
-			if e.Endpoint != "" && e.AgentName != in.ex.Agent.ID {
+			if e.Endpoint != "" && e.AgentName != in.ex.Agent.ID && (m.GroupType == "" || e.Type == m.GroupType) {
 				in.targets = append(in.targets, e)
 			}
+		}
+		if m.GroupType != "" && len(in.targets) == 0 {
+			// Unlike a broadcast, a group send names whom it is for: that
+			// nobody of the type receives it is the sender's to know.
+			in.checks["recipient"] = "no_group_members"
+			return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "recipient_not_found", Param: recipientRoleField(m),
+				Message: fmt.Sprintf("No agent of type %q other than the sender receives messages: the group send reaches no one.", clip(m.GroupType))}
+		}
+		if m.GroupType != "" {
+			in.checks["recipient"] = map[string]any{"group": m.GroupType, "members": names(in.targets)}
 		}
 		return nil
 	}
@@ -216,6 +377,13 @@ func (s *Service) resolveRecipient(r *http.Request, in *send) error {
 		return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.TypeInvalidRequest, Code: "recipient_unreachable", Param: recipientField(m),
 			Message: fmt.Sprintf("Agent %q has no endpoint in agents.yaml: it does not receive messages.", e.AgentName)}
 	}
+	if role := m.Recipient.Role; role != "" && role != e.Type {
+		in.checks["recipient"] = "type_mismatch"
+		fe := apierror.Forbidden(fmt.Sprintf("The envelope's %s %q is not the registered type %s of agent %q.",
+			recipientRoleField(m), clip(role), typeName(e.Type), e.AgentName))
+		fe.Param = recipientRoleField(m)
+		return fe
+	}
 	in.checks["recipient"] = "pass"
 	in.recipient = &e
 	in.targets = []registry.Entry{e}
@@ -229,17 +397,23 @@ func recipientField(m *envelope.Message) string {
 	return "receiver_id"
 }
 
-// policyInput is data.gateway.messages.deny's input.
-func (s *Service) policyInput(in *send, az policy.Authz) map[string]any {
+// policyInput is data.gateway.messages.deny's input for one recipient (nil
+// for a broadcast); a group send asks once per agent of the type, with
+// message.group naming the type.
+func (s *Service) policyInput(in *send, to *registry.Entry, az policy.Authz) map[string]any {
 	m := in.msg
 	msg := map[string]any{
 		"format": string(m.Format), "id": m.ID, "type": string(m.Type), "priority": string(m.Priority),
-		"sender": m.Sender.ID, "recipient": nil, "action": action(m),
+		"sender": m.Sender.ID, "recipient": nil, "group": nil, "action": action(m),
 		"workflow_id": m.WorkflowID, "correlation_id": m.CorrelationID, "task_id": m.TaskID, "in_reply_to": m.InReplyTo,
 		"timeout_ms": int64(m.TimeoutMS), "payload_bytes": int64(len(m.Payload)), "payload": nil,
 	}
 	if m.Recipient != nil {
 		msg["recipient"] = m.Recipient.ID
+	}
+	if m.GroupType != "" {
+		msg["group"] = m.GroupType
+		msg["recipient"] = to.AgentName
 	}
 	if len(m.Payload) > 0 {
 		var p any
@@ -248,8 +422,8 @@ func (s *Service) policyInput(in *send, az policy.Authz) map[string]any {
 		}
 	}
 	var recipient any
-	if in.recipient != nil {
-		recipient = entryInput(*in.recipient)
+	if to != nil {
+		recipient = entryInput(*to)
 	}
 	agent := in.conf.agentIn[in.ex.Agent.ID]
 	if agent == nil {
@@ -276,6 +450,9 @@ func summary(m *envelope.Message, route string) map[string]any {
 	} else {
 		sum["recipient"] = nil
 	}
+	if m.GroupType != "" {
+		sum["group"] = m.GroupType
+	}
 	for k, v := range map[string]string{"workflow_id": m.WorkflowID, "correlation_id": m.CorrelationID, "task_id": m.TaskID, "in_reply_to": m.InReplyTo} {
 		if v != "" {
 			sum[k] = v
@@ -295,9 +472,9 @@ func summary(m *envelope.Message, route string) map[string]any {
 // the client gets either way, so a failed write is only logged.
 func (s *Service) refuse(ctx context.Context, in *send, err error) {
 	e := apierror.From(err)
-	sum := map[string]any{"route": "/v1/messages", "status": e.Status, "error_code": e.Code, "reason": e.Message, "checks": in.checks}
+	sum := map[string]any{"route": Route, "status": e.Status, "error_code": e.Code, "reason": e.Message, "checks": in.checks}
 	if in.msg != nil {
-		for k, v := range summary(in.msg, "/v1/messages") {
+		for k, v := range summary(in.msg, Route) {
 			sum[k] = v
 		}
 	}
@@ -317,142 +494,6 @@ func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum map[st
 		}
 	}
 	return rec
-}
-
-// admit audits the accepted envelope and appends it to the history: the
-// message exists for the gateway only once both are done.
-//
-// The message is stored in its thread first: nothing is audited as
-// accepted that was not stored (a history that is down is a 503
-// state_unavailable with Retry-After, and no message.request entry). When
-// a later step refuses it (the audit write here, the queue in enqueue),
-// the returned retract takes it back out of the thread, so that the
-// sender's retry of the same message_id is not refused as a repeat of a
-// message that never went out.
-func (s *Service) admit(ctx context.Context, in *send, relayed []byte) (retract func(), err error) {
-	e, threaded := s.entryOf(in.msg, relayed, names(in.targets), "agent", in.ex.PayloadSHA256)
-	if threaded {
-		if err := s.store(ctx, e); err != nil {
-			return nil, err
-		}
-	}
-	retract = func() {
-		if !threaded {
-			return
-		}
-		// Even when the client has left: the thread must not keep it.
-		if err := s.history.Retract(context.WithoutCancel(ctx), e); err != nil {
-			s.log.Error("refused message left in its thread: a retry of it will be refused as a repeat",
-				"message_id", e.MessageID, "error", err.Error())
-		}
-	}
-	if err := s.audit.Write(ctx, s.admitted(in, relayed)); err != nil {
-		retract()
-		return nil, err
-	}
-	return retract, nil
-}
-
-// admitted is the message.request entry of an accepted envelope.
-func (s *Service) admitted(in *send, relayed []byte) audit.Record {
-	sum := summary(in.msg, "/v1/messages")
-	sum["checks"] = in.checks
-	sum["relayed_sha256"] = sha256Hex(relayed)
-	if in.msg.Recipient == nil {
-		sum["broadcast_to"] = names(in.targets)
-	}
-	return s.record(in.ex, KindMessage, in.ex.PayloadSHA256, sum)
-}
-
-// remember appends an envelope to the history of its workflow or
-// correlation (a message with neither has no thread to list it under).
-func (s *Service) remember(ctx context.Context, m *envelope.Message, relayed []byte, recipients []string, origin, payloadSHA string) error {
-	e, threaded := s.entryOf(m, relayed, recipients, origin, payloadSHA)
-	if !threaded {
-		return nil
-	}
-	return s.store(ctx, e)
-}
-
-// entryOf is the history entry of an envelope, and whether it has a
-// thread to be listed under.
-func (s *Service) entryOf(m *envelope.Message, relayed []byte, recipients []string, origin, payloadSHA string) (mailbox.Entry, bool) {
-	if m.WorkflowID == "" && m.CorrelationID == "" {
-		return mailbox.Entry{}, false
-	}
-	return mailbox.Entry{
-		MessageID: m.ID, Type: string(m.Type), Format: string(m.Format), Sender: m.Sender.ID, Recipients: recipients,
-		Broadcast: m.Recipient == nil, Action: action(m), WorkflowID: m.WorkflowID, CorrelationID: m.CorrelationID,
-		InReplyTo: m.InReplyTo, Origin: origin, At: s.now().UTC(), PayloadSHA256: payloadSHA, Envelope: relayed,
-	}, true
-}
-
-// store appends e to its threads.
-func (s *Service) store(ctx context.Context, e mailbox.Entry) error {
-	if err := s.history.Append(ctx, e); err != nil {
-		if errors.Is(err, mailbox.ErrFull) {
-			return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "history_full",
-				Message: "This workflow's message history is full; start a new workflow.", Err: err}
-		}
-		return errorf("history: %w", err)
-	}
-	return nil
-}
-
-func names(es []registry.Entry) []string {
-	out := make([]string, 0, len(es))
-	for _, e := range es {
-		out = append(out, e.AgentName)
-	}
-	return out
-}
-
-// enqueue queues a non-REQUEST envelope for each target and answers 202.
-func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) error {
-	ctx := r.Context()
-	relayed, err := in.msg.Marshal()
-	if err != nil {
-		return errorf("encode %s: %w", in.msg.ID, err)
-	}
-	retract, err := s.admit(ctx, in, relayed)
-	if err != nil {
-		return err
-	}
-	queued := make([]string, 0, len(in.targets))
-	for _, t := range in.targets {
-		d := mailbox.Delivery{MessageID: in.msg.ID, Sender: in.msg.Sender.ID, Recipient: t.AgentName,
-			Priority: in.msg.Priority.Rank(), Body: relayed, EnqueuedAt: s.now().UTC()}
-		if _, err := s.queue.Push(ctx, d); err != nil {
-			s.log.Error("message not queued", "message_id", in.msg.ID, "recipient", t.AgentName, "error", err.Error())
-			// Refused: the sender retries it, and recipients it reached
-			// already get it twice (they dedupe by message_id), which
-			// beats a message that never reaches the others.
-			retract()
-			_ = s.audit.Write(ctx, s.record(in.ex, KindMessageDelivery, "", map[string]any{
-				"message_id": in.msg.ID, "recipient": t.AgentName, "status": "not_queued", "reason": err.Error(), "queued": queued}))
-			if errors.Is(err, mailbox.ErrFull) {
-				return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "queue_full",
-					Message: fmt.Sprintf("The message queue is full: %d of %d recipients were queued. Retry later.", len(queued), len(in.targets)),
-					Header:  http.Header{"Retry-After": {"1"}}, Err: err}
-			}
-			return errorf("queue %s: %w", in.msg.ID, err)
-		}
-		queued = append(queued, t.AgentName)
-	}
-	// Escalated once it is accepted: a refused message opens no review
-	// its sender's retry would open again.
-	esc := s.maybeEscalate(ctx, in.msg, relayed)
-	status := "queued"
-	if len(in.targets) == 0 {
-		// A broadcast nobody receives: accepted and recorded, handed to no one.
-		status = "no_recipients"
-	}
-	body := map[string]any{"status": status, "message_id": in.msg.ID, "recipients": queued}
-	if esc != nil {
-		body["escalation"] = esc
-	}
-	httpx.WriteJSON(w, r, http.StatusAccepted, body)
-	return nil
 }
 
 func clip(s string) string {

@@ -19,7 +19,7 @@ func aclRequest(sender, receiver, action string) string {
 	return `{"message_type":"request","sender_id":"` + sender + `","receiver_id":"` + receiver + `","workflow_id":"wf_x","action":"` + action + `","payload":{}}`
 }
 
-// TestSendRefusals: every refusal of POST /v1/messages is in OpenAI's
+// TestSendRefusals: every refusal of POST /relay/messages is in OpenAI's
 // error shape with its status, code and param; nothing reaches any
 // recipient; each is audited as message.reject with the reason and the
 // checks that ran, and counted as refused.
@@ -236,14 +236,23 @@ func TestPolicyUndecidedFailsClosed(t *testing.T) {
 // brokenHistory is a history whose store is down.
 type brokenHistory struct{ err error }
 
-func (b brokenHistory) Append(context.Context, mailbox.Entry) error { return b.err }
+func (b brokenHistory) Append(context.Context, ...mailbox.Entry) error { return b.err }
 func (b brokenHistory) List(context.Context, string, string, int) ([]mailbox.Entry, error) {
 	return nil, b.err
 }
 func (b brokenHistory) Seen(context.Context, string, string, string, string) (bool, error) {
 	return false, b.err
 }
-func (b brokenHistory) Retract(context.Context, mailbox.Entry) error { return b.err }
+func (b brokenHistory) Retract(context.Context, ...mailbox.Entry) error { return b.err }
+func (b brokenHistory) Suspend(context.Context, mailbox.Suspension) (mailbox.Suspension, bool, error) {
+	return mailbox.Suspension{}, false, b.err
+}
+func (b brokenHistory) Suspended(context.Context, string, string) (mailbox.Suspension, bool, error) {
+	return mailbox.Suspension{}, false, b.err
+}
+func (b brokenHistory) Resume(context.Context, string, string, string) (bool, error) {
+	return false, b.err
+}
 
 // TestHistoryDown: a history that is down is 503 state_unavailable with
 // Retry-After; nothing is delivered or audited as accepted.

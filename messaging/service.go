@@ -1,21 +1,25 @@
 // Package messaging governs agent-to-agent traffic (docs/agent-messaging.md):
-// ACL and SAM envelopes (docs/glossary.md) posted to /v1/messages by
+// ACL and SAM envelopes (docs/glossary.md) posted to /relay/messages by
 // authenticated agents are validated field by field, checked against the
-// sender's identity, RBAC and the Rego hook data.gateway.messages.deny,
-// audited with their payload hash, recorded in an append-only history, and
-// relayed: a REQUEST synchronously to the recipient's endpoint (its RESPONSE
-// comes back within metadata.timeout_ms), anything else through a queue that
-// hands it over in priority order with retries (a broadcast to every agent
-// that receives messages). An ERROR that is fatal, not retryable, or
-// repeated max_retry_attempts times, and a delivery that keeps failing,
-// open an escalation on the approval protocol's human review (the error
-// propagation and human in the loop of the agent communication patterns);
-// the reviewer's decision comes back as a RESPONSE.
+// sender's identity and registered type, RBAC and the Rego hook
+// data.gateway.messages.deny, their compact SACP plan (if any) against the
+// registry's library and the recipient's verbs and tools, audited with
+// their payload hash, recorded in an append-only history (which refuses a
+// repeated message_id atomically), and relayed: a REQUEST synchronously to
+// the recipient's endpoint (its RESPONSE comes back within
+// metadata.timeout_ms), anything else through a queue that hands it over in
+// priority order with retries (a broadcast to every agent that receives
+// messages, a group send to every agent of a type, one delivery each). An
+// ERROR that is fatal, not retryable, or repeated max_retry_attempts times,
+// and a delivery that keeps failing, open an escalation on the approval
+// protocol's human review (the error propagation and human in the loop of
+// the agent communication patterns); the reviewer's decision comes back as
+// a RESPONSE. A message that says WAITING_FOR_HUMAN suspends its thread
+// until a person decides.
 package messaging
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -35,6 +39,11 @@ import (
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/registry"
 )
+
+// Route is where the relay is mounted: POST sends an envelope (Send), GET
+// reads a thread (History). Not /v1/messages: that is the Anthropic
+// Messages API's path, which a gateway in front of models must leave to it.
+const Route = "/relay/messages"
 
 // Audit entry kinds of agent-to-agent traffic.
 const (
@@ -202,11 +211,10 @@ func New(d Deps) (*Service, error) {
 	return s, nil
 }
 
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "msg_" + hex.EncodeToString(b[:])
-}
+// newID is the id of a message the gateway writes or whose sender gave
+// none: a UUIDv4, which nobody can guess or collide with. Ids agents chose
+// are kept as they are.
+func newID() string { return mailbox.NewID() }
 
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)

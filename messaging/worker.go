@@ -3,6 +3,7 @@ package messaging
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -43,7 +44,11 @@ func (s *Service) work(ctx context.Context) {
 }
 
 // deliver hands one queued message over, with retries, and records the
-// outcome. It acknowledges the queue entry once the outcome is recorded.
+// outcome. It acknowledges the queue entry once a delivery is recorded; one
+// that failed for good is moved to the queue's dead letters instead (after
+// its ERROR and escalation are recorded), where /admin/messages lists it.
+// Unrecorded, the entry stays in flight to be handed out again, at most
+// MaxDeliveries times in all.
 func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 	start := s.now()
 	e, ok, _ := s.reg.Lookup(ctx, d.Recipient)
@@ -52,7 +57,7 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 		err      error
 	)
 	if !ok || e.Endpoint == "" {
-		err = errors.New("the recipient no longer has an endpoint")
+		err = errRecipientGone
 	} else {
 		_, attempts, err = s.handOver(ctx, e.Endpoint, d.Sender, "", d.Body, s.conf.Load().cfg.Gateway.Messaging.Timeout.D())
 	}
@@ -62,7 +67,8 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 	latency := s.now().Sub(start)
 	if err == nil {
 		sum := map[string]any{"message_id": d.MessageID, "recipient": d.Recipient, "status": "delivered", "attempts": attempts,
-			"latency_ms": latency.Milliseconds(), "queued_ms": start.Sub(d.EnqueuedAt).Milliseconds(), "priority": d.Priority, "reclaimed": d.Reclaimed}
+			"latency_ms": latency.Milliseconds(), "queued_ms": start.Sub(d.EnqueuedAt).Milliseconds(), "priority": d.Priority, "reclaimed": d.Reclaimed,
+			"delivery_id": d.DeliveryID, "deliveries": d.Deliveries}
 		if aerr := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: d.Sender, RequestID: d.MessageID, PayloadSHA256: sha256Hex(d.Body), Summary: sum}); aerr != nil {
 			s.log.Error("delivery not audited: it will be retried", "message_id", d.MessageID, "error", aerr.Error())
 			return
@@ -75,7 +81,7 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 	m, derr := envelope.Decode(d.Body)
 	if derr != nil {
 		s.log.Error("undeliverable queued message is not an envelope", "message_id", d.MessageID, "error", derr.Error())
-		s.ack(ctx, d)
+		s.bury(ctx, d, "not_an_envelope: the queued body does not decode as an envelope")
 		return
 	}
 	reason := "The gateway could not deliver " + d.MessageID + " to " + d.Recipient + "."
@@ -83,11 +89,23 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 		s.log.Error("delivery failure not recorded: it will be retried", "message_id", d.MessageID, "error", rerr.Error())
 		return
 	}
-	s.ack(ctx, d)
+	s.bury(ctx, d, fmt.Sprintf("delivery_failed: %s after %d attempt(s)", failureKind(err), attempts))
 }
+
+// errRecipientGone: the recipient of a queued delivery left the registry,
+// or has no endpoint any more.
+var errRecipientGone = errors.New("the recipient no longer has an endpoint")
 
 func (s *Service) ack(ctx context.Context, d mailbox.Delivery) {
 	if err := s.queue.Ack(ctx, d); err != nil {
 		s.log.Error("queue ack failed: the message may be delivered again", "message_id", d.MessageID, "error", err.Error())
+	}
+}
+
+// bury moves a delivery that failed for good to the dead letters. reason
+// is the gateway's own words: the recipient's never get there.
+func (s *Service) bury(ctx context.Context, d mailbox.Delivery, reason string) {
+	if err := s.queue.DeadLetter(ctx, d, reason); err != nil {
+		s.log.Error("dead letter not recorded: the message may be delivered again", "message_id", d.MessageID, "error", err.Error())
 	}
 }
