@@ -133,20 +133,11 @@ func decodeStep(raw json.RawMessage) (planStep, error) {
 	return st, nil
 }
 
-// verbResolver is what the library offers to map a verb as a plan writes
-// it (an alias such as "s") to its name as supported_verbs lists it.
-// Asserted rather than called directly: the aliases land in package compact
-// separately, and until they do a verb is its only name.
-type verbResolver interface {
-	Resolve(name string) (string, bool)
-}
-
-// canonicalVerb is the name of the verb a plan's name stands for.
+// canonicalVerb is the name of the verb a plan's name stands for (an alias
+// such as "s" is "search", as supported_verbs lists it).
 func canonicalVerb(lib *compact.Library, name string) string {
-	if r, ok := any(lib).(verbResolver); ok {
-		if canon, ok := r.Resolve(name); ok {
-			return canon
-		}
+	if canon, ok := lib.Resolve(name); ok {
+		return canon
 	}
 	return name
 }

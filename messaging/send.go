@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
@@ -37,6 +38,10 @@ type send struct {
 	escalation *EscalationRef
 	// stored: the message is in its thread (and will not be taken back).
 	stored bool
+	// planVerbs are the verbs of the payload's compact SACP plan by their
+	// names in the library (aliases resolved), for the policy; nil when
+	// the payload carries no plan with steps.
+	planVerbs []string
 }
 
 // refusal marks an error found after the checks (the history refusing a
@@ -191,6 +196,18 @@ func recipientRoleField(m *envelope.Message) string {
 // asks both for each agent of the type and goes to those allowed; it is
 // refused only when none is.
 func (s *Service) authorize(r *http.Request, in *send) error {
+	if carriesPlan(in.msg.Payload) {
+		// The policy sees the verbs of any plan that has steps, valid or
+		// not as a message (checkPlan refuses an invalid one after it).
+		if steps, err := planSteps(in.msg.Payload); err == nil {
+			lib := s.library(r.Context())
+			for _, st := range steps {
+				if v := canonicalVerb(lib, st.verb); !slices.Contains(in.planVerbs, v) {
+					in.planVerbs = append(in.planVerbs, v)
+				}
+			}
+		}
+	}
 	m := in.msg
 	if m.GroupType != "" {
 		return s.authorizeGroup(r, in)
@@ -407,6 +424,7 @@ func (s *Service) policyInput(in *send, to *registry.Entry, az policy.Authz) map
 		"sender": m.Sender.ID, "recipient": nil, "group": nil, "action": action(m),
 		"workflow_id": m.WorkflowID, "correlation_id": m.CorrelationID, "task_id": m.TaskID, "in_reply_to": m.InReplyTo,
 		"timeout_ms": int64(m.TimeoutMS), "payload_bytes": int64(len(m.Payload)), "payload": nil,
+		"plan_verbs": policy.StringsInput(in.planVerbs),
 	}
 	if m.Recipient != nil {
 		msg["recipient"] = m.Recipient.ID

@@ -538,6 +538,11 @@ func TestMessagesDefaultPolicy(t *testing.T) {
 	msg := func(to any, typ string, payload any) map[string]any {
 		return map[string]any{"sender": "orch", "recipient": to, "type": typ, "action": "x", "payload": payload}
 	}
+	// The gateway gives the plan's verbs resolved (an alias as its verb).
+	withVerbs := func(m map[string]any, verbs ...any) map[string]any {
+		m["plan_verbs"] = verbs
+		return m
+	}
 	allowed := map[string]any{"allowed": true, "reason": "rule"}
 	tests := []struct {
 		name  string
@@ -547,7 +552,7 @@ func TestMessagesDefaultPolicy(t *testing.T) {
 		{"allowed", map[string]any{"agent": agent, "message": msg("pp", "request", nil), "recipient": recipient, "authz": allowed}, nil},
 		{"rbac", map[string]any{"agent": agent, "message": msg("pp", "request", nil), "recipient": recipient, "authz": map[string]any{"allowed": false, "reason": "no rule"}}, []string{"RBAC: no rule"}},
 		{"to itself", map[string]any{"agent": agent, "message": msg("orch", "event", nil), "recipient": recipient, "authz": allowed}, []string{`agent "orch" may not send a message to itself`}},
-		{"plan the recipient cannot run", map[string]any{"agent": agent, "message": msg("pp", "request", map[string]any{"plan": []any{[]any{"search", "H", map[string]any{}}}}), "recipient": recipient, "authz": allowed},
+		{"plan the recipient cannot run", map[string]any{"agent": agent, "message": withVerbs(msg("pp", "request", map[string]any{"plan": []any{[]any{"s", "H", map[string]any{}}}}), "search"), "recipient": recipient, "authz": allowed},
 			[]string{`recipient "pp" does not support verb "search" of the plan`}},
 	}
 	for _, tc := range tests {

@@ -13,7 +13,7 @@ import (
 func testConfig() *config.Config {
 	return &config.Config{
 		Registry: config.Registry{
-			Verbs: []config.Verb{{Name: "predict", Outputs: "predictions"}, {Name: "search", Outputs: "list"}, {Name: "rank", Outputs: "list"}},
+			Verbs: []config.Verb{{Name: "predict", Outputs: "predictions"}, {Name: "search", Aliases: []string{"s"}, Outputs: "list"}, {Name: "rank", Outputs: "list"}},
 			Tools: []config.Tool{{ID: "PRC_EST", SupportedVerbs: []string{"predict"}}, {ID: "H_API", SupportedVerbs: []string{"search"}}, {ID: "RANK", SupportedVerbs: []string{"rank"}}},
 		},
 		Agents: map[string]*config.Agent{
@@ -43,6 +43,7 @@ func TestQueryRanksBestFirst(t *testing.T) {
 		{"case-insensitive", Query{Verb: "PREDICT", OutputType: "Predictions"}, []string{"price_predictor"}, []float64{0.7}},
 		{"inputs only drop non-takers", Query{Inputs: []string{"history"}}, []string{"price_predictor", "trend"}, []float64{0.3, 0.3}},
 		{"nothing matches", Query{Verb: "fly"}, []string{}, []float64{}},
+		{"a verb asked by its alias", Query{Verb: "s"}, []string{"hotel_search"}, []float64{0.4}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

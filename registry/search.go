@@ -181,6 +181,10 @@ func (r *Registry) textRanking(v *view) string {
 // candidates are the entries matching q's filters, with their structural
 // score.
 func (r *Registry) candidates(v *view, q Query) []Match {
+	// A verb may be asked by an alias ("s"); agents list the verb ("search").
+	if canon, ok := v.lib.Resolve(q.Verb); ok {
+		q.Verb = canon
+	}
 	out := []Match{}
 	for _, e := range v.entries {
 		if !hasAll(e.Tags, q.Tags) {

@@ -10,6 +10,10 @@
 #   go to a human; a message that is not a SPAWN_AGENT is rejected.
 package gateway.spawn
 
+# The message's goal, written g or goal (the gateway refuses a message
+# that has both).
+_goal := object.get(input, ["message", "g"], object.get(input, ["message", "goal"], ""))
+
 # METADATA
 # title: Decision
 # description: "{status: approved|rejected|escalated, reasons: [...]}"
@@ -18,7 +22,7 @@ decision := {
 	"status": "rejected",
 	"reasons": ["input.message must be a SPAWN_AGENT message (g: SPAWN_AGENT)"],
 } if {
-	object.get(input, ["message", "g"], "") != "SPAWN_AGENT"
+	_goal != "SPAWN_AGENT"
 } else := {
 	"status": "escalated",
 	"reasons": [sprintf("the new agent would receive messages at %q: a person must approve the endpoint", [input.spawn.endpoint])],

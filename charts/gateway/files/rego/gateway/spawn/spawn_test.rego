@@ -27,3 +27,8 @@ test_decisions[tc.note] if {
 	d.status == tc.want
 	count(d.reasons) == 1
 }
+
+test_goal_is_g if {
+	d := spawn.decision with input as {"agent": {"id": "orch", "capabilities": ["spawn"]}, "message": {"goal": "SPAWN_AGENT"}, "spawn": {"endpoint": ""}}
+	d.status == "approved"
+}
