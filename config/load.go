@@ -134,6 +134,7 @@ func Load(dir string, opts ...Options) (*Config, error) {
 		l.protocol(pr, &cfg.Protocol)
 	}
 	verbs, tools := l.registry(rg, &cfg.Registry)
+	l.registryEmbeddings(rg, &cfg.Registry, cfg.Gateway.Upstreams)
 	if ag != nil {
 		l.agentRegistry(ag, cfg.Agents, verbs, tools)
 	}

@@ -144,3 +144,49 @@ func TestRegistryAliases(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryEmbeddingsChecked: registry.embeddings must name an upstream
+// of gateway.yaml that serves its model.
+func TestRegistryEmbeddingsChecked(t *testing.T) {
+	cases := []struct {
+		name, embeddings, want string
+	}{
+		{"served", "  embeddings: {upstream: mock, model: mock-embed}\n", ""},
+		{"no such upstream", "  embeddings: {upstream: nope, model: mock-embed}\n", `registry.embeddings.upstream "nope"`},
+		{"model not served", "  embeddings: {upstream: openai, model: text-embedding-3-small}\n", `serves no such model`},
+		{"model missing", "  embeddings: {upstream: mock}\n", "both required"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range []string{GatewayFile, AgentsFile, ProtocolFile, RegistryFile} {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f == RegistryFile {
+					b = append(b, c.embeddings...)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, d := range []string{"schemas", "specs"} {
+				abs, _ := filepath.Abs(d)
+				if err := os.Symlink(abs, filepath.Join(dir, d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := Load(dir, Options{LookupEnv: noEnv})
+			if c.want == "" {
+				if err != nil || cfg.Registry.Embeddings == nil || cfg.Registry.Embeddings.Model != "mock-embed" {
+					t.Fatalf("load: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), RegistryFile) {
+				t.Fatalf("load: %v, want a %s problem with %q", err, RegistryFile, c.want)
+			}
+		})
+	}
+}
