@@ -251,6 +251,10 @@ type State struct {
 	// Timeout is the deadline of every call to the state backend; a slower
 	// backend counts as down. Default 50ms.
 	Timeout Duration `yaml:"timeout"`
+	// Dir keeps what the memory backend must not lose at a restart (the
+	// agents spawned at run time). Default data/state, relative to the
+	// config file like every path.
+	Dir string `yaml:"dir"`
 }
 
 // Agent is one entry of config/agents.yaml.
@@ -292,6 +296,10 @@ type Agent struct {
 	// Endpoint is the http(s) URL where the agent receives messages
 	// (POST /relay/messages relays to it). Empty: the agent receives none.
 	Endpoint string `yaml:"endpoint"`
+	// SpawnedBy, set only on an agent registered at run time (never read
+	// from agents.yaml), is the agent that spawned it: the one it may send
+	// messages to.
+	SpawnedBy string `yaml:"-"`
 	// Messages are the agent-to-agent messages this agent may send (RBAC).
 	// None: it may send none.
 	Messages []MessageRule `yaml:"messages"`
@@ -332,6 +340,15 @@ type Registry struct {
 	// similarity of embeddings made through this upstream and model (a
 	// governed embeddings call); unset: a lexical ranking (BM25).
 	Embeddings *RegistryEmbeddings `yaml:"embeddings"`
+	// Spawn configures the agents registered at run time.
+	Spawn Spawn `yaml:"spawn"`
+}
+
+// Spawn configures spawned agents.
+type Spawn struct {
+	// TTL: a spawned agent that has not authenticated for this long is
+	// retired. Default 168h (7 days).
+	TTL Duration `yaml:"ttl"`
 }
 
 // RegistryEmbeddings names the embeddings model of semantic selection.

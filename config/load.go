@@ -135,6 +135,12 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	}
 	verbs, tools := l.registry(rg, &cfg.Registry)
 	l.registryEmbeddings(rg, &cfg.Registry, cfg.Gateway.Upstreams)
+	if cfg.Registry.Spawn.TTL == 0 {
+		cfg.Registry.Spawn.TTL = Duration(7 * 24 * time.Hour)
+	}
+	if cfg.Registry.Spawn.TTL < 0 {
+		l.add(RegistryFile, lineOf(rg, "registry", "spawn", "ttl"), "registry.spawn.ttl: must be positive")
+	}
 	if ag != nil {
 		l.agentRegistry(ag, cfg.Agents, verbs, tools)
 	}
@@ -249,8 +255,11 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.Audit.Dir == "" {
 		g.Audit.Dir = "data/audit"
 	}
+	if g.State.Dir == "" {
+		g.State.Dir = "data/state"
+	}
 	for _, p := range []*string{&g.TLS.CertFile, &g.TLS.KeyFile, &g.TLS.ClientCAFile, &g.Policy.Dir, &g.Policy.ShadowDir,
-		&g.Audit.Dir, &g.Audit.SigningKeyFile, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
+		&g.Audit.Dir, &g.Audit.SigningKeyFile, &g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
 		l.resolve(p)
 	}
 	for i := range g.Upstreams {
