@@ -216,7 +216,7 @@ func (s *Service) authorize(r *http.Request, in *send) error {
 	if m.Recipient != nil {
 		recipientID = m.Recipient.ID
 	}
-	az := in.conf.rbac.AuthorizeMessage(in.ex.Agent.ID, recipientID, action(m))
+	az := s.authorizeSender(in, recipientID, action(m))
 	in.checks["rbac"] = map[string]any{"allowed": az.Allowed, "reason": az.Reason}
 	if !az.Allowed {
 		return apierror.Forbidden("RBAC: " + az.Reason + ".")
@@ -232,6 +232,21 @@ func (s *Service) authorize(r *http.Request, in *send) error {
 	return nil
 }
 
+// authorizeSender is the RBAC verdict on the sender sending action to
+// recipient ("" for a broadcast). A configured agent has its messages rules
+// (casbin); an agent spawned at run time has no rules of its own: it may
+// send to the agent that spawned it, and to nobody else.
+func (s *Service) authorizeSender(in *send, recipient, action string) policy.Authz {
+	a := in.ex.Agent
+	if a.SpawnedBy == "" {
+		return in.conf.rbac.AuthorizeMessage(a.ID, recipient, action)
+	}
+	if recipient != "" && recipient == a.SpawnedBy {
+		return policy.Authz{Allowed: true, Reason: fmt.Sprintf("spawned agent %q may send to %q, which spawned it", a.ID, recipient)}
+	}
+	return policy.Authz{Reason: fmt.Sprintf("spawned agent %q may send only to %q, which spawned it", a.ID, a.SpawnedBy)}
+}
+
 // authorizeGroup keeps the agents of a group send that RBAC and the policy
 // let the sender reach; a policy that cannot decide for one refuses the
 // whole send (fail closed).
@@ -244,7 +259,7 @@ func (s *Service) authorizeGroup(r *http.Request, in *send) error {
 		reason   string
 	)
 	for _, t := range in.targets {
-		az := in.conf.rbac.AuthorizeMessage(in.ex.Agent.ID, t.AgentName, action(m))
+		az := s.authorizeSender(in, t.AgentName, action(m))
 		if !az.Allowed {
 			refused[t.AgentName] = "RBAC: " + az.Reason
 			if reason == "" {

@@ -40,6 +40,9 @@ type Deps struct {
 	// Library is the verb/tool library sacp_compact answers are validated
 	// against (registry.Registry); nil: an empty library.
 	Library LibrarySource
+	// Spawned finds the agents registered at run time by their token
+	// (registry.Registry); nil: only the configured agents authenticate.
+	Spawned SpawnedAgents
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -61,6 +64,7 @@ func New(d Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	ident.Spawned, ident.Log = d.Spawned, d.Log
 	var rec *httpx.Recorder
 	if d.Audit != nil {
 		rec = &httpx.Recorder{Log: d.Audit, FailClosed: d.Config.Gateway.Audit.FailMode == "closed", Logger: d.Log}

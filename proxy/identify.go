@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -29,6 +31,19 @@ type Identifier struct {
 	bySPIFFE map[string]*config.Agent
 	// Audit records failed authentications (never the token).
 	Audit *httpx.Recorder
+	// Spawned, if set, knows the agents registered at run time; a token
+	// no configured agent holds is looked up there.
+	Spawned SpawnedAgents
+	// Log receives the failures to record a spawned agent's use.
+	Log *slog.Logger
+}
+
+// SpawnedAgents finds an agent registered at run time by the SHA-256 of its
+// token (comparing in constant time), and records that it was used (an
+// unused spawned agent expires).
+type SpawnedAgents interface {
+	AgentByToken(ctx context.Context, sum [sha256.Size]byte) (*config.Agent, bool, error)
+	Touch(ctx context.Context, name string) error
 }
 
 type tokenEntry struct {
@@ -110,7 +125,7 @@ func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
 		return nil, apierror.Unauthorized("Malformed Authorization header: want 'Bearer <token>'.")
 	}
 	if present {
-		a, err := s.byToken(tok)
+		a, err := s.byToken(r.Context(), tok)
 		if err != nil {
 			return nil, err
 		}
@@ -164,13 +179,28 @@ func (s *Identifier) fromCertificate(r *http.Request) (*config.Agent, string) {
 	return nil, ""
 }
 
-// byToken finds the agent whose token hash matches.
-func (s *Identifier) byToken(tok string) (*config.Agent, error) {
+// byToken finds the agent whose token hash matches: a configured agent,
+// else one spawned at run time.
+func (s *Identifier) byToken(ctx context.Context, tok string) (*config.Agent, error) {
 	h := sha256.Sum256([]byte(tok))
 	var match *config.Agent
 	for i := range s.agents {
 		if subtle.ConstantTimeCompare(h[:], s.agents[i].hash[:]) == 1 {
 			match = s.agents[i].agent
+		}
+	}
+	if match == nil && s.Spawned != nil && s.sidecar == nil {
+		a, ok, err := s.Spawned.AgentByToken(ctx, h)
+		switch {
+		case ok:
+			match = a
+			if terr := s.Spawned.Touch(ctx, a.ID); terr != nil && s.Log != nil {
+				s.Log.Warn("spawned agent: use not recorded (it may expire early)", "agent", a.ID, "error", terr.Error())
+			}
+		case err != nil:
+			// The registry could not be read: no answer about the token,
+			// so no identity, but not "incorrect" either.
+			return nil, apierror.StateUnavailable(err)
 		}
 	}
 	switch {
