@@ -38,6 +38,9 @@ type a2a struct {
 	// dir and cfg are the config directory and what was loaded from it.
 	dir string
 	cfg *config.Config
+	// stop shuts this gateway down (once; also at cleanup), as a restart
+	// or a replica that goes away.
+	stop func()
 }
 
 // a2aAgents: every agent's token is "tok-" + id; %endpoint:<id>% is
@@ -133,11 +136,17 @@ type a2aOpts struct {
 	publicOnly bool
 	// registryExtra is appended under "registry:" in registry.yaml.
 	registryExtra string
+	// dir reuses a config directory (and so its state dir): the gateway
+	// restarted on the same files.
+	dir string
 }
 
 func newA2A(t testing.TB, o a2aOpts) *a2a {
 	t.Helper()
-	dir := t.TempDir()
+	dir := o.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	if o.auditDir == "" {
 		o.auditDir = filepath.Join(dir, "audit")
 	}
@@ -210,14 +219,18 @@ messaging:
 	wg.Go(func() { a.approval.Run(ctx) })
 	wg.Go(func() { a.messaging.Run(ctx) })
 	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		wg.Wait()
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.Close()
+			cancel()
+			wg.Wait()
+			a.Close()
+			auditLog.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &a2a{t: t, srv: srv, app: a, auditDir: o.auditDir, peers: peers, dir: dir, cfg: cfg, stop: stop}
 }
 
 // buildFromFiles writes the config files into dir and builds the gateway

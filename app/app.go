@@ -101,6 +101,7 @@ func (a *App) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 		Audit:        a.trail(),
 		Policies:     a.policies,
 		Library:      a.registry,
+		Spawned:      a.registry,
 	})
 }
 
@@ -127,10 +128,35 @@ func (a *App) Run(ctx context.Context) {
 	if a.workflows != nil {
 		wg.Go(func() { a.workflows.Run(ctx) })
 	}
+	wg.Go(func() { a.sweepSpawned(ctx) })
 	if a.sources != nil {
 		wg.Go(func() { a.sources.Run(ctx) })
 	}
 	wg.Wait()
+}
+
+// sweepSpawned removes, at start and then hourly, the spawned agents whose
+// TTL passed unused (they stopped authenticating at once; this frees their
+// names and storage).
+func (a *App) sweepSpawned(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := a.registry.Sweep(sctx)
+		cancel()
+		switch {
+		case err != nil:
+			a.log.Warn("spawned agents: sweep failed", "error", err.Error())
+		case n > 0:
+			a.log.Info("spawned agents: expired unused agents removed", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // trail is where the front doors write: the audit trail behind the
@@ -187,9 +213,15 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	attempts := time.Duration(max(1, cfg.Protocol.Limits.MaxRetryAttempts))
 	claimIdle := max(time.Minute, 2*attempts*(msg.Timeout.D()+msg.RetryBackoff.D()))
 	if cfg.Gateway.State.Backend != "redis" {
+		// The agents spawned at run time outlive a restart: they are in a
+		// file of state.dir.
+		spawned, err := registry.NewFileStore(cfg.Gateway.State.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("state.dir: %w", err)
+		}
 		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
 			queue:   mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: msg.QueueCapacity, ClaimIdle: claimIdle}),
-			history: mailbox.NewMemoryHistory(hist), spawned: registry.NewMemoryStore(), runs: workflow.NewMemoryStore(),
+			history: mailbox.NewMemoryHistory(hist), spawned: spawned, runs: workflow.NewMemoryStore(),
 			blobs: workflow.NewMemoryBlobStore(0)}, nil
 	}
 	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL, cfg.Gateway.State.Timeout.D())
@@ -385,6 +417,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(api.Validate), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(api.Query), Metered: true},
 			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},
+			{Method: http.MethodDelete, Path: "/registry/agents/:id", Handler: api.Retire(a.approval), People: true},
 			{Method: http.MethodPost, Path: "/relay/messages", Handler: http.HandlerFunc(a.messaging.Send), Metered: true},
 			{Method: http.MethodGet, Path: "/relay/messages", Handler: http.HandlerFunc(a.messaging.History)},
 			{Method: http.MethodGet, Path: "/admin/messages", Handler: a.messaging.AdminHistory(a.approval), People: true},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/testkit"
@@ -350,6 +351,16 @@ func TestQueueDown(t *testing.T) {
 type brokenStore struct{}
 
 func (brokenStore) Add(context.Context, registry.Entry) error { return errors.New("store down") }
+func (brokenStore) Remove(context.Context, string) error      { return errors.New("store down") }
+func (brokenStore) SetLastUsed(context.Context, string, time.Time) error {
+	return errors.New("store down")
+}
+func (brokenStore) PutPending(context.Context, string, string, time.Time) error {
+	return errors.New("store down")
+}
+func (brokenStore) TakePending(context.Context, string, time.Time) (string, bool, error) {
+	return "", false, errors.New("store down")
+}
 func (brokenStore) List(context.Context) ([]registry.Entry, error) {
 	return nil, errors.New("store down")
 }

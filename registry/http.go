@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/httpx"
@@ -24,8 +25,13 @@ import (
 	"github.com/sacpgw/gateway/policy"
 )
 
-// KindSpawn is the audit kind of a SPAWN_AGENT decision and registration.
-const KindSpawn = "registry.spawn"
+// Audit kinds of the registry's actions.
+const (
+	// KindSpawn is a SPAWN_AGENT decision and registration.
+	KindSpawn = "registry.spawn"
+	// KindRetire is a person's retiring of a spawned agent.
+	KindRetire = "registry.retire"
+)
 
 // Spawner is the spawn policy (policy.Engine).
 type Spawner interface {
@@ -233,7 +239,19 @@ type SpawnResult struct {
 	Agent          *Entry   `json:"agent,omitempty"`
 	RequestID      string   `json:"request_id,omitempty"`
 	HumanReviewURL string   `json:"human_review_url,omitempty"`
+	// Token is the new agent's bearer token, in this answer only (the
+	// gateway keeps its SHA-256); TokenNote says so, and when it is valid.
+	Token     string `json:"token,omitempty"`
+	TokenNote string `json:"token_note,omitempty"`
+	// Prompt is the compact SACP system prompt for the new agent.
+	Prompt string `json:"prompt,omitempty"`
 }
+
+// What a spawn's answer says of its token.
+const (
+	tokenNoteApproved  = "Shown once: the gateway keeps only its SHA-256. The new agent sends it as 'Authorization: Bearer <token>'; it expires when the agent has not authenticated for registry.spawn.ttl."
+	tokenNoteEscalated = "Valid once a person approves the spawn. Shown once: the gateway keeps only its SHA-256. The new agent sends it as 'Authorization: Bearer <token>'."
+)
 
 // Spawn serves POST /registry/spawn: a compact SACP SPAWN_AGENT message.
 // Rego data.gateway.spawn.decision approves (201: the agent is
@@ -285,9 +303,18 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 	out := SpawnResult{Status: dec.Status, AgentName: sp.AgentName, Reasons: nonNil(dec.Reasons), DecisionID: dec.DecisionID}
 	sum := map[string]any{"agent_name": sp.AgentName, "verb": sp.Verb, "tool": sp.Tool, "decision": dec.Status,
 		"reasons": dec.Reasons, "decision_id": dec.DecisionID, "revision": dec.Revision, "fail_closed": dec.FailClosed, "route": "/registry/spawn"}
+	// An approved or escalated spawn gets its token now: the requester can
+	// hand it over while a person decides. Only the hash is kept.
+	var token, tokenSum string
+	if dec.Status == "approved" || dec.Status == "escalated" {
+		if token, tokenSum, err = newToken(); err != nil {
+			httpx.Fail(w, r, err)
+			return
+		}
+	}
 	switch dec.Status {
 	case "approved":
-		e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID)
+		e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID, tokenSum)
 		if err != nil {
 			sum["registered"], sum["error"] = false, err.Error()
 			if aerr := a.write(ctx, ex, sum); aerr != nil {
@@ -302,28 +329,43 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 			httpx.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
 			return
 		}
-		sum["registered"] = true
+		sum["registered"], sum["token_issued"] = true, true
 		if err := a.write(ctx, ex, sum); err != nil {
 			httpx.Fail(w, r, err)
 			return
 		}
 		out.Agent = &e
+		out.Token, out.TokenNote, out.Prompt = token, tokenNoteApproved, agentPrompt(e)
+		w.Header().Set("Cache-Control", "no-store")
 		httpx.WriteJSON(w, r, http.StatusCreated, out)
 	case "escalated":
+		// The hash is kept before the review opens: a person must never be
+		// able to approve a spawn whose token is not on record.
+		key := pendingKey(ex.Agent.ID, string(raw))
+		if err := a.Registry.holdToken(ctx, key, tokenSum); err != nil {
+			httpx.Fail(w, r, err)
+			return
+		}
 		rec, err := a.Escalator.Open(ctx, escalation.Request{
 			Type: escalation.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
 			Content: string(raw), Reason: strings.Join(dec.Reasons, "; "), DecisionID: dec.DecisionID, Revision: dec.Revision,
 		})
 		if err != nil {
+			if _, _, terr := a.Registry.takeToken(context.WithoutCancel(ctx), key); terr != nil {
+				a.Log.Warn("registry: dropping the token hash of a spawn that could not be escalated", "agent", ex.Agent.ID, "error", terr.Error())
+			}
 			httpx.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
 			return
 		}
-		sum["escalation_id"] = rec.ID
+		sum["escalation_id"], sum["token_issued"] = rec.ID, true
 		if err := a.write(ctx, ex, sum); err != nil {
 			httpx.Fail(w, r, err)
 			return
 		}
 		out.RequestID, out.HumanReviewURL = rec.ID, rec.ReviewURL
+		out.Token, out.TokenNote = token, tokenNoteEscalated
+		out.Prompt = agentPrompt(spawnEntry(sp, "agent:"+ex.Agent.ID, time.Time{}))
+		w.Header().Set("Cache-Control", "no-store")
 		httpx.WriteJSON(w, r, http.StatusAccepted, out)
 	default:
 		if err := a.write(ctx, ex, sum); err != nil {
@@ -340,10 +382,18 @@ func (a *API) write(ctx context.Context, ex *scope.Exchange, sum map[string]any)
 }
 
 // Resolve is the approval service's Resolver for TypeSpawn: a person's
-// approval registers the agent the message asked for.
+// approval registers the agent the message asked for, with the token
+// handed out when it was asked for. Either way the kept token hash is
+// taken: a rejected spawn's token never becomes valid.
 func (a *API) Resolve(ctx context.Context, rec escalation.Decided) error {
+	tokenSum, held, terr := a.Registry.takeToken(ctx, pendingKey(rec.AgentID, rec.Content))
 	if !rec.Approved {
-		return nil
+		return terr
+	}
+	if terr != nil {
+		// Fail closed: registering without the hash would make the token
+		// the requester holds useless, and guessing is not an option.
+		return fmt.Errorf("registry: approved spawn %s: %w", rec.ID, terr)
 	}
 	raw := []byte(rec.Content)
 	lib, _ := a.Registry.Library(ctx)
@@ -357,13 +407,21 @@ func (a *API) Resolve(ctx context.Context, rec escalation.Decided) error {
 	if err := a.checkEndpoint(sp.Endpoint); err != nil {
 		return fmt.Errorf("registry: approved spawn %s: %w", rec.ID, err)
 	}
-	by := "person"
-	if rec.Reviewer != "" {
-		by = rec.Reviewer
+	if names.Check(rec.AgentID) != nil {
+		return fmt.Errorf("registry: approved spawn %s names no requesting agent", rec.ID)
 	}
-	_, err := a.Registry.Spawn(ctx, sp, by)
-	sum := map[string]any{"agent_name": sp.AgentName, "decision": "approved", "via": "review", "reviewer": by,
-		"escalation_id": rec.ID, "registered": err == nil}
+	reviewer := "person"
+	if rec.Reviewer != "" {
+		reviewer = rec.Reviewer
+	}
+	// The spawner is the agent that asked (the one the new agent answers
+	// to); the person who approved is in the audit entry. No hash held
+	// (expired after registry.spawn.ttl, or asked for before spawns had
+	// tokens): the agent is registered as approved but cannot
+	// authenticate; the audit entry says so.
+	_, err := a.Registry.Spawn(ctx, sp, "agent:"+rec.AgentID, tokenSum)
+	sum := map[string]any{"agent_name": sp.AgentName, "decision": "approved", "via": "review", "reviewer": reviewer,
+		"escalation_id": rec.ID, "registered": err == nil, "token_issued": held && err == nil}
 	if err != nil {
 		sum["error"] = err.Error()
 	}
@@ -371,6 +429,91 @@ func (a *API) Resolve(ctx context.Context, rec escalation.Decided) error {
 		err = aerr
 	}
 	return err
+}
+
+// People authenticates the admin and reviewers (approval.Service.Person):
+// who is "admin:<name>" or "reviewer:<name>"; a refusal is the error to
+// send, audited already.
+type People interface {
+	Person(r *http.Request) (who string, err error)
+}
+
+// Retire serves DELETE /registry/agents/{id} to the admin: the spawned
+// agent id is removed (its token stops working, it receives nothing and
+// leaves queries). 204 when done; 403 for a reviewer (retiring is not a
+// review decision); 404 for an agent that is not a spawned one, a
+// configured agent included (agents.yaml is changed by editing it). Every
+// attempt by an authenticated person is audited as registry.retire.
+func (a *API) Retire(people People) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, err := people.Person(r)
+		if err != nil {
+			httpx.Fail(w, r, err)
+			return
+		}
+		ctx := r.Context()
+		name := r.PathValue("id")
+		sum := map[string]any{"agent_name": clipName(name), "by": who, "route": "/registry/agents/{id}", "retired": false}
+		var fail error
+		switch {
+		case !strings.HasPrefix(who, "admin:"):
+			sum["reason"] = "not an admin"
+			fail = apierror.Forbidden("Only the admin may retire an agent.")
+		case names.Check(name) != nil:
+			sum["reason"] = "not an agent name"
+			fail = retireNotFound(name)
+		default:
+			switch err := a.Registry.Retire(ctx, name); {
+			case err == nil:
+				sum["retired"] = true
+			case errors.Is(err, ErrConfigured):
+				sum["reason"] = "configured agent"
+				fail = &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "agent_not_found", Param: "id",
+					Message: fmt.Sprintf("Agent %q is configured in agents.yaml, not spawned: remove it there.", name)}
+			case errors.Is(err, ErrNotFound):
+				sum["reason"] = "no such spawned agent"
+				fail = retireNotFound(name)
+			default:
+				httpx.Fail(w, r, err)
+				return
+			}
+		}
+		var reqID, session string
+		if ex := scope.Lookup(ctx); ex != nil {
+			reqID, session = ex.RequestID, ex.SessionID
+		}
+		if aerr := a.Audit.Write(ctx, audit.Record{Kind: KindRetire, AgentID: auditAgent(name), SessionID: session, RequestID: reqID, Summary: sum}); aerr != nil {
+			httpx.Fail(w, r, aerr)
+			return
+		}
+		if fail != nil {
+			httpx.Fail(w, r, fail)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func retireNotFound(name string) error {
+	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "agent_not_found", Param: "id",
+		Message: fmt.Sprintf("No spawned agent %q.", clipName(name))}
+}
+
+// auditAgent is the record's agent: the retired agent, when the path
+// named a valid one (anything else stays in the summary only).
+func auditAgent(name string) string {
+	if names.Check(name) != nil {
+		return ""
+	}
+	return name
+}
+
+// clipName bounds a name from the path in a message.
+func clipName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // checkName applies the one rule for agent names to a spawned agent's name

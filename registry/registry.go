@@ -21,6 +21,7 @@ import (
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/names"
 )
 
 // ErrExists: a spawn names an agent (or defines a tool) that already exists.
@@ -48,39 +49,91 @@ type Entry struct {
 	// Endpoint is where the agent receives messages. It is never shown to
 	// agents: they reach each other through the gateway.
 	Endpoint string `json:"-"`
-	// Spawned is set for an agent registered at run time.
+	// TokenSHA256 is the lowercase hex SHA-256 of a spawned agent's bearer
+	// token ("" when it has none). The token itself is never kept; the hash
+	// is never shown either: no one outside the gateway needs it.
+	TokenSHA256 string `json:"-"`
+	// LastUsedAt is when a spawned agent last authenticated, as recorded
+	// by Touch (at most a minute behind). Not shown: when another agent
+	// was last active is none of an agent's business.
+	LastUsedAt time.Time `json:"-"`
+	// Spawned is set for an agent registered at run time; SpawnedBy is
+	// "agent:<id>" of the agent that asked for it (also when a person
+	// approved: the audit trail names the person).
 	Spawned   bool      `json:"spawned,omitempty"`
 	SpawnedBy string    `json:"spawned_by,omitempty"`
 	SpawnedAt time.Time `json:"spawned_at,omitzero"`
-	// Tools and Verbs are the definitions the spawn added to the library.
+	// Tools and Verbs are the definitions the spawn added to the library,
+	// and those of other spawns it uses (see borrowed).
 	Tools []compact.Tool `json:"tools,omitempty"`
 	Verbs []compact.Verb `json:"verbs,omitempty"`
 }
 
-// Stored is the JSON form a Store keeps (Endpoint included).
+// ErrNotFound: no spawned agent of that name is stored.
+var ErrNotFound = errors.New("registry: no such spawned agent")
+
+// ErrConfigured: the agent is one of agents.yaml, which only the
+// operator's configuration adds and removes.
+var ErrConfigured = errors.New("registry: a configured agent cannot be retired")
+
+// stored is the JSON form a Store keeps: the shown Entry plus what is
+// never shown (endpoint, token hash, last use).
 type stored struct {
 	Entry
-	Endpoint string `json:"endpoint,omitempty"`
+	Endpoint    string    `json:"endpoint,omitempty"`
+	TokenSHA256 string    `json:"token_sha256,omitempty"`
+	LastUsedAt  time.Time `json:"last_used_at,omitzero"`
 }
 
-// Store keeps the agents registered at run time.
+func toStored(e Entry) stored {
+	return stored{Entry: e, Endpoint: e.Endpoint, TokenSHA256: e.TokenSHA256, LastUsedAt: e.LastUsedAt}
+}
+
+func (st stored) entry() Entry {
+	e := st.Entry
+	e.Endpoint, e.TokenSHA256, e.LastUsedAt = st.Endpoint, st.TokenSHA256, st.LastUsedAt
+	return e
+}
+
+// Store keeps the agents registered at run time, and the token hashes of
+// spawns that wait for a person.
 type Store interface {
 	// Add stores e unless an agent of that name exists (ErrExists).
 	Add(ctx context.Context, e Entry) error
 	// List returns every stored entry, in no particular order.
 	List(ctx context.Context) ([]Entry, error)
+	// Remove deletes the agent name (ErrNotFound when there is none).
+	Remove(ctx context.Context, name string) error
+	// SetLastUsed records that the agent name authenticated at at
+	// (ErrNotFound when there is none). It never moves LastUsedAt back, so
+	// replicas writing in any order keep the latest.
+	SetLastUsed(ctx context.Context, name string, at time.Time) error
+	// PutPending keeps tokenSHA256 under key until expires, replacing
+	// what key held: the hash of the token handed out with an escalated
+	// spawn, for the person's approval to register the agent with.
+	PutPending(ctx context.Context, key, tokenSHA256 string, expires time.Time) error
+	// TakePending returns and deletes what key holds, unless it expired
+	// at now (then ok is false).
+	TakePending(ctx context.Context, key string, now time.Time) (tokenSHA256 string, ok bool, err error)
 }
 
 // Registry is the static registry of the configuration plus the Store.
 // It is safe for concurrent use.
 type Registry struct {
 	store Store
-	ttl   time.Duration
-	now   func() time.Time
-	opts  options
+	// ttl is how long a view of the Store serves (not the spawned agents'
+	// lifetime: that is spawnTTL).
+	ttl  time.Duration
+	now  func() time.Time
+	opts options
 	// vectors is the in-process cache of profile embeddings, in front of
 	// opts.shared (shared by replicas) when there is one.
 	vectors *MemoryVectorCache
+
+	// touched is when Touch last wrote each spawned agent's last use, so
+	// that an agent's every request does not cost a Store write.
+	touchMu sync.Mutex
+	touched map[string]time.Time
 
 	// warned holds the configuration problems already logged (a precomputed
 	// embedding of the wrong dimension), so that each is logged once, not
@@ -96,8 +149,11 @@ type Registry struct {
 	// embedModel is cfg.Registry.Embeddings as "upstream/model" ("" when
 	// not configured: free text ranks lexically).
 	embedModel string
-	cachedAt   time.Time
-	cached     *view
+	// spawnTTL is registry.spawn.ttl: how long a spawned agent lives
+	// without authenticating.
+	spawnTTL time.Duration
+	cachedAt time.Time
+	cached   *view
 }
 
 // view is the registry as of one read of the Store.
@@ -106,6 +162,10 @@ type view struct {
 	byName     map[string]int
 	lib        *compact.Library
 	embedModel string
+	// spawnTTL is the lifetime the view was built with; tokens are the
+	// spawned agents that can authenticate.
+	spawnTTL time.Duration
+	tokens   []tokenAgent
 
 	// The agents' profile texts and their BM25 statistics, computed at the
 	// first free-text query of this view.
@@ -122,7 +182,7 @@ func New(cfg *config.Config, store Store, opts ...Option) (*Registry, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := &Registry{store: store, ttl: time.Second, now: time.Now, opts: o, vectors: NewMemoryVectorCache(), warned: map[string]bool{}}
+	r := &Registry{store: store, ttl: time.Second, now: time.Now, opts: o, vectors: NewMemoryVectorCache(), warned: map[string]bool{}, touched: map[string]time.Time{}}
 	apply, err := r.Prepare(cfg)
 	if err != nil {
 		return nil, err
@@ -143,6 +203,12 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 	if e := cfg.Registry.Embeddings; e != nil {
 		embedModel = e.Upstream + "/" + e.Model
 	}
+	// config.Load sets the default; a Config built in code may not have,
+	// and zero must not mean "never expires".
+	spawnTTL := cfg.Registry.Spawn.TTL.D()
+	if spawnTTL <= 0 {
+		spawnTTL = DefaultSpawnTTL
+	}
 	var static []Entry
 	byName := map[string]int{}
 	ids := make([]string, 0, len(cfg.Agents))
@@ -162,7 +228,7 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 	}
 	return func() {
 		r.mu.Lock()
-		r.static, r.byName, r.lib, r.embedModel, r.cached = static, byName, lib, embedModel, nil
+		r.static, r.byName, r.lib, r.embedModel, r.spawnTTL, r.cached = static, byName, lib, embedModel, spawnTTL, nil
 		r.mu.Unlock()
 	}, nil
 }
@@ -190,12 +256,16 @@ func (r *Registry) current(ctx context.Context) (*view, error) {
 		if r.cached != nil {
 			return r.cached, fmt.Errorf("registry: read spawned agents: %w", err)
 		}
-		return &view{entries: r.static, byName: r.byName, lib: r.lib, embedModel: r.embedModel}, fmt.Errorf("registry: read spawned agents: %w", err)
+		return &view{entries: r.static, byName: r.byName, lib: r.lib, embedModel: r.embedModel, spawnTTL: r.spawnTTL}, fmt.Errorf("registry: read spawned agents: %w", err)
 	}
-	v := &view{entries: slices.Clip(r.static), byName: make(map[string]int, len(r.byName)+len(spawned)), lib: r.lib, embedModel: r.embedModel}
+	now := r.now()
+	v := &view{entries: slices.Clip(r.static), byName: make(map[string]int, len(r.byName)+len(spawned)), lib: r.lib, embedModel: r.embedModel, spawnTTL: r.spawnTTL}
 	for k, i := range r.byName {
 		v.byName[k] = i
 	}
+	// An expired agent is gone for every reader (queries, recipients,
+	// authentication) at once, whether or not Sweep removed it yet.
+	spawned = slices.DeleteFunc(spawned, func(e Entry) bool { return expired(e, r.spawnTTL, now) })
 	sort.Slice(spawned, func(i, j int) bool { return spawned[i].AgentName < spawned[j].AgentName })
 	// A spawned tool may use a verb another spawn defined: add entries
 	// until a pass adds none. What is left conflicts with this replica's
@@ -220,7 +290,8 @@ func (r *Registry) current(ctx context.Context) (*view, error) {
 		}
 		pending = left
 	}
-	r.cached, r.cachedAt = v, r.now()
+	v.tokens = tokenAgents(v.entries[len(r.static):])
+	r.cached, r.cachedAt = v, now
 	return v, nil
 }
 
@@ -255,10 +326,17 @@ func (r *Registry) Entries(ctx context.Context) ([]Entry, error) {
 }
 
 // Spawn registers the agent a SPAWN_AGENT message asked for, after the
-// policy (or a person) approved it. It fails with ErrExists when the agent
-// name is taken; new tool and verb definitions must not conflict with the
-// library.
-func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entry, error) {
+// policy (or a person) approved it, with the hex SHA-256 of its bearer
+// token ("" for an agent that cannot authenticate). It fails with
+// ErrExists when the agent name is taken; new tool and verb definitions
+// must not conflict with the library.
+func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by, tokenSHA256 string) (Entry, error) {
+	if err := names.Check(s.AgentName); err != nil {
+		return Entry{}, fmt.Errorf("registry: spawn: %w", err)
+	}
+	if tokenSHA256 != "" && !isHexSHA256(tokenSHA256) {
+		return Entry{}, fmt.Errorf("registry: spawn %q: the token hash is not a lowercase hex SHA-256", s.AgentName)
+	}
 	v, err := r.current(ctx)
 	if err != nil {
 		return Entry{}, err
@@ -269,6 +347,22 @@ func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entr
 	if _, err := extend(v.lib, s.NewVerbs, s.NewTools); err != nil {
 		return Entry{}, fmt.Errorf("registry: spawn %q: %w", s.AgentName, err)
 	}
+	e := spawnEntry(s, by, r.now().UTC())
+	e.TokenSHA256 = tokenSHA256
+	r.mu.Lock()
+	static := r.lib
+	r.mu.Unlock()
+	e.Verbs, e.Tools = borrowed(static, v.lib, e.Verbs, e.Tools, s)
+	if err := r.store.Add(ctx, e); err != nil {
+		return Entry{}, err
+	}
+	r.invalidate()
+	return e, nil
+}
+
+// spawnEntry is the entry a spawn registers (also what an escalated
+// spawn's prompt describes before a person decides).
+func spawnEntry(s *compact.Spawn, by string, at time.Time) Entry {
 	var tools []string
 	if s.Tool != "" {
 		tools = []string{s.Tool}
@@ -277,19 +371,56 @@ func (r *Registry) Spawn(ctx context.Context, s *compact.Spawn, by string) (Entr
 	if s.Verb != "" {
 		verbs = []string{s.Verb}
 	}
-	e := Entry{
+	return Entry{
 		AgentName: s.AgentName, Type: "spawned", SupportedVerbs: nonNil(verbs), SupportedTools: nonNil(tools),
 		Inputs: nonNil(s.Inputs), Outputs: nonNil(s.Outputs), Description: s.Description, Tags: []string{},
-		Endpoint: s.Endpoint, Spawned: true, SpawnedBy: by, SpawnedAt: r.now().UTC(),
+		Endpoint: s.Endpoint, Spawned: true, SpawnedBy: by, SpawnedAt: at,
 		Tools: s.NewTools, Verbs: s.NewVerbs,
 	}
-	if err := r.store.Add(ctx, e); err != nil {
-		return Entry{}, err
+}
+
+// borrowed adds to a spawn's own definitions those it uses from other
+// spawns (a verb or tool that is in the current library but not the
+// configured one), so that each entry stands on its own: retiring the
+// agent that first defined a verb must not take the tools of the agents
+// that use it out of the library, and them out of the registry.
+func borrowed(static, cur *compact.Library, verbs []compact.Verb, tools []compact.Tool, s *compact.Spawn) ([]compact.Verb, []compact.Tool) {
+	verbs, tools = slices.Clone(verbs), slices.Clone(tools)
+	hasVerb := func(name string) bool {
+		return slices.ContainsFunc(verbs, func(v compact.Verb) bool { return v.Name == name })
 	}
+	needVerb := func(name string) {
+		if name == "" || hasVerb(name) {
+			return
+		}
+		if _, ok := static.Verb(name); ok {
+			return
+		}
+		if v, ok := cur.Verb(name); ok {
+			verbs = append(verbs, v)
+		}
+	}
+	if s.Tool != "" && !slices.ContainsFunc(tools, func(t compact.Tool) bool { return t.ID == s.Tool }) {
+		if _, ok := static.Tool(s.Tool); !ok {
+			if t, ok := cur.Tool(s.Tool); ok {
+				tools = append(tools, t)
+			}
+		}
+	}
+	needVerb(s.Verb)
+	for _, t := range tools {
+		for _, v := range t.SupportedVerbs {
+			needVerb(v)
+		}
+	}
+	return verbs, tools
+}
+
+// invalidate makes the next read see the Store (after a local change).
+func (r *Registry) invalidate() {
 	r.mu.Lock()
 	r.cached = nil
 	r.mu.Unlock()
-	return e, nil
 }
 
 // verbOutputs: one of the agent's verbs is defined to output typ.

@@ -96,10 +96,10 @@ func TestSpawnedAgentsShareTheLibrary(t *testing.T) {
 			if !res.Valid() {
 				t.Fatalf("%+v", res)
 			}
-			if _, err := r1.Spawn(ctx, sp, "agent:orch"); err != nil {
+			if _, err := r1.Spawn(ctx, sp, "agent:orch", ""); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r1.Spawn(ctx, sp, "agent:orch"); !errors.Is(err, ErrExists) {
+			if _, err := r1.Spawn(ctx, sp, "agent:orch", ""); !errors.Is(err, ErrExists) {
 				t.Errorf("second spawn: %v", err)
 			}
 			lib, _ = r1.Library(ctx)
@@ -107,7 +107,7 @@ func TestSpawnedAgentsShareTheLibrary(t *testing.T) {
 			if !res.Valid() {
 				t.Fatalf("%+v", res)
 			}
-			if _, err := r1.Spawn(ctx, sp2, "person:ops"); err != nil {
+			if _, err := r1.Spawn(ctx, sp2, "person:ops", ""); err != nil {
 				t.Fatal(err)
 			}
 			r2.ttl = 0

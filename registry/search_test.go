@@ -298,7 +298,7 @@ func TestSearchCachesProfileVectors(t *testing.T) {
 	if !res.Valid() {
 		t.Fatalf("%+v", res)
 	}
-	if _, err := r.Spawn(ctx, sp, "agent:orch"); err != nil {
+	if _, err := r.Spawn(ctx, sp, "agent:orch", ""); err != nil {
 		t.Fatal(err)
 	}
 	search()
@@ -815,10 +815,16 @@ func TestRedisCallsHaveDeadlines(t *testing.T) {
 	store.timeout = 100 * time.Millisecond
 	k := VectorKey{AgentID: "a", ProfileSHA256: "h", Model: "m"}
 	for name, call := range map[string]func() error{
-		"cache get":  func() error { _, _, err := cache.Get(ctx, k); return err },
-		"cache put":  func() error { return cache.Put(ctx, k, []float64{1}) },
-		"store add":  func() error { return store.Add(ctx, Entry{AgentName: "a"}) },
-		"store list": func() error { _, err := store.List(ctx); return err },
+		"cache get":       func() error { _, _, err := cache.Get(ctx, k); return err },
+		"cache put":       func() error { return cache.Put(ctx, k, []float64{1}) },
+		"store add":       func() error { return store.Add(ctx, Entry{AgentName: "a"}) },
+		"store list":      func() error { _, err := store.List(ctx); return err },
+		"store remove":    func() error { return store.Remove(ctx, "a") },
+		"store last used": func() error { return store.SetLastUsed(ctx, "a", time.Now()) },
+		"store put pending": func() error {
+			return store.PutPending(ctx, "k", strings.Repeat("0", 64), time.Now().Add(time.Hour))
+		},
+		"store take pending": func() error { _, _, err := store.TakePending(ctx, "k", time.Now()); return err },
 	} {
 		start := time.Now()
 		if err := call(); err == nil || time.Since(start) > 2*time.Second {

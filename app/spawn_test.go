@@ -1,0 +1,67 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSpawnedAgentLives: an approved spawn gets a token, shown once, and a
+// prompt; the new agent sends with that token to the agent that spawned it
+// (and to nobody else), still after the gateway restarted on the same
+// files (memory backend: the state dir keeps it), until an admin retires it.
+func TestSpawnedAgentLives(t *testing.T) {
+	g := newA2A(t, a2aOpts{})
+	status, body, _ := g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","VISA_Q",{"description":"Visa rules","inputs":["nationality"],"outputs":["visa_required"]}],["instantiate","VISA_AGENT",{"tool":"VISA_Q","verb":"check"}]]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("spawn: %d %s", status, body)
+	}
+	var spawned struct {
+		Token  string `json:"token"`
+		Prompt string `json:"prompt"`
+	}
+	if err := json.Unmarshal(body, &spawned); err != nil || !strings.HasPrefix(spawned.Token, "gw-spawn-") || !strings.Contains(spawned.Prompt, "VISA_AGENT") {
+		t.Fatalf("spawn answer %s: want a token and the agent's prompt", body)
+	}
+	send := func(g *a2a, to string) (int, []byte) {
+		status, body, _ := g.do(http.MethodPost, "/relay/messages", spawned.Token,
+			`{"message_type":"notification","sender_id":"VISA_AGENT","receiver_id":"`+to+`","workflow_id":"wf_visa","action":"visa_ready","payload":{"visa_required":false}}`)
+		return status, body
+	}
+	if status, body := send(g, "orch_1"); status != http.StatusAccepted {
+		t.Fatalf("the spawned agent to its spawner: %d %s", status, body)
+	}
+	g.peers["orch_1"].WaitFor(1)
+	if status, body := send(g, "planner_1"); status != http.StatusForbidden {
+		t.Errorf("the spawned agent to another agent: %d %s, want 403", status, body)
+	}
+	// The token is on no audit entry: only the spawn's answer showed it.
+	files, _ := filepath.Glob(filepath.Join(g.auditDir, "*.jsonl"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), spawned.Token) {
+			t.Errorf("%s carries the spawned agent's token", f)
+		}
+	}
+
+	g.stop()
+	g2 := newA2A(t, a2aOpts{dir: g.dir, peers: g.peers, auditDir: g.auditDir})
+	if status, body := send(g2, "orch_1"); status != http.StatusAccepted {
+		t.Fatalf("after the restart: %d %s", status, body)
+	}
+	if status, _, _ := g2.do(http.MethodDelete, "/registry/agents/VISA_AGENT", "tok-reviewer", ""); status != http.StatusForbidden {
+		t.Errorf("a reviewer retires: %d, want 403", status)
+	}
+	if status, body, _ := g2.do(http.MethodDelete, "/registry/agents/VISA_AGENT", "tok-admin", ""); status != http.StatusNoContent {
+		t.Fatalf("the admin retires: %d %s", status, body)
+	}
+	if status, _ := send(g2, "orch_1"); status != http.StatusUnauthorized {
+		t.Errorf("a retired agent's token: %d, want 401", status)
+	}
+}
