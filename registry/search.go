@@ -149,6 +149,11 @@ func (r *Registry) Search(ctx context.Context, agentID string, q Query, topK int
 		q.Text = ""
 	}
 	v, err := r.current(ctx)
+	// A verb asked by its alias ("s") is the verb ("search") from here on,
+	// in the matches and in a spawn suggestion alike.
+	if canon, ok := v.lib.Resolve(q.Verb); ok {
+		q.Verb = canon
+	}
 	cands := r.candidates(v, q)
 	ans := Answer{Ranking: RankStructural}
 	switch {

@@ -118,7 +118,7 @@ func searchConfig() *config.Config {
 	return &config.Config{
 		Registry: config.Registry{
 			Verbs: []config.Verb{
-				{Name: "search", Outputs: "list"}, {Name: "rank", Outputs: "list"}, {Name: "review", Outputs: "report"},
+				{Name: "search", Aliases: []string{"s"}, Outputs: "list"}, {Name: "rank", Outputs: "list"}, {Name: "review", Outputs: "report"},
 				{Name: "book", Outputs: "booking"}, {Name: "translate", Outputs: "text"}, {Name: "predict", Outputs: "predictions"},
 			},
 			Tools:      []config.Tool{{ID: "H_API", SupportedVerbs: []string{"search"}}},
@@ -709,6 +709,8 @@ func TestEmptyAnswerSuggestsSpawn(t *testing.T) {
 		{"new verb and output", Query{Verb: "fly", OutputType: "ticket", Inputs: []string{"ctx.from", "to:string", "when:date"}},
 			"FLY_TICKET_AGENT", "fly", "FLY_TICKET_TOOL", Query{Verb: "fly", OutputType: "ticket"}, []string{"ctx.from", "to:string", "when"}},
 		{"library verb in another case", Query{Verb: "SEARCH", Tags: []string{"cars"}},
+			"SEARCH_AGENT", "search", "SEARCH_TOOL", Query{Verb: "search", OutputType: "list"}, nil},
+		{"a verb's alias is the verb", Query{Verb: "s", Tags: []string{"cars"}},
 			"SEARCH_AGENT", "search", "SEARCH_TOOL", Query{Verb: "search", OutputType: "list"}, nil},
 		{"text names a library verb", Query{Text: "An agent to search rental cars in Lyon", Tags: []string{"cars"}},
 			"SEARCH_RENTAL_CARS_AGENT", "search", "SEARCH_RENTAL_CARS_TOOL", Query{Text: "rental cars"}, nil},
