@@ -185,33 +185,14 @@ func (m *MemoryStore) index(rec *Record) {
 // ApprovedBefore implements Store.
 func (m *MemoryStore) ApprovedBefore(_ context.Context, t time.Time) ([]*Record, error) {
 	m.mu.Lock()
-	type item struct {
-		id string
-		at time.Time
-		b  []byte
-	}
-	var items []item
+	var items []indexed
 	for id, at := range m.approved {
 		if at.Before(t) {
-			items = append(items, item{id, at, m.records[id]})
+			items = append(items, indexed{id, at, m.records[id]})
 		}
 	}
 	m.mu.Unlock()
-	sort.Slice(items, func(i, j int) bool {
-		if !items[i].at.Equal(items[j].at) {
-			return items[i].at.Before(items[j].at)
-		}
-		return items[i].id < items[j].id
-	})
-	out := make([]*Record, 0, len(items))
-	for _, it := range items {
-		rec, err := decodeRecord(it.b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rec)
-	}
-	return out, nil
+	return decodeOldestFirst(items)
 }
 
 // CreateSession implements Store.
@@ -279,16 +260,25 @@ func (m *MemoryStore) PruneSessions(_ context.Context, now time.Time) (int, erro
 // Escalated implements Store.
 func (m *MemoryStore) Escalated(_ context.Context) ([]*Record, error) {
 	m.mu.Lock()
-	type item struct {
-		id string
-		at time.Time
-		b  []byte
-	}
-	items := make([]item, 0, len(m.escalated))
+	items := make([]indexed, 0, len(m.escalated))
 	for id, at := range m.escalated {
-		items = append(items, item{id, at, m.records[id]})
+		items = append(items, indexed{id, at, m.records[id]})
 	}
 	m.mu.Unlock()
+	return decodeOldestFirst(items)
+}
+
+// indexed is a record of one of the memory store's time indexes: its id,
+// its time there and its stored bytes.
+type indexed struct {
+	id string
+	at time.Time
+	b  []byte
+}
+
+// decodeOldestFirst decodes the records oldest first (ties by id), outside
+// the store's lock.
+func decodeOldestFirst(items []indexed) ([]*Record, error) {
 	sort.Slice(items, func(i, j int) bool {
 		if !items[i].at.Equal(items[j].at) {
 			return items[i].at.Before(items[j].at)
