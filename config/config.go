@@ -38,13 +38,16 @@ type Gateway struct {
 	Log       Log        `yaml:"log"`
 	Admin     Admin      `yaml:"admin"`
 	Upstreams []Upstream `yaml:"upstreams"`
-	TLS       TLS        `yaml:"tls"`
-	Policy    Policy     `yaml:"policy"`
-	Approval  Approval   `yaml:"approval"`
-	Tracing   Tracing    `yaml:"tracing"`
-	Audit     Audit      `yaml:"audit"`
-	State     State      `yaml:"state"`
-	Messaging Messaging  `yaml:"messaging"`
+	// Pricing is what models cost (per model name; the shipped table for
+	// common models applies to the others), for spend and budgets.
+	Pricing   map[string]Price `yaml:"pricing"`
+	TLS       TLS              `yaml:"tls"`
+	Policy    Policy           `yaml:"policy"`
+	Approval  Approval         `yaml:"approval"`
+	Tracing   Tracing          `yaml:"tracing"`
+	Audit     Audit            `yaml:"audit"`
+	State     State            `yaml:"state"`
+	Messaging Messaging        `yaml:"messaging"`
 	// HTTP bounds the connections clients hold open.
 	HTTP HTTP `yaml:"http"`
 }
@@ -170,6 +173,28 @@ type Upstream struct {
 	MaxIdleConns int `yaml:"max_idle_conns"`
 	// CAFile is a PEM bundle trusted for this upstream (self-hosted models). Empty: system roots.
 	CAFile string `yaml:"ca_file"`
+	// Priority orders the upstreams that serve a model: the lowest first,
+	// the next ones only as failover. Default 0.
+	Priority int `yaml:"priority"`
+	// Weight spreads the requests among upstreams of one priority that
+	// serve a model. Default 1.
+	Weight int `yaml:"weight"`
+	// Breaker opens after Failures failures in a row (no request goes
+	// there) and lets one probe through after Cooldown. Defaults 5, 30s.
+	Breaker Breaker `yaml:"breaker"`
+}
+
+// Breaker is an upstream's circuit breaker.
+type Breaker struct {
+	Failures int      `yaml:"failures"`
+	Cooldown Duration `yaml:"cooldown"`
+}
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	Input       float64 `yaml:"input"`
+	Output      float64 `yaml:"output"`
+	CachedInput float64 `yaml:"cached_input"`
 }
 
 // TLS configures TLS termination.
@@ -265,6 +290,9 @@ type Agent struct {
 	Capabilities []string `yaml:"capabilities"`
 	// RateLimit bounds requests. Zero: unlimited.
 	RateLimit Rate `yaml:"rate_limit"`
+	// Budget bounds the agent's spend on models ("25USD/day"), reserved
+	// and settled like tokens. Zero: unlimited.
+	Budget Money `yaml:"budget"`
 	// TokenLimit bounds prompt+completion tokens. Zero: unlimited.
 	TokenLimit Rate `yaml:"token_limit"`
 	// MaxRequestSize bounds the request body. Default 1MB.

@@ -263,7 +263,29 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		l.resolve(p)
 	}
 	for i := range g.Upstreams {
-		l.resolve(&g.Upstreams[i].CAFile)
+		u := &g.Upstreams[i]
+		l.resolve(&u.CAFile)
+		idx := strconv.Itoa(i)
+		if u.Weight == 0 {
+			u.Weight = 1
+		}
+		if u.Weight < 0 || u.Priority < 0 {
+			l.add(f, at("upstreams", idx), "upstreams[%d]: priority and weight must not be negative", i)
+		}
+		if u.Breaker.Failures == 0 {
+			u.Breaker.Failures = 5
+		}
+		if u.Breaker.Cooldown == 0 {
+			u.Breaker.Cooldown = Duration(30 * time.Second)
+		}
+		if u.Breaker.Failures < 0 || u.Breaker.Cooldown < 0 {
+			l.add(f, at("upstreams", idx, "breaker"), "upstreams[%d].breaker: failures and cooldown must be positive", i)
+		}
+	}
+	for model, p := range g.Pricing {
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || math.IsNaN(p.Input+p.Output+p.CachedInput) {
+			l.add(f, at("pricing", model), "pricing.%s: prices must be non-negative numbers (USD per million tokens)", model)
+		}
 	}
 	if g.Listen == "" {
 		g.Listen = ":8080"

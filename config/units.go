@@ -21,6 +21,62 @@ type Rate struct {
 	Period time.Duration
 }
 
+// Money is a spend rate: "25USD/day" is 25,000,000 micro-dollars a day.
+// Amounts are kept in micro-dollars, integers, so sums never round.
+type Money struct {
+	MicroUSD int64
+	Period   time.Duration
+}
+
+// IsZero reports an unset budget.
+func (m Money) IsZero() bool { return m.MicroUSD == 0 }
+
+func (m Money) String() string {
+	if m.IsZero() {
+		return "unlimited"
+	}
+	for name, d := range periods {
+		if d == m.Period {
+			return strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/" + name
+		}
+	}
+	return strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/" + m.Period.String()
+}
+
+// ParseMoney parses "25USD/day" (a positive amount of at most six decimals,
+// USD, and a period second, minute, hour or day).
+func ParseMoney(s string) (Money, error) {
+	amount, per, ok := strings.Cut(strings.TrimSpace(s), "/")
+	num, found := strings.CutSuffix(strings.TrimSpace(amount), "USD")
+	if !ok || !found {
+		return Money{}, fmt.Errorf("invalid budget %q: want an amount in USD per period, e.g. 25USD/day", s)
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	micro := int64(math.Round(f * 1e6))
+	if err != nil || f <= 0 || math.IsInf(f, 0) || micro <= 0 || f > 1e12 {
+		return Money{}, fmt.Errorf("invalid budget %q: the amount must be a positive number", s)
+	}
+	d, ok := periods[strings.ToLower(strings.TrimSpace(per))]
+	if !ok {
+		return Money{}, fmt.Errorf("invalid budget %q: period must be second, minute, hour or day", s)
+	}
+	return Money{MicroUSD: micro, Period: d}, nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (m *Money) UnmarshalYAML(n *yaml.Node) error {
+	v, err := scalarValue(n)
+	if err != nil {
+		return err
+	}
+	p, err := ParseMoney(v)
+	if err != nil {
+		return scalarError(n, err)
+	}
+	*m = p
+	return nil
+}
+
 // Duration is a time span written with a unit ("5000ms", "10s", "24h").
 // A bare number is refused: "5000" could mean milliseconds or seconds.
 type Duration time.Duration

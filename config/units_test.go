@@ -56,3 +56,28 @@ func TestParseUnits(t *testing.T) {
 		t.Errorf("Rate helpers: %s %v", r, r.PerSecond())
 	}
 }
+
+func TestParseMoney(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Money
+		ok   bool
+	}{
+		{"25USD/day", Money{MicroUSD: 25_000_000, Period: 24 * time.Hour}, true},
+		{"0.5USD/hour", Money{MicroUSD: 500_000, Period: time.Hour}, true},
+		{" 1.000001USD / minute ", Money{MicroUSD: 1_000_001, Period: time.Minute}, true},
+		{"25/day", Money{}, false},
+		{"25EUR/day", Money{}, false},
+		{"0USD/day", Money{}, false},
+		{"-1USD/day", Money{}, false},
+		{"NaNUSD/day", Money{}, false},
+		{"25USD/week", Money{}, false},
+		{"0.0000001USD/day", Money{}, false},
+	}
+	for _, c := range cases {
+		got, err := ParseMoney(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseMoney(%q) = %+v, %v; want %+v ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
