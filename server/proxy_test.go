@@ -421,6 +421,17 @@ func TestModelsAndEmbeddings(t *testing.T) {
 	if strings.Join(ids, ",") != "mock-1,gpt-4o-mini" {
 		t.Errorf("models = %v, want the allowed literal names", ids)
 	}
+	// models.retrieve: a model the agent may use, then one it may not.
+	got, err := st.client("tok-restricted").Models.Get(context.Background(), ids[0])
+	if err != nil || got.ID != ids[0] || got.Object != "model" {
+		t.Errorf("models.retrieve(%q) = %+v, %v", ids[0], got, err)
+	}
+	var apiErr *openai.Error
+	for _, id := range []string{"not-a-model", "gpt-4o"} { // unknown; served but not allowed
+		if _, err := st.client("tok-restricted").Models.Get(context.Background(), id); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Errorf("models.retrieve(%q): %v, want 404 model_not_found", id, err)
+		}
+	}
 	emb, err := st.client("tok-alpha").Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 		Model: "mock-embed", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}},
 	})

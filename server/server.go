@@ -121,6 +121,7 @@ func New(o Options) (*Server, error) {
 	e.POST("/v1/chat/completions", s.current((*proxy.Gateway).ChatCompletions))
 	e.POST("/v1/embeddings", s.current((*proxy.Gateway).Embeddings))
 	e.GET("/v1/models", s.current((*proxy.Gateway).Models))
+	e.GET("/v1/models/*", s.currentWithPath((*proxy.Gateway).Model))
 	if o.Approval != nil {
 		for _, rt := range o.Approval.Routes() {
 			h := rt.Handler
@@ -202,6 +203,13 @@ func (s *Server) current(route func(*proxy.Gateway) http.Handler) echo.HandlerFu
 	return func(c echo.Context) error {
 		route(s.gateway.Load()).ServeHTTP(c.Response(), c.Request())
 		return nil
+	}
+}
+
+// currentWithPath is current for a route whose handler reads r.PathValue.
+func (s *Server) currentWithPath(route func(*proxy.Gateway) http.Handler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return withPathValues(route(s.gateway.Load()))(c)
 	}
 }
 
