@@ -1,0 +1,213 @@
+package anthropic
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Response translates an OpenAI chat completion (JSON) into an Anthropic
+// Messages response body.
+//
+// The completion comes from the gateway's own pipeline, which has read it
+// strictly already; it is read here with json v2's defaults (no duplicate
+// names, valid UTF-8) and unknown members allowed, since providers add
+// fields the translation has no use for. An error means the answer cannot
+// be said in Anthropic's form (no choice, several, arguments that are no
+// JSON object, an unknown finish_reason): a failure of the upstream, for a
+// 502, never a client error.
+func Response(chat []byte) ([]byte, error) {
+	var c completion
+	if err := json.Unmarshal(chat, &c); err != nil {
+		return nil, fmt.Errorf("reading the chat completion: %w", err)
+	}
+	if len(c.Choices) != 1 {
+		return nil, fmt.Errorf("the chat completion has %d choices; the Messages API answers with one", len(c.Choices))
+	}
+	ch := &c.Choices[0]
+	if ch.Message == nil {
+		return nil, errors.New("the chat completion's choice has no message")
+	}
+	content := []any{}
+	if text := ch.Message.text(); text != "" {
+		content = append(content, textBlock{Type: "text", Text: text})
+	}
+	for i, tc := range ch.Message.ToolCalls {
+		if tc.ID == "" || tc.Function.Name == "" {
+			return nil, fmt.Errorf("tool call %d has no id or no name", i)
+		}
+		input, err := toolInput(tc.Function.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("tool call %d (%s): %w", i, tc.Function.Name, err)
+		}
+		content = append(content, toolUseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+	}
+	reason, err := stopReason(ch.FinishReason, len(ch.Message.ToolCalls) > 0)
+	if err != nil {
+		return nil, err
+	}
+	msg := messageOut{
+		ID: messageID(c.ID, chat), Type: "message", Role: "assistant", Model: c.Model,
+		Content: content, StopReason: &reason, Usage: c.Usage.anthropic(),
+	}
+	return json.Marshal(msg)
+}
+
+// completion is the part of an OpenAI chat completion, or of a stream
+// chunk, that the translation reads.
+type completion struct {
+	ID      string    `json:"id"`
+	Model   string    `json:"model"`
+	Choices []choice  `json:"choices"`
+	Usage   *usage    `json:"usage"`
+	Error   *apiError `json:"error"`
+}
+
+type choice struct {
+	Index        int     `json:"index"`
+	Message      *answer `json:"message"`
+	Delta        *answer `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type answer struct {
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []toolCall `json:"tool_calls"`
+}
+
+// text is the answer's text; a refusal (OpenAI's separate field for a
+// model that declines) is the text when there is no other, so the client
+// sees why the answer is empty.
+func (a *answer) text() string {
+	if a.Content != nil && *a.Content != "" {
+		return *a.Content
+	}
+	if a.Refusal != nil {
+		return *a.Refusal
+	}
+	return ""
+}
+
+type toolCall struct {
+	Index    *int   `json:"index"` // streams only
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type usage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// anthropic is the usage in Anthropic's terms, where the input counts add
+// up: input_tokens excludes the cache reads that OpenAI's prompt_tokens
+// includes (see the package documentation).
+func (u *usage) anthropic() usageOut {
+	if u == nil {
+		return usageOut{}
+	}
+	out := usageOut{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+		cached := min(max(*d.CachedTokens, 0), u.PromptTokens)
+		out.InputTokens -= cached
+		out.CacheReadInputTokens = &cached
+	}
+	return out
+}
+
+type messageOut struct {
+	ID           string   `json:"id"`
+	Type         string   `json:"type"`
+	Role         string   `json:"role"`
+	Model        string   `json:"model"`
+	Content      []any    `json:"content"`
+	StopReason   *string  `json:"stop_reason"`
+	StopSequence *string  `json:"stop_sequence"`
+	Usage        usageOut `json:"usage"`
+}
+
+type usageOut struct {
+	InputTokens          int64  `json:"input_tokens"`
+	CacheReadInputTokens *int64 `json:"cache_read_input_tokens,omitempty"`
+	OutputTokens         int64  `json:"output_tokens"`
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type toolUseBlock struct {
+	Type  string         `json:"type"`
+	ID    string         `json:"id"`
+	Name  string         `json:"name"`
+	Input jsontext.Value `json:"input"`
+}
+
+// toolInput is a tool call's arguments as Anthropic's input: a JSON
+// object ("" is a call without arguments: {}).
+func toolInput(args string) (jsontext.Value, error) {
+	if strings.TrimSpace(args) == "" {
+		return jsontext.Value("{}"), nil
+	}
+	v := jsontext.Value(args)
+	if !v.IsValid() {
+		return nil, errors.New("its arguments are not valid JSON")
+	}
+	if v.Kind() != '{' {
+		return nil, errors.New("its arguments are not a JSON object")
+	}
+	v = v.Clone()
+	if err := v.Compact(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// stopReason maps an OpenAI finish_reason to Anthropic's stop_reason (see
+// the package documentation); tools says the answer has tool calls.
+func stopReason(finish *string, tools bool) (string, error) {
+	if finish == nil {
+		return "", errors.New("the chat completion has no finish_reason: the answer may be incomplete")
+	}
+	switch *finish {
+	case "stop":
+		// Some providers finish a tool call with stop; the client must
+		// still run the tools it was given.
+		if tools {
+			return "tool_use", nil
+		}
+		return "end_turn", nil
+	case "length":
+		return "max_tokens", nil
+	case "tool_calls", "function_call":
+		return "tool_use", nil
+	case "content_filter":
+		return "refusal", nil
+	}
+	return "", fmt.Errorf("unknown finish_reason %q", *finish)
+}
+
+// messageID is "msg_" and the completion's id without OpenAI's prefix,
+// or, for a completion without one, a digest of its JSON (stable, so the
+// same answer gets the same id however it is sliced).
+func messageID(id string, raw []byte) string {
+	if id = strings.TrimPrefix(id, "chatcmpl-"); id != "" {
+		return "msg_" + id
+	}
+	sum := sha256.Sum256(raw)
+	return "msg_" + hex.EncodeToString(sum[:12])
+}
