@@ -84,7 +84,10 @@ type App struct {
 	// embedModel is the registry's embeddings model (registry.embeddings),
 	// swapped on reload.
 	embedModel atomic.Pointer[string]
-	mu         sync.Mutex // guards upstreams across reloads
+	// upstreamStats (failovers, breakers) and spend count across reloads.
+	upstreamStats *upstream.Stats
+	spend         *proxy.Spend
+	mu            sync.Mutex // guards upstreams across reloads
 }
 
 // gateway builds the OpenAI front door for cfg; limits, audit trail and
@@ -102,6 +105,7 @@ func (a *App) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 		Policies:     a.policies,
 		Library:      a.registry,
 		Spawned:      a.registry,
+		Spend:        a.spend,
 	})
 }
 
@@ -309,7 +313,9 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			return nil, &UsageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
 		}
 	}
-	ups, err := upstream.New(cfg.Gateway.Upstreams, log)
+	// The counters outlive config reloads (each builds a new upstream set).
+	upStats := upstream.NewStats()
+	ups, err := upstream.New(cfg.Gateway.Upstreams, log, upstream.WithStats(upStats))
 	if err != nil {
 		return nil, &UsageError{err.Error()}
 	}
@@ -318,7 +324,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		ups.Close()
 		return nil, &UsageError{err.Error()}
 	}
-	a := &App{upstreams: ups, audit: auditLog, policies: engine, keepAlive: o.KeepAlive}
+	a := &App{upstreams: ups, upstreamStats: upStats, spend: proxy.NewSpend(), audit: auditLog, policies: engine, keepAlive: o.KeepAlive}
 	if auditLog != nil {
 		un := cfg.Gateway.HTTP.Unauthenticated
 		a.sources = sourceguard.New(auditLog, sourceguard.Options{
@@ -349,6 +355,15 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	egressPolicy := egress.Policy{Allowed: cfg.Gateway.Messaging.AllowedPrefixes}
 	m := metrics.New(metrics.Options{})
 	m.PolicyStats(engine.Stats)
+	m.Registry().MustRegister(a.spend)
+	ust := a.upstreamStats
+	m.Counter("gateway_upstream_failovers_total", "Requests moved on to another upstream after one failed before answering (connect error, timeout, 429, 5xx).", func() float64 { return float64(ust.Failovers()) })
+	m.Counter("gateway_upstream_breaker_opens_total", "Times an upstream's circuit breaker opened (a failed probe included), in this replica.", func() float64 { return float64(ust.BreakerOpens()) })
+	m.Gauge("gateway_upstream_breakers_open", "Upstreams whose circuit breaker is open or half-open now, in this replica.", func() float64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return float64(a.upstreams.OpenBreakers())
+	})
 	if auditLog != nil {
 		a.approval, err = approval.New(approval.Deps{
 			Config: cfg, Decider: engine, Authorizer: rbac, Store: st.store,
@@ -723,7 +738,7 @@ func (a *App) reconfigure(cfg *config.Config) error {
 		}
 		applies = append(applies, apply)
 	}
-	ups, err := upstream.New(cfg.Gateway.Upstreams, a.log)
+	ups, err := upstream.New(cfg.Gateway.Upstreams, a.log, upstream.WithStats(a.upstreamStats))
 	if err != nil {
 		return err
 	}

@@ -269,6 +269,13 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		if u.Weight == 0 {
 			u.Weight = 1
 		}
+		if !hasKey(n, "upstreams", idx, "priority") {
+			// Without priorities the order of the file decides, as it
+			// always did: the first upstream serving a model is its
+			// primary, the later ones its failover. Weights spread
+			// traffic only among upstreams given the same priority.
+			u.Priority = i
+		}
 		if u.Weight < 0 || u.Priority < 0 {
 			l.add(f, at("upstreams", idx), "upstreams[%d]: priority and weight must not be negative", i)
 		}

@@ -35,12 +35,19 @@ func (m Money) String() string {
 	if m.IsZero() {
 		return "unlimited"
 	}
-	for name, d := range periods {
-		if d == m.Period {
-			return strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/" + name
-		}
+	amount := strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/"
+	// The periods map has short aliases too: name the period one way.
+	switch m.Period {
+	case time.Second:
+		return amount + "second"
+	case time.Minute:
+		return amount + "minute"
+	case time.Hour:
+		return amount + "hour"
+	case 24 * time.Hour:
+		return amount + "day"
 	}
-	return strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/" + m.Period.String()
+	return amount + m.Period.String()
 }
 
 // ParseMoney parses "25USD/day" (a positive amount of at most six decimals,

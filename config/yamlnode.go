@@ -217,6 +217,14 @@ func hasKey(root *yaml.Node, path ...string) bool {
 		n = n.Content[0]
 	}
 	for _, p := range path {
+		if n.Kind == yaml.SequenceNode {
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return false
+			}
+			n = n.Content[i]
+			continue
+		}
 		if n.Kind != yaml.MappingNode {
 			return false
 		}

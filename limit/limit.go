@@ -1,4 +1,6 @@
-// Package limit enforces per-agent request rates and token budgets.
+// Package limit enforces per-agent request rates and budgets (tokens, and
+// dollars counted in micro-dollars: a budget counts units, whatever they
+// are, under keys of its caller's choosing).
 //
 // The in-memory implementations here serve a single replica; a Redis
 // implementation of the same interfaces shares limits between replicas.
@@ -42,8 +44,9 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, rule Rule, cost int) (Result, error)
 }
 
-// Budget reserves tokens before a call and settles the actual usage after it,
-// so concurrent requests cannot overrun a budget by more than their estimates.
+// Budget reserves units (tokens, micro-dollars) before a call and settles
+// the actual usage after it, so concurrent requests cannot overrun a budget
+// by more than their estimates.
 type Budget interface {
 	Reserve(ctx context.Context, key string, rule Rule, n int) (Result, error)
 	Settle(ctx context.Context, key string, rule Rule, reserved, actual int) error

@@ -59,8 +59,12 @@ func requestSummary(ex *scope.Exchange, r *http.Request) *audit.Object {
 	s := &audit.Object{}
 	s.Str("route", r.URL.Path)
 	s.Str("model", ex.Model)
+	if ex.Dialect != "" {
+		s.Str("dialect", ex.Dialect)
+	}
 	s.Bool("stream", ex.Stream)
 	s.Str("upstream", ex.Upstream)
+	failoversSummary(s, ex.Failovers)
 	s.Int("bytes", int64(len(ex.Body)))
 	s.Int("token_estimate", int64(ex.TokenEstimate))
 	checksSummary(s, ex.Checks)
@@ -75,8 +79,12 @@ func requestSummary(ex *scope.Exchange, r *http.Request) *audit.Object {
 func responseSummary(ex *scope.Exchange, status int) *audit.Object {
 	s := &audit.Object{}
 	s.Str("model", ex.Model)
+	if ex.Dialect != "" {
+		s.Str("dialect", ex.Dialect)
+	}
 	s.Bool("stream", ex.Stream)
 	s.Str("upstream", ex.Upstream)
+	failoversSummary(s, ex.Failovers)
 	s.Int("status", int64(status))
 	s.Num("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000)
 	s.Int("attempts", int64(ex.Attempts))
@@ -88,6 +96,7 @@ func responseSummary(ex *scope.Exchange, status int) *audit.Object {
 		s.Int("total", int64(ex.Usage.TotalTokens))
 		s.End()
 	}
+	costSummary(s, ex, status)
 	if ex.ErrCode != "" {
 		s.Str("error_code", ex.ErrCode)
 	}

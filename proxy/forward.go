@@ -84,9 +84,9 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled"})
 	}
 	body := ex.Body
-	if ex.Stream && ex.Agent != nil && !ex.Agent.TokenLimit.IsZero() {
-		// Token accounting needs the stream's usage: ask for it, and hide it
-		// from a client that did not.
+	if ex.Stream && ex.Agent != nil && (!ex.Agent.TokenLimit.IsZero() || !ex.Agent.Budget.IsZero()) {
+		// Token and dollar accounting need the stream's usage: ask for it,
+		// and hide it from a client that did not.
 		body, c.dropUsage = withStreamUsage(body)
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -225,6 +225,11 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 	if err := c.j.respond(ctx, resp.StatusCode, sha256Hex(out)); err != nil {
 		httpx.Fail(w, r, err)
 		return nil
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		// A provider's 429 or 503 says when to come back: the agent's SDK
+		// waits that long.
+		w.Header().Set("Retry-After", ra)
 	}
 	httpx.WriteRawJSON(w, resp.StatusCode, out)
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
@@ -43,15 +44,19 @@ type Deps struct {
 	// Spawned finds the agents registered at run time by their token
 	// (registry.Registry); nil: only the configured agents authenticate.
 	Spawned SpawnedAgents
+	// Spend counts what agents spend (the metrics); nil: not counted.
+	Spend *Spend
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
 type Gateway struct {
 	chat, embeddings, models http.Handler
-	upstreams                *upstream.Set
-	audit                    *httpx.Recorder
-	ident                    *Identifier
-	lim                      *Limits
+	// messages is the chat chain under the Anthropic Messages dialect.
+	messages  http.Handler
+	upstreams *upstream.Set
+	audit     *httpx.Recorder
+	ident     *Identifier
+	lim       *Limits
 }
 
 // New compiles the chains once, at startup.
@@ -70,7 +75,7 @@ func New(d Deps) (*Gateway, error) {
 		rec = &httpx.Recorder{Log: d.Audit, FailClosed: d.Config.Gateway.Audit.FailMode == "closed", Logger: d.Log}
 	}
 	ident.Audit = rec
-	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec}
+	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec, Prices: pricing.New(d.Config.Gateway.Pricing), Spend: d.Spend}
 	var red *redact.Redactor
 	if rc := d.Config.Protocol.Redaction; len(rc.Detectors) > 0 {
 		// "detectors: []" turns redaction off (config fills in all
@@ -125,6 +130,11 @@ func New(d Deps) (*Gateway, error) {
 	// for a forbidden model must not spend the agent's rate), then the
 	// limits, then the upstream call.
 	g.chat = Chain(complete, chatStages...)
+	// The Messages dialect: the same stages, its request translated after
+	// identify (through the agent's size limit), every answer translated
+	// at the edge.
+	msgStages := append([]Stage{StageFunc(g.journalStage), ident, AnthropicRequest()}, chatStages[2:]...)
+	g.messages = anthropicEdge(Chain(complete, msgStages...))
 	embStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		embStages = append(embStages, RedactRequests(red))
@@ -190,17 +200,19 @@ func (g *Gateway) journalStage(w http.ResponseWriter, r *http.Request, next http
 }
 
 // allowModel refuses a model outside the agent's allow-list or served by no
-// upstream, with OpenAI's 404 model_not_found.
+// upstream, with OpenAI's 404 model_not_found, and chooses the order the
+// upstreams serving it are tried in, once for the whole exchange (a
+// re-ask does not draw the weighted order again).
 func (g *Gateway) allowModel(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
 	if !Allowed(ex.Agent, ex.Model) {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	up := g.upstreams.Route(ex.Model)
-	if up == nil {
+	cands := g.upstreams.Candidates(ex.Model)
+	if len(cands) == 0 {
 		return apierror.ModelNotFound(ex.Model)
 	}
-	ex.Upstream, ex.Route = up.Name, up
+	ex.Upstream, ex.Route, ex.Candidates = cands[0].Name, cands[0], cands
 	next.ServeHTTP(w, r)
 	return nil
 }

@@ -236,9 +236,10 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// bearer extracts the token from "Authorization: Bearer <t>" or Azure's
-// "api-key: <t>" header. present reports whether a credential header was
-// sent at all; a present but malformed one yields "".
+// bearer extracts the token from "Authorization: Bearer <t>", Azure's
+// "api-key: <t>" or Anthropic's "x-api-key: <t>" header. present reports
+// whether a credential header was sent at all; a present but malformed one
+// yields "".
 func bearer(r *http.Request) (tok string, present bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, t, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -248,6 +249,10 @@ func bearer(r *http.Request) (tok string, present bool) {
 		return "", true
 	}
 	if h := r.Header.Get("Api-Key"); h != "" {
+		return strings.TrimSpace(h), true
+	}
+	// The Anthropic SDKs send the key as x-api-key.
+	if h := r.Header.Get("X-Api-Key"); h != "" {
 		return strings.TrimSpace(h), true
 	}
 	return "", false

@@ -50,7 +50,13 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 		ex := scope.Get(r.Context())
 		// The body passed the strict reading; the policies see it as read,
 		// converted in one pass, and only when the decision reads it.
-		in := map[string]any{"agent": agents.of(ex.Agent), "request": policy.RawJSON(ex.Body), "model": ex.Model}
+		// request is the neutral form whatever the client spoke; dialect
+		// says what that was.
+		dialect := ex.Dialect
+		if dialect == "" {
+			dialect = "chat"
+		}
+		in := map[string]any{"agent": agents.of(ex.Agent), "request": policy.RawJSON(ex.Body), "model": ex.Model, "dialect": dialect}
 		d, _ := p.ChatDeny(r.Context(), in)
 		verdict := scope.Verdict{Check: scope.CheckPolicy, Verdict: "allow", DecisionID: d.DecisionID, Revision: d.Revision}
 		if d.Deny {

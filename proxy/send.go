@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/tracing"
@@ -16,12 +20,124 @@ import (
 )
 
 // send is the gateway's one way to a provider: body goes to the exchange's
-// route (chosen once, when the model was checked) with only the forwarded
-// headers and the provider's key, and the answer comes back with only the
-// answer headers. A provider's 5xx is an upstreamStatusError; the caller
-// owns resp.Body.
+// upstreams (chosen once, when the model was checked) with only the
+// forwarded headers and the provider's key, and the answer comes back with
+// only the answer headers. A provider's 5xx is an upstreamStatusError; the
+// caller owns resp.Body.
+//
+// The candidates are tried in order, the route first, while no byte of an
+// answer has reached the client: send returns before the body is copied,
+// so an upstream that fails before its response headers (connect error,
+// timeout, 429, 5xx, after its transport's own retries) is passed over for
+// the next, with the same body bytes; a candidate whose circuit breaker is
+// open is skipped. A 4xx other than 429 is the provider's answer to this
+// request, which another provider would give too: it is passed on. When
+// every candidate fails, the last failure is the answer, mapped as for one
+// upstream (a 429 passed on, a 5xx or a transport error a 502, the
+// gateway's own timeout a 504). ex.Route and ex.Upstream end on the
+// upstream that answered, or failed last; ex.Failovers lists the others.
 func send(ctx context.Context, in http.Header, ex *scope.Exchange, path string, body []byte) (*http.Response, error) {
-	up := ex.Route
+	var (
+		last    *attempt
+		skipped []*upstream.Upstream // open breakers, recorded once another upstream is tried
+		passed  int                  // upstreams passed over by this send
+	)
+	// skip records the skipped upstreams but up as passed over.
+	skip := func(up *upstream.Upstream) {
+		for _, s := range skipped {
+			if s != up {
+				ex.Failovers = append(ex.Failovers, scope.Failover{Upstream: s.Name, Reason: "breaker_open"})
+				passed++
+			}
+		}
+		skipped = skipped[:0]
+	}
+	run := func(up *upstream.Upstream, permit upstream.Permit) *http.Response {
+		// What failed before is passed over only now that another
+		// upstream is tried: the last failure is the answer.
+		if last != nil {
+			last.passOver(ex)
+			passed++
+			last = nil
+		}
+		skip(up)
+		a := try(ctx, in, ex, path, body, up)
+		if a.reason == "" {
+			permit.Done(upstream.Answered)
+			ex.Route, ex.Upstream = up, up.Name
+			return a.resp
+		}
+		permit.Done(a.result(ctx))
+		last = a
+		return nil
+	}
+	for _, up := range attemptOrder(ex) {
+		permit, ok := up.Admit()
+		if !ok {
+			skipped = append(skipped, up)
+			continue
+		}
+		if resp := run(up, permit); resp != nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			// The client left, or the gateway's deadline passed: no
+			// other upstream can be asked either.
+			break
+		}
+	}
+	if last == nil && len(skipped) > 0 {
+		// Every candidate's breaker is open: try the one whose cooldown
+		// ends first rather than refuse, as that upstream would be asked
+		// soonest anyway (and one upstream is asked as without breakers).
+		up := slices.MinFunc(skipped, func(a, b *upstream.Upstream) int { return a.Reopens().Compare(b.Reopens()) })
+		if resp := run(up, up.Force()); resp != nil {
+			return resp, nil
+		}
+	}
+	skip(nil) // open breakers after the last failure: the entry lists them too
+	ex.Route, ex.Upstream = last.up, last.up.Name
+	switch {
+	case last.resp != nil:
+		return last.resp, nil // a 429: passed on as the provider sent it
+	case passed > 0 && ctx.Err() == nil:
+		return nil, exhausted(last, passed)
+	}
+	return nil, last.err
+}
+
+// attemptOrder is the exchange's candidates with its route first: after a
+// failover the route is the upstream that answered, and a re-ask goes there
+// first, without repeating the failures of the call before.
+func attemptOrder(ex *scope.Exchange) []*upstream.Upstream {
+	if len(ex.Candidates) == 0 {
+		return []*upstream.Upstream{ex.Route}
+	}
+	if ex.Candidates[0] == ex.Route {
+		return ex.Candidates
+	}
+	order := make([]*upstream.Upstream, 0, len(ex.Candidates))
+	order = append(order, ex.Route)
+	for _, u := range ex.Candidates {
+		if u != ex.Route {
+			order = append(order, u)
+		}
+	}
+	return order
+}
+
+// attempt is one upstream's part of a send; reason is empty for an answer.
+type attempt struct {
+	up     *upstream.Upstream
+	resp   *http.Response // an answer, or a 429
+	err    error
+	reason string
+	// transport: no response came (err is the transport's, not a status).
+	transport bool
+}
+
+// try sends body to up once (its transport retrying as configured).
+func try(ctx context.Context, in http.Header, ex *scope.Exchange, path string, body []byte, up *upstream.Upstream) *attempt {
 	// Built directly rather than by NewRequestWithContext, which would
 	// format the target URL to a string only to parse it again.
 	target := up.Target(path)
@@ -36,20 +152,78 @@ func send(ctx context.Context, in http.Header, ex *scope.Exchange, path string, 
 	if len(body) == 0 {
 		req.Body, req.GetBody = http.NoBody, nil
 	}
+	a := &attempt{up: up}
 	resp, err := up.Transport.RoundTrip(req)
 	if err != nil {
-		return nil, err
+		a.err, a.reason, a.transport = err, transportReason(err), true
+		return a
 	}
 	for k := range resp.Header {
 		if !answerHeaders[k] {
 			delete(resp.Header, k)
 		}
 	}
-	if resp.StatusCode >= 500 {
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		a.resp, a.reason = resp, "status_429"
+	case resp.StatusCode >= 500:
 		resp.Body.Close()
-		return nil, &upstreamStatusError{status: resp.StatusCode}
+		a.err, a.reason = &upstreamStatusError{status: resp.StatusCode}, "status_"+strconv.Itoa(resp.StatusCode)
+	default:
+		a.resp = resp
 	}
-	return resp, nil
+	return a
+}
+
+// result is the failed attempt's outcome for the upstream's breaker: a
+// transport error after the client left says nothing about the upstream,
+// one after the gateway's deadline is a timeout.
+func (a *attempt) result(ctx context.Context) upstream.Result {
+	if a.transport && ctx.Err() != nil {
+		if cause := context.Cause(ctx); !errors.Is(cause, errTimeout) && !errors.Is(cause, context.DeadlineExceeded) {
+			return upstream.Abandoned
+		}
+		a.reason = "timeout"
+	}
+	return upstream.Failed
+}
+
+// passOver records the failed attempt as a failover: its 429 answer is
+// dropped (drained a little, so the connection can be reused), counted,
+// and listed on the exchange.
+func (a *attempt) passOver(ex *scope.Exchange) {
+	if a.resp != nil {
+		_, _ = io.CopyN(io.Discard, a.resp.Body, 4<<10)
+		a.resp.Body.Close()
+	}
+	a.up.FailedOver()
+	ex.Failovers = append(ex.Failovers, scope.Failover{Upstream: a.up.Name, Reason: a.reason})
+}
+
+// transportReason classifies a transport error for the audit trail.
+func transportReason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return "connect_error"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "transport_error"
+}
+
+// exhausted is the error of a send whose every candidate failed or was
+// skipped: a 502 that names the upstream that failed last, whatever the
+// caller took the route to be.
+func exhausted(last *attempt, passed int) error {
+	detail := describe(last.err)
+	var se *upstreamStatusError
+	if errors.As(last.err, &se) {
+		detail = se.Error()
+	}
+	return apierror.Upstream(http.StatusBadGateway,
+		fmt.Sprintf("Upstream %s failed: %s; the %d other upstream(s) of the model failed or were unavailable.", last.up.Name, detail, passed), last.err)
 }
 
 // forwardedHeaders are the only request headers that reach a provider: the
@@ -77,7 +251,8 @@ func outboundHeader(ctx context.Context, in http.Header, ex *scope.Exchange, up 
 // answerHeaders are the only response headers passed back from a provider;
 // its rate-limit, organisation and tracing headers describe the gateway's
 // account, not the agent's.
-var answerHeaders = map[string]bool{"Content-Type": true, "Content-Length": true}
+// Retry-After stays, for a 429 passed on (the agent should wait as long).
+var answerHeaders = map[string]bool{"Content-Type": true, "Content-Length": true, "Retry-After": true}
 
 // upstreamError maps a failed call to 504 (our deadline) or 502. The
 // message names the provider and the innermost cause, never its answer.
@@ -94,4 +269,22 @@ func upstreamError(ctx context.Context, name string, timeout time.Duration, err 
 		return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, se.Error()), err)
 	}
 	return apierror.Upstream(http.StatusBadGateway, fmt.Sprintf("Upstream %s failed: %s.", name, describe(err)), err)
+}
+
+// failoversSummary writes an exchange's failovers into its audit entry, as
+// two lists of the same length, in order: "failovers", the upstreams passed
+// over before "upstream", and "failover_reasons", why each was (see
+// scope.Failover). Two flat lists rather than objects: the entry's
+// summary holds no list of objects, and a name may hold any character.
+// Nothing is written when there was none.
+func failoversSummary(s *audit.Object, fs []scope.Failover) {
+	if len(fs) == 0 {
+		return
+	}
+	names, reasons := make([]string, len(fs)), make([]string, len(fs))
+	for i, f := range fs {
+		names[i], reasons[i] = f.Upstream, f.Reason
+	}
+	s.Strs("failovers", names)
+	s.Strs("failover_reasons", reasons)
 }

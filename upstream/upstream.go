@@ -5,16 +5,20 @@
 package upstream
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sacpgw/gateway/config"
@@ -34,6 +38,10 @@ type Upstream struct {
 	bearer   string // "Bearer <api_key>", or empty without a key
 	patterns []string
 	idle     interface{ CloseIdleConnections() }
+	priority int
+	weight   int
+	brk      *breaker
+	counts   *counters
 }
 
 // constructor builds the base transport and API root of one upstream type.
@@ -48,15 +56,56 @@ func constructors() map[string]constructor {
 	}
 }
 
-// Set is the ordered list of upstreams; the first whose glob matches a model wins.
+// Set is the configured upstreams. The upstreams whose globs match a model
+// are its candidates (Candidates): the lowest priority first, spread by
+// weight within a priority; a request tries them in that order while its
+// failures allow (see proxy's send), skipping those whose breaker is open.
 type Set struct {
 	list []*Upstream
+	// byPriority is list sorted by priority, config order kept within one.
+	byPriority []*Upstream
+	stats      *Stats
+	now        func() time.Time
+	rnd        *lockedRand // nil: math/rand/v2's global source
 }
 
+// Option configures New.
+type Option func(*Set)
+
+// WithStats counts failovers and breaker openings into st (the app's,
+// kept across reloads) rather than into the Set's own Stats.
+func WithStats(st *Stats) Option { return func(s *Set) { s.stats = st } }
+
+// WithClock sets the breakers' clock (tests); default time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Set) { s.now = now } }
+
+// WithRand sets the random source of the weighted order (tests); default
+// math/rand/v2's global source. The Set serialises its use of src.
+func WithRand(src rand.Source) Option {
+	return func(s *Set) { s.rnd = &lockedRand{r: rand.New(src)} }
+}
+
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// Breaker defaults, for configs not built by config.Load (which sets them).
+const (
+	defaultFailures = 5
+	defaultCooldown = 30 * time.Second
+)
+
 // New builds every upstream of the config.
-func New(cfgs []config.Upstream, log *slog.Logger) (*Set, error) {
+func New(cfgs []config.Upstream, log *slog.Logger, opts ...Option) (*Set, error) {
 	ctors := constructors()
-	s := &Set{}
+	s := &Set{now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.stats == nil {
+		s.stats = NewStats()
+	}
 	for _, c := range cfgs {
 		ctor, ok := ctors[c.Type]
 		if !ok {
@@ -71,20 +120,119 @@ func New(cfgs []config.Upstream, log *slog.Logger) (*Set, error) {
 			u.idle = idle
 		}
 		u.Transport = &retrying{next: rt, max: c.Retries(), backoff: 100 * time.Millisecond, name: c.Name, log: log}
+		u.priority, u.weight = c.Priority, c.Weight
+		if u.weight <= 0 {
+			u.weight = 1
+		}
+		u.counts = s.stats.of(c.Name)
+		u.brk = &breaker{name: c.Name, threshold: c.Breaker.Failures, cooldown: c.Breaker.Cooldown.D(),
+			now: s.now, counts: u.counts, log: log}
+		if u.brk.threshold <= 0 {
+			u.brk.threshold = defaultFailures
+		}
+		if u.brk.cooldown <= 0 {
+			u.brk.cooldown = defaultCooldown
+		}
 		s.list = append(s.list, u)
 	}
+	s.byPriority = slices.Clone(s.list)
+	slices.SortStableFunc(s.byPriority, func(a, b *Upstream) int { return cmp.Compare(a.priority, b.priority) })
 	return s, nil
 }
 
-// Route returns the upstream serving model, or nil.
+// Route returns the preferred upstream of model, or nil: the first, in
+// config order, of the lowest priority whose glob matches. It is
+// deterministic (the model listing's owner); requests use Candidates.
 func (s *Set) Route(model string) *Upstream {
-	for _, u := range s.list {
+	for _, u := range s.byPriority {
 		if u.Serves(model) {
 			return u
 		}
 	}
 	return nil
 }
+
+// Candidates returns the upstreams serving model in the order a request
+// tries them: by priority, the lowest first; within one priority in a
+// random order weighted by weight, so that each is first in proportion to
+// its weight (equal weights spread evenly). A model that one upstream
+// serves gets that one, and no random number is drawn.
+func (s *Set) Candidates(model string) []*Upstream {
+	var out []*Upstream
+	for _, u := range s.byPriority {
+		if u.Serves(model) {
+			out = append(out, u)
+		}
+	}
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].priority == out[i].priority {
+			j++
+		}
+		s.shuffle(out[i:j])
+		i = j
+	}
+	return out
+}
+
+// shuffle orders g by weighted sampling without replacement: each place
+// goes to one of the upstreams left with probability weight/sum of the
+// weights left.
+func (s *Set) shuffle(g []*Upstream) {
+	total := 0
+	for _, u := range g {
+		total += u.weight
+	}
+	for k := 0; k < len(g)-1; k++ {
+		r := s.intN(total)
+		m := k
+		for ; r >= g[m].weight; m++ {
+			r -= g[m].weight
+		}
+		g[k], g[m] = g[m], g[k]
+		total -= g[k].weight
+	}
+}
+
+func (s *Set) intN(n int) int {
+	if s.rnd == nil {
+		return rand.IntN(n)
+	}
+	s.rnd.mu.Lock()
+	defer s.rnd.mu.Unlock()
+	return s.rnd.r.IntN(n)
+}
+
+// Stats returns the counters the Set counts into.
+func (s *Set) Stats() *Stats { return s.stats }
+
+// OpenBreakers counts the upstreams whose breaker is open (or half-open)
+// now, in this process.
+func (s *Set) OpenBreakers() int {
+	n := 0
+	for _, u := range s.list {
+		if u.brk.open() {
+			n++
+		}
+	}
+	return n
+}
+
+// Admit asks u's circuit breaker for leave to send one request: refused
+// while open, and while half-open to all but one probe. The caller reports
+// the outcome on the Permit.
+func (u *Upstream) Admit() (Permit, bool) { return u.brk.admit() }
+
+// Force admits one request whatever the breaker's state, for a request
+// whose every candidate is open; its outcome counts as a probe's.
+func (u *Upstream) Force() Permit { return u.brk.force() }
+
+// Reopens is when u's open breaker lets a probe through (in the past when
+// it is half-open); zero when it is closed.
+func (u *Upstream) Reopens() time.Time { return u.brk.reopens() }
+
+// FailedOver counts one request that moved on from u to another upstream.
+func (u *Upstream) FailedOver() { u.counts.failovers.Add(1) }
 
 // Serves reports whether one of the upstream's globs matches model.
 func (u *Upstream) Serves(model string) bool {

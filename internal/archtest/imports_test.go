@@ -26,7 +26,7 @@ var layers = map[string]int{
 	"config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
 	// 2: plumbing shared by the front doors.
-	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
+	"internal/httpx": 2, "internal/pricing": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
 	// 3: the front doors.
 	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3, "workflow": 3,
 	// 4: the HTTP shell; 5: the wiring (Build); 6: the command.

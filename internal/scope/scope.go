@@ -17,6 +17,15 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails is OpenAI's breakdown of the prompt; nil when the
+	// provider sent none. Its cached tokens cost less than the others.
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails is usage.prompt_tokens_details: how many of the
+// prompt tokens the provider served from its prompt cache.
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // Exchange is everything known about one request.
@@ -26,7 +35,10 @@ type Exchange struct {
 	CorrelationID string
 	// RunID and Node name the workflow step this exchange is, if any.
 	RunID, Node string
-	Start       time.Time
+	// Dialect is the API the client spoke when it is not OpenAI Chat
+	// Completions ("messages": the Anthropic Messages API); "" otherwise.
+	Dialect string
+	Start   time.Time
 
 	// Agent is the identified caller; nil until the identify stage ran.
 	Agent *config.Agent
@@ -48,11 +60,27 @@ type Exchange struct {
 	// Usage is what the upstream reported; UsageKnown says whether it did.
 	Usage      Usage
 	UsageKnown bool
+	// Price is Model's price (USD per million tokens), looked up by the
+	// limits stage; HasPrice says whether the pricing table has one (the
+	// exchange's cost is unknown without).
+	Price    config.Price
+	HasPrice bool
+	// BudgetReserved is what the agent's dollar budget reserved for the
+	// call, in micro-dollars (0 without a budget).
+	BudgetReserved int64
 	// Upstream is the name of the provider the request was routed to.
 	Upstream string
 	// Route is that provider, chosen once when the model was checked:
 	// every later stage and the forwarder use it, never routing again.
+	// A failover moves Upstream and Route to the provider that answered
+	// (or that failed last, when none did).
 	Route *upstream.Upstream
+	// Candidates are every upstream serving Model, in the order they are
+	// tried (Route first), chosen with Route; nil: Route only.
+	Candidates []*upstream.Upstream
+	// Failovers are the upstreams passed over before Upstream, in order,
+	// each with why.
+	Failovers []Failover
 	// UpstreamTime is the time spent waiting for the provider (to the
 	// response headers; all attempts for protocol agents).
 	UpstreamTime time.Duration
@@ -77,6 +105,14 @@ type Exchange struct {
 	ErrCode string
 	// Err is the internal cause of a failure, for the log.
 	Err error
+}
+
+// Failover is an upstream an exchange passed over. Reason is
+// "breaker_open" (skipped, its circuit breaker open), "status_429",
+// "status_<5xx>", "timeout", "connect_error" or "transport_error".
+type Failover struct {
+	Upstream string
+	Reason   string
 }
 
 // SACPOutcome is what the protocol stage decided about an answer.
