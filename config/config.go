@@ -163,8 +163,9 @@ type Upstream struct {
 	// APIKey is sent as the bearer token to the provider. Empty sends none
 	// (local models). Never logged.
 	APIKey string `yaml:"api_key"`
-	// Models are globs (path.Match syntax) of the model names routed here;
-	// the first upstream whose glob matches wins. "*" matches any.
+	// Models are globs (path.Match syntax) of the model names routed here
+	// ("*" matches any); among the upstreams that match, Priority and
+	// Weight decide (docs/providers.md).
 	Models []string `yaml:"models"`
 	// MaxRetries is how many times a connection failure or 5xx is retried,
 	// with backoff, while nothing has reached the client yet. Default 2; 0 disables.
