@@ -24,6 +24,8 @@ func benchUpstream(tb testing.TB) *httptest.Server {
 	for _, w := range []string{"The ", "answer ", "is ", "forty-", "two."} {
 		sse.WriteString(chunk(w))
 	}
+	// The last chunk carries the finish reason, as providers send it.
+	sse.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n")
 	sse.WriteString("data: [DONE]\n\n")
 	sseAnswer := sse.String()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,4 +113,48 @@ func BenchmarkProxy(b *testing.B) {
 		// limit checks, access log; no audit, policy or redaction.
 		b.Run(mode.name+"/core", func(b *testing.B) { drive(b, core.srv.URL, "tok-bench", mode.body, mode.want) })
 	}
+}
+
+// BenchmarkDialect is the Anthropic Messages dialect against the same
+// request in the OpenAI dialect, through one gateway on one upstream: the
+// ratio of the two is what the translation costs per request (json) and per
+// stream (sse: the answer's events translated one by one).
+func BenchmarkDialect(b *testing.B) {
+	up := benchUpstream(b)
+	gw := newStack(b, stackOpts{upstreamURL: up.URL + "/v1", discardLogs: true, core: true})
+	const messagesJSON = `{"model":"gpt-4o-mini","max_tokens":64,"system":"You are terse.","messages":[{"role":"user","content":"What is six times seven?"}]}`
+	const messagesSSE = `{"model":"gpt-4o-mini","max_tokens":64,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"What is six times seven?"}]}`
+	for _, c := range []struct{ name, path, body, want string }{
+		{"json/chat", "/v1/chat/completions", benchJSON, "forty-two"},
+		{"json/messages", "/v1/messages", messagesJSON, "forty-two"},
+		{"sse/chat", "/v1/chat/completions", benchSSE, "[DONE]"},
+		{"sse/messages", "/v1/messages", messagesSSE, "message_stop"},
+	} {
+		b.Run(c.name, func(b *testing.B) { driveAt(b, gw.srv.URL+c.path, "tok-bench", c.body, c.want) })
+	}
+}
+
+// driveAt is drive on any route.
+func driveAt(b *testing.B, url, token, body, want string) {
+	client := &http.Client{Transport: upstream.NewTransport(512)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(got), want) {
+				b.Errorf("status %d: %.300s", resp.StatusCode, got)
+				return
+			}
+		}
+	})
 }
