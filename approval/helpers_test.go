@@ -187,24 +187,6 @@ func (d *testDecider) lastInput() map[string]any {
 	return d.last
 }
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // harness is the service behind an httptest server, with the gateway's
 // identify stage played by identify below.
 type harness struct {
@@ -214,7 +196,7 @@ type harness struct {
 	store   *MemoryStore
 	audit   *testkit.Trail
 	decider *testDecider
-	clock   *clock
+	clock   *testkit.Clock
 	srv     *httptest.Server
 }
 
@@ -228,7 +210,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, cfg: cfg, store: NewMemoryStore(), audit: &testkit.Trail{}, decider: &testDecider{},
-		clock: &clock{t: time.Date(2025, 11, 2, 9, 0, 0, 0, time.UTC)}}
+		clock: testkit.NewClock(time.Date(2025, 11, 2, 9, 0, 0, 0, time.UTC))}
 	d := Deps{Config: cfg, Decider: h.decider, Authorizer: testAuthorizer(cfg), Store: h.store, Limiter: limit.NewMemory(),
 		Audit: h.audit, FailClosed: true, Catalogue: cat, BaseURL: "https://gw.example.test", Now: h.clock.Now,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}

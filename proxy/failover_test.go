@@ -65,29 +65,11 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h(w, r)
 }
 
-// clock is the breakers' injected time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 type fleet struct {
 	t      *testing.T
 	ups    *upstream.Set
 	audit  *testkit.Trail
-	clock  *clock
+	clock  *testkit.Clock
 	client openai.Client
 	// exchanges receives each request's Exchange once the gateway is done with it.
 	exchanges chan *scope.Exchange
@@ -135,7 +117,7 @@ func newFleet(t *testing.T, ps []*provider, o fleetOpts) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, audit: &testkit.Trail{}, clock: &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)},
+	f := &fleet{t: t, audit: &testkit.Trail{}, clock: testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
 		exchanges: make(chan *scope.Exchange, 1000)}
 	log := slog.New(slog.DiscardHandler)
 	f.ups, err = upstream.New(cfg.Gateway.Upstreams, log, upstream.WithClock(f.clock.Now), upstream.WithRand(rand.NewPCG(15, 2025)))
@@ -362,12 +344,12 @@ func TestBreakerOpensAndProbes(t *testing.T) {
 		t.Fatalf("open breakers %d after 3 failures, want 1", n)
 	}
 	step("open: a skipped", "from b", 3, "a:breaker_open")
-	f.clock.advance(59 * time.Second)
+	f.clock.Advance(59 * time.Second)
 	step("still cooling down", "from b", 3, "a:breaker_open")
-	f.clock.advance(2 * time.Second)
+	f.clock.Advance(2 * time.Second)
 	step("a failing probe", "from b", 4, "a:status_503")
 	step("reopened", "from b", 4, "a:breaker_open")
-	f.clock.advance(61 * time.Second)
+	f.clock.Advance(61 * time.Second)
 	a.set(answers("from a"))
 	step("an answering probe", "from a", 5)
 	if n := f.ups.OpenBreakers(); n != 0 {
@@ -396,7 +378,7 @@ func TestEveryBreakerOpen(t *testing.T) {
 		if fs := failoverNames(ex); !slices.Equal(fs, want) {
 			t.Errorf("request %d: failovers %v, want %v", i+1, fs, want)
 		}
-		f.clock.advance(10 * time.Second) // b opened at 0s, a at 10s
+		f.clock.Advance(10 * time.Second) // b opened at 0s, a at 10s
 	}
 	if f.ups.OpenBreakers() != 2 {
 		t.Fatalf("open breakers %d, want 2", f.ups.OpenBreakers())

@@ -1,29 +1,12 @@
 package upstream
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
-
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // step is one event of a breaker's life: a request asks for leave (and,
 // admitted, reports how it went), or time passes.
@@ -74,7 +57,7 @@ func TestBreaker(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &testClock{now: time.Unix(0, 0)}
+			clk := testkit.NewClock(time.Unix(0, 0))
 			s, err := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"},
 				Breaker: config.Breaker{Failures: 3, Cooldown: config.Duration(cooldown)}}}, nil, WithClock(clk.Now))
 			if err != nil {
@@ -82,7 +65,7 @@ func TestBreaker(t *testing.T) {
 			}
 			u := s.Route("m")
 			for i, st := range tc.steps {
-				clk.advance(st.wait)
+				clk.Advance(st.wait)
 				p, ok := u.Admit()
 				if ok != st.admit {
 					t.Fatalf("step %d: admitted %v, want %v", i, ok, st.admit)
@@ -104,7 +87,7 @@ func TestBreaker(t *testing.T) {
 // While half-open, one probe at a time; a request sent before the breaker
 // opened and finishing late changes nothing.
 func TestBreakerOneProbeAndLateResults(t *testing.T) {
-	clk := &testClock{now: time.Unix(0, 0)}
+	clk := testkit.NewClock(time.Unix(0, 0))
 	s, _ := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"},
 		Breaker: config.Breaker{Failures: 1, Cooldown: config.Duration(time.Minute)}}}, nil, WithClock(clk.Now))
 	u := s.Route("m")
@@ -115,7 +98,7 @@ func TestBreakerOneProbeAndLateResults(t *testing.T) {
 	if s.OpenBreakers() != 1 {
 		t.Fatal("a late answer from before the opening closed the breaker")
 	}
-	clk.advance(time.Minute)
+	clk.Advance(time.Minute)
 	probe, ok := u.Admit()
 	if !ok {
 		t.Fatal("no probe after the cooldown")
@@ -136,14 +119,14 @@ func TestBreakerOneProbeAndLateResults(t *testing.T) {
 // cools down extends the cooldown without counting a new opening; one
 // that answers closes it.
 func TestBreakerForced(t *testing.T) {
-	clk := &testClock{now: time.Unix(0, 0)}
+	clk := testkit.NewClock(time.Unix(0, 0))
 	s, _ := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"},
 		Breaker: config.Breaker{Failures: 1, Cooldown: config.Duration(time.Minute)}}}, nil, WithClock(clk.Now))
 	u := s.Route("m")
 	p, _ := u.Admit()
 	p.Done(Failed)
 	first := u.Reopens()
-	clk.advance(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	u.Force().Done(Failed)
 	if got := u.Reopens(); !got.Equal(first.Add(10 * time.Second)) {
 		t.Errorf("reopens at %v, want the cooldown from the forced failure, %v", got, first.Add(10*time.Second))

@@ -1,6 +1,6 @@
 // Package testkit holds the test doubles that several packages' tests
-// share: an audit trail in memory and a log sink safe for concurrent
-// writers. Production code never imports it.
+// share: an audit trail in memory, a log sink safe for concurrent
+// writers and a settable clock. Production code never imports it.
 package testkit
 
 import (
@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sacpgw/gateway/audit"
 )
@@ -115,4 +116,28 @@ func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Clock is a settable time source for the components that take one (a
+// breaker's cooldown, an expiry): tests move time instead of sleeping.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
