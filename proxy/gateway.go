@@ -133,8 +133,8 @@ func New(d Deps) (*Gateway, error) {
 	// The Messages dialect: the same stages, its request translated after
 	// identify (through the agent's size limit), every answer translated
 	// at the edge.
-	msgStages := append([]Stage{StageFunc(g.journalStage), ident, AnthropicRequest()}, chatStages[2:]...)
-	g.messages = anthropicEdge(Chain(complete, msgStages...))
+	msgStages := append([]Stage{StageFunc(g.journalStage), ident, messagesDialect.readRequest()}, chatStages[2:]...)
+	g.messages = messagesDialect.edge(Chain(complete, msgStages...))
 	embStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		embStages = append(embStages, RedactRequests(red))
