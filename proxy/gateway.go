@@ -51,12 +51,13 @@ type Deps struct {
 // Gateway holds the compiled chains of the OpenAI-compatible API.
 type Gateway struct {
 	chat, embeddings, models http.Handler
-	// messages is the chat chain under the Anthropic Messages dialect.
-	messages  http.Handler
-	upstreams *upstream.Set
-	audit     *httpx.Recorder
-	ident     *Identifier
-	lim       *Limits
+	// messages and responses are the chat chain under the Anthropic
+	// Messages and the OpenAI Responses dialects.
+	messages, responses http.Handler
+	upstreams           *upstream.Set
+	audit               *httpx.Recorder
+	ident               *Identifier
+	lim                 *Limits
 }
 
 // New compiles the chains once, at startup.
@@ -135,6 +136,8 @@ func New(d Deps) (*Gateway, error) {
 	// at the edge.
 	msgStages := append([]Stage{StageFunc(g.journalStage), ident, messagesDialect.readRequest()}, chatStages[2:]...)
 	g.messages = messagesDialect.edge(Chain(complete, msgStages...))
+	respStages := append([]Stage{StageFunc(g.journalStage), ident, responsesDialect.readRequest()}, chatStages[2:]...)
+	g.responses = responsesDialect.edge(Chain(complete, respStages...))
 	embStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		embStages = append(embStages, RedactRequests(red))

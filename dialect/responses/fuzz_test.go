@@ -1,0 +1,129 @@
+package responses
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// seeds adds the files of testdata matching pattern to f's corpus.
+func seeds(f *testing.F, pattern string, skip func(string) bool) {
+	names, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil || len(names) == 0 {
+		f.Fatalf("no seeds %s: %v", pattern, err)
+	}
+	for _, name := range names {
+		if skip != nil && skip(name) {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// FuzzRequest: the decoder never panics; what it accepts translates to one
+// JSON object that the gateway's pipeline can read (model, messages with
+// roles, stream as reported, stream_options with it), the same every time.
+func FuzzRequest(f *testing.F) {
+	seeds(f, "request/*.json", func(name string) bool { return strings.HasSuffix(name, ".chat.json") })
+	for _, s := range []string{
+		`{"model":"m","input":"x"}`,
+		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"r"}]},{"role":"user","content":[{"type":"input_image","image_url":"data:image/gif;base64,R0lG","detail":"low"}]}],"stream":true}`,
+		`{"model":"m","instructions":"s","input":[{"role":"assistant","content":[{"type":"output_text","text":"a","annotations":[]},{"type":"refusal","refusal":"r"}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true}],"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","name":"n","schema":{}}},"reasoning":{"effort":"low"}}`,
+		`{"model":"m","input":"x","model":"n"}`,
+		`{"model":"m","input":[{"type":"reasoning","summary":[]}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"web_search","x":1}]}`,
+		`{"model":"m","input":"x","previous_response_id":"resp_1"}`,
+		`{"model":"m","input":[]}`,
+		"{\"model\":\"\xff\"}",
+		`[]`, `null`, `{}`, ``, `{"input":[{"content":[[[[[]]]]]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		chat, stream, model, err := Request(body)
+		if err != nil {
+			if chat != nil || stream || model != "" {
+				t.Fatal("an error and a result")
+			}
+			if err.Error() == "" {
+				t.Fatal("an empty error")
+			}
+			return
+		}
+		if !jsontext.Value(chat).IsValid() {
+			t.Fatalf("invalid JSON: %s", chat)
+		}
+		var got struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string         `json:"role"`
+				Content jsontext.Value `json:"content"`
+			} `json:"messages"`
+			MaxTokens     *int64         `json:"max_tokens"`
+			Stream        bool           `json:"stream"`
+			StreamOptions jsontext.Value `json:"stream_options"`
+		}
+		if err := json.Unmarshal(chat, &got, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatalf("%v: %s", err, chat)
+		}
+		if got.Model == "" || got.Model != model || got.Stream != stream || (got.MaxTokens != nil && *got.MaxTokens < 1) {
+			t.Fatalf("model %q/%q, stream %v/%v, max_tokens %v: %s", got.Model, model, got.Stream, stream, got.MaxTokens, chat)
+		}
+		if stream != (got.StreamOptions != nil) {
+			t.Fatalf("stream %v with stream_options %s", stream, got.StreamOptions)
+		}
+		if len(got.Messages) == 0 {
+			t.Fatalf("no messages: %s", chat)
+		}
+		for i, m := range got.Messages {
+			switch m.Role {
+			case "system", "developer", "user", "assistant", "tool":
+			default:
+				t.Fatalf("message %d has role %q", i, m.Role)
+			}
+		}
+		again, _, _, err := Request(body)
+		if err != nil || !bytes.Equal(again, chat) {
+			t.Fatalf("not deterministic: %v\n%s\n%s", err, chat, again)
+		}
+	})
+}
+
+// FuzzStream: arbitrary upstream bytes never panic the translator; the
+// output is a well-formed Responses stream that ends once, and the same
+// however the input is sliced.
+func FuzzStream(f *testing.F) {
+	seeds(f, "stream/*.openai.sse", nil)
+	for _, s := range []string{
+		"", "data: [DONE]\n\n", ": keep-alive\n", "data: {}\n\n", "data:\r\n\r\n", "\r\r\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"id\":\"a\",\"function\":{\"name\":\"b\",\"arguments\":\"{\\\"\"}}]}}]}\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"b\"}},{\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":1}}\n\ndata: [DONE]\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\",\"refusal\":\"b\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\"},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n",
+		"data: {\"error\":{\"message\":\"x\",\"type\":\"rate_limit_error\"}}\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		whole := feedWhole(t, "m", in)
+		checkStream(t, whole, true)
+		// The slicing is drawn from the input itself, so a failure
+		// reproduces from the corpus entry alone.
+		var seed uint64
+		for _, b := range in {
+			seed = seed*31 + uint64(b)
+		}
+		if sliced := feed(t, "m", in, rand.New(rand.NewPCG(seed, 4))); !bytes.Equal(sliced, whole) {
+			t.Fatalf("slicing changed the output:\nwhole:\n%s\nsliced:\n%s", whole, sliced)
+		}
+	})
+}

@@ -1,0 +1,936 @@
+package responses
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Request translates an OpenAI Responses request body into an OpenAI Chat
+// Completions request body (the neutral form). stream reports whether the
+// client asked for a stream. An error is a client error: its message names
+// the field (for a 400 invalid_request_error).
+func Request(body []byte) (chat []byte, stream bool, model string, err error) {
+	req, err := decodeRequest(body)
+	if err != nil {
+		return nil, false, "", err
+	}
+	out, err := req.translate()
+	if err != nil {
+		return nil, false, "", err
+	}
+	chat, err = json.Marshal(out)
+	if err != nil {
+		// Every string in out came from a strictly read body or is the
+		// package's own; a failure here is a bug, not the client's.
+		return nil, false, "", fmt.Errorf("encoding the chat request: %w", err)
+	}
+	return chat, out.Stream, out.Model, nil
+}
+
+// fieldError is a client error about one field; the path is dotted
+// ("input.0.content.1.type").
+type fieldError struct {
+	path string
+	msg  string
+}
+
+func (e *fieldError) Error() string {
+	if e.path == "" {
+		return e.msg
+	}
+	return e.path + ": " + e.msg
+}
+
+func errorf(path, format string, args ...any) error {
+	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+}
+
+// request is the Responses request: every member the package accepts, and
+// those it reads only to refuse by name. Optional members are pointers (or
+// raw values) so that null reads as absent.
+type request struct {
+	Model              *string           `json:"model"`
+	Input              *input            `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int64            `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	Tools              []tool            `json:"tools"`
+	ToolChoice         *toolChoice       `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Text               *textConfig       `json:"text"`
+	Stream             *bool             `json:"stream"`
+	User               *string           `json:"user"`
+	Metadata           map[string]string `json:"metadata"`
+	Store              *bool             `json:"store"`
+	Reasoning          *reasoning        `json:"reasoning"`
+	Truncation         *string           `json:"truncation"`
+	Include            []string          `json:"include"`
+	PreviousResponseID jsontext.Value    `json:"previous_response_id"` // refused unless null
+	Conversation       jsontext.Value    `json:"conversation"`         // refused unless null
+	Background         *bool             `json:"background"`           // refused if true
+}
+
+// input is a string (one user message) or an array of input items.
+type input struct {
+	text  *string
+	items []item
+}
+
+func (in *input) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case '"':
+		var s string
+		if err := json.UnmarshalDecode(dec, &s); err != nil {
+			return err
+		}
+		in.text = &s
+		return nil
+	case '[':
+		return json.UnmarshalDecode(dec, &in.items)
+	}
+	if err := dec.SkipValue(); err != nil {
+		return err
+	}
+	return errors.New("must be a string or an array of input items")
+}
+
+// item is every member of every accepted input item type; which ones a
+// type allows is checked after reading (itemFields). A member no accepted
+// type has is refused while reading, for the item's type when that is not
+// accepted either (see decodeError).
+type item struct {
+	Type      *string  `json:"type"`
+	Role      *string  `json:"role"`
+	Content   *content `json:"content"`
+	ID        *string  `json:"id"`
+	Status    *string  `json:"status"`
+	CallID    *string  `json:"call_id"`
+	Name      *string  `json:"name"`
+	Arguments *string  `json:"arguments"`
+	Output    *content `json:"output"`
+}
+
+// The accepted types of input items, content parts, tools (and tool
+// choices) and text formats.
+var (
+	itemTypes   = []string{"message", "function_call", "function_call_output"}
+	partTypes   = []string{"input_text", "input_image", "output_text", "refusal"}
+	toolTypes   = []string{"function"}
+	formatTypes = []string{"text", "json_object", "json_schema"}
+)
+
+// itemFields are the members each item type allows besides type.
+var itemFields = map[string][]string{
+	"message":              {"role", "content", "id", "status"},
+	"function_call":        {"call_id", "name", "arguments", "id", "status"},
+	"function_call_output": {"call_id", "output", "id", "status"},
+}
+
+func (it *item) present() []string {
+	var p []string
+	add := func(name string, ok bool) {
+		if ok {
+			p = append(p, name)
+		}
+	}
+	add("role", it.Role != nil)
+	add("content", it.Content != nil)
+	add("id", it.ID != nil)
+	add("status", it.Status != nil)
+	add("call_id", it.CallID != nil)
+	add("name", it.Name != nil)
+	add("arguments", it.Arguments != nil)
+	add("output", it.Output != nil)
+	return p
+}
+
+// content is a string or an array of content parts (a message's content,
+// a function_call_output's output).
+type content struct {
+	text  *string
+	parts []part
+}
+
+func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case '"':
+		var s string
+		if err := json.UnmarshalDecode(dec, &s); err != nil {
+			return err
+		}
+		c.text = &s
+		return nil
+	case '[':
+		return json.UnmarshalDecode(dec, &c.parts)
+	}
+	if err := dec.SkipValue(); err != nil {
+		return err
+	}
+	return errors.New("must be a string or an array of content parts")
+}
+
+// part is every member of every accepted content part type (partFields).
+type part struct {
+	Type        string         `json:"type"`
+	Text        *string        `json:"text"`
+	ImageURL    *string        `json:"image_url"`
+	FileID      *string        `json:"file_id"`
+	Detail      *string        `json:"detail"`
+	Annotations jsontext.Value `json:"annotations"`
+	Logprobs    jsontext.Value `json:"logprobs"`
+	Refusal     *string        `json:"refusal"`
+}
+
+var partFields = map[string][]string{
+	"input_text":  {"text"},
+	"input_image": {"image_url", "file_id", "detail"},
+	"output_text": {"text", "annotations", "logprobs"},
+	"refusal":     {"refusal"},
+}
+
+func (p *part) present() []string {
+	var names []string
+	add := func(name string, ok bool) {
+		if ok {
+			names = append(names, name)
+		}
+	}
+	add("text", p.Text != nil)
+	add("image_url", p.ImageURL != nil)
+	add("file_id", p.FileID != nil)
+	add("detail", p.Detail != nil)
+	add("annotations", !isNull(p.Annotations))
+	add("logprobs", !isNull(p.Logprobs))
+	add("refusal", p.Refusal != nil)
+	return names
+}
+
+type tool struct {
+	Type        string         `json:"type"`
+	Name        *string        `json:"name"`
+	Description *string        `json:"description"`
+	Parameters  jsontext.Value `json:"parameters"`
+	Strict      *bool          `json:"strict"`
+}
+
+// toolChoice is a mode (auto, none, required) or an object.
+type toolChoice struct {
+	mode *string
+	obj  *toolChoiceObject
+}
+
+type toolChoiceObject struct {
+	Type string  `json:"type"`
+	Name *string `json:"name"`
+}
+
+func (c *toolChoice) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case '"':
+		var s string
+		if err := json.UnmarshalDecode(dec, &s); err != nil {
+			return err
+		}
+		c.mode = &s
+		return nil
+	case '{':
+		c.obj = new(toolChoiceObject)
+		return json.UnmarshalDecode(dec, c.obj)
+	}
+	if err := dec.SkipValue(); err != nil {
+		return err
+	}
+	return errors.New("must be a string (auto, none, required) or an object")
+}
+
+type textConfig struct {
+	Format    *textFormat `json:"format"`
+	Verbosity *string     `json:"verbosity"`
+}
+
+type textFormat struct {
+	Type        string         `json:"type"`
+	Name        *string        `json:"name"`
+	Description *string        `json:"description"`
+	Schema      jsontext.Value `json:"schema"`
+	Strict      *bool          `json:"strict"`
+}
+
+type reasoning struct {
+	Effort          *string `json:"effort"`
+	Summary         *string `json:"summary"`
+	GenerateSummary *string `json:"generate_summary"`
+}
+
+// The chat request, in the order a reader expects.
+type chatRequest struct {
+	Model             string         `json:"model"`
+	Messages          []chatMessage  `json:"messages"`
+	MaxTokens         *int64         `json:"max_tokens,omitempty"`
+	Temperature       *float64       `json:"temperature,omitempty"`
+	TopP              *float64       `json:"top_p,omitempty"`
+	Tools             []chatTool     `json:"tools,omitempty"`
+	ToolChoice        jsontext.Value `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool          `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    jsontext.Value `json:"response_format,omitempty"`
+	ReasoningEffort   string         `json:"reasoning_effort,omitempty"`
+	Verbosity         string         `json:"verbosity,omitempty"`
+	Stream            bool           `json:"stream,omitzero"`
+	StreamOptions     *streamOptions `json:"stream_options,omitempty"`
+	User              string         `json:"user,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role string `json:"role"`
+	// Content is a string, an array of parts, or null (an assistant turn
+	// of tool calls only).
+	Content    jsontext.Value `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type chatPart struct {
+	Type     string    `json:"type"`
+	Text     *string   `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string      `json:"type"`
+	Function chatToolDef `json:"function"`
+}
+
+type chatToolDef struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  jsontext.Value `json:"parameters,omitempty"`
+	Strict      *bool          `json:"strict,omitempty"`
+}
+
+// translate checks what the decoder cannot (required members, ranges,
+// which part goes where) and builds the chat request.
+func (r *request) translate() (*chatRequest, error) {
+	out := &chatRequest{}
+	if r.Model == nil || *r.Model == "" {
+		return nil, errorf("model", "field required")
+	}
+	out.Model = *r.Model
+
+	// Server-side state first: a request that depends on it cannot be
+	// answered right, whatever else it says.
+	if !isNull(r.PreviousResponseID) {
+		return nil, errorf("previous_response_id", "not supported: this gateway stores no responses, so it cannot continue one; send the whole conversation in input instead")
+	}
+	if !isNull(r.Conversation) {
+		return nil, errorf("conversation", "not supported: this gateway stores no conversations; send the whole conversation in input instead")
+	}
+	if r.Background != nil && *r.Background {
+		return nil, errorf("background", "not supported: this gateway answers in the request (or its stream) and stores nothing to poll")
+	}
+	if r.Truncation != nil {
+		switch *r.Truncation {
+		case "disabled":
+		case "auto":
+			return nil, errorf("truncation", "auto is not supported: the neutral form cannot drop input items to fit the context window; trim the input, or leave truncation disabled")
+		default:
+			return nil, errorf("truncation", "must be auto or disabled; got %q", *r.Truncation)
+		}
+	}
+	if len(r.Include) > 0 {
+		return nil, errorf("include.0", "%q is not supported: the gateway's answers carry no additional output data; send include empty", r.Include[0])
+	}
+
+	if r.MaxOutputTokens != nil {
+		if *r.MaxOutputTokens < 1 {
+			return nil, errorf("max_output_tokens", "must be at least 1")
+		}
+		out.MaxTokens = r.MaxOutputTokens
+	}
+	for _, p := range []struct {
+		name string
+		v    *float64
+		max  float64
+	}{{"temperature", r.Temperature, 2}, {"top_p", r.TopP, 1}} {
+		if p.v != nil && (math.IsNaN(*p.v) || *p.v < 0 || *p.v > p.max) {
+			return nil, errorf(p.name, "must be between 0 and %g", p.max)
+		}
+	}
+	out.Temperature, out.TopP = r.Temperature, r.TopP
+	if r.Stream != nil && *r.Stream {
+		// Usage comes last in an OpenAI stream only when asked for; the
+		// final response event needs it.
+		out.Stream = true
+		out.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	if r.User != nil {
+		out.User = *r.User
+	}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return nil, err
+	}
+	if r.Reasoning != nil {
+		effort, err := r.Reasoning.translate()
+		if err != nil {
+			return nil, err
+		}
+		out.ReasoningEffort = effort
+	}
+	if r.Text != nil {
+		format, verbosity, err := r.Text.translate()
+		if err != nil {
+			return nil, err
+		}
+		out.ResponseFormat, out.Verbosity = format, verbosity
+	}
+
+	if r.Instructions != nil && *r.Instructions != "" {
+		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: jsonString(*r.Instructions)})
+	}
+	if r.Input == nil {
+		return nil, errorf("input", "field required")
+	}
+	if r.Input.text != nil {
+		if *r.Input.text == "" {
+			return nil, errorf("input", "must be non-empty")
+		}
+		out.Messages = append(out.Messages, chatMessage{Role: "user", Content: jsonString(*r.Input.text)})
+	} else {
+		if len(r.Input.items) == 0 {
+			return nil, errorf("input", "at least one input item is required")
+		}
+		first := len(out.Messages) // the instructions are no assistant turn to merge into
+		for i := range r.Input.items {
+			var err error
+			out.Messages, err = r.Input.items[i].translate("input."+strconv.Itoa(i), out.Messages, first)
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	for i := range r.Tools {
+		t, err := r.Tools[i].translate("tools." + strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		out.Tools = append(out.Tools, t)
+	}
+	if r.ToolChoice != nil {
+		choice, err := r.ToolChoice.translate(len(r.Tools) > 0)
+		if err != nil {
+			return nil, err
+		}
+		out.ToolChoice = choice
+	}
+	if r.ParallelToolCalls != nil && len(r.Tools) > 0 {
+		// Without tools it says nothing, and the neutral form refuses it.
+		out.ParallelToolCalls = r.ParallelToolCalls
+	}
+	return out, nil
+}
+
+// checkMetadata holds metadata to the API's limits; it is then dropped
+// (see the package documentation).
+func checkMetadata(m map[string]string) error {
+	if len(m) > 16 {
+		return errorf("metadata", "at most 16 keys")
+	}
+	for k, v := range m {
+		if len(k) > 64 {
+			return errorf("metadata."+k, "keys are at most 64 characters")
+		}
+		if len(v) > 512 {
+			return errorf("metadata."+k, "values are at most 512 characters")
+		}
+	}
+	return nil
+}
+
+var efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+
+func (r *reasoning) translate() (string, error) {
+	for _, s := range []struct {
+		name string
+		v    *string
+	}{{"summary", r.Summary}, {"generate_summary", r.GenerateSummary}} {
+		if s.v != nil && !contains([]string{"auto", "concise", "detailed"}, *s.v) {
+			return "", errorf("reasoning."+s.name, "must be auto, concise or detailed; got %q", *s.v)
+		}
+	}
+	if r.Effort == nil {
+		return "", nil
+	}
+	if !contains(efforts, *r.Effort) {
+		return "", errorf("reasoning.effort", "must be one of %s; got %q", strings.Join(efforts, ", "), *r.Effort)
+	}
+	return *r.Effort, nil
+}
+
+func (t *textConfig) translate() (jsontext.Value, string, error) {
+	var verbosity string
+	if t.Verbosity != nil {
+		if !contains([]string{"low", "medium", "high"}, *t.Verbosity) {
+			return nil, "", errorf("text.verbosity", "must be low, medium or high; got %q", *t.Verbosity)
+		}
+		verbosity = *t.Verbosity
+	}
+	f := t.Format
+	if f == nil {
+		return nil, verbosity, nil
+	}
+	if f.Type != "json_schema" {
+		for _, m := range []struct {
+			name string
+			ok   bool
+		}{{"name", f.Name != nil}, {"description", f.Description != nil}, {"schema", !isNull(f.Schema)}, {"strict", f.Strict != nil}} {
+			if m.ok {
+				return nil, "", errorf("text.format."+m.name, "only allowed with format json_schema")
+			}
+		}
+	}
+	switch f.Type {
+	case "text":
+		// The default: the neutral form answers in text unless told.
+		return nil, verbosity, nil
+	case "json_object":
+		return mustJSON(struct {
+			Type string `json:"type"`
+		}{"json_object"}), verbosity, nil
+	case "json_schema":
+		if f.Name == nil || *f.Name == "" {
+			return nil, "", errorf("text.format.name", "field required")
+		}
+		if !nameOK(*f.Name) {
+			return nil, "", errorf("text.format.name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+		}
+		if isNull(f.Schema) {
+			return nil, "", errorf("text.format.schema", "field required")
+		}
+		if f.Schema.Kind() != '{' {
+			return nil, "", errorf("text.format.schema", "must be an object")
+		}
+		schema, err := compact(f.Schema)
+		if err != nil {
+			return nil, "", errorf("text.format.schema", "%v", err)
+		}
+		type jsonSchema struct {
+			Name        string         `json:"name"`
+			Description *string        `json:"description,omitempty"`
+			Schema      jsontext.Value `json:"schema"`
+			Strict      *bool          `json:"strict,omitempty"`
+		}
+		return mustJSON(struct {
+			Type       string     `json:"type"`
+			JSONSchema jsonSchema `json:"json_schema"`
+		}{"json_schema", jsonSchema{Name: *f.Name, Description: f.Description, Schema: schema, Strict: f.Strict}}), verbosity, nil
+	case "":
+		return nil, "", errorf("text.format.type", "field required")
+	}
+	return nil, "", typeError("text.format.type", "text format", f.Type, formatTypes)
+}
+
+// translate appends the item to msgs as chat messages: a message item is
+// one message; a function_call joins the assistant message before it (at
+// index first or later), so that the calls of one turn are one message, as
+// the neutral form requires; a function_call_output is a tool message.
+func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMessage, error) {
+	typ := "message"
+	if it.Type != nil {
+		typ = *it.Type
+	}
+	allowed, ok := itemFields[typ]
+	if !ok {
+		return nil, typeError(path+".type", "input item", typ, itemTypes)
+	}
+	for _, name := range it.present() {
+		if !contains(allowed, name) {
+			return nil, errorf(path+"."+name, "not a member of %s item", article(typ))
+		}
+	}
+	if it.Status != nil && !contains([]string{"in_progress", "completed", "incomplete"}, *it.Status) {
+		return nil, errorf(path+".status", "must be in_progress, completed or incomplete; got %q", *it.Status)
+	}
+	switch typ {
+	case "message":
+		m, err := it.message(path)
+		if err != nil {
+			return nil, err
+		}
+		return append(msgs, m), nil
+	case "function_call":
+		if it.CallID == nil || *it.CallID == "" {
+			return nil, errorf(path+".call_id", "field required")
+		}
+		if it.Name == nil || *it.Name == "" {
+			return nil, errorf(path+".name", "field required")
+		}
+		if it.Arguments == nil {
+			return nil, errorf(path+".arguments", "field required")
+		}
+		call := chatToolCall{ID: *it.CallID, Type: "function", Function: chatFunction{Name: *it.Name, Arguments: *it.Arguments}}
+		if n := len(msgs); n > first && msgs[n-1].Role == "assistant" {
+			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
+			return msgs, nil
+		}
+		return append(msgs, chatMessage{Role: "assistant", Content: jsontext.Value("null"), ToolCalls: []chatToolCall{call}}), nil
+	default: // function_call_output
+		if it.CallID == nil || *it.CallID == "" {
+			return nil, errorf(path+".call_id", "field required")
+		}
+		if it.Output == nil {
+			return nil, errorf(path+".output", "field required")
+		}
+		var text jsontext.Value
+		if it.Output.text != nil {
+			text = jsonString(*it.Output.text)
+		} else {
+			texts := make([]string, 0, len(it.Output.parts))
+			for i := range it.Output.parts {
+				p := &it.Output.parts[i]
+				ppath := path + ".output." + strconv.Itoa(i)
+				if err := p.check(ppath); err != nil {
+					return nil, err
+				}
+				if p.Type == "input_image" {
+					return nil, errorf(ppath+".type", "images in a function_call_output are not supported: the neutral form's tool messages carry text only")
+				}
+				if p.Type != "input_text" {
+					return nil, errorf(ppath+".type", "%s part is not allowed in a function_call_output", article(p.Type))
+				}
+				texts = append(texts, *p.Text)
+			}
+			text = textContent(texts)
+			if len(texts) == 0 {
+				text = jsonString("")
+			}
+		}
+		return append(msgs, chatMessage{Role: "tool", Content: text, ToolCallID: *it.CallID}), nil
+	}
+}
+
+// The parts each role's messages may hold.
+var roleParts = map[string][]string{
+	"user":      {"input_text", "input_image"},
+	"system":    {"input_text"},
+	"developer": {"input_text"},
+	"assistant": {"output_text", "refusal"},
+}
+
+func (it *item) message(path string) (chatMessage, error) {
+	if it.Role == nil {
+		return chatMessage{}, errorf(path+".role", "field required")
+	}
+	role := *it.Role
+	allowed, ok := roleParts[role]
+	if !ok {
+		return chatMessage{}, errorf(path+".role", "must be user, assistant, system or developer; got %q", role)
+	}
+	if it.Content == nil {
+		return chatMessage{}, errorf(path+".content", "field required")
+	}
+	if it.Content.text != nil {
+		if *it.Content.text == "" {
+			return chatMessage{}, errorf(path+".content", "must be non-empty")
+		}
+		return chatMessage{Role: role, Content: jsonString(*it.Content.text)}, nil
+	}
+	if len(it.Content.parts) == 0 {
+		return chatMessage{}, errorf(path+".content", "must be non-empty")
+	}
+	var parts []chatPart
+	onlyText := true
+	for i := range it.Content.parts {
+		p := &it.Content.parts[i]
+		ppath := path + ".content." + strconv.Itoa(i)
+		if err := p.check(ppath); err != nil {
+			return chatMessage{}, err
+		}
+		if !contains(allowed, p.Type) {
+			return chatMessage{}, errorf(ppath+".type", "%s part is not allowed in %s message (accepted: %s)", article(p.Type), article(role), strings.Join(allowed, ", "))
+		}
+		switch p.Type {
+		case "input_text", "output_text":
+			parts = append(parts, chatPart{Type: "text", Text: p.Text})
+		case "refusal":
+			parts = append(parts, chatPart{Type: "text", Text: p.Refusal})
+		case "input_image":
+			img, err := p.image(ppath)
+			if err != nil {
+				return chatMessage{}, err
+			}
+			parts = append(parts, chatPart{Type: "image_url", ImageURL: img})
+			onlyText = false
+		}
+	}
+	if onlyText {
+		texts := make([]string, len(parts))
+		for i := range parts {
+			texts[i] = *parts[i].Text
+		}
+		return chatMessage{Role: role, Content: textContent(texts)}, nil
+	}
+	return chatMessage{Role: role, Content: mustJSON(parts)}, nil
+}
+
+// check verifies that the part's members are those of its type and that
+// the ones every part of the type needs are there; the caller checks where
+// the part may appear.
+func (p *part) check(path string) error {
+	allowed, ok := partFields[p.Type]
+	if !ok {
+		if p.Type == "" {
+			return errorf(path+".type", "field required")
+		}
+		return typeError(path+".type", "content part", p.Type, partTypes)
+	}
+	for _, name := range p.present() {
+		if !contains(allowed, name) {
+			return errorf(path+"."+name, "not a member of %s part", article(p.Type))
+		}
+	}
+	switch p.Type {
+	case "input_text", "output_text":
+		if p.Text == nil {
+			return errorf(path+".text", "field required")
+		}
+		if !isNull(p.Annotations) && !isEmptyArray(p.Annotations) {
+			return errorf(path+".annotations", "annotations are not supported: the neutral form has nowhere to carry them")
+		}
+		if !isNull(p.Logprobs) && !isEmptyArray(p.Logprobs) {
+			return errorf(path+".logprobs", "logprobs are not supported in input: the neutral form has nowhere to carry them")
+		}
+	case "refusal":
+		if p.Refusal == nil {
+			return errorf(path+".refusal", "field required")
+		}
+	}
+	return nil
+}
+
+// image is an input_image as the neutral form's image_url.
+func (p *part) image(path string) (*imageURL, error) {
+	if p.FileID != nil {
+		return nil, errorf(path+".file_id", "not supported: the gateway has no Files API; send image_url")
+	}
+	if p.ImageURL == nil || *p.ImageURL == "" {
+		return nil, errorf(path+".image_url", "field required")
+	}
+	u := *p.ImageURL
+	if rest, ok := strings.CutPrefix(u, "data:"); ok {
+		media, data, ok := strings.Cut(rest, ";base64,")
+		if !ok || !strings.HasPrefix(media, "image/") || !isBase64(data) || data == "" {
+			return nil, errorf(path+".image_url", "a data URL must be data:image/<type>;base64,<data>")
+		}
+	} else {
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			return nil, errorf(path+".image_url", "must be an http or https URL or a base64 data URL")
+		}
+	}
+	img := &imageURL{URL: u}
+	if p.Detail != nil {
+		if !contains([]string{"auto", "low", "high"}, *p.Detail) {
+			return nil, errorf(path+".detail", "must be auto, low or high; got %q", *p.Detail)
+		}
+		img.Detail = *p.Detail
+	}
+	return img, nil
+}
+
+func (t *tool) translate(path string) (chatTool, error) {
+	if t.Type != "function" {
+		if t.Type == "" {
+			return chatTool{}, errorf(path+".type", "field required")
+		}
+		return chatTool{}, typeError(path+".type", "tool", t.Type, toolTypes)
+	}
+	if t.Name == nil || *t.Name == "" {
+		return chatTool{}, errorf(path+".name", "field required")
+	}
+	if !nameOK(*t.Name) {
+		return chatTool{}, errorf(path+".name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	}
+	def := chatToolDef{Name: *t.Name, Strict: t.Strict}
+	if t.Description != nil {
+		def.Description = *t.Description
+	}
+	if !isNull(t.Parameters) {
+		if t.Parameters.Kind() != '{' {
+			return chatTool{}, errorf(path+".parameters", "must be an object")
+		}
+		schema, err := compact(t.Parameters)
+		if err != nil {
+			return chatTool{}, errorf(path+".parameters", "%v", err)
+		}
+		def.Parameters = schema
+	}
+	return chatTool{Type: "function", Function: def}, nil
+}
+
+func (c *toolChoice) translate(tools bool) (jsontext.Value, error) {
+	if c.mode != nil {
+		switch *c.mode {
+		case "auto", "none":
+			if !tools {
+				// Without tools both say what the answer will be anyway,
+				// and the neutral form refuses a choice without tools.
+				return nil, nil
+			}
+			return jsonString(*c.mode), nil
+		case "required":
+			if !tools {
+				return nil, errorf("tool_choice", "required needs tools")
+			}
+			return jsonString("required"), nil
+		}
+		return nil, errorf("tool_choice", "must be auto, none, required or an object; got %q", *c.mode)
+	}
+	o := c.obj
+	if o.Type != "function" {
+		if o.Type == "" {
+			return nil, errorf("tool_choice.type", "field required")
+		}
+		return nil, typeError("tool_choice.type", "tool choice", o.Type, toolTypes)
+	}
+	if o.Name == nil || *o.Name == "" {
+		return nil, errorf("tool_choice.name", "field required")
+	}
+	if !tools {
+		return nil, errorf("tool_choice", "a function choice needs tools")
+	}
+	type fn struct {
+		Name string `json:"name"`
+	}
+	return mustJSON(struct {
+		Type     string `json:"type"`
+		Function fn     `json:"function"`
+	}{"function", fn{*o.Name}}), nil
+}
+
+// textContent is one text as a string (what most readers of the neutral
+// form expect), several as text parts (their boundaries kept), none as
+// null.
+func textContent(texts []string) jsontext.Value {
+	switch len(texts) {
+	case 0:
+		return jsontext.Value("null")
+	case 1:
+		return jsonString(texts[0])
+	}
+	parts := make([]chatPart, len(texts))
+	for i := range texts {
+		parts[i] = chatPart{Type: "text", Text: &texts[i]}
+	}
+	return mustJSON(parts)
+}
+
+// nameOK is OpenAI's rule for function and schema names:
+// ^[a-zA-Z0-9_-]{1,64}$.
+func nameOK(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isBase64 checks the alphabet and the padding's place, so that the data:
+// URL carries image data and nothing else.
+func isBase64(s string) bool {
+	pad := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '=':
+			pad++
+		case pad > 0:
+			return false
+		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/':
+		default:
+			return false
+		}
+	}
+	return pad <= 2 && len(s)%4 == 0
+}
+
+func article(typ string) string {
+	switch typ[0] {
+	case 'a', 'e', 'i', 'o':
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+func isNull(v jsontext.Value) bool {
+	return len(v) == 0 || v.Kind() == 'n'
+}
+
+func isEmptyArray(v jsontext.Value) bool {
+	return v.Kind() == '[' && strings.TrimSpace(string(v[1:len(v)-1])) == ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// compact is a JSON value as compact JSON, for the schemas the neutral
+// form carries.
+func compact(v jsontext.Value) (jsontext.Value, error) {
+	c := v.Clone()
+	if err := c.Compact(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func jsonString(s string) jsontext.Value {
+	return mustJSON(s)
+}
+
+// mustJSON marshals values the package built itself from strictly read
+// input; json v2 fails only on invalid UTF-8, which the reading refused.
+func mustJSON(v any) jsontext.Value {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("responses: marshaling a translated value: " + err.Error())
+	}
+	return b
+}
