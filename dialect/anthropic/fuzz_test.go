@@ -3,31 +3,18 @@ package anthropic
 import (
 	"bytes"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/dialecttest"
 )
 
 // seeds adds the files of testdata matching pattern to f's corpus.
 func seeds(f *testing.F, pattern string, skip func(string) bool) {
-	names, err := filepath.Glob(filepath.Join("testdata", pattern))
-	if err != nil || len(names) == 0 {
-		f.Fatalf("no seeds %s: %v", pattern, err)
-	}
-	for _, name := range names {
-		if skip != nil && skip(name) {
-			continue
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	dialecttest.Seeds(f, pattern, skip)
 }
 
 // FuzzRequest: the decoder never panics; what it accepts translates to one

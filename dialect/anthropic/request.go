@@ -2,14 +2,16 @@ package anthropic
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Request translates an Anthropic Messages request body into an OpenAI
@@ -25,31 +27,13 @@ func Request(body []byte) (chat []byte, stream bool, model string, err error) {
 	if err != nil {
 		return nil, false, "", err
 	}
-	chat, err = json.Marshal(out)
-	if err != nil {
-		// Every string in out came from a strictly read body or is the
-		// package's own; a failure here is a bug, not the client's.
-		return nil, false, "", fmt.Errorf("encoding the chat request: %w", err)
-	}
-	return chat, out.Stream, out.Model, nil
+	return neutral.Encode(out)
 }
 
-// fieldError is a client error about one field; the path is dotted the way
-// Anthropic's own errors name fields ("messages.0.content.1.type").
-type fieldError struct {
-	path string
-	msg  string
-}
-
-func (e *fieldError) Error() string {
-	if e.path == "" {
-		return e.msg
-	}
-	return e.path + ": " + e.msg
-}
-
+// errorf is a client error about the field at path (see
+// neutral.FieldError).
 func errorf(path, format string, args ...any) error {
-	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+	return neutral.Errorf(path, format, args...)
 }
 
 // request is the Anthropic request: every member the package accepts.
@@ -156,11 +140,11 @@ func (b *block) present() []string {
 		}
 	}
 	add("text", b.Text != nil)
-	add("citations", !isNull(b.Citations))
+	add("citations", !neutral.IsNull(b.Citations))
 	add("source", b.Source != nil)
 	add("id", b.ID != nil)
 	add("name", b.Name != nil)
-	add("input", !isNull(b.Input))
+	add("input", !neutral.IsNull(b.Input))
 	add("tool_use_id", b.ToolUseID != nil)
 	add("content", b.Content != nil)
 	add("is_error", b.IsError != nil)
@@ -169,10 +153,6 @@ func (b *block) present() []string {
 	add("signature", b.Signature != nil)
 	add("data", b.Data != nil)
 	return p
-}
-
-func isNull(v jsontext.Value) bool {
-	return len(v) == 0 || v.Kind() == 'n'
 }
 
 type imageSource struct {
@@ -213,66 +193,18 @@ type thinking struct {
 	BudgetTokens *int64 `json:"budget_tokens"`
 }
 
-// The chat request, in the order a reader expects.
-type chatRequest struct {
-	Model             string         `json:"model"`
-	Messages          []chatMessage  `json:"messages"`
-	MaxTokens         int64          `json:"max_tokens"`
-	Stop              []string       `json:"stop,omitempty"`
-	Temperature       *float64       `json:"temperature,omitempty"`
-	TopP              *float64       `json:"top_p,omitempty"`
-	Tools             []chatTool     `json:"tools,omitempty"`
-	ToolChoice        jsontext.Value `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool          `json:"parallel_tool_calls,omitempty"`
-	Stream            bool           `json:"stream,omitzero"`
-	StreamOptions     *streamOptions `json:"stream_options,omitempty"`
-	User              string         `json:"user,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type chatMessage struct {
-	Role string `json:"role"`
-	// Content is a string, an array of parts, or null (an assistant turn
-	// of tool calls only).
-	Content    jsontext.Value `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatPart struct {
-	Type     string    `json:"type"`
-	Text     *string   `json:"text,omitempty"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-}
-
-type imageURL struct {
-	URL string `json:"url"`
-}
-
-type chatToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type chatTool struct {
-	Type     string      `json:"type"`
-	Function chatToolDef `json:"function"`
-}
-
-type chatToolDef struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Parameters  jsontext.Value `json:"parameters"`
-}
+// The chat request and its parts are the neutral form's.
+type (
+	chatRequest   = neutral.ChatRequest
+	streamOptions = neutral.StreamOptions
+	chatMessage   = neutral.ChatMessage
+	chatPart      = neutral.ChatPart
+	imageURL      = neutral.ImageURL
+	chatToolCall  = neutral.ChatToolCall
+	chatFunction  = neutral.ChatFunction
+	chatTool      = neutral.ChatTool
+	chatToolDef   = neutral.ChatToolDef
+)
 
 // translate checks what the decoder cannot (required members, ranges,
 // which block goes where) and builds the chat request.
@@ -288,8 +220,8 @@ func (r *request) translate() (*chatRequest, error) {
 	if *r.MaxTokens < 1 {
 		return nil, errorf("max_tokens", "must be at least 1")
 	}
-	out.MaxTokens = *r.MaxTokens
-	if !isNull(r.TopK) {
+	out.MaxTokens = r.MaxTokens
+	if !neutral.IsNull(r.TopK) {
 		return nil, errorf("top_k", "not supported: the gateway's neutral form (OpenAI Chat Completions) has no top-k sampling, and dropping it would change how the answer is sampled; use temperature or top_p")
 	}
 	for _, p := range []struct {
@@ -419,7 +351,7 @@ func (b *block) check(path string) error {
 		return errorf(path+".type", "content block type %q is not supported by this gateway (accepted: text, image, tool_use, tool_result, thinking, redacted_thinking)", b.Type)
 	}
 	for _, name := range b.present() {
-		if !contains(allowed, name) {
+		if !slices.Contains(allowed, name) {
 			return errorf(path+"."+name, "not a member of %s block", article(b.Type))
 		}
 	}
@@ -436,7 +368,7 @@ func (b *block) check(path string) error {
 		if *b.Text == "" {
 			return errorf(path+".text", "text content blocks must be non-empty")
 		}
-		if !isNull(b.Citations) && !isEmptyArray(b.Citations) {
+		if !neutral.IsNull(b.Citations) && !neutral.IsEmptyArray(b.Citations) {
 			return errorf(path+".citations", "citations are not supported: the neutral form has nowhere to carry them")
 		}
 	case "image":
@@ -450,7 +382,7 @@ func (b *block) check(path string) error {
 		if b.Name == nil || *b.Name == "" {
 			return errorf(path+".name", "field required")
 		}
-		if isNull(b.Input) {
+		if neutral.IsNull(b.Input) {
 			return errorf(path+".input", "field required")
 		}
 		if b.Input.Kind() != '{' {
@@ -478,19 +410,6 @@ func article(typ string) string {
 		return "an " + typ
 	}
 	return "a " + typ
-}
-
-func isEmptyArray(v jsontext.Value) bool {
-	return v.Kind() == '[' && strings.TrimSpace(string(v[1:len(v)-1])) == ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *cacheControl) check(path string) error {
@@ -668,13 +587,13 @@ func (s *imageSource) url(path string) (string, error) {
 		if s.URL != nil || s.FileID != nil {
 			return "", errorf(path, "a base64 source has media_type and data only")
 		}
-		if s.MediaType == nil || !contains(imageTypes, *s.MediaType) {
+		if s.MediaType == nil || !slices.Contains(imageTypes, *s.MediaType) {
 			return "", errorf(path+".media_type", "must be one of %s", strings.Join(imageTypes, ", "))
 		}
 		if s.Data == nil || *s.Data == "" {
 			return "", errorf(path+".data", "field required")
 		}
-		if !isBase64(*s.Data) {
+		if !neutral.IsBase64(*s.Data) {
 			return "", errorf(path+".data", "must be base64 data")
 		}
 		return "data:" + *s.MediaType + ";base64," + *s.Data, nil
@@ -694,25 +613,6 @@ func (s *imageSource) url(path string) (string, error) {
 		return "", errorf(path+".type", "file sources are not supported: the gateway has no Files API")
 	}
 	return "", errorf(path+".type", "must be base64 or url; got %q", s.Type)
-}
-
-// isBase64 checks the alphabet and the padding's place, so that the data:
-// URL carries image data and nothing else.
-func isBase64(s string) bool {
-	pad := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '=':
-			pad++
-		case pad > 0:
-			return false
-		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/':
-		default:
-			return false
-		}
-	}
-	return pad <= 2 && len(s)%4 == 0
 }
 
 // toolNameOK is Anthropic's rule for tool names: ^[a-zA-Z0-9_-]{1,128}$.
@@ -736,7 +636,7 @@ func (t *tool) translate(path string) (chatTool, error) {
 	if !toolNameOK(t.Name) {
 		return chatTool{}, errorf(path+".name", "must match ^[a-zA-Z0-9_-]{1,128}$")
 	}
-	if isNull(t.InputSchema) {
+	if neutral.IsNull(t.InputSchema) {
 		return chatTool{}, errorf(path+".input_schema", "field required")
 	}
 	if t.InputSchema.Kind() != '{' {

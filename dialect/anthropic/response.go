@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Response translates an OpenAI chat completion (JSON) into an Anthropic
@@ -34,7 +36,7 @@ func Response(chat []byte) ([]byte, error) {
 		return nil, errors.New("the chat completion's choice has no message")
 	}
 	content := []any{}
-	if text := ch.Message.text(); text != "" {
+	if text := answerText(ch.Message); text != "" {
 		content = append(content, textBlock{Type: "text", Text: text})
 	}
 	for i, tc := range ch.Message.ToolCalls {
@@ -68,23 +70,17 @@ type completion struct {
 	Error   *apiError `json:"error"`
 }
 
-type choice struct {
-	Index        int     `json:"index"`
-	Message      *answer `json:"message"`
-	Delta        *answer `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
-}
+// The choices of a completion or chunk are the neutral form's.
+type (
+	choice   = neutral.Choice
+	answer   = neutral.Answer
+	toolCall = neutral.ToolCall
+)
 
-type answer struct {
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []toolCall `json:"tool_calls"`
-}
-
-// text is the answer's text; a refusal (OpenAI's separate field for a
+// answerText is the answer's text; a refusal (OpenAI's separate field for a
 // model that declines) is the text when there is no other, so the client
 // sees why the answer is empty.
-func (a *answer) text() string {
+func answerText(a *answer) string {
 	if a.Content != nil && *a.Content != "" {
 		return *a.Content
 	}
@@ -92,16 +88,6 @@ func (a *answer) text() string {
 		return *a.Refusal
 	}
 	return ""
-}
-
-type toolCall struct {
-	Index    *int   `json:"index"` // streams only
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 type usage struct {

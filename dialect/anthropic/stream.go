@@ -1,13 +1,14 @@
 package anthropic
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Stream translates an OpenAI SSE chunk stream into Anthropic's SSE event
@@ -47,10 +48,7 @@ type Stream struct {
 	w     io.Writer
 	model string
 
-	// The SSE reader.
-	line   []byte // the line read so far
-	data   []byte // the data of the event read so far, each line ending in LF
-	skipLF bool   // the last line ended in CR: an LF next is part of it
+	sse neutral.SSEReader
 
 	// The translation.
 	started  bool
@@ -78,9 +76,8 @@ const (
 	blockTool
 )
 
-// maxEvent bounds what one upstream event may buffer: a chunk is small,
-// and a stream that never ends its line must not grow without bound.
-const maxEvent = 16 << 20
+// maxEvent bounds what one upstream event may buffer.
+const maxEvent = neutral.MaxEvent
 
 var errClosed = errors.New("anthropic: write to a closed Stream")
 
@@ -102,7 +99,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	s.read(p)
+	s.sse.Read(p, (*sseHandler)(s))
 	return len(p), s.flush()
 }
 
@@ -134,65 +131,20 @@ func (s *Stream) flush() error {
 	return err
 }
 
-// read splits p into lines.
-func (s *Stream) read(p []byte) {
-	for len(p) > 0 && !s.ended {
-		if s.skipLF {
-			s.skipLF = false
-			if p[0] == '\n' {
-				p = p[1:]
-				continue
-			}
-		}
-		i := bytes.IndexAny(p, "\r\n")
-		if i < 0 {
-			s.line = append(s.line, p...)
-			if len(s.line)+len(s.data) > maxEvent {
-				s.fail("api_error", "The upstream sent an event too large to translate.")
-			}
-			return
-		}
-		s.line = append(s.line, p[:i]...)
-		s.skipLF = p[i] == '\r'
-		p = p[i+1:]
-		// The same bound as for a partial line, so that where the input
-		// was cut never decides whether a long line is refused.
-		if len(s.line)+len(s.data) > maxEvent {
-			s.fail("api_error", "The upstream sent an event too large to translate.")
-			return
-		}
-		s.lineDone()
-		s.line = s.line[:0]
-	}
+// sseHandler is the Stream as the SSE reader's handler.
+type sseHandler Stream
+
+func (h *sseHandler) Event(data []byte) { (*Stream)(h).event(data) }
+
+func (h *sseHandler) Comment([]byte) {
+	(*Stream)(h).emit("ping", pingEvent{Type: "ping"})
 }
 
-// lineDone interprets one complete line.
-func (s *Stream) lineDone() {
-	line := s.line
-	switch {
-	case len(line) == 0:
-		if len(s.data) > 0 {
-			data := s.data[:len(s.data)-1] // the last LF is the line's, not the data's
-			s.event(data)
-			s.data = s.data[:0]
-		}
-		return
-	case line[0] == ':':
-		s.emit("ping", pingEvent{Type: "ping"})
-		return
-	}
-	field, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		field, value = line[:i], line[i+1:]
-		value = bytes.TrimPrefix(value, []byte(" "))
-	}
-	// OpenAI's streams use data lines only; event, id and retry would not
-	// change what a chunk means.
-	if string(field) == "data" {
-		s.data = append(s.data, value...)
-		s.data = append(s.data, '\n')
-	}
+func (h *sseHandler) TooLarge() {
+	(*Stream)(h).fail("api_error", "The upstream sent an event too large to translate.")
 }
+
+func (h *sseHandler) Ended() bool { return h.ended }
 
 // event translates one upstream event.
 func (s *Stream) event(data []byte) {
@@ -256,7 +208,7 @@ func (s *Stream) choice(ch *choice) bool {
 		return false
 	}
 	if d := ch.Delta; d != nil {
-		text := d.text()
+		text := answerText(d)
 		if (text != "" || len(d.ToolCalls) > 0) && s.finish != nil {
 			s.fail("api_error", "The upstream sent content after its finish_reason.")
 			return false

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sacpgw/gateway/dialect/internal/dialecttest"
 )
 
 // TestStreamFixtures translates the recorded-shape streams of
@@ -21,64 +23,17 @@ func TestStreamFixtures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := readFile(t, filepath.Join("stream", tc.name+".openai.sse"))
 			want := readFile(t, filepath.Join("stream", tc.name+".anthropic.sse"))
-			got := feedWhole(t, tc.model, in)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("whole input:\n got:\n%s\nwant:\n%s", got, want)
-			}
-			checkStream(t, got, true)
-
-			var out bytes.Buffer
-			s := NewStream(&out, tc.model)
-			for i := range in {
-				if _, err := s.Write(in[i : i+1]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(out.Bytes(), want) {
-				t.Fatalf("byte by byte:\n%s", out.Bytes())
-			}
-
-			for seed := range uint64(200) {
-				rng := rand.New(rand.NewPCG(seed, 1))
-				if got := feed(t, tc.model, in, rng); !bytes.Equal(got, want) {
-					t.Fatalf("seed %d:\n%s", seed, got)
-				}
-			}
-
-			for _, eol := range []string{"\r\n", "\r"} {
-				in := bytes.ReplaceAll(in, []byte("\n"), []byte(eol))
-				if got := feedWhole(t, tc.model, in); !bytes.Equal(got, want) {
-					t.Fatalf("line ends %q:\n%s", eol, got)
-				}
-				for seed := range uint64(50) {
-					if got := feed(t, tc.model, in, rand.New(rand.NewPCG(seed, 2))); !bytes.Equal(got, want) {
-						t.Fatalf("line ends %q, seed %d:\n%s", eol, seed, got)
-					}
-				}
-			}
+			dialecttest.StreamFixture(t, newStream, tc.model, in, want, func(t testing.TB, out []byte) { checkStream(t, out, true) })
 		})
 	}
 }
 
-// chunk is an OpenAI stream chunk event with the given choices and usage.
-func chunk(choices, usage string) string {
-	s := `data: {"id":"chatcmpl-x","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[` + choices + `]`
-	if usage != "" {
-		s += `,"usage":` + usage
-	}
-	return s + "}\n\n"
-}
-
-func text(s string) string {
-	return `{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}`
-}
-
-func finish(reason string) string {
-	return `{"index":0,"delta":{},"finish_reason":"` + reason + `"}`
-}
+// The OpenAI stream chunks are the shared ones.
+var (
+	chunk  = dialecttest.Chunk
+	text   = dialecttest.Text
+	finish = dialecttest.Finish
+)
 
 func call(index int, id, name, args string) string {
 	head := `{"index":0,"delta":{"tool_calls":[{"index":` + string(rune('0'+index))

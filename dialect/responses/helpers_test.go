@@ -3,88 +3,38 @@ package responses
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/dialecttest"
 )
 
 func readFile(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return dialecttest.ReadFile(t, name)
 }
 
-// sameJSON compares two JSON documents as values (key order and spacing
-// aside) and shows both, indented, when they differ.
 func sameJSON(t testing.TB, got, want []byte) {
 	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("got is not JSON: %v\n%s", err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("want is not JSON: %v\n%s", err, want)
-	}
-	if !reflect.DeepEqual(g, w) {
-		t.Errorf("JSON differs\n got: %s\nwant: %s", indent(got), indent(want))
-	}
+	dialecttest.SameJSON(t, got, want)
 }
 
-func indent(b []byte) string {
-	v := jsontext.Value(bytes.Clone(b))
-	if err := v.Indent(); err != nil {
-		return string(b)
-	}
-	return string(v)
-}
+// newStream is NewStream as the shared harness takes it.
+func newStream(w io.Writer, model string) io.WriteCloser { return NewStream(w, model) }
 
-// feed writes in to a new Stream in slices of random sizes (mostly small,
-// sometimes large, sometimes empty) and closes it.
 func feed(t testing.TB, model string, in []byte, rng *rand.Rand) []byte {
 	t.Helper()
-	var out bytes.Buffer
-	s := NewStream(&out, model)
-	for len(in) > 0 {
-		n := rng.IntN(8)
-		switch rng.IntN(10) {
-		case 0:
-			n = 0
-		case 1:
-			n = rng.IntN(len(in) + 1)
-		}
-		n = min(n, len(in))
-		if k, err := s.Write(in[:n]); err != nil || k != n {
-			t.Fatalf("Write = %d, %v; want %d, nil", k, err, n)
-		}
-		in = in[n:]
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	return out.Bytes()
+	return dialecttest.Feed(t, newStream, model, in, rng)
 }
 
-// feedWhole writes in in one slice and closes the stream.
 func feedWhole(t testing.TB, model string, in []byte) []byte {
 	t.Helper()
-	var out bytes.Buffer
-	s := NewStream(&out, model)
-	if _, err := s.Write(in); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	return dialecttest.FeedWhole(t, newStream, model, in)
 }
 
 // sseEvent is one event of the Responses stream.

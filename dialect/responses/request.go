@@ -2,14 +2,16 @@ package responses
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Request translates an OpenAI Responses request body into an OpenAI Chat
@@ -25,31 +27,13 @@ func Request(body []byte) (chat []byte, stream bool, model string, err error) {
 	if err != nil {
 		return nil, false, "", err
 	}
-	chat, err = json.Marshal(out)
-	if err != nil {
-		// Every string in out came from a strictly read body or is the
-		// package's own; a failure here is a bug, not the client's.
-		return nil, false, "", fmt.Errorf("encoding the chat request: %w", err)
-	}
-	return chat, out.Stream, out.Model, nil
+	return neutral.Encode(out)
 }
 
-// fieldError is a client error about one field; the path is dotted
-// ("input.0.content.1.type").
-type fieldError struct {
-	path string
-	msg  string
-}
-
-func (e *fieldError) Error() string {
-	if e.path == "" {
-		return e.msg
-	}
-	return e.path + ": " + e.msg
-}
-
+// errorf is a client error about the field at path (see
+// neutral.FieldError).
 func errorf(path, format string, args ...any) error {
-	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+	return neutral.Errorf(path, format, args...)
 }
 
 // request is the Responses request: every member the package accepts, and
@@ -105,7 +89,7 @@ func (in *input) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 // item is every member of every accepted input item type; which ones a
 // type allows is checked after reading (itemFields). A member no accepted
 // type has is refused while reading, for the item's type when that is not
-// accepted either (see decodeError).
+// accepted either (see refusedType).
 type item struct {
 	Type      *string  `json:"type"`
 	Role      *string  `json:"role"`
@@ -207,8 +191,8 @@ func (p *part) present() []string {
 	add("image_url", p.ImageURL != nil)
 	add("file_id", p.FileID != nil)
 	add("detail", p.Detail != nil)
-	add("annotations", !isNull(p.Annotations))
-	add("logprobs", !isNull(p.Logprobs))
+	add("annotations", !neutral.IsNull(p.Annotations))
+	add("logprobs", !neutral.IsNull(p.Logprobs))
 	add("refusal", p.Refusal != nil)
 	return names
 }
@@ -270,70 +254,18 @@ type reasoning struct {
 	GenerateSummary *string `json:"generate_summary"`
 }
 
-// The chat request, in the order a reader expects.
-type chatRequest struct {
-	Model             string         `json:"model"`
-	Messages          []chatMessage  `json:"messages"`
-	MaxTokens         *int64         `json:"max_tokens,omitempty"`
-	Temperature       *float64       `json:"temperature,omitempty"`
-	TopP              *float64       `json:"top_p,omitempty"`
-	Tools             []chatTool     `json:"tools,omitempty"`
-	ToolChoice        jsontext.Value `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool          `json:"parallel_tool_calls,omitempty"`
-	ResponseFormat    jsontext.Value `json:"response_format,omitempty"`
-	ReasoningEffort   string         `json:"reasoning_effort,omitempty"`
-	Verbosity         string         `json:"verbosity,omitempty"`
-	Stream            bool           `json:"stream,omitzero"`
-	StreamOptions     *streamOptions `json:"stream_options,omitempty"`
-	User              string         `json:"user,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type chatMessage struct {
-	Role string `json:"role"`
-	// Content is a string, an array of parts, or null (an assistant turn
-	// of tool calls only).
-	Content    jsontext.Value `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatPart struct {
-	Type     string    `json:"type"`
-	Text     *string   `json:"text,omitempty"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-}
-
-type imageURL struct {
-	URL    string `json:"url"`
-	Detail string `json:"detail,omitempty"`
-}
-
-type chatToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type chatTool struct {
-	Type     string      `json:"type"`
-	Function chatToolDef `json:"function"`
-}
-
-type chatToolDef struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Parameters  jsontext.Value `json:"parameters,omitempty"`
-	Strict      *bool          `json:"strict,omitempty"`
-}
+// The chat request and its parts are the neutral form's.
+type (
+	chatRequest   = neutral.ChatRequest
+	streamOptions = neutral.StreamOptions
+	chatMessage   = neutral.ChatMessage
+	chatPart      = neutral.ChatPart
+	imageURL      = neutral.ImageURL
+	chatToolCall  = neutral.ChatToolCall
+	chatFunction  = neutral.ChatFunction
+	chatTool      = neutral.ChatTool
+	chatToolDef   = neutral.ChatToolDef
+)
 
 // translate checks what the decoder cannot (required members, ranges,
 // which part goes where) and builds the chat request.
@@ -346,10 +278,10 @@ func (r *request) translate() (*chatRequest, error) {
 
 	// Server-side state first: a request that depends on it cannot be
 	// answered right, whatever else it says.
-	if !isNull(r.PreviousResponseID) {
+	if !neutral.IsNull(r.PreviousResponseID) {
 		return nil, errorf("previous_response_id", "not supported: this gateway stores no responses, so it cannot continue one; send the whole conversation in input instead")
 	}
-	if !isNull(r.Conversation) {
+	if !neutral.IsNull(r.Conversation) {
 		return nil, errorf("conversation", "not supported: this gateway stores no conversations; send the whole conversation in input instead")
 	}
 	if r.Background != nil && *r.Background {
@@ -481,14 +413,14 @@ func (r *reasoning) translate() (string, error) {
 		name string
 		v    *string
 	}{{"summary", r.Summary}, {"generate_summary", r.GenerateSummary}} {
-		if s.v != nil && !contains([]string{"auto", "concise", "detailed"}, *s.v) {
+		if s.v != nil && !slices.Contains([]string{"auto", "concise", "detailed"}, *s.v) {
 			return "", errorf("reasoning."+s.name, "must be auto, concise or detailed; got %q", *s.v)
 		}
 	}
 	if r.Effort == nil {
 		return "", nil
 	}
-	if !contains(efforts, *r.Effort) {
+	if !slices.Contains(efforts, *r.Effort) {
 		return "", errorf("reasoning.effort", "must be one of %s; got %q", strings.Join(efforts, ", "), *r.Effort)
 	}
 	return *r.Effort, nil
@@ -497,7 +429,7 @@ func (r *reasoning) translate() (string, error) {
 func (t *textConfig) translate() (jsontext.Value, string, error) {
 	var verbosity string
 	if t.Verbosity != nil {
-		if !contains([]string{"low", "medium", "high"}, *t.Verbosity) {
+		if !slices.Contains([]string{"low", "medium", "high"}, *t.Verbosity) {
 			return nil, "", errorf("text.verbosity", "must be low, medium or high; got %q", *t.Verbosity)
 		}
 		verbosity = *t.Verbosity
@@ -510,7 +442,7 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 		for _, m := range []struct {
 			name string
 			ok   bool
-		}{{"name", f.Name != nil}, {"description", f.Description != nil}, {"schema", !isNull(f.Schema)}, {"strict", f.Strict != nil}} {
+		}{{"name", f.Name != nil}, {"description", f.Description != nil}, {"schema", !neutral.IsNull(f.Schema)}, {"strict", f.Strict != nil}} {
 			if m.ok {
 				return nil, "", errorf("text.format."+m.name, "only allowed with format json_schema")
 			}
@@ -531,7 +463,7 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 		if !nameOK(*f.Name) {
 			return nil, "", errorf("text.format.name", "must match ^[a-zA-Z0-9_-]{1,64}$")
 		}
-		if isNull(f.Schema) {
+		if neutral.IsNull(f.Schema) {
 			return nil, "", errorf("text.format.schema", "field required")
 		}
 		if f.Schema.Kind() != '{' {
@@ -571,11 +503,11 @@ func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMes
 		return nil, typeError(path+".type", "input item", typ, itemTypes)
 	}
 	for _, name := range it.present() {
-		if !contains(allowed, name) {
+		if !slices.Contains(allowed, name) {
 			return nil, errorf(path+"."+name, "not a member of %s item", article(typ))
 		}
 	}
-	if it.Status != nil && !contains([]string{"in_progress", "completed", "incomplete"}, *it.Status) {
+	if it.Status != nil && !slices.Contains([]string{"in_progress", "completed", "incomplete"}, *it.Status) {
 		return nil, errorf(path+".status", "must be in_progress, completed or incomplete; got %q", *it.Status)
 	}
 	switch typ {
@@ -673,7 +605,7 @@ func (it *item) message(path string) (chatMessage, error) {
 		if err := p.check(ppath); err != nil {
 			return chatMessage{}, err
 		}
-		if !contains(allowed, p.Type) {
+		if !slices.Contains(allowed, p.Type) {
 			return chatMessage{}, errorf(ppath+".type", "%s part is not allowed in %s message (accepted: %s)", article(p.Type), article(role), strings.Join(allowed, ", "))
 		}
 		switch p.Type {
@@ -712,7 +644,7 @@ func (p *part) check(path string) error {
 		return typeError(path+".type", "content part", p.Type, partTypes)
 	}
 	for _, name := range p.present() {
-		if !contains(allowed, name) {
+		if !slices.Contains(allowed, name) {
 			return errorf(path+"."+name, "not a member of %s part", article(p.Type))
 		}
 	}
@@ -721,10 +653,10 @@ func (p *part) check(path string) error {
 		if p.Text == nil {
 			return errorf(path+".text", "field required")
 		}
-		if !isNull(p.Annotations) && !isEmptyArray(p.Annotations) {
+		if !neutral.IsNull(p.Annotations) && !neutral.IsEmptyArray(p.Annotations) {
 			return errorf(path+".annotations", "annotations are not supported: the neutral form has nowhere to carry them")
 		}
-		if !isNull(p.Logprobs) && !isEmptyArray(p.Logprobs) {
+		if !neutral.IsNull(p.Logprobs) && !neutral.IsEmptyArray(p.Logprobs) {
 			return errorf(path+".logprobs", "logprobs are not supported in input: the neutral form has nowhere to carry them")
 		}
 	case "refusal":
@@ -746,7 +678,7 @@ func (p *part) image(path string) (*imageURL, error) {
 	u := *p.ImageURL
 	if rest, ok := strings.CutPrefix(u, "data:"); ok {
 		media, data, ok := strings.Cut(rest, ";base64,")
-		if !ok || !strings.HasPrefix(media, "image/") || !isBase64(data) || data == "" {
+		if !ok || !strings.HasPrefix(media, "image/") || !neutral.IsBase64(data) || data == "" {
 			return nil, errorf(path+".image_url", "a data URL must be data:image/<type>;base64,<data>")
 		}
 	} else {
@@ -757,7 +689,7 @@ func (p *part) image(path string) (*imageURL, error) {
 	}
 	img := &imageURL{URL: u}
 	if p.Detail != nil {
-		if !contains([]string{"auto", "low", "high"}, *p.Detail) {
+		if !slices.Contains([]string{"auto", "low", "high"}, *p.Detail) {
 			return nil, errorf(path+".detail", "must be auto, low or high; got %q", *p.Detail)
 		}
 		img.Detail = *p.Detail
@@ -782,7 +714,7 @@ func (t *tool) translate(path string) (chatTool, error) {
 	if t.Description != nil {
 		def.Description = *t.Description
 	}
-	if !isNull(t.Parameters) {
+	if !neutral.IsNull(t.Parameters) {
 		if t.Parameters.Kind() != '{' {
 			return chatTool{}, errorf(path+".parameters", "must be an object")
 		}
@@ -790,7 +722,10 @@ func (t *tool) translate(path string) (chatTool, error) {
 		if err != nil {
 			return chatTool{}, errorf(path+".parameters", "%v", err)
 		}
-		def.Parameters = schema
+		// The chat request omits an empty schema ({}), as it omits none.
+		if string(schema) != "{}" {
+			def.Parameters = schema
+		}
 	}
 	return chatTool{Type: "function", Function: def}, nil
 }
@@ -867,48 +802,12 @@ func nameOK(s string) bool {
 	return true
 }
 
-// isBase64 checks the alphabet and the padding's place, so that the data:
-// URL carries image data and nothing else.
-func isBase64(s string) bool {
-	pad := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '=':
-			pad++
-		case pad > 0:
-			return false
-		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/':
-		default:
-			return false
-		}
-	}
-	return pad <= 2 && len(s)%4 == 0
-}
-
 func article(typ string) string {
 	switch typ[0] {
 	case 'a', 'e', 'i', 'o':
 		return "an " + typ
 	}
 	return "a " + typ
-}
-
-func isNull(v jsontext.Value) bool {
-	return len(v) == 0 || v.Kind() == 'n'
-}
-
-func isEmptyArray(v jsontext.Value) bool {
-	return v.Kind() == '[' && strings.TrimSpace(string(v[1:len(v)-1])) == ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // compact is a JSON value as compact JSON, for the schemas the neutral

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Response translates an OpenAI chat completion (JSON) into an OpenAI
@@ -77,28 +79,11 @@ type completion struct {
 	Error   *apiError `json:"error"`
 }
 
-type choice struct {
-	Index        int     `json:"index"`
-	Message      *answer `json:"message"`
-	Delta        *answer `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
-}
-
-type answer struct {
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []toolCall `json:"tool_calls"`
-}
-
-type toolCall struct {
-	Index    *int   `json:"index"` // streams only
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
+// The choices of a completion or chunk are the neutral form's.
+type (
+	choice   = neutral.Choice
+	toolCall = neutral.ToolCall
+)
 
 type usage struct {
 	PromptTokens        int64 `json:"prompt_tokens"`

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strconv"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Stream translates an OpenAI SSE chunk stream into the Responses API's SSE
@@ -59,10 +60,7 @@ type Stream struct {
 	w     io.Writer
 	model string
 
-	// The SSE reader.
-	line   []byte // the line read so far
-	data   []byte // the data of the event read so far, each line ending in LF
-	skipLF bool   // the last line ended in CR: an LF next is part of it
+	sse neutral.SSEReader
 
 	// The translation.
 	started bool
@@ -108,9 +106,8 @@ const (
 	partRefusal
 )
 
-// maxEvent bounds what one upstream event may buffer: a chunk is small,
-// and a stream that never ends its line must not grow without bound.
-const maxEvent = 16 << 20
+// maxEvent bounds what one upstream event may buffer.
+const maxEvent = neutral.MaxEvent
 
 var errClosed = errors.New("responses: write to a closed Stream")
 
@@ -132,7 +129,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	s.read(p)
+	s.sse.Read(p, (*sseHandler)(s))
 	return len(p), s.flush()
 }
 
@@ -165,72 +162,24 @@ func (s *Stream) flush() error {
 	return err
 }
 
-// read splits p into lines.
-func (s *Stream) read(p []byte) {
-	for len(p) > 0 && !s.ended {
-		if s.skipLF {
-			s.skipLF = false
-			if p[0] == '\n' {
-				p = p[1:]
-				continue
-			}
-		}
-		i := bytes.IndexAny(p, "\r\n")
-		if i < 0 {
-			s.line = append(s.line, p...)
-			if len(s.line)+len(s.data) > maxEvent {
-				s.tooLarge()
-			}
-			return
-		}
-		s.line = append(s.line, p[:i]...)
-		s.skipLF = p[i] == '\r'
-		p = p[i+1:]
-		// The same bound as for a partial line, so that where the input
-		// was cut never decides whether a long line is refused.
-		if len(s.line)+len(s.data) > maxEvent {
-			s.tooLarge()
-			return
-		}
-		s.lineDone()
-		s.line = s.line[:0]
+// sseHandler is the Stream as the SSE reader's handler.
+type sseHandler Stream
+
+func (h *sseHandler) Event(data []byte) { (*Stream)(h).event(data) }
+
+// Comment passes a comment line on (the gateway's ": keep-alive").
+func (h *sseHandler) Comment(line []byte) {
+	if !h.ended {
+		h.out = append(h.out, strings.ToValidUTF8(string(line), "\uFFFD")...)
+		h.out = append(h.out, '\n')
 	}
 }
 
-func (s *Stream) tooLarge() {
-	s.fail("server_error", "server_error", "The upstream sent an event too large to translate.", nil)
+func (h *sseHandler) TooLarge() {
+	(*Stream)(h).fail("server_error", "server_error", "The upstream sent an event too large to translate.", nil)
 }
 
-// lineDone interprets one complete line.
-func (s *Stream) lineDone() {
-	line := s.line
-	switch {
-	case len(line) == 0:
-		if len(s.data) > 0 {
-			data := s.data[:len(s.data)-1] // the last LF is the line's, not the data's
-			s.event(data)
-			s.data = s.data[:0]
-		}
-		return
-	case line[0] == ':':
-		if !s.ended {
-			s.out = append(s.out, strings.ToValidUTF8(string(line), "\uFFFD")...)
-			s.out = append(s.out, '\n')
-		}
-		return
-	}
-	field, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		field, value = line[:i], line[i+1:]
-		value = bytes.TrimPrefix(value, []byte(" "))
-	}
-	// OpenAI's streams use data lines only; event, id and retry would not
-	// change what a chunk means.
-	if string(field) == "data" {
-		s.data = append(s.data, value...)
-		s.data = append(s.data, '\n')
-	}
-}
+func (h *sseHandler) Ended() bool { return h.ended }
 
 // event translates one upstream event.
 func (s *Stream) event(data []byte) {

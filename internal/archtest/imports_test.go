@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"internal/strictjson": 0, "internal/jsonlex": 0, "internal/names": 0, "internal/egress": 0,
 	"internal/testcert": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
+	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0,
 	// 1: configuration and what is built from it.
 	"config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
@@ -44,6 +45,9 @@ var sideways = map[[2]string]bool{
 	{"compact", "internal/jsonlex"}:  true,
 	{"envelope", "internal/jsonlex"}: true,
 	{"redact", "internal/jsonlex"}:   true,
+	// The neutral form under both dialects.
+	{"dialect/anthropic", "dialect/internal/neutral"}: true,
+	{"dialect/responses", "dialect/internal/neutral"}: true,
 	// The agent-messaging door is one relay made of parts.
 	{"messaging", "registry"}: true,
 }
