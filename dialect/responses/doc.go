@@ -51,7 +51,7 @@
 //	metadata              ≤ 16 string pairs                    → dropped (see below)
 //	store                 bool                                 → dropped (see below)
 //	truncation            disabled                             → nothing (the neutral form's own behavior)
-//	include               []                                   → nothing
+//	include               [] or [reasoning.encrypted_content]  → nothing
 //	background            false                                → nothing
 //	previous_response_id, conversation: null only             (see below)
 //
@@ -77,9 +77,10 @@
 //     limits) is dropped with it: it labels the stored response, and
 //     there is none.
 //   - truncation: auto is refused (the neutral form cannot drop input items
-//     to fit the window); include is refused unless empty (the answer
-//     carries no additional output data, reasoning.encrypted_content
-//     included, since it has no reasoning items).
+//     to fit the window); include may hold only
+//     reasoning.encrypted_content (what stateless clients such as the
+//     Codex CLI ask for: the answer has no reasoning items, so there is
+//     none to include); anything else is refused.
 //   - reasoning.effort passes on as reasoning_effort; reasoning.summary
 //     (and the deprecated generate_summary) is accepted and dropped: the
 //     answer simply has no reasoning item, which the API allows (a summary

@@ -296,8 +296,15 @@ func (r *request) translate() (*chatRequest, error) {
 			return nil, errorf("truncation", "must be auto or disabled; got %q", *r.Truncation)
 		}
 	}
-	if len(r.Include) > 0 {
-		return nil, errorf("include.0", "%q is not supported: the gateway's answers carry no additional output data; send include empty", r.Include[0])
+	for i, v := range r.Include {
+		// Encrypted reasoning is what stateless clients (store: false, as
+		// the Codex CLI) ask for to carry reasoning across turns. The
+		// neutral form's answers hold no reasoning items, so there is
+		// none to include: asking for it changes nothing. Anything else
+		// would be output the answer cannot carry.
+		if v != "reasoning.encrypted_content" {
+			return nil, errorf("include."+strconv.Itoa(i), "%q is not supported: the gateway's answers carry no additional output data (reasoning.encrypted_content is accepted: there is none)", v)
+		}
 	}
 
 	if r.MaxOutputTokens != nil {
