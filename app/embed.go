@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -25,24 +23,10 @@ type embedder struct {
 
 // Embed returns one vector per text.
 func (e embedder) Embed(ctx context.Context, agentID string, texts []string) ([][]float64, error) {
-	body, err := json.Marshal(map[string]any{"model": e.model(), "input": texts})
+	rec, err := callInProcess(ctx, e.handler(), scope.Acting{AgentID: agentID}, "/v1/embeddings", nil,
+		map[string]any{"model": e.model(), "input": texts})
 	if err != nil {
-		return nil, fmt.Errorf("embeddings request: %w", err)
-	}
-	ctx = scope.WithActing(ctx, scope.Acting{AgentID: agentID})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/embeddings", bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("embeddings request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.RemoteAddr = "127.0.0.1:0" // in process
-	rec := &stepResponse{header: http.Header{}}
-	e.handler().ServeHTTP(rec, req)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if rec.overflow || rec.status != http.StatusOK {
-		return nil, fmt.Errorf("embeddings as agent %s refused: %d %s", agentID, rec.status, errorMessage(rec.body.Bytes()))
+		return nil, fmt.Errorf("embeddings: %w", err)
 	}
 	var resp struct {
 		Data []struct {

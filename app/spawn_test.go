@@ -40,6 +40,9 @@ func TestSpawnedAgentLives(t *testing.T) {
 	}
 	// The token is on no audit entry: only the spawn's answer showed it.
 	files, _ := filepath.Glob(filepath.Join(g.auditDir, "*.jsonl"))
+	if len(files) == 0 {
+		t.Fatalf("no audit segment in %s to check", g.auditDir)
+	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -27,32 +28,18 @@ type stepCaller struct {
 
 // Call implements workflow.Caller.
 func (c stepCaller) Call(ctx context.Context, call workflow.Call) (workflow.Reply, error) {
-	body, err := json.Marshal(map[string]any{
-		"model":    call.Model,
-		"messages": []any{map[string]any{"role": "user", "content": call.Input}},
-	})
-	if err != nil {
-		return workflow.Reply{}, fmt.Errorf("step request: %w", err)
+	header := http.Header{"X-Correlation-Id": {call.RunID}}
+	rec, err := callInProcess(ctx, c.handler(), scope.Acting{AgentID: call.Agent, RunID: call.RunID, Node: call.Node},
+		"/v1/chat/completions", header, map[string]any{
+			"model":    call.Model,
+			"messages": []any{map[string]any{"role": "user", "content": call.Input}},
+		})
+	reply := workflow.Reply{}
+	if rec != nil {
+		reply.RequestID = rec.header.Get("X-Request-Id")
 	}
-	ctx = scope.WithActing(ctx, scope.Acting{AgentID: call.Agent, RunID: call.RunID, Node: call.Node})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return workflow.Reply{}, fmt.Errorf("step request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Correlation-Id", call.RunID)
-	req.RemoteAddr = "127.0.0.1:0" // in process
-	rec := &stepResponse{header: http.Header{}}
-	c.handler().ServeHTTP(rec, req)
-	reply := workflow.Reply{RequestID: rec.header.Get("X-Request-Id")}
-	if err := ctx.Err(); err != nil {
 		return reply, err
-	}
-	if rec.overflow {
-		return reply, fmt.Errorf("the answer of agent %s is larger than %d bytes", call.Agent, maxStepAnswer)
-	}
-	if rec.status != http.StatusOK {
-		return reply, fmt.Errorf("the call of agent %s was refused: %d %s", call.Agent, rec.status, errorMessage(rec.body.Bytes()))
 	}
 	a, err := stepAnswer(rec.body.Bytes())
 	if err != nil {
@@ -101,7 +88,38 @@ func errorMessage(b []byte) string {
 	return e.Error.Message
 }
 
-// stepResponse is the ResponseWriter of an in-process step call.
+// callInProcess sends body (JSON) to path through the gateway's own handler
+// as the agent of acting (a context value no network request can carry):
+// the call crosses every stage an agent's own request does. The answer is
+// held whole (up to maxStepAnswer); an error is a call that did not get a
+// 200, with the gateway's reason.
+func callInProcess(ctx context.Context, h http.Handler, acting scope.Acting, path string, header http.Header, body any) (*stepResponse, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("in-process request: %w", err)
+	}
+	ctx = scope.WithActing(ctx, acting)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("in-process request: %w", err)
+	}
+	maps.Copy(req.Header, header)
+	req.Header.Set("Content-Type", "application/json")
+	req.RemoteAddr = "127.0.0.1:0" // in process
+	rec := &stepResponse{header: http.Header{}}
+	h.ServeHTTP(rec, req)
+	switch {
+	case ctx.Err() != nil:
+		return rec, ctx.Err()
+	case rec.overflow:
+		return rec, fmt.Errorf("the answer of agent %s is larger than %d bytes", acting.AgentID, maxStepAnswer)
+	case rec.status != http.StatusOK:
+		return rec, fmt.Errorf("the call of agent %s was refused: %d %s", acting.AgentID, rec.status, errorMessage(rec.body.Bytes()))
+	}
+	return rec, nil
+}
+
+// stepResponse is the ResponseWriter of an in-process call.
 type stepResponse struct {
 	header   http.Header
 	status   int

@@ -111,7 +111,7 @@ type Answer struct {
 // takes "history"). Ties go by name.
 func (r *Registry) Query(ctx context.Context, q Query) ([]Match, error) {
 	v, err := r.current(ctx)
-	out := r.candidates(v, q)
+	out := r.candidates(v, v.resolveVerb(q))
 	sortMatches(out)
 	return out, err
 }
@@ -149,11 +149,7 @@ func (r *Registry) Search(ctx context.Context, agentID string, q Query, topK int
 		q.Text = ""
 	}
 	v, err := r.current(ctx)
-	// A verb asked by its alias ("s") is the verb ("search") from here on,
-	// in the matches and in a spawn suggestion alike.
-	if canon, ok := v.lib.Resolve(q.Verb); ok {
-		q.Verb = canon
-	}
+	q = v.resolveVerb(q)
 	cands := r.candidates(v, q)
 	ans := Answer{Ranking: RankStructural}
 	switch {
@@ -175,6 +171,16 @@ func (r *Registry) Search(ctx context.Context, agentID string, q Query, topK int
 	return ans, err
 }
 
+// resolveVerb is q with its verb by the library's name: a verb asked by
+// its alias ("s") is the verb agents list ("search"), in the matches and in
+// a spawn suggestion alike.
+func (v *view) resolveVerb(q Query) Query {
+	if canon, ok := v.lib.Resolve(q.Verb); ok {
+		q.Verb = canon
+	}
+	return q
+}
+
 // textRanking is the method free text is ranked by in v.
 func (r *Registry) textRanking(v *view) string {
 	if r.opts.embedder != nil && v.embedModel != "" {
@@ -186,10 +192,6 @@ func (r *Registry) textRanking(v *view) string {
 // candidates are the entries matching q's filters, with their structural
 // score.
 func (r *Registry) candidates(v *view, q Query) []Match {
-	// A verb may be asked by an alias ("s"); agents list the verb ("search").
-	if canon, ok := v.lib.Resolve(q.Verb); ok {
-		q.Verb = canon
-	}
 	out := []Match{}
 	for _, e := range v.entries {
 		if !hasAll(e.Tags, q.Tags) {

@@ -532,6 +532,8 @@ type move struct {
 	escalationID, reviewURL string
 	// artifacts are the blobs the step's answer was relieved of.
 	artifacts []Artifact
+	// entities are the answer's entity writes, checked.
+	entities map[string]any
 }
 
 func failed(reason string) move { return move{status: Failed, reason: reason} }
@@ -583,19 +585,22 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 		return stepFailed(err.Error())
 	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
-	// Entity writes are checked before anything routes on them.
-	next := run
-	if c, err := run.clone(); err == nil {
-		next = c
-	}
-	if err := writeEntities(next, node, a); err != nil {
+	// Entity writes are checked before anything routes on them, and the
+	// conditions see the run as the step leaves it.
+	writes, err := entityWrites(node, a)
+	if err != nil {
 		return stepFailed(err.Error())
 	}
-	next.Outputs[node.Name] = &a
+	next, err := run.clone()
+	if err != nil {
+		return stepFailed(err.Error())
+	}
+	applyAnswer(next, node.Name, a, writes)
 	mv, err := e.route(ctx, wf, node, next, a)
 	if err != nil {
 		return stepFailed(err.Error())
 	}
+	mv.entities = writes
 	for _, ref := range refs {
 		mv.artifacts = append(mv.artifacts, Artifact{Type: "blob", URL: ref["$ref"].(string), Node: node.Name,
 			MediaType: ref["media_type"].(string), Size: ref["size"].(int)})
@@ -642,27 +647,35 @@ func runAgents(wf *definition.Workflow, r *Run) []string {
 	return union(nil, agents)
 }
 
-// writeEntities applies the answer's data.entities to the Global Context:
-// a node writes only the entities it owns.
-func writeEntities(r *Run, node *definition.Node, a Answer) error {
+// entityWrites are the Global Context entities an answer writes (its
+// data.entities): a node writes only the entities it owns.
+func entityWrites(node *definition.Node, a Answer) (map[string]any, error) {
 	raw, ok := a.Data["entities"]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	ents, ok := raw.(map[string]any)
 	if !ok {
-		return errors.New("data.entities must be an object of entity name to value")
+		return nil, errors.New("data.entities must be an object of entity name to value")
 	}
 	for _, name := range slices.Sorted(maps.Keys(ents)) {
 		if !slices.Contains(node.Owns, name) {
-			return fmt.Errorf("node %s wrote entity %q, which it does not own (owns: %s)", node.Name, name, strings.Join(node.Owns, ", "))
+			return nil, fmt.Errorf("node %s wrote entity %q, which it does not own (owns: %s)", node.Name, name, strings.Join(node.Owns, ", "))
 		}
 	}
-	if r.Context.Entities == nil {
+	return ents, nil
+}
+
+// applyAnswer records node's answer a and its checked entity writes on r.
+func applyAnswer(r *Run, node string, a Answer, writes map[string]any) {
+	if r.Outputs == nil {
+		r.Outputs = map[string]*Answer{}
+	}
+	r.Outputs[node] = &a
+	if len(writes) > 0 && r.Context.Entities == nil {
 		r.Context.Entities = map[string]any{}
 	}
-	maps.Copy(r.Context.Entities, ents)
-	return nil
+	maps.Copy(r.Context.Entities, writes)
 }
 
 // route decides the move after node answered a: negotiation, a pause for a
@@ -737,16 +750,7 @@ func (e *Engine) apply(r *Run, wf *definition.Workflow, st Step, mv move) {
 		r.Path = append(r.Path, st.Node)
 	}
 	if st.Answer != nil && st.Error == "" {
-		if r.Outputs == nil {
-			r.Outputs = map[string]*Answer{}
-		}
-		a := *st.Answer
-		r.Outputs[st.Node] = &a
-		if wf != nil {
-			if node := wf.Nodes[st.Node]; node != nil {
-				_ = writeEntities(r, node, a) // checked in call
-			}
-		}
+		applyAnswer(r, st.Node, *st.Answer, mv.entities)
 		r.Context.History = append(r.Context.History, HistoryEntry{Agent: st.Agent, Node: st.Node, Action: st.Answer.Status, Timestamp: st.EndedAt})
 		r.Context.Artifacts = append(r.Context.Artifacts, mv.artifacts...)
 	}
@@ -763,7 +767,8 @@ func (e *Engine) apply(r *Run, wf *definition.Workflow, st Step, mv move) {
 			r.Context.CurrentAgent = wf.Nodes[mv.to].Agent
 		}
 	case WaitingForHuman:
-		r.Status, r.EscalationID, r.ReviewURL = WaitingForHuman, mv.escalationID, mv.reviewURL
+		r.setStatus(WaitingForHuman)
+		r.EscalationID, r.ReviewURL = mv.escalationID, mv.reviewURL
 	case Completed:
 		st.Next = definition.End
 		e.end(r, Completed, "")
@@ -774,15 +779,14 @@ func (e *Engine) apply(r *Run, wf *definition.Workflow, st Step, mv move) {
 	if ran {
 		r.Steps = append(r.Steps, st)
 	}
-	r.Context.Status = r.Status
 	r.UpdatedAt = now
 }
 
 // end makes r final.
 func (e *Engine) end(r *Run, s Status, reason string) {
 	now := e.now().UTC()
-	r.Status, r.Error, r.EndedAt, r.UpdatedAt = s, reason, now, now
-	r.Context.Status = s
+	r.setStatus(s)
+	r.Error, r.EndedAt, r.UpdatedAt = reason, now, now
 	r.EscalationID, r.ReviewURL = "", ""
 }
 

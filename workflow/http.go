@@ -15,7 +15,6 @@ import (
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
-	"github.com/sacpgw/gateway/workflow/definition"
 )
 
 // maxStartBody bounds the body of a run's start.
@@ -283,5 +282,3 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
-
-var _ = definition.End

@@ -77,7 +77,7 @@ func (e *Engine) Resolve(ctx context.Context, d escalation.Decided) error {
 			if answer == "" {
 				answer = "(no comment: continue as you see fit)"
 			}
-			r.Status, r.Context.Status = InProgress, InProgress
+			r.setStatus(InProgress)
 			r.Note = fmt.Sprintf("A person (%s) answered your question: %s", reviewer(d), answer)
 			r.EscalationID, r.ReviewURL = "", ""
 			r.UpdatedAt = e.now().UTC()

@@ -134,6 +134,11 @@ type View struct {
 	EndedAt      time.Time `json:"ended_at,omitzero"`
 }
 
+// setStatus moves the run to s; its Global Context says the same.
+func (r *Run) setStatus(s Status) {
+	r.Status, r.Context.Status = s, s
+}
+
 // View returns the run as the API shows it.
 func (r *Run) View() View {
 	steps := r.Steps
