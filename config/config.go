@@ -155,13 +155,16 @@ type Reviewer struct {
 type Upstream struct {
 	// Name identifies the upstream in logs and audit entries.
 	Name string `yaml:"name"`
-	// Type selects the implementation: "openai" (any OpenAI-compatible API) or "mock".
+	// Type selects the implementation: "openai" (any OpenAI-compatible
+	// API), "anthropic" (Anthropic's Messages API, translated both ways)
+	// or "mock".
 	Type string `yaml:"type"`
 	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
 	// Required for type openai; ignored for mock.
 	BaseURL string `yaml:"base_url"`
-	// APIKey is sent as the bearer token to the provider. Empty sends none
-	// (local models). Never logged.
+	// APIKey is sent as the bearer token to the provider (as x-api-key to
+	// an anthropic upstream, as api-key to Azure). Empty sends none (local
+	// models). Never logged.
 	APIKey string `yaml:"api_key"`
 	// Models are globs (path.Match syntax) of the model names routed here
 	// ("*" matches any); among the upstreams that match, Priority and
@@ -183,6 +186,33 @@ type Upstream struct {
 	// Breaker opens after Failures failures in a row (no request goes
 	// there) and lets one probe through after Cooldown. Defaults 5, 30s.
 	Breaker Breaker `yaml:"breaker"`
+	// FirstByteTimeout bounds the wait for this upstream's response
+	// headers; when it passes, the request moves on to the model's next
+	// upstream (failover before the first byte). Zero: only
+	// timeouts.response bounds the exchange.
+	FirstByteTimeout Duration `yaml:"first_byte_timeout"`
+	// Azure, when set, speaks Azure OpenAI's form of the API on an openai
+	// upstream: the key goes in the api-key header and, with APIVersion,
+	// requests go to the deployments path.
+	Azure *Azure `yaml:"azure"`
+	// AnthropicVersion is the anthropic-version header sent to an
+	// anthropic upstream. Default 2023-06-01.
+	AnthropicVersion string `yaml:"anthropic_version"`
+	// DefaultMaxTokens is the max_tokens sent to an anthropic upstream
+	// for a request that set none (Anthropic requires one). Default 4096.
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+}
+
+// Azure is an openai upstream's Azure OpenAI settings.
+type Azure struct {
+	// APIVersion is the api-version query parameter. Set, requests go to
+	// {base_url}/openai/deployments/{deployment}/{operation}; empty, to
+	// {base_url}/{operation} (Azure's v1 API, base_url ending in
+	// /openai/v1).
+	APIVersion string `yaml:"api_version"`
+	// Deployments maps a model name to its deployment name; a model not
+	// listed is its own deployment name.
+	Deployments map[string]string `yaml:"deployments"`
 }
 
 // Breaker is an upstream's circuit breaker.

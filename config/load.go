@@ -77,7 +77,7 @@ type Options struct {
 // lists that belong to another package (redaction detectors, SACP fields)
 // are read from it, so nothing has to be kept in sync.
 var (
-	upstreamTypes   = [...]string{"mock", "openai"}
+	upstreamTypes   = [...]string{"anthropic", "mock", "openai"}
 	targetTypes     = [...]string{"architecture", "design", "code", "test", "docs"}
 	responseFormats = [...]string{"none", "json_standard", "sacp_compact"}
 )
@@ -348,10 +348,36 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		if !oneOf(u.Type, upstreamTypes[:]...) {
 			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s", i, u.Type, strings.Join(upstreamTypes[:], ", "))
 		}
-		if u.Type == "openai" {
+		if u.Type == "openai" || u.Type == "anthropic" {
 			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 				l.add(f, field("base_url"), "upstreams[%d].base_url %q: want an http(s) URL such as https://api.openai.com/v1", i, u.BaseURL)
 			}
+		}
+		if u.Azure != nil && u.Type != "openai" {
+			l.add(f, field("azure"), "upstreams[%d].azure: only an openai upstream speaks Azure OpenAI", i)
+		}
+		if u.Azure != nil {
+			for m, d := range u.Azure.Deployments {
+				if d == "" || strings.ContainsAny(d, "/?#%") {
+					l.add(f, at("upstreams", idx, "azure", "deployments", m), "upstreams[%d].azure.deployments.%s: want a deployment name (no / ? # %%)", i, m)
+				}
+			}
+		}
+		if u.Type == "anthropic" {
+			if u.AnthropicVersion == "" {
+				u.AnthropicVersion = "2023-06-01"
+			}
+			if u.DefaultMaxTokens == 0 {
+				u.DefaultMaxTokens = 4096
+			}
+		} else if u.AnthropicVersion != "" || u.DefaultMaxTokens != 0 {
+			l.add(f, field("type"), "upstreams[%d]: anthropic_version and default_max_tokens apply to an anthropic upstream only", i)
+		}
+		if u.DefaultMaxTokens < 0 {
+			l.add(f, field("default_max_tokens"), "upstreams[%d].default_max_tokens: must be positive", i)
+		}
+		if u.FirstByteTimeout < 0 {
+			l.add(f, field("first_byte_timeout"), "upstreams[%d].first_byte_timeout: must not be negative", i)
 		}
 		if len(u.Models) == 0 {
 			l.add(f, field("models"), "upstreams[%d].models: at least one model glob is required (\"*\" = any)", i)
