@@ -140,7 +140,7 @@ type attempt struct {
 func try(ctx context.Context, in http.Header, ex *scope.Exchange, path string, body []byte, up *upstream.Upstream) *attempt {
 	// Built directly rather than by NewRequestWithContext, which would
 	// format the target URL to a string only to parse it again.
-	target := up.Target(path)
+	target := up.Target(path, ex.Model)
 	req := (&http.Request{
 		Method: http.MethodPost, URL: target, Host: target.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -153,9 +153,12 @@ func try(ctx context.Context, in http.Header, ex *scope.Exchange, path string, b
 		req.Body, req.GetBody = http.NoBody, nil
 	}
 	a := &attempt{up: up}
-	resp, err := up.Transport.RoundTrip(req)
+	resp, err := roundTrip(ctx, req, up)
 	if err != nil {
 		a.err, a.reason, a.transport = err, transportReason(err), true
+		if errors.Is(err, errFirstByte) {
+			a.reason = "first_byte_timeout"
+		}
 		return a
 	}
 	for k := range resp.Header {
@@ -173,6 +176,49 @@ func try(ctx context.Context, in http.Header, ex *scope.Exchange, path string, b
 		a.resp = resp
 	}
 	return a
+}
+
+// errFirstByte is the cause of an attempt given up after the upstream's
+// first_byte_timeout: the next upstream is asked.
+var errFirstByte = errors.New("no response headers within the upstream's first_byte_timeout")
+
+// roundTrip sends req to up. With up.FirstByte, the attempt is given up
+// when no response headers came in time; the timer stops once they come,
+// and the answer's body keeps its own context until it is closed, so a
+// long stream is never cut by it.
+func roundTrip(ctx context.Context, req *http.Request, up *upstream.Upstream) (*http.Response, error) {
+	if up.FirstByte <= 0 {
+		return up.Transport.RoundTrip(req)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(up.FirstByte, func() { cancel(errFirstByte) })
+	resp, err := up.Transport.RoundTrip(req.WithContext(actx))
+	if !timer.Stop() {
+		// The timer fired: whatever came, it came too late to be read.
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel(errFirstByte)
+		return nil, fmt.Errorf("upstream %s: %w", up.Name, errFirstByte)
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases an attempt's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel(nil)
+	return err
 }
 
 // result is the failed attempt's outcome for the upstream's breaker: a

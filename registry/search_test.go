@@ -64,7 +64,7 @@ func (m *mockEmbedder) Embed(ctx context.Context, agentID string, texts []string
 		}
 	}
 	body, _ := json.Marshal(map[string]any{"model": "mock-embed", "input": texts})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.up.Target("/v1/embeddings").String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.up.Target("/v1/embeddings", "").String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

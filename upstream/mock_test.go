@@ -29,7 +29,7 @@ func callMock(t *testing.T, path, body string) (int, string) {
 		t.Fatal(err)
 	}
 	u := s.Route("m")
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target(path).String(), strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target(path, "").String(), strings.NewReader(body))
 	resp, err := u.Transport.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)

@@ -33,9 +33,18 @@ type Upstream struct {
 	// Transport sends requests to the provider, retrying connection failures
 	// and 5xx answers before any byte reached the client.
 	Transport http.RoundTripper
+	// FirstByte bounds the wait for the provider's response headers; when
+	// it passes, the request fails over to the model's next upstream.
+	// Zero: no bound of its own.
+	FirstByte time.Duration
 
-	base     *url.URL
-	bearer   string // "Bearer <api_key>", or empty without a key
+	base *url.URL
+	// authHeader and authValue carry the provider's key: Authorization
+	// "Bearer <key>", Anthropic's x-api-key or Azure's api-key; empty
+	// without a key.
+	authHeader, authValue string
+	// azure: requests go to Azure OpenAI's deployments path (see Target).
+	azure *config.Azure
 	patterns []string
 	idle     interface{ CloseIdleConnections() }
 	priority int
@@ -51,8 +60,9 @@ type constructor func(c config.Upstream) (http.RoundTripper, *url.URL, error)
 // is adding an entry, not growing a switch.
 func constructors() map[string]constructor {
 	return map[string]constructor{
-		"openai": newHTTP,
-		"mock":   newMock,
+		"openai":    newHTTP,
+		"anthropic": newAnthropic,
+		"mock":      newMock,
 	}
 }
 
@@ -115,12 +125,14 @@ func New(cfgs []config.Upstream, log *slog.Logger, opts ...Option) (*Set, error)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %q: %w", c.Name, err)
 		}
-		u := &Upstream{Name: c.Name, Type: c.Type, base: base, bearer: bearerOf(c.APIKey), patterns: c.Models}
+		u := &Upstream{Name: c.Name, Type: c.Type, base: base, patterns: c.Models, azure: c.Azure}
+		u.authHeader, u.authValue = credentials(c)
 		if idle, ok := rt.(interface{ CloseIdleConnections() }); ok {
 			u.idle = idle
 		}
 		u.Transport = &retrying{next: rt, max: c.Retries(), backoff: 100 * time.Millisecond, name: c.Name, log: log}
 		u.priority, u.weight = c.Priority, c.Weight
+		u.FirstByte = c.FirstByteTimeout.D()
 		if u.weight <= 0 {
 			u.weight = 1
 		}
@@ -270,28 +282,53 @@ type Model struct {
 }
 
 // Target returns the provider URL for an OpenAI API path such as
-// "/v1/chat/completions": the path after /v1 is appended to the base URL, so
-// a base of https://host/openai/v1 works as well as https://api.openai.com/v1.
-func (u *Upstream) Target(apiPath string) *url.URL {
+// "/v1/chat/completions" and a model: the path after /v1 is appended to the
+// base URL, so a base of https://host/openai/v1 works as well as
+// https://api.openai.com/v1. An Azure upstream with an api_version is
+// asked at {base}/openai/deployments/{deployment}/chat/completions
+// ?api-version=..., the deployment being the model's (its own name
+// unless azure.deployments maps it).
+func (u *Upstream) Target(apiPath, model string) *url.URL {
 	t := *u.base
-	t.Path = strings.TrimRight(t.Path, "/") + strings.TrimPrefix(apiPath, "/v1")
+	op := strings.TrimPrefix(apiPath, "/v1")
+	if u.azure != nil && u.azure.APIVersion != "" {
+		dep := model
+		if d, ok := u.azure.Deployments[model]; ok {
+			dep = d
+		}
+		op = "/openai/deployments/" + url.PathEscape(dep) + op
+		t.RawQuery = "api-version=" + url.QueryEscape(u.azure.APIVersion)
+	}
+	t.Path = strings.TrimRight(t.Path, "/") + op
 	t.RawPath = ""
 	return &t
 }
 
-// Authorize sets the provider's credentials on an outgoing request.
+// Authorize sets the provider's credentials on an outgoing request, and
+// removes any other credential header.
 func (u *Upstream) Authorize(h http.Header) {
-	delete(h, "Authorization")
-	if u.bearer != "" {
-		h["Authorization"] = []string{u.bearer}
+	for _, k := range credentialHeaders {
+		delete(h, k)
+	}
+	if u.authValue != "" {
+		h[u.authHeader] = []string{u.authValue}
 	}
 }
 
-func bearerOf(key string) string {
-	if key == "" {
-		return ""
+// credentialHeaders are every header a provider reads a key from.
+var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key"}
+
+// credentials is the header that carries c's key to its provider.
+func credentials(c config.Upstream) (header, value string) {
+	switch {
+	case c.APIKey == "":
+		return "", ""
+	case c.Type == "anthropic":
+		return "X-Api-Key", c.APIKey
+	case c.Azure != nil:
+		return "Api-Key", c.APIKey
 	}
-	return "Bearer " + key
+	return "Authorization", "Bearer " + c.APIKey
 }
 
 // Close releases pooled connections.

@@ -42,10 +42,10 @@ func TestRouteAndTarget(t *testing.T) {
 			t.Errorf("Route(%q) = %v, want %s", model, u, want)
 		}
 	}
-	if got := s.Route("llama-3").Target("/v1/chat/completions").String(); got != "http://vllm:8000/v1/chat/completions" {
+	if got := s.Route("llama-3").Target("/v1/chat/completions", "").String(); got != "http://vllm:8000/v1/chat/completions" {
 		t.Errorf("target = %s", got)
 	}
-	if got := s.Route("gpt-4o").Target("/v1/embeddings").String(); got != "https://x.openai.azure.com/openai/v1/embeddings" {
+	if got := s.Route("gpt-4o").Target("/v1/embeddings", "").String(); got != "https://x.openai.azure.com/openai/v1/embeddings" {
 		t.Errorf("target = %s", got)
 	}
 	if m := s.Models(); len(m) != 1 || m[0].ID != "gpt-4o" {
@@ -57,7 +57,7 @@ func TestMockIsDeterministicAndStreams(t *testing.T) {
 	s, _ := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	u := s.Route("mock-1")
 	call := func(body string) (int, string) {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target("/v1/chat/completions").String(), strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target("/v1/chat/completions", "").String(), strings.NewReader(body))
 		resp, err := u.Transport.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ func TestUpstreamCustomCA(t *testing.T) {
 		}
 		defer s.Close()
 		u := s.Route("m")
-		req, _ := http.NewRequest(http.MethodGet, u.Target("/v1/models").String(), nil)
+		req, _ := http.NewRequest(http.MethodGet, u.Target("/v1/models", "").String(), nil)
 		resp, err := u.Transport.RoundTrip(req)
 		if err != nil {
 			return err
@@ -132,7 +132,7 @@ func TestMockEmbeddings(t *testing.T) {
 	u := s.Route("any-embedding-model")
 	call := func(body string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target("/v1/embeddings").String(), strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target("/v1/embeddings", "").String(), strings.NewReader(body))
 		resp, err := u.Transport.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
