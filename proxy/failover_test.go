@@ -214,6 +214,23 @@ func slow(d time.Duration) http.HandlerFunc {
 	}
 }
 
+// slowStream sends its headers at once, then n chunks of content, every
+// gap apart.
+func slowStream(content string, n int, gap time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for i := 0; i < n; i++ {
+			time.Sleep(gap)
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", content)
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		io.WriteString(w, "data: [DONE]\n\n")
+	}
+}
+
 func failoverNames(ex *scope.Exchange) []string {
 	var out []string
 	for _, f := range ex.Failovers {
@@ -226,7 +243,9 @@ func TestFailoverBeforeTheFirstByte(t *testing.T) {
 	cases := []struct {
 		name    string
 		first   http.HandlerFunc // nil: a dead address
-		second  http.HandlerFunc
+		// firstYAML is the rest of a's upstreams entry.
+		firstYAML string
+		second    http.HandlerFunc
 		stream  bool
 		timeout string
 		// want: the content the agent gets, or the status of its error.
@@ -252,10 +271,15 @@ func TestFailoverBeforeTheFirstByte(t *testing.T) {
 			wantStatus: 502, wantUp: "b", wantFail: []string{"a:status_429"}, wantHits: [2]int32{1, 1}},
 		{name: "the gateway's deadline ends the exchange: a 504, no failover", first: slow(3 * time.Second), second: answers("from b"), timeout: "200ms",
 			wantStatus: 504, wantUp: "a", wantHits: [2]int32{1, 0}},
+		{name: "no headers within first_byte_timeout: the second answers", first: slow(3 * time.Second), firstYAML: "first_byte_timeout: 100ms", second: answers("from b"),
+			want: "from b", wantUp: "b", wantFail: []string{"a:first_byte_timeout"}, wantHits: [2]int32{1, 1}},
+		{name: "a stream that began in time is never cut by first_byte_timeout", first: slowStream("slow but steady", 3, 150*time.Millisecond), firstYAML: "first_byte_timeout: 100ms",
+			second: answersEither("from b"), stream: true,
+			want: "slow but steady" + "slow but steady" + "slow but steady", wantUp: "a", wantHits: [2]int32{1, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &provider{name: "a", answer: tc.first, dead: tc.first == nil}
+			a := &provider{name: "a", answer: tc.first, dead: tc.first == nil, yaml: tc.firstYAML}
 			b := &provider{name: "b", yaml: "priority: 1", answer: tc.second}
 			f := newFleet(t, []*provider{a, b}, fleetOpts{timeout: tc.timeout})
 			got, ex, err := f.chat(tc.stream)

@@ -296,8 +296,13 @@ func (u *Upstream) Target(apiPath, model string) *url.URL {
 		if d, ok := u.azure.Deployments[model]; ok {
 			dep = d
 		}
-		op = "/openai/deployments/" + url.PathEscape(dep) + op
+		// The deployment is one path segment whatever the model's name
+		// holds ("/", ".."): escaped in RawPath, which String() uses.
+		base := strings.TrimRight(t.Path, "/") + "/openai/deployments/"
+		t.Path = base + dep + op
+		t.RawPath = (&url.URL{Path: base}).EscapedPath() + url.PathEscape(dep) + (&url.URL{Path: op}).EscapedPath()
 		t.RawQuery = "api-version=" + url.QueryEscape(u.azure.APIVersion)
+		return &t
 	}
 	t.Path = strings.TrimRight(t.Path, "/") + op
 	t.RawPath = ""

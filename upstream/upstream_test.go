@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sacpgw/gateway/config"
@@ -205,4 +206,81 @@ func dot(a, b []float64) float64 {
 		s += a[i] * b[i]
 	}
 	return s
+}
+
+// An Azure upstream with an api_version is asked at its deployments path
+// with its key in api-key; an anthropic upstream's key goes as x-api-key;
+// and Authorize removes every other credential header.
+func TestTargetAndCredentialsPerType(t *testing.T) {
+	s, err := New([]config.Upstream{
+		{Name: "azure", Type: "openai", BaseURL: "https://x.openai.azure.com", APIKey: "az-key", Models: []string{"gpt-4o*"},
+			Azure: &config.Azure{APIVersion: "2024-10-21", Deployments: map[string]string{"gpt-4o": "prod gpt4o"}}},
+		{Name: "azure-v1", Type: "openai", BaseURL: "https://y.openai.azure.com/openai/v1", APIKey: "az1-key", Models: []string{"o3"}, Azure: &config.Azure{}},
+		{Name: "claude", Type: "anthropic", BaseURL: "https://api.anthropic.com/v1", APIKey: "ant-key", Models: []string{"claude-*"}},
+		{Name: "openai", Type: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "oa-key", Models: []string{"*"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model, path, target, header, value string
+	}{
+		{"gpt-4o", "/v1/chat/completions", "https://x.openai.azure.com/openai/deployments/prod%20gpt4o/chat/completions?api-version=2024-10-21", "Api-Key", "az-key"},
+		{"gpt-4o-mini", "/v1/embeddings", "https://x.openai.azure.com/openai/deployments/gpt-4o-mini/embeddings?api-version=2024-10-21", "Api-Key", "az-key"},
+		{"gpt-4o/../../x", "/v1/embeddings", "https://x.openai.azure.com/openai/deployments/gpt-4o%2F..%2F..%2Fx/embeddings?api-version=2024-10-21", "Api-Key", "az-key"},
+		{"o3", "/v1/chat/completions", "https://y.openai.azure.com/openai/v1/chat/completions", "Api-Key", "az1-key"},
+		{"claude-sonnet-4", "/v1/chat/completions", "https://api.anthropic.com/v1/chat/completions", "X-Api-Key", "ant-key"},
+		{"gpt-5", "/v1/chat/completions", "https://api.openai.com/v1/chat/completions", "Authorization", "Bearer oa-key"},
+	} {
+		u := s.Route(tc.model)
+		if u == nil { // no glob matches a "/": asked of the Azure upstream directly
+			u = s.Route("gpt-4o")
+		}
+		if got := u.Target(tc.path, tc.model).String(); got != tc.target {
+			t.Errorf("%s: target %s, want %s", tc.model, got, tc.target)
+		}
+		h := http.Header{"Authorization": {"Bearer agent-token"}, "X-Api-Key": {"agent-token"}, "Api-Key": {"agent-token"}}
+		u.Authorize(h)
+		if len(h) != 1 || h.Get(tc.header) != tc.value {
+			t.Errorf("%s: headers %v, want only %s", tc.model, h, tc.header)
+		}
+	}
+}
+
+// An anthropic upstream has no embeddings: it answers a 404 in OpenAI's
+// shape without asking the provider, and a request it cannot translate is
+// a 400 in OpenAI's shape, also without asking.
+func TestAnthropicUpstreamAnswersWhatItCannotAsk(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	defer srv.Close()
+	s, err := New([]config.Upstream{{Name: "claude", Type: "anthropic", BaseURL: srv.URL + "/v1", Models: []string{"*"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := s.Route("claude-x")
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		msg        string
+	}{
+		{"/v1/embeddings", `{"model":"claude-x","input":"hi"}`, 404, "no embeddings endpoint"},
+		{"/v1/chat/completions", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}],"logit_bias":{"1":2}}`, 400, "logit_bias"},
+	} {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target(tc.path, "claude-x").String(), strings.NewReader(tc.body))
+		resp, err := u.Transport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error struct{ Message, Type string }
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != tc.status || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, tc.msg) || e.Error.Type == "" {
+			t.Errorf("%s: %d %s, want %d naming %q", tc.path, resp.StatusCode, b, tc.status, tc.msg)
+		}
+	}
+	if asked.Load() != 0 {
+		t.Errorf("the provider was asked %d times", asked.Load())
+	}
 }
