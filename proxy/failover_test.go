@@ -241,13 +241,13 @@ func failoverNames(ex *scope.Exchange) []string {
 
 func TestFailoverBeforeTheFirstByte(t *testing.T) {
 	cases := []struct {
-		name    string
-		first   http.HandlerFunc // nil: a dead address
+		name  string
+		first http.HandlerFunc // nil: a dead address
 		// firstYAML is the rest of a's upstreams entry.
 		firstYAML string
 		second    http.HandlerFunc
-		stream  bool
-		timeout string
+		stream    bool
+		timeout   string
 		// want: the content the agent gets, or the status of its error.
 		want       string
 		wantStatus int

@@ -44,7 +44,7 @@ type Upstream struct {
 	// without a key.
 	authHeader, authValue string
 	// azure: requests go to Azure OpenAI's deployments path (see Target).
-	azure *config.Azure
+	azure    *config.Azure
 	patterns []string
 	idle     interface{ CloseIdleConnections() }
 	priority int
