@@ -316,6 +316,15 @@ func TestAnthropicUpstream(t *testing.T) {
 		if !failedOver {
 			t.Error("no llm.response entry records the failover from claude (status_529) to fallback")
 		}
+		resp, err := http.Get(g.srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `gateway_upstream_failovers_total{upstream="claude"} 1`) {
+			t.Errorf("/metrics does not count the failover from claude:\n%s", grepLines(string(body), "gateway_upstream_"))
+		}
 	})
 
 	t.Run("audit: upstream and cost", func(t *testing.T) {
@@ -330,4 +339,15 @@ func TestAnthropicUpstream(t *testing.T) {
 			t.Error("no priced llm.response entry from the claude upstream")
 		}
 	})
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -357,8 +357,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	m.PolicyStats(engine.Stats)
 	m.Registry().MustRegister(a.spend)
 	ust := a.upstreamStats
-	m.Counter("gateway_upstream_failovers_total", "Requests moved on to another upstream after one failed before answering (connect error, timeout, 429, 5xx).", func() float64 { return float64(ust.Failovers()) })
-	m.Counter("gateway_upstream_breaker_opens_total", "Times an upstream's circuit breaker opened (a failed probe included), in this replica.", func() float64 { return float64(ust.BreakerOpens()) })
+	m.UpstreamStats(ust.ByUpstream)
 	m.Gauge("gateway_upstream_breakers_open", "Upstreams whose circuit breaker is open or half-open now, in this replica.", func() float64 {
 		a.mu.Lock()
 		defer a.mu.Unlock()

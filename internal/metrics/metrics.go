@@ -37,6 +37,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/upstream"
 )
 
 // Label values used when the real one is missing.
@@ -336,6 +337,27 @@ func (m *Metrics) PolicyStats(f func() policy.Stats) {
 			ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(s.FailClosed))
 			ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(s.ShadowDisagreements))
 			ch <- prometheus.MustNewConstMetric(d[5], prometheus.CounterValue, float64(s.ShadowDropped))
+		},
+	})
+}
+
+// UpstreamStats exports each upstream's counters, read from f at each
+// scrape: gateway_upstream_failovers_total{upstream} (requests that moved
+// on from it to another upstream) and
+// gateway_upstream_breaker_opens_total{upstream}. The label's values are
+// the configured upstreams' names, so the series stay few.
+func (m *Metrics) UpstreamStats(f func() map[string]upstream.Counts) {
+	m.reg.MustRegister(&statsCollector[map[string]upstream.Counts]{
+		read: f,
+		descs: []*prometheus.Desc{
+			prometheus.NewDesc("gateway_upstream_failovers_total", "Requests moved on from this upstream to another after it failed before answering (connect error, timeout, 429, 5xx).", []string{"upstream"}, nil),
+			prometheus.NewDesc("gateway_upstream_breaker_opens_total", "Times this upstream's circuit breaker opened (a failed probe included), in this replica.", []string{"upstream"}, nil),
+		},
+		emit: func(ch chan<- prometheus.Metric, d []*prometheus.Desc, by map[string]upstream.Counts) {
+			for name, c := range by {
+				ch <- prometheus.MustNewConstMetric(d[0], prometheus.CounterValue, float64(c.Failovers), name)
+				ch <- prometheus.MustNewConstMetric(d[1], prometheus.CounterValue, float64(c.BreakerOpens), name)
+			}
 		},
 	})
 }
