@@ -92,6 +92,13 @@ func TargetTypes() []string { return append([]string(nil), targetTypes[:]...) }
 // Load reads and validates dir/gateway.yaml, dir/agents.yaml and
 // dir/protocol.yaml. On any problem it returns a nil Config and Problems.
 func Load(dir string, opts ...Options) (*Config, error) {
+	cfg, _, err := load(dir, opts...)
+	return cfg, err
+}
+
+// load is Load, also returning the loader: its parsed trees say where each
+// value came from (Explain).
+func load(dir string, opts ...Options) (*Config, *loader, error) {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
@@ -101,9 +108,9 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	}
 	base, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("config dir %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("config dir %s: %w", dir, err)
 	}
-	l := &loader{dir: dir, base: base, env: o.LookupEnv}
+	l := &loader{dir: dir, base: base, env: o.LookupEnv, roots: map[string]*yaml.Node{}, envRefs: map[*yaml.Node]string{}}
 	cfg := &Config{Dir: dir}
 	var agentsDoc struct {
 		Agents map[string]*Agent `yaml:"agents"`
@@ -129,6 +136,9 @@ func Load(dir string, opts ...Options) (*Config, error) {
 	}
 	if ag != nil {
 		l.agents(ag, cfg.Agents)
+		if gw != nil {
+			l.unroutedModels(ag, cfg.Agents, cfg.Gateway.Upstreams)
+		}
 	}
 	if pr != nil {
 		l.protocol(pr, &cfg.Protocol)
@@ -153,9 +163,9 @@ func Load(dir string, opts ...Options) (*Config, error) {
 			}
 			return a.Line < b.Line
 		})
-		return nil, l.problems
+		return nil, l, l.problems
 	}
-	return cfg, nil
+	return cfg, l, nil
 }
 
 type loader struct {
@@ -165,6 +175,11 @@ type loader struct {
 	base     string
 	env      func(string) (string, bool)
 	problems Problems
+	// roots are the files' parsed trees, by file name, and envRefs the
+	// scalars that named the environment (${VAR}), with their text as
+	// written: Explain's sources.
+	roots   map[string]*yaml.Node
+	envRefs map[*yaml.Node]string
 }
 
 // workflows reads the optional workflows.yaml against the agents: every
@@ -233,7 +248,9 @@ func (l *loader) decode(file string, out any) *yaml.Node {
 		l.add(file, 0, "file is empty")
 		return nil
 	}
+	noteEnvRefs(&root, l.envRefs)
 	expandEnv(&root, l.env)
+	l.roots[file] = &root
 	checkKeys(&root, reflectTypeOf(out), "", func(line int, msg string) { l.add(file, line, "%s", msg) })
 	if err := root.Decode(out); err != nil {
 		for _, m := range splitYAMLError(err) {
@@ -303,14 +320,15 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.Log.Level == "" {
 		g.Log.Level = "info"
 	}
-	if !oneOf(g.Log.Level, "debug", "info", "warn", "error") {
-		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error", g.Log.Level)
+	logLevels := []string{"debug", "info", "warn", "error"}
+	if !oneOf(g.Log.Level, logLevels...) {
+		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error%s", g.Log.Level, didYouMean(g.Log.Level, logLevels))
 	}
 	if g.Log.Format == "" {
 		g.Log.Format = "json"
 	}
 	if !oneOf(g.Log.Format, "json", "text") {
-		l.add(f, at("log", "format"), "log.format %q: want json or text", g.Log.Format)
+		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, didYouMean(g.Log.Format, []string{"json", "text"}))
 	}
 	if g.Admin.TokenSHA256 != "" {
 		if _, err := decodeHash(g.Admin.TokenSHA256); err != nil {
@@ -346,7 +364,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		}
 		seen[u.Name] = true
 		if !oneOf(u.Type, upstreamTypes[:]...) {
-			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s", i, u.Type, strings.Join(upstreamTypes[:], ", "))
+			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), didYouMean(u.Type, upstreamTypes[:]))
 		}
 		if u.Type == "openai" || u.Type == "anthropic" {
 			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -411,7 +429,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.TLS.MinVersion = "1.3"
 	}
 	if !oneOf(g.TLS.MinVersion, "1.2", "1.3") {
-		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3", g.TLS.MinVersion)
+		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3%s", g.TLS.MinVersion, didYouMean(g.TLS.MinVersion, []string{"1.2", "1.3"}))
 	}
 	if g.Approval.CatalogueDir == "" {
 		// The default may be absent (an empty catalogue); a configured one must exist.
@@ -443,7 +461,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.Audit.FailMode = "closed"
 	}
 	if !oneOf(g.Audit.FailMode, "closed", "open") {
-		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open", g.Audit.FailMode)
+		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, didYouMean(g.Audit.FailMode, []string{"closed", "open"}))
 	}
 	l.fileExists(f, at("audit", "signing_key_file"), "audit.signing_key_file", g.Audit.SigningKeyFile)
 	if g.Audit.Chain == "" {
@@ -474,7 +492,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.State.Backend = "memory"
 	}
 	if !oneOf(g.State.Backend, "memory", "redis") {
-		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis", g.State.Backend)
+		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, didYouMean(g.State.Backend, []string{"memory", "redis"}))
 	}
 	if g.State.Backend == "redis" && g.State.RedisURL == "" {
 		l.add(f, at("state", "redis_url"), "state.redis_url is required with backend redis (is REDIS_URL set?)")
@@ -483,7 +501,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.State.OnFailure = "local"
 	}
 	if !oneOf(g.State.OnFailure, "closed", "local") {
-		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local", g.State.OnFailure)
+		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local%s", g.State.OnFailure, didYouMean(g.State.OnFailure, []string{"closed", "local"}))
 	}
 	if g.State.Timeout == 0 {
 		g.State.Timeout = Duration(50 * time.Millisecond)
@@ -606,7 +624,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		for j, in := range v.Inputs {
 			name, typ, typed := strings.Cut(in, ":")
 			if name == "" || (typed && !oneOf(typ, verbInputTypes...)) {
-				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s", v.Name, in, strings.Join(verbInputTypes, ", "))
+				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), didYouMean(typ, verbInputTypes))
 			}
 		}
 	}
@@ -629,7 +647,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			case aliases[v] != "":
 				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names %q, an alias of verb %q: supported_verbs takes the verb's name", t.ID, v, aliases[v])
 			default:
-				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q", t.ID, v)
+				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, didYouMean(v, sortedKeys(verbs)))
 			}
 		}
 	}
@@ -672,12 +690,12 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
 		for i, v := range a.SupportedVerbs {
 			if !verbs[v] {
-				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s", id, v, RegistryFile)
+				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, didYouMean(v, sortedKeys(verbs)))
 			}
 		}
 		for i, t := range a.SupportedTools {
 			if !tools[t] {
-				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s", id, t, RegistryFile)
+				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, didYouMean(t, sortedKeys(tools)))
 			}
 		}
 		if a.Endpoint != "" {
@@ -718,7 +736,7 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 			}
 			for j, to := range r.To {
 				if to != "*" && to != "broadcast" && agents[to] == nil {
-					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")", id, i, to)
+					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, didYouMean(to, append(sortedKeys(agents), "broadcast")))
 				}
 			}
 			for j, act := range r.Actions {
@@ -792,7 +810,7 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 			}
 		}
 		if !oneOf(a.ResponseFormat, responseFormats[:]...) {
-			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "))
+			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), didYouMean(a.ResponseFormat, responseFormats[:]))
 		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
 			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
 		}
@@ -807,7 +825,7 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 		}
 		for i, t := range a.AllowedTargets {
 			if targets := append(TargetTypes(), "all"); !oneOf(t, targets...) {
-				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)", id, t, strings.Join(targets, ", "))
+				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), didYouMean(t, targets))
 			}
 		}
 		for i, m := range a.Models {
@@ -900,12 +918,12 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	for i, d := range r.Detectors {
 		if !oneOf(d, redact.Names()...) {
-			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)", d, strings.Join(redact.Names(), ", "))
+			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), didYouMean(d, redact.Names()))
 		}
 	}
 	for i, d := range r.Block {
 		if !oneOf(d, r.Detectors...) {
-			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector", d)
+			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, didYouMean(d, r.Detectors))
 		}
 	}
 	if r.Replacement == "" {
@@ -918,7 +936,7 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	for i, a := range r.ApplyTo {
 		if !oneOf(a, sacp.Fields()...) {
-			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)", a, strings.Join(sacp.Fields(), ", "))
+			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), didYouMean(a, sacp.Fields()))
 		}
 	}
 }

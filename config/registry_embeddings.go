@@ -19,7 +19,9 @@ func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []Upstream) {
 		l.add(RegistryFile, at(), "registry.embeddings: upstream and model are both required")
 		return
 	}
+	names := make([]string, 0, len(ups))
 	for _, u := range ups {
+		names = append(names, u.Name)
 		if u.Name != e.Upstream {
 			continue
 		}
@@ -28,8 +30,14 @@ func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []Upstream) {
 				return
 			}
 		}
-		l.add(RegistryFile, at("model"), "registry.embeddings.model %q: upstream %q serves no such model (its models: %v)", e.Model, e.Upstream, u.Models)
+		var literals []string
+		for _, m := range u.Models {
+			if !isGlob(m) {
+				literals = append(literals, m)
+			}
+		}
+		l.add(RegistryFile, at("model"), "registry.embeddings.model %q: upstream %q serves no such model (its models: %v)%s", e.Model, e.Upstream, u.Models, didYouMean(e.Model, literals))
 		return
 	}
-	l.add(RegistryFile, at("upstream"), "registry.embeddings.upstream %q: no such upstream in %s", e.Upstream, GatewayFile)
+	l.add(RegistryFile, at("upstream"), "registry.embeddings.upstream %q: no such upstream in %s%s", e.Upstream, GatewayFile, didYouMean(e.Upstream, names))
 }

@@ -30,6 +30,17 @@ func expandEnv(n *yaml.Node, lookup func(string) (string, bool)) {
 	}
 }
 
+// noteEnvRefs records, before expandEnv, the text of every scalar that names
+// the environment, so that Explain can say a value came from ${VAR}.
+func noteEnvRefs(n *yaml.Node, refs map[*yaml.Node]string) {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		refs[n] = n.Value
+	}
+	for _, c := range n.Content {
+		noteEnvRefs(c, refs)
+	}
+}
+
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // checkKeys walks the node against the Go type it will be decoded into and
@@ -63,7 +74,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 			seen[k.Value] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
-				report(k.Line, fmt.Sprintf("unknown key %q%s", k.Value, in(where)))
+				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), didYouMean(k.Value, sortedKeys(fields))))
 				continue
 			}
 			checkKeys(v, ft, join(where, k.Value), report)

@@ -327,6 +327,8 @@ var limitHeaderKeys = map[string][3]string{
 
 // retryAfter returns the headers of a 429: the x-ratelimit-* already set
 // plus Retry-After in whole seconds (at least 1, as clients sleep on it).
+// When that is more than apierror.FailFastAfter away, apierror.Write adds
+// x-should-retry: false, so that SDKs fail at once instead of sleeping.
 func retryAfter(h http.Header, res limit.Result) http.Header {
 	out := http.Header{}
 	for k, v := range h {

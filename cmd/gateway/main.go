@@ -46,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serveMain(args[1:], stderr)
 	case "config":
 		if len(args) < 2 || args[1] != "check" {
-			fmt.Fprintln(stderr, "usage: gateway config check [--config DIR]")
+			fmt.Fprintln(stderr, "usage: gateway config check [--config DIR] [--explain]")
 			return exitUsage
 		}
 		return checkMain(args[2:], stdout, stderr)
@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   gateway [serve] [--config DIR] [--listen ADDR] [--sidecar-agent ID]
-  gateway config check [--config DIR]
+  gateway config check [--config DIR] [--explain]
   gateway audit verify [--config DIR | --dir D] [--pubkey FILE] [--json]
   gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
   gateway audit keygen --out PREFIX
@@ -125,10 +125,15 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("config", "config", "configuration directory")
+	explain := fs.Bool("explain", false, "print the effective configuration, defaults applied, each value with its source (file:line, env ${VAR} or default)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	cfg, err := config.Load(*dir)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gateway config check: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, settings, err := config.Explain(*dir)
 	if err != nil {
 		reportConfig(stderr, err)
 		return exitFailed
@@ -136,6 +141,16 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	if err := app.Check(cfg); err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return exitFailed
+	}
+	if *explain {
+		// Only a valid configuration is explained: what the server would
+		// run with, not a guess at what a broken file meant.
+		fmt.Fprintf(stdout, "# effective configuration of %s: key = value  # source (file:line, env ${VAR} at file:line, or default)\n", *dir)
+		fmt.Fprintf(stdout, "# credentials (api_key, approval.webhook) show as [set] or [empty]; workflows.yaml: see gateway workflow graph\n")
+		if err := config.WriteSettings(stdout, settings); err != nil {
+			fmt.Fprintf(stderr, "gateway config check: %v\n", err)
+			return exitFailed
+		}
 	}
 	fmt.Fprintf(stdout, "configuration is valid: %d agents, %d upstreams (%s)\n", len(cfg.Agents), len(cfg.Gateway.Upstreams), *dir)
 	return exitOK

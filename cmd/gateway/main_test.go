@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,8 +32,48 @@ func TestConfigCheck(t *testing.T) {
 	if code := run([]string{"config", "check", "--config", "../../config/testdata/multi"}, &out, &errb); code != exitFailed {
 		t.Fatalf("bad config: exit %d, want 1", code)
 	}
-	if !strings.Contains(errb.String(), "gateway.yaml:2: unknown key \"lisen\"") || !strings.Contains(errb.String(), "agents.yaml:4:") {
+	if !strings.Contains(errb.String(), "gateway.yaml:2: unknown key \"lisen\" (did you mean \"listen\"?)") || !strings.Contains(errb.String(), "agents.yaml:4:") {
 		t.Errorf("stderr lacks file:line problems: %s", errb.String())
+	}
+}
+
+// TestConfigCheckExplain: --explain prints every effective value with its
+// source, after the checks and only for a valid configuration, and never
+// prints a credential.
+func TestConfigCheckExplain(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-explain-test-secret")
+	var out, errb bytes.Buffer
+	if code := run([]string{"config", "check", "--explain", "--config", "../../config"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := []struct{ note, re string }{
+		{"a value from the file", `(?m)^listen = ":8080" +# \.\./\.\./config/gateway\.yaml:\d+$`},
+		{"a default", `(?m)^messaging\.workers = 4 +# default$`},
+		{"a credential from the environment", `(?m)^upstreams\[1\]\.api_key = \[set\] +# env \$\{OPENAI_API_KEY:-\} at \.\./\.\./config/gateway\.yaml:\d+$`},
+		{"an agent's value", `(?m)^agents\.claude-3\.rate_limit = 100/hour +# \.\./\.\./config/agents\.yaml:\d+$`},
+		{"a protocol default", `(?m)^protocol\.timeouts\.approval_validity = 24h +# default$`},
+		{"the verdict last", `configuration is valid: 5 agents, 2 upstreams \(\.\./\.\./config\)\n$`},
+	}
+	for _, l := range lines {
+		if !regexp.MustCompile(l.re).MatchString(out.String()) {
+			t.Errorf("%s: no line matching %s in:\n%s", l.note, l.re, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "sk-explain-test-secret") {
+		t.Error("--explain printed the upstream's API key")
+	}
+
+	// Without --explain: the verdict alone.
+	out.Reset()
+	if code := run([]string{"config", "check", "--config", "../../config"}, &out, &errb); code != exitOK || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("without --explain: exit %d, stdout %q", code, out.String())
+	}
+
+	// A broken configuration: the problems, no explanation.
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"config", "check", "--explain", "--config", "../../config/testdata/multi"}, &out, &errb); code != exitFailed || out.Len() != 0 {
+		t.Errorf("broken config: exit %d, stdout %q; want 1 and nothing", code, out.String())
 	}
 }
 
@@ -44,6 +85,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"frobnicate"}, exitUsage, "unknown command"},
 		{[]string{"config"}, exitUsage, "usage: gateway config check"},
+		{[]string{"config", "check", "--config", "../../config", "extra"}, exitUsage, "unexpected argument"},
 		{[]string{"serve", "--nope"}, exitUsage, "flag provided but not defined"},
 		{[]string{"serve", "--config", "../../config/testdata/multi"}, exitUsage, "problem(s)"},
 		{[]string{"serve", "--config", "../../config", "--sidecar-agent", "claude-3", "--listen", ":0"}, exitUsage, "loopback"},

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // Error is a failure with the status and codes a client sees.
@@ -74,7 +76,8 @@ func TooLarge(limit int64) *Error {
 		Message: fmt.Sprintf("Request body exceeds this agent's max_request_size of %d bytes.", limit)}
 }
 
-// RateLimited is a 429; h carries Retry-After and the x-ratelimit-* headers.
+// RateLimited is a 429; h carries Retry-After and the x-ratelimit-* headers
+// (Write adds x-should-retry: false when Retry-After is far: FailFast).
 func RateLimited(msg string, h http.Header) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: "rate_limit_exceeded", Message: msg, Header: h}
 }
@@ -126,6 +129,41 @@ type payload struct {
 	Param   *string `json:"param"`
 }
 
+// FailFastAfter is the longest wait a 429 leaves to the client's retries.
+// OpenAI's SDKs sleep on Retry-After and try again (openai-go twice, up to
+// a minute each time), so an agent behind a limit that resets in a minute
+// hangs for minutes before it sees the error. Past this wait the answer
+// tells them not to retry; a shorter wait is worth sleeping through.
+const FailFastAfter = 10 * time.Second
+
+// FailFast marks a 429 whose Retry-After (seconds or an HTTP date) is
+// further than FailFastAfter with "x-should-retry: false", the header
+// OpenAI's and Anthropic's SDKs obey over their own retry policy: the
+// client fails at once with the 429 and its own code decides what to do.
+// Any other answer, or a 429 without Retry-After, is left as it is. Write
+// applies it to every error; a handler that passes a provider's 429 on
+// calls it itself.
+func FailFast(h http.Header, status int, now time.Time) {
+	if status != http.StatusTooManyRequests {
+		return
+	}
+	ra := strings.TrimSpace(h.Get("Retry-After"))
+	if ra == "" {
+		return
+	}
+	var wait time.Duration
+	if secs, err := strconv.ParseFloat(ra, 64); err == nil {
+		wait = time.Duration(secs * float64(time.Second))
+	} else if t, err := http.ParseTime(ra); err == nil {
+		wait = t.Sub(now)
+	} else {
+		return // unreadable: the SDKs fall back to their backoff
+	}
+	if wait > FailFastAfter {
+		h.Set("X-Should-Retry", "false")
+	}
+}
+
 // Write sends err to the client and returns the *Error it sent.
 func Write(w http.ResponseWriter, err error) *Error {
 	e := From(err)
@@ -133,6 +171,7 @@ func Write(w http.ResponseWriter, err error) *Error {
 	for k, vs := range e.Header {
 		h[k] = vs
 	}
+	FailFast(h, e.Status, time.Now())
 	b := e.JSON()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
