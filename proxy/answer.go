@@ -32,6 +32,8 @@ type answer struct {
 	// unchanged for tool calls and upstream errors.
 	raw    []byte
 	events [][]byte
+	// retryAfter is an error answer's Retry-After, passed on with it.
+	retryAfter string
 }
 
 // call makes one model call; a stream is gathered whole.
@@ -42,6 +44,9 @@ func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange
 	}
 	defer resp.Body.Close()
 	ans := &answer{status: resp.StatusCode}
+	if ans.status != http.StatusOK {
+		ans.retryAfter = resp.Header.Get("Retry-After")
+	}
 	media := mediaType(resp.Header.Get("Content-Type"))
 	if ans.status == http.StatusOK && media == "text/event-stream" {
 		return ans, gather(resp.Body, ans)

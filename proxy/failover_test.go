@@ -77,6 +77,8 @@ type fleet struct {
 
 type fleetOpts struct {
 	timeout string // timeouts.response; default 5s
+	// agent is added to the agent's entry ("    response_format: json_standard\n").
+	agent string
 }
 
 // newFleet builds the gateway for providers, in that config order, every
@@ -105,7 +107,7 @@ func newFleet(t *testing.T, ps []*provider, o fleetOpts) *fleet {
 	files := map[string]string{
 		config.GatewayFile: "listen: \"127.0.0.1:0\"\nupstreams:\n" + list.String() +
 			"audit: {dir: " + strconv.Quote(filepath.Join(dir, "audit")) + ", chain: t, fail_mode: closed}\n",
-		config.AgentsFile:   "agents:\n  plain:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-plain") + "\"\n    rate_limit: 100000/minute\n",
+		config.AgentsFile:   "agents:\n  plain:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-plain") + "\"\n    rate_limit: 100000/minute\n" + o.agent,
 		config.ProtocolFile: "protocol:\n  timeouts:\n    response: " + o.timeout + "\n",
 	}
 	for name, content := range files {
@@ -439,5 +441,34 @@ func TestWeightedSpread(t *testing.T) {
 	}
 	if hc := c.hits.Load(); hc != 0 {
 		t.Errorf("the failover-only priority got %d requests", hc)
+	}
+}
+
+// A provider's 429 passed on keeps its Retry-After, on the plain and on
+// the protocol path, and one far away tells the SDKs not to retry.
+func TestProviderRetryAfterPassedOn(t *testing.T) {
+	for _, tc := range []struct {
+		name, agent, retryAfter, shouldRetry string
+	}{
+		{"plain, far", "", "66", "false"},
+		{"plain, near", "", "2", ""},
+		{"protocol, far", "    response_format: json_standard\n", "66", "false"},
+		{"protocol, near", "    response_format: json_standard\n", "2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &provider{name: "a", answer: status(429, tc.retryAfter)}
+			f := newFleet(t, []*provider{a}, fleetOpts{agent: tc.agent})
+			_, _, err := f.chat(false)
+			var e *openai.Error
+			if !errors.As(err, &e) || e.StatusCode != 429 {
+				t.Fatalf("got %v, want the provider's 429", err)
+			}
+			if got := e.Response.Header.Get("Retry-After"); got != tc.retryAfter {
+				t.Errorf("Retry-After %q, want %q", got, tc.retryAfter)
+			}
+			if got := e.Response.Header.Get("X-Should-Retry"); got != tc.shouldRetry {
+				t.Errorf("x-should-retry %q, want %q", got, tc.shouldRetry)
+			}
+		})
 	}
 }

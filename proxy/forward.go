@@ -230,6 +230,7 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 		// A provider's 429 or 503 says when to come back: the agent's SDK
 		// waits that long.
 		w.Header().Set("Retry-After", ra)
+		apierror.FailFast(w.Header(), resp.StatusCode, time.Now())
 	}
 	httpx.WriteRawJSON(w, resp.StatusCode, out)
 	return nil

@@ -451,6 +451,12 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j
 		}
 		out.stop()
 	}
+	if ans.retryAfter != "" {
+		// A provider's 429 or 503 passed on says when to come back, as
+		// on the plain path.
+		w.Header().Set("Retry-After", ans.retryAfter)
+		apierror.FailFast(w.Header(), ans.status, time.Now())
+	}
 	httpx.WriteRawJSON(w, ans.status, b)
 	return nil
 }
