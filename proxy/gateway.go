@@ -58,6 +58,10 @@ type Gateway struct {
 	audit               *httpx.Recorder
 	ident               *Identifier
 	lim                 *Limits
+
+	// azure is the chat and embeddings chains under Azure OpenAI's
+	// deployments routes (azure.go).
+	azure azureRoutes
 }
 
 // New compiles the chains once, at startup.
@@ -144,6 +148,7 @@ func New(d Deps) (*Gateway, error) {
 	}
 	g.embeddings = Chain(fwd.Forward, embStages...)
 	g.models = Chain(g.listModels, ident)
+	g.azure = newAzureRoutes(complete, fwd.Forward, chatStages, embStages)
 	return g, nil
 }
 

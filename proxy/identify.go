@@ -100,7 +100,7 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if acting.RunID != "" {
 			method = "workflow"
 		}
-	} else if _, present := bearer(r); !present {
+	} else if _, present, _ := credential(r); !present {
 		method = "sidecar"
 		if _, spiffe := s.fromCertificate(r); spiffe != "" {
 			method = "mtls"
@@ -120,9 +120,9 @@ func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
 		return s.acting(acting.AgentID)
 	}
 	certAgent, spiffe := s.fromCertificate(r)
-	tok, present := bearer(r)
-	if present && tok == "" {
-		return nil, apierror.Unauthorized("Malformed Authorization header: want 'Bearer <token>'.")
+	tok, present, err := credential(r)
+	if err != nil {
+		return nil, err
 	}
 	if present {
 		a, err := s.byToken(r.Context(), tok)
@@ -236,24 +236,47 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// bearer extracts the token from "Authorization: Bearer <t>", Azure's
-// "api-key: <t>" or Anthropic's "x-api-key: <t>" header. present reports
-// whether a credential header was sent at all; a present but malformed one
-// yields "".
-func bearer(r *http.Request) (tok string, present bool) {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, t, ok := strings.Cut(strings.TrimSpace(h), " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(t), true
+// credential extracts the agent's gateway token from the headers the
+// SDKs send it in: "Authorization: Bearer <t>" (OpenAI's), "api-key: <t>"
+// (Azure OpenAI's) or "x-api-key: <t>" (Anthropic's). present reports
+// whether a credential header was sent at all (an empty value counts as
+// none). Every value of the three headers is read, not the first found: a
+// malformed one, or two that carry different tokens, is refused rather than
+// one of them chosen, so which header wins can never decide the identity
+// (nor can a token hidden behind another be "tried" unnoticed). The same
+// token sent twice (a client setting both Authorization and api-key) is
+// one credential.
+func credential(r *http.Request) (tok string, present bool, err error) {
+	var found []string
+	for _, name := range []string{"Authorization", "Api-Key", "X-Api-Key"} {
+		for _, v := range r.Header.Values(name) {
+			if v == "" {
+				continue
+			}
+			t := strings.TrimSpace(v)
+			if name == "Authorization" {
+				scheme, rest, ok := strings.Cut(t, " ")
+				if !ok || !strings.EqualFold(scheme, "Bearer") {
+					return "", true, apierror.Unauthorized("Malformed Authorization header: want 'Bearer <token>'.")
+				}
+				t = strings.TrimSpace(rest)
+			}
+			if t == "" {
+				return "", true, apierror.Unauthorized("Malformed " + name + " header: it carries no token.")
+			}
+			found = append(found, t)
 		}
-		return "", true
 	}
-	if h := r.Header.Get("Api-Key"); h != "" {
-		return strings.TrimSpace(h), true
+	if len(found) == 0 {
+		return "", false, nil
 	}
-	// The Anthropic SDKs send the key as x-api-key.
-	if h := r.Header.Get("X-Api-Key"); h != "" {
-		return strings.TrimSpace(h), true
+	for _, t := range found[1:] {
+		// Both are the caller's own strings, so their comparison reveals
+		// nothing of a stored hash; constant time all the same, as every
+		// token comparison here.
+		if subtle.ConstantTimeCompare([]byte(t), []byte(found[0])) != 1 {
+			return "", true, apierror.Unauthorized("The request carries two different tokens (in Authorization, api-key or x-api-key): send the gateway token once.")
+		}
 	}
-	return "", false
+	return found[0], true, nil
 }

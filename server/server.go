@@ -124,6 +124,14 @@ func New(o Options) (*Server, error) {
 	e.POST("/v1/responses", s.current((*proxy.Gateway).Responses))
 	e.GET("/v1/models", s.current((*proxy.Gateway).Models))
 	e.GET("/v1/models/*", s.currentWithPath((*proxy.Gateway).Model))
+	// Azure OpenAI clients (proxy/azure.go): the deployments routes, and
+	// Azure's v1 API, on the chains above.
+	e.POST("/openai/deployments/:deployment/chat/completions", s.current((*proxy.Gateway).AzureChatCompletions))
+	e.POST("/openai/deployments/:deployment/embeddings", s.current((*proxy.Gateway).AzureEmbeddings))
+	e.POST("/openai/v1/chat/completions", s.current((*proxy.Gateway).AzureV1ChatCompletions))
+	e.POST("/openai/v1/embeddings", s.current((*proxy.Gateway).AzureV1Embeddings))
+	e.GET("/openai/v1/models", s.current((*proxy.Gateway).Models))
+	e.GET("/openai/v1/models/*", s.currentWithPath((*proxy.Gateway).Model))
 	if o.Approval != nil {
 		for _, rt := range o.Approval.Routes() {
 			h := rt.Handler
