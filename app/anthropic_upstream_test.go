@@ -32,6 +32,8 @@ type fakeAnthropic struct {
 	got []fakeRequest
 	// answer is the status, content type and body of the next answer.
 	answer func(req map[string]any) (int, string, string)
+	// keep: keep the requests (a benchmark does not).
+	keep bool
 }
 
 type fakeRequest struct {
@@ -44,13 +46,15 @@ type fakeRequest struct {
 const anthropicKey = "sk-ant-provider-key"
 
 func newFakeAnthropic(t testing.TB) *fakeAnthropic {
-	f := &fakeAnthropic{}
+	f := &fakeAnthropic{keep: true}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		_ = json.Unmarshal(raw, &body)
 		f.mu.Lock()
-		f.got = append(f.got, fakeRequest{header: r.Header.Clone(), path: r.URL.Path, body: body, raw: string(raw)})
+		if f.keep {
+			f.got = append(f.got, fakeRequest{header: r.Header.Clone(), path: r.URL.Path, body: body, raw: string(raw)})
+		}
 		answer := f.answer
 		f.mu.Unlock()
 		if r.Header.Get("X-Api-Key") != anthropicKey || r.Header.Get("Anthropic-Version") == "" {
@@ -93,6 +97,11 @@ func recorded(t testing.TB, name string) string {
 // Anthropic upstream first and to the built-in mock (an OpenAI-form
 // provider) as failover.
 func newAnthropicGateway(t testing.TB) (*a2a, *fakeAnthropic) {
+	return newAnthropicGatewayWith(t, "")
+}
+
+// newAnthropicGatewayWith adds the upstreams entries extra (models gpt-*).
+func newAnthropicGatewayWith(t testing.TB, extra string) (*a2a, *fakeAnthropic) {
 	t.Helper()
 	dir := t.TempDir()
 	fake := newFakeAnthropic(t)
@@ -100,6 +109,7 @@ func newAnthropicGateway(t testing.TB) (*a2a, *fakeAnthropic) {
 upstreams:
   - {name: claude, type: anthropic, base_url: ` + fake.srv.URL + `/v1, api_key: ` + anthropicKey + `, max_retries: 0, models: ["claude-*"], breaker: {failures: 100}}
   - {name: fallback, type: mock, models: ["claude-*", "mock-*"]}
+` + extra + `
 policy:
   dir: ` + policyDir(a2aOpts{}) + `
 audit:
@@ -111,7 +121,8 @@ audit:
   coder:
     type: code-generator
     token_sha256: "` + config.HashTokenHex("tok-coder") + `"
-    models: ["claude-*"]
+    rate_limit: 100000000/minute
+    models: ["claude-*"` + map[bool]string{true: `, "gpt-*"`}[extra != ""] + `]
   sacp:
     type: code-generator
     response_format: json_standard
@@ -350,4 +361,69 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// BenchmarkAnthropicUpstream: what the translation to and from a native
+// Anthropic upstream costs, against the same exchange with an
+// OpenAI-form upstream. Both providers answer the same recorded answer
+// (dialect/anthropic's tool_call and tool_stream fixtures: Anthropic's
+// recording, and the chat form the translation makes of it), so the
+// difference is the translation (dialect/anthropic's BenchmarkProvider
+// gives the translation alone, per request and per stream event).
+func BenchmarkAnthropicUpstream(b *testing.B) {
+	chatJSON, chatSSE := recorded(b, "tool_call.completion.json"), recorded(b, "tool_stream.openai.sse")
+	oa := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(raw), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, chatSSE)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatJSON)
+	}))
+	b.Cleanup(oa.Close)
+	g, fake := newAnthropicGatewayWith(b, "  - {name: oa, type: openai, base_url: "+oa.URL+"/v1, max_retries: 0, models: [\"gpt-*\"]}\n")
+	msgJSON, msgSSE := recorded(b, "tool_call.answer.json"), recorded(b, "tool_stream.anthropic.sse")
+	fake.set(func(req map[string]any) (int, string, string) {
+		if req["stream"] == true {
+			return 200, "text/event-stream", msgSSE
+		}
+		return 200, "application/json", msgJSON
+	})
+	fake.keep = false
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, c := range []struct {
+		name, model string
+		stream      bool
+		want        string
+	}{
+		{"json/openai-upstream", "gpt-4o", false, "get_weather"},
+		{"json/anthropic-upstream", "claude-3-7-sonnet-latest", false, "get_weather"},
+		{"sse/openai-upstream", "gpt-4o", true, "[DONE]"},
+		{"sse/anthropic-upstream", "claude-3-7-sonnet-latest", true, "[DONE]"},
+	} {
+		body := `{"model":"` + c.model + `","messages":[{"role":"user","content":"What's the weather in San Francisco? Use fahrenheit."}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]` +
+			map[bool]string{true: `,"stream":true}`, false: `}`}[c.stream]
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/v1/chat/completions", strings.NewReader(body))
+					req.Header.Set("Authorization", "Bearer tok-coder")
+					resp, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					got, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || !strings.Contains(string(got), c.want) {
+						b.Errorf("status %d: %.300s", resp.StatusCode, got)
+						return
+					}
+				}
+			})
+		})
+	}
 }
