@@ -3,8 +3,10 @@ package audit
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -17,14 +19,39 @@ import (
 
 // Checkpoint attests that entry Seq of Chain had hash Hash at time TS. With
 // a signing key, Signature is the standard base64 (with padding) of the
-// ed25519 signature over SignedMessage(); without one it is empty. A
-// checkpoint line is the RFC 8785 form of this object.
+// ed25519 signature over SignedMessage() and KeyID names the key (see
+// func KeyID); without one both are empty. A checkpoint line is the RFC 8785 form of this
+// object; key_id is left out when empty, so the lines of unsigned
+// checkpoints, and of checkpoints signed before key ids existed, are what
+// they always were.
 type Checkpoint struct {
 	Chain     string `json:"chain"`
 	Seq       int64  `json:"seq"`
 	Hash      string `json:"hash"`
 	TS        string `json:"ts"` // RFC 3339 UTC, nine fraction digits, as signed
 	Signature string `json:"signature"`
+	KeyID     string `json:"key_id,omitempty"`
+}
+
+// keyIDLen is the length of a key id in hex digits (64 bits): enough to
+// tell an operator's keys apart, short enough to read out. It is a name,
+// not a security claim: the signature is always checked under the key.
+const keyIDLen = 16
+
+// spkiEd25519Prefix is the DER SubjectPublicKeyInfo of an ed25519 key up to
+// the key's 32 bytes (RFC 8410): the bytes of a "PUBLIC KEY" PEM block are
+// this prefix and the key.
+var spkiEd25519Prefix = []byte{0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00}
+
+// KeyID names a checkpoint signing key: the first 16 hex digits of the
+// SHA-256 of its DER SubjectPublicKeyInfo, the bytes inside the .pub PEM
+// file, so that anyone holding the .pub can compute it
+// (openssl pkey -pubin -in k.pub -outform DER | sha256sum | cut -c1-16).
+func KeyID(pub ed25519.PublicKey) string {
+	h := sha256.New()
+	h.Write(spkiEd25519Prefix)
+	h.Write(pub)
+	return hex.EncodeToString(h.Sum(nil))[:keyIDLen]
 }
 
 // SignedMessage is the exact byte string a checkpoint signature covers: the
@@ -51,6 +78,10 @@ func (c Checkpoint) line() []byte {
 	b = appendCanonicalString(b, c.Chain)
 	b = append(b, `,"hash":`...)
 	b = appendCanonicalString(b, c.Hash)
+	if c.KeyID != "" { // "key_id" sorts between "hash" and "seq"
+		b = append(b, `,"key_id":`...)
+		b = appendCanonicalString(b, c.KeyID)
+	}
 	b = append(b, `,"seq":`...)
 	b = fmt.Appendf(b, "%d", c.Seq)
 	b = append(b, `,"signature":`...)
@@ -60,9 +91,14 @@ func (c Checkpoint) line() []byte {
 	return append(b, "}\n"...)
 }
 
+// signCheckpoint signs c with key (nil: c stays unsigned). The key id is
+// not part of the signed message: that message stays what third-party
+// verifiers already check (docs/compliance.md), and a key id changed by
+// someone only makes verify pick a key that fails, or none.
 func signCheckpoint(c Checkpoint, key ed25519.PrivateKey) Checkpoint {
 	if key != nil {
 		c.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, c.SignedMessage()))
+		c.KeyID = KeyID(key.Public().(ed25519.PublicKey))
 	}
 	return c
 }
@@ -82,6 +118,8 @@ func (c Checkpoint) verifySignature(pub ed25519.PublicKey) error {
 	return nil
 }
 
+// checkpointFields are the members every checkpoint line has; key_id is
+// the only optional one.
 var checkpointFields = []string{"chain", "hash", "seq", "signature", "ts"}
 
 // parseCheckpoint parses one checkpoints line strictly.
@@ -99,7 +137,8 @@ func parseCheckpoint(line []byte) (Checkpoint, error) {
 			return Checkpoint{}, fmt.Errorf("missing field %q", k)
 		}
 	}
-	if len(fields) != len(checkpointFields) {
+	_, hasKeyID := fields["key_id"]
+	if n := len(checkpointFields); len(fields) != n && !(hasKeyID && len(fields) == n+1) {
 		return Checkpoint{}, errors.New("unknown field")
 	}
 	var c Checkpoint
@@ -111,6 +150,16 @@ func parseCheckpoint(line []byte) (Checkpoint, error) {
 	}
 	if _, err := time.Parse(tsLayout, c.TS); err != nil {
 		return Checkpoint{}, fmt.Errorf("ts %q is not in the form %s", c.TS, tsLayout)
+	}
+	if hasKeyID {
+		// Written only beside a signature, and only as KeyID makes it: an
+		// empty or odd key_id is not something the gateway wrote.
+		if len(c.KeyID) != keyIDLen || !isLowerHex(c.KeyID) {
+			return Checkpoint{}, fmt.Errorf("key_id %q: want %d lowercase hex digits", c.KeyID, keyIDLen)
+		}
+		if c.Signature == "" {
+			return Checkpoint{}, errors.New("key_id without a signature")
+		}
 	}
 	return c, nil
 }

@@ -273,10 +273,10 @@ func isEntryField(k string) bool {
 	return false
 }
 
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
+func isHex64(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
+// isLowerHex reports whether s is lowercase hex digits only.
+func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false

@@ -12,7 +12,6 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -42,12 +41,12 @@ func (f Filter) match(e Entry) bool {
 }
 
 // Manifest describes an export so a third party can check it without the
-// gateway (docs/compliance.md). It is written beside the export as
-// <out>.manifest.json.
+// gateway (docs/compliance.md). Export writes it beside the export as
+// <out>.manifest.json; ExportTo returns it for the caller to hand over.
 type Manifest struct {
 	Version int            `json:"version"` // 1
 	Created string         `json:"created"`
-	File    string         `json:"file"` // the export's base name
+	File    string         `json:"file"` // the export's base name; ExportTo's name ("-" for stdout)
 	Format  string         `json:"format"`
 	Bytes   int64          `json:"bytes"`
 	SHA256  string         `json:"sha256"` // of the export file
@@ -87,47 +86,25 @@ type ManifestChain struct {
 	LatestCheckpoint *Checkpoint `json:"latest_checkpoint"`
 }
 
-// csvFixed are the first columns of a CSV export; summary fields follow,
-// flattened with dots ("summary.tokens.total"), as the sorted union of the
-// exported entries' keys.
-var csvFixed = []string{"seq", "ts", "chain", "kind", "agent_id", "session_id", "request_id", "payload_sha256", "prev_hash", "hash"}
-
 // Export verifies dir (and refuses if a chain is broken), then writes the
-// entries f selects to out, merged across chains by ts (ties by chain, then
-// seq; each chain stays in seq order), and out.manifest.json. format is
-// "jsonl" (the original lines, byte for byte) or "csv".
+// entries f selects to the file out, merged across chains by ts (ties by
+// chain, then seq; each chain stays in seq order), and out.manifest.json.
+// format is "jsonl" (the original lines, byte for byte) or "csv" (the
+// columns of CSVColumns). A file already at out is left alone when the
+// export is refused.
 func Export(dir string, f Filter, format, out string) (Manifest, error) {
-	if format != "jsonl" && format != "csv" {
-		return Manifest{}, fmt.Errorf("export: format %q: want jsonl or csv", format)
-	}
-	rep, err := Verify(dir, nil)
-	if err != nil {
-		return Manifest{}, fmt.Errorf("export refused: %w", err)
-	}
-	chains, err := scanDir(dir)
+	p, err := planExport(dir, f, format)
 	if err != nil {
 		return Manifest{}, err
-	}
-	ends := map[string]ChainReport{}
-	for _, cr := range rep.Chains {
-		ends[cr.Chain] = cr
-	}
-	sources := make([]iter.Seq2[lineEntry, error], len(chains))
-	for i, cf := range chains {
-		sources[i] = selected(entries(dir, cf, ends[cf.chain].LastSeq), f)
-	}
-
-	var columns []string
-	if format == "csv" {
-		if columns, err = summaryColumns(sources); err != nil {
-			return Manifest{}, err
-		}
 	}
 	file, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export: %w", err)
 	}
-	m, err := writeExport(file, format, columns, sources)
+	m, err := p.write(file, filepath.Base(out))
+	if err == nil {
+		err = file.Sync() // the manifest must never describe bytes a crash could lose
+	}
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
@@ -135,26 +112,9 @@ func Export(dir string, f Filter, format, out string) (Manifest, error) {
 		_ = os.Remove(out)
 		return Manifest{}, fmt.Errorf("export %s: %w", out, err)
 	}
-	m.Version, m.Verified = 1, true
-	m.Created = time.Now().UTC().Format(tsLayout)
-	m.File, m.Format = filepath.Base(out), format
-	m.Filter = ManifestFilter{Agent: f.Agent, Kind: f.Kind}
-	if !f.Since.IsZero() {
-		m.Filter.Since = f.Since.UTC().Format(time.RFC3339Nano)
-	}
-	if !f.Until.IsZero() {
-		m.Filter.Until = f.Until.UTC().Format(time.RFC3339Nano)
-	}
-	for i, cf := range chains {
-		c := &m.Chains[i]
-		c.Chain = cf.chain
-		c.Contiguous = c.Count > 0 && c.LastSeq-c.FirstSeq+1 == c.Count
-		c.ChainLastSeq, c.ChainLastHash = ends[cf.chain].LastSeq, ends[cf.chain].LastHash
-		c.LatestCheckpoint = ends[cf.chain].LastCheckpoint
-	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return Manifest{}, err
+		return Manifest{}, fmt.Errorf("export manifest: %w", err)
 	}
 	if err := writeSynced(out+".manifest.json", append(data, '\n')); err != nil {
 		return Manifest{}, fmt.Errorf("export manifest: %w", err)
@@ -162,9 +122,86 @@ func Export(dir string, f Filter, format, out string) (Manifest, error) {
 	return m, nil
 }
 
+// ExportTo is Export to a stream (the command line's --out -): it verifies
+// dir, writes the selected entries to w and returns the manifest, with
+// File set to name, instead of writing a manifest file. Nothing is written
+// to w when the export is refused.
+func ExportTo(w io.Writer, dir string, f Filter, format, name string) (Manifest, error) {
+	p, err := planExport(dir, f, format)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m, err := p.write(w, name)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export to %s: %w", name, err)
+	}
+	return m, nil
+}
+
+// exportPlan is a verified directory's selected entries, ready to write.
+type exportPlan struct {
+	format  string
+	filter  Filter
+	chains  []*chainFiles
+	ends    map[string]ChainReport // each chain as verified
+	sources []iter.Seq2[lineEntry, error]
+}
+
+// planExport checks the format and verifies dir; the entries are read only
+// up to each chain's end as verified, so entries appended meanwhile are
+// not exported unverified.
+func planExport(dir string, f Filter, format string) (*exportPlan, error) {
+	if format != "jsonl" && format != "csv" {
+		return nil, fmt.Errorf("export: format %q: want jsonl or csv", format)
+	}
+	rep, err := Verify(dir, nil)
+	if err != nil {
+		return nil, fmt.Errorf("export refused: %w", err)
+	}
+	chains, err := scanDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	p := &exportPlan{format: format, filter: f, chains: chains, ends: map[string]ChainReport{},
+		sources: make([]iter.Seq2[lineEntry, error], len(chains))}
+	for _, cr := range rep.Chains {
+		p.ends[cr.Chain] = cr
+	}
+	for i, cf := range chains {
+		p.sources[i] = selected(entries(dir, cf, p.ends[cf.chain].LastSeq), f)
+	}
+	return p, nil
+}
+
+// write writes the export to w and returns its manifest.
+func (p *exportPlan) write(w io.Writer, name string) (Manifest, error) {
+	m, err := writeExport(w, p.format, p.sources)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m.Version, m.Verified = 1, true
+	m.Created = time.Now().UTC().Format(tsLayout)
+	m.File, m.Format = name, p.format
+	m.Filter = ManifestFilter{Agent: p.filter.Agent, Kind: p.filter.Kind}
+	if !p.filter.Since.IsZero() {
+		m.Filter.Since = p.filter.Since.UTC().Format(time.RFC3339Nano)
+	}
+	if !p.filter.Until.IsZero() {
+		m.Filter.Until = p.filter.Until.UTC().Format(time.RFC3339Nano)
+	}
+	for i, cf := range p.chains {
+		c := &m.Chains[i]
+		c.Chain = cf.chain
+		c.Contiguous = c.Count > 0 && c.LastSeq-c.FirstSeq+1 == c.Count
+		c.ChainLastSeq, c.ChainLastHash = p.ends[cf.chain].LastSeq, p.ends[cf.chain].LastHash
+		c.LatestCheckpoint = p.ends[cf.chain].LastCheckpoint
+	}
+	return m, nil
+}
+
 // writeExport merges sources by ts into w and fills in the manifest's
 // count, size, sha256 and per-chain first/last entries.
-func writeExport(w *os.File, format string, columns []string, sources []iter.Seq2[lineEntry, error]) (Manifest, error) {
+func writeExport(w io.Writer, format string, sources []iter.Seq2[lineEntry, error]) (Manifest, error) {
 	m := Manifest{Chains: make([]ManifestChain, len(sources))}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(w, h)}
@@ -173,10 +210,10 @@ func writeExport(w *os.File, format string, columns []string, sources []iter.Seq
 	var row []string
 	if format == "csv" {
 		cv = csv.NewWriter(bw)
-		if err := cv.Write(append(append([]string{}, csvFixed...), columns...)); err != nil {
+		if err := cv.Write(CSVColumns()); err != nil {
 			return m, err
 		}
-		row = make([]string, len(csvFixed)+len(columns))
+		row = make([]string, 0, len(csvColumns))
 	}
 	err := merge(sources, func(i int, le lineEntry) error {
 		c := &m.Chains[i]
@@ -190,7 +227,8 @@ func writeExport(w *os.File, format string, columns []string, sources []iter.Seq
 			_, _ = bw.Write(le.line)
 			return bw.WriteByte('\n')
 		}
-		return cv.Write(csvRow(row, le.e, columns))
+		row = csvRow(row, le)
+		return cv.Write(row)
 	})
 	if err != nil {
 		return m, err
@@ -201,9 +239,6 @@ func writeExport(w *os.File, format string, columns []string, sources []iter.Seq
 		}
 	}
 	if err := bw.Flush(); err != nil {
-		return m, err
-	}
-	if err := w.Sync(); err != nil {
 		return m, err
 	}
 	m.Bytes, m.SHA256 = cw.n, hex.EncodeToString(h.Sum(nil))
@@ -267,70 +302,109 @@ func selected(src iter.Seq2[lineEntry, error], f Filter) iter.Seq2[lineEntry, er
 	}
 }
 
-// summaryColumns is the sorted union of the flattened summary keys of the
-// selected entries.
-func summaryColumns(sources []iter.Seq2[lineEntry, error]) ([]string, error) {
-	keys := map[string]bool{}
-	cells := map[string]string{}
-	for _, src := range sources {
-		for le, err := range src {
-			if err != nil {
-				return nil, err
-			}
-			clear(cells)
-			flatten("summary", le.e.Summary, cells)
-			for k := range cells {
-				keys[k] = true
-			}
+// csvColumns are the columns of a CSV export, fixed so that a spreadsheet,
+// a script or a SIEM mapping written against one export reads the next
+// (docs/compliance.md lists them; TestExportCSV holds the header). Each
+// cell comes from an entry field or a summary member that the gateway's
+// kinds write under one name; a member an entry does not have is an empty
+// cell. What no column holds is in the last column, the entry itself.
+// Add columns at the end (before "entry") only, never rename or reorder.
+var csvColumns = []struct {
+	name string
+	cell func(le lineEntry, s summary) string
+}{
+	{"seq", func(le lineEntry, _ summary) string { return strconv.FormatInt(le.e.Seq, 10) }},
+	{"ts", func(le lineEntry, _ summary) string { return le.e.TS.UTC().Format(tsLayout) }},
+	{"chain", func(le lineEntry, _ summary) string { return cellSafe(le.e.Chain) }},
+	{"kind", func(le lineEntry, _ summary) string { return cellSafe(le.e.Kind) }},
+	{"agent_id", func(le lineEntry, _ summary) string { return cellSafe(le.e.AgentID) }},
+	{"session_id", func(le lineEntry, _ summary) string { return cellSafe(le.e.SessionID) }},
+	{"request_id", func(le lineEntry, _ summary) string { return cellSafe(le.e.RequestID) }},
+	{"correlation_id", summaryAt("correlation_id")},
+	{"route", summaryAt("route")},
+	{"model", summaryAt("model")},
+	{"upstream", summaryAt("upstream")},
+	{"status", summaryAt("status")},
+	{"error_code", summaryAt("error_code")},
+	{"decision", summaryAt("decision")},
+	// The policy decision behind the entry: the approval and workflow
+	// kinds carry it as decision_id, the request kinds in their checks.
+	{"decision_id", func(_ lineEntry, s summary) string {
+		if c := s.cell("decision_id"); c != "" {
+			return c
 		}
-	}
-	cols := make([]string, 0, len(keys))
-	for k := range keys {
-		cols = append(cols, k)
-	}
-	sort.Strings(cols)
-	return cols, nil
+		return s.cell("checks", "policy", "decision_id")
+	}},
+	{"policy_verdict", summaryAt("checks", "policy", "verdict")},
+	{"reviewer", summaryAt("reviewer")},
+	{"reason", summaryAt("reason")},
+	{"tokens_prompt", summaryAt("tokens", "prompt")},
+	{"tokens_completion", summaryAt("tokens", "completion")},
+	{"tokens_total", summaryAt("tokens", "total")},
+	{"cost_usd", summaryAt("cost", "usd")},
+	{"latency_ms", summaryAt("latency_ms")},
+	{"message_id", summaryAt("message_id")},
+	{"run_id", summaryAt("run_id")},
+	{"workflow", summaryAt("workflow")},
+	{"payload_sha256", func(le lineEntry, _ summary) string { return le.e.PayloadSHA256 }},
+	{"prev_hash", func(le lineEntry, _ summary) string { return le.e.PrevHash }},
+	{"hash", func(le lineEntry, _ summary) string { return le.e.Hash }},
+	// The line as written, byte for byte: its hash can be checked (§6.2 of
+	// docs/compliance.md) and nothing is lost to the fixed columns. It
+	// starts with '{', so no spreadsheet takes it for a formula.
+	{"entry", func(le lineEntry, _ summary) string { return string(le.line) }},
 }
 
-func csvRow(row []string, e Entry, columns []string) []string {
-	row = append(row[:0],
-		strconv.FormatInt(e.Seq, 10), e.TS.UTC().Format(tsLayout), cellSafe(e.Chain), cellSafe(e.Kind),
-		cellSafe(e.AgentID), cellSafe(e.SessionID), cellSafe(e.RequestID), e.PayloadSHA256, e.PrevHash, e.Hash)
-	cells := map[string]string{}
-	flatten("summary", e.Summary, cells)
-	for _, c := range columns {
-		row = append(row, cells[c])
+// CSVColumns returns the header of a CSV export.
+func CSVColumns() []string {
+	names := make([]string, len(csvColumns))
+	for i, c := range csvColumns {
+		names[i] = c.name
+	}
+	return names
+}
+
+func summaryAt(path ...string) func(lineEntry, summary) string {
+	return func(_ lineEntry, s summary) string { return s.cell(path...) }
+}
+
+func csvRow(row []string, le lineEntry) []string {
+	var s summary
+	_ = json.Unmarshal(le.e.Summary, &s) // a verified entry's summary is an object; anything else leaves the cells empty
+	row = row[:0]
+	for _, c := range csvColumns {
+		row = append(row, c.cell(le, s))
 	}
 	return row
 }
 
-// flatten writes the scalars of a JSON value as dotted keys: strings
-// unquoted (and made spreadsheet-safe), null as "", numbers and booleans
-// as written, arrays and empty objects as their JSON text.
-func flatten(prefix string, raw json.RawMessage, out map[string]string) {
+// summary is an entry's summary, one level decoded.
+type summary map[string]json.RawMessage
+
+// cell is the CSV cell of the member at path: a string unquoted (and made
+// spreadsheet-safe), null or absent as "", a number or boolean as written,
+// an object or array as its JSON text.
+func (s summary) cell(path ...string) string {
+	raw := s[path[0]]
+	for _, k := range path[1:] {
+		var m summary
+		if json.Unmarshal(raw, &m) != nil {
+			return ""
+		}
+		raw = m[k]
+	}
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return
+	switch {
+	case len(raw) == 0:
+		return ""
+	case raw[0] == '"':
+		var str string
+		_ = json.Unmarshal(raw, &str)
+		return cellSafe(str)
+	case raw[0] == 'n':
+		return ""
 	}
-	switch raw[0] {
-	case '{':
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) != nil || len(m) == 0 {
-			out[prefix] = string(raw)
-			return
-		}
-		for k, v := range m {
-			flatten(prefix+"."+k, v, out)
-		}
-	case '"':
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		out[prefix] = cellSafe(s)
-	case 'n':
-		out[prefix] = ""
-	default:
-		out[prefix] = string(raw)
-	}
+	return string(raw)
 }
 
 // cellSafe defuses spreadsheet formulas (OWASP "CSV injection"): a text

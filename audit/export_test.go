@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +29,7 @@ func twoChains(t *testing.T, dir string) []exported {
 		r := Record{Kind: kinds[i%3], AgentID: []string{"alice", "bob"}[(i/2)%2], RequestID: "r",
 			Summary: map[string]any{"model": "m", "tokens": map[string]any{"total": i}}}
 		if i == 7 {
-			r.Summary["message"] = "=HYPERLINK(\"http://x\")"
+			r.Summary["reason"] = "=HYPERLINK(\"http://x\")"
 			r.Summary["extra"] = map[string]any{"deep": map[string]any{"x": true}, "list": []any{1, 2}}
 		}
 		e, err := logs[i%2].Append(context.Background(), r)
@@ -136,6 +136,12 @@ func TestExportManifestPerChain(t *testing.T) {
 	}
 }
 
+// csvHeader is the CSV export's header, as docs/compliance.md documents
+// it: a change here is a change of the export format.
+const csvHeader = "seq,ts,chain,kind,agent_id,session_id,request_id,correlation_id,route,model,upstream,status,error_code," +
+	"decision,decision_id,policy_verdict,reviewer,reason,tokens_prompt,tokens_completion,tokens_total,cost_usd,latency_ms," +
+	"message_id,run_id,workflow,payload_sha256,prev_hash,hash,entry"
+
 func TestExportCSV(t *testing.T) {
 	dir := t.TempDir()
 	all := twoChains(t, dir)
@@ -148,29 +154,92 @@ func TestExportCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHeader := []string{"seq", "ts", "chain", "kind", "agent_id", "session_id", "request_id", "payload_sha256", "prev_hash", "hash",
-		"summary.extra.deep.x", "summary.extra.list", "summary.message", "summary.model", "summary.tokens.total"}
-	if strings.Join(rows[0], ",") != strings.Join(wantHeader, ",") {
-		t.Fatalf("header %v\nwant   %v", rows[0], wantHeader)
+	if got := strings.Join(rows[0], ","); got != csvHeader {
+		t.Fatalf("header %s\nwant   %s", got, csvHeader)
 	}
 	if len(rows) != 31 {
 		t.Fatalf("%d rows", len(rows))
 	}
-	col := func(name string) int { return sort.SearchStrings(wantHeader[10:], name) + 10 }
+	col := func(name string) int { return slices.Index(rows[0], name) }
 	for i, row := range rows[1:] {
 		e := all[i].e
-		if row[0] != itoa(e.Seq) || row[2] != e.Chain || row[9] != e.Hash || row[1] != e.TS.Format(tsLayout) {
-			t.Errorf("row %d = %v", i, row[:10])
-		}
-		if row[col("summary.tokens.total")] != itoa(int64(i)) {
-			t.Errorf("row %d tokens %q", i, row[col("summary.tokens.total")])
+		want := map[string]string{"seq": itoa(e.Seq), "ts": e.TS.Format(tsLayout), "chain": e.Chain, "kind": e.Kind,
+			"agent_id": e.AgentID, "request_id": e.RequestID, "model": "m", "tokens_total": itoa(int64(i)),
+			"hash": e.Hash, "prev_hash": e.PrevHash, "entry": string(all[i].line)}
+		for name, v := range want {
+			if row[col(name)] != v {
+				t.Errorf("row %d %s = %q, want %q", i, name, row[col(name)], v)
+			}
 		}
 	}
-	r7 := rows[8]
-	if r7[col("summary.message")] != `'=HYPERLINK("http://x")` || r7[col("summary.extra.deep.x")] != "true" || r7[col("summary.extra.list")] != "[1,2]" {
-		t.Errorf("row 7 = %v", r7[10:])
+	if r7 := rows[8]; r7[col("reason")] != `'=HYPERLINK("http://x")` {
+		t.Errorf("row 7 reason %q: a formula must not reach a spreadsheet", r7[col("reason")])
 	}
 	checkManifest(t, out, m, 30)
+}
+
+// TestExportCSVColumns: each fixed column takes its cell from where the
+// gateway's kinds write that fact, and is empty where an entry has none.
+func TestExportCSVColumns(t *testing.T) {
+	checks := map[string]any{"auth": map[string]any{"verdict": "pass"}, "policy": map[string]any{"verdict": "allow", "decision_id": "d-llm"}}
+	for _, tc := range []struct {
+		name string
+		rec  Record
+		want map[string]string // the cells expected besides seq, ts, chain, kind, hashes and entry; every other is empty
+	}{
+		{"llm.response", Record{Kind: KindLLMResponse, AgentID: "a1", SessionID: "s1", RequestID: "r1", PayloadSHA256: GenesisHash,
+			Summary: map[string]any{"model": "gpt-x", "upstream": "openai", "status": 200, "latency_ms": 12.5, "checks": checks,
+				"tokens": map[string]any{"prompt": 3, "completion": 4, "total": 7}, "cost": map[string]any{"usd": "0.000123", "micro_usd": 123},
+				"correlation_id": "c1", "run_id": "run-1", "thought": "t", "message": "m"}},
+			map[string]string{"agent_id": "a1", "session_id": "s1", "request_id": "r1", "payload_sha256": GenesisHash, "model": "gpt-x",
+				"upstream": "openai", "status": "200", "latency_ms": "12.5", "decision_id": "d-llm", "policy_verdict": "allow",
+				"tokens_prompt": "3", "tokens_completion": "4", "tokens_total": "7", "cost_usd": "0.000123", "correlation_id": "c1", "run_id": "run-1"}},
+		{"llm.request refused", Record{Kind: KindLLMRequest, Summary: map[string]any{"route": "/v1/chat/completions", "status": 413, "error_code": "too_large", "stream": false}},
+			map[string]string{"route": "/v1/chat/completions", "status": "413", "error_code": "too_large"}},
+		{"agent.decision", Record{Kind: KindAgentDecision, RequestID: "req-1",
+			Summary: map[string]any{"decision_id": "d-appr", "status": "ESCALATED", "state": "ESCALATED", "violations": []any{}}},
+			map[string]string{"request_id": "req-1", "decision_id": "d-appr", "status": "ESCALATED"}},
+		{"escalation.decision", Record{Kind: KindEscalationDecision, Summary: map[string]any{"decision": "approve", "reviewer": "security-lead", "comment": "ok"}},
+			map[string]string{"decision": "approve", "reviewer": "security-lead"}},
+		{"auth.failure", Record{Kind: KindAuthFailure, Summary: map[string]any{"route": "/v1/models", "reason": "-1+1", "remote": "10.0.0.1"}},
+			map[string]string{"route": "/v1/models", "reason": "'-1+1"}},
+		{"message.delivery", Record{Kind: "message.delivery", Summary: map[string]any{"message_id": "m-1", "status": "delivered", "attempts": 1}},
+			map[string]string{"message_id": "m-1", "status": "delivered"}},
+		{"workflow.step", Record{Kind: "workflow.step", Summary: map[string]any{"run_id": "run-2", "workflow": "review", "status": "done", "request_id": "inner"}},
+			map[string]string{"run_id": "run-2", "workflow": "review", "status": "done"}},
+		{"a member of another type", Record{Kind: "x.y", Summary: map[string]any{"model": map[string]any{"name": "m"}, "tokens": 5, "decision": nil}},
+			map[string]string{"model": `{"name":"m"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, Config{Dir: dir})
+			e, err := l.Append(context.Background(), tc.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := ExportTo(&buf, dir, Filter{}, "csv", "-"); err != nil {
+				t.Fatal(err)
+			}
+			rows := must(csv.NewReader(&buf).ReadAll())
+			if len(rows) != 2 {
+				t.Fatalf("%d rows", len(rows))
+			}
+			want := map[string]string{"seq": "1", "ts": e.TS.Format(tsLayout), "chain": "gw-test", "kind": tc.rec.Kind,
+				"prev_hash": GenesisHash, "hash": e.Hash, "entry": string(allLines(t, dir, "gw-test")[0])}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			for i, name := range rows[0] {
+				if rows[1][i] != want[name] {
+					t.Errorf("%s = %q, want %q", name, rows[1][i], want[name])
+				}
+			}
+		})
+	}
 }
 
 func TestExportRefusesBrokenChain(t *testing.T) {
@@ -217,3 +286,52 @@ func TestExportMergesByTime(t *testing.T) {
 }
 
 func itoa(n int64) string { return string(must(json.Marshal(n))) }
+
+// TestExportTo: the stream form writes what Export writes to a file and
+// returns the manifest Export would write beside it, naming the stream.
+func TestExportTo(t *testing.T) {
+	dir := t.TempDir()
+	twoChains(t, dir)
+	for _, format := range []string{"jsonl", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "x."+format)
+			fm, err := Export(dir, Filter{Agent: "bob"}, format, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			sm, err := ExportTo(&buf, dir, Filter{Agent: "bob"}, format, "-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf.Bytes(), must(os.ReadFile(out))) {
+				t.Errorf("stream differs from the file export")
+			}
+			if sm.File != "-" || sm.SHA256 != sha256Hex(buf.Bytes()) || sm.Bytes != int64(buf.Len()) || sm.Count != fm.Count || sm.Count == 0 ||
+				!slices.EqualFunc(sm.Chains, fm.Chains, func(a, b ManifestChain) bool { return a.Chain == b.Chain && a.LastHash == b.LastHash }) {
+				t.Errorf("stream manifest %+v\nfile manifest %+v", sm, fm)
+			}
+		})
+	}
+}
+
+// TestExportRefusedWritesNothing: a broken chain leaves the stream empty
+// and an earlier export at the same path as it was.
+func TestExportRefusedWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	twoChains(t, dir)
+	out := filepath.Join(t.TempDir(), "x.jsonl")
+	writeFile(t, out, []byte("last month's export\n"))
+	p := segments(t, dir, "gw-a")[0]
+	writeFile(t, p, bytes.Replace(must(os.ReadFile(p)), []byte(`"alice"`), []byte(`"mallory"`), 1))
+	var buf bytes.Buffer
+	if _, err := ExportTo(&buf, dir, Filter{}, "jsonl", "-"); !IsFailure(err) || buf.Len() > 0 {
+		t.Errorf("ExportTo = %v, wrote %d bytes", err, buf.Len())
+	}
+	if _, err := Export(dir, Filter{}, "jsonl", out); !IsFailure(err) {
+		t.Errorf("Export = %v", err)
+	}
+	if got := string(must(os.ReadFile(out))); got != "last month's export\n" {
+		t.Errorf("the earlier export became %q", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -29,11 +30,24 @@ type ChainReport struct {
 	LastTS         time.Time   `json:"last_ts"`
 	Checkpoints    int         `json:"checkpoints"`
 	LastCheckpoint *Checkpoint `json:"last_checkpoint,omitempty"`
-	// SignaturesChecked is true when Verify was given a public key (every
-	// checkpoint's signature then verified, else the chain failed).
-	SignaturesChecked bool       `json:"signatures_checked"`
-	Recoveries        []Recovery `json:"recoveries,omitempty"`
-	Failure           *Failure   `json:"failure,omitempty"`
+	// SignaturesChecked is true when Verify was given public keys: every
+	// signed checkpoint's signature then verified under the key its key id
+	// names, and none unsigned came after a signed one, else the chain
+	// failed.
+	SignaturesChecked bool `json:"signatures_checked"`
+	// FirstSigned is the chain's first signed checkpoint, and
+	// UnsignedBeforeSigning the number of unsigned checkpoints before it:
+	// those of a trail written before a signing key was configured. They
+	// are pinned by the links up to FirstSigned, not by a signature.
+	FirstSigned           *Checkpoint `json:"first_signed_checkpoint,omitempty"`
+	UnsignedBeforeSigning int         `json:"unsigned_before_signing,omitempty"`
+	// KeyIDs are the key ids of the signed checkpoints in order, one each
+	// time the key changed: two after a key rotation; a return to an
+	// earlier key (a rollback, or a retired key in someone's hands) shows
+	// as a third. "" stands for checkpoints signed before key ids existed.
+	KeyIDs     []string   `json:"key_ids,omitempty"`
+	Recoveries []Recovery `json:"recoveries,omitempty"`
+	Failure    *Failure   `json:"failure,omitempty"`
 }
 
 // Recovery is an audit.recovery entry: bytes a crash left torn, moved aside
@@ -74,21 +88,34 @@ func (f *Failure) Error() string {
 
 // Verify recomputes every chain in dir on its own: each entry's hash, its
 // link to the previous entry, gap-free seqs from 1, the segment names, the
-// checkpoints (hash at their seq, none beyond the end, signatures when pub
-// is not nil) and the .torn files (each must match an audit.recovery
-// entry). It returns the report and, when a chain is broken, a *Failure
-// for the first broken chain; other errors are I/O errors.
+// checkpoints (hash at their seq, none beyond the end) and the .torn files
+// (each must match an audit.recovery entry). It returns the report and,
+// when a chain is broken, a *Failure for the first broken chain; other
+// errors are I/O errors.
+//
+// With public keys (nil ones are ignored, so Verify(dir, nil) checks no
+// signature), each chain must also have a signed checkpoint; each signed
+// checkpoint must verify under the key its key id names (one without a
+// key id, written before key ids existed, under any of the keys); and
+// unsigned checkpoints are accepted only before the chain's first signed
+// one (a trail that was signed from some day on), never after it: that
+// would let someone without the key rewrite the end of a signed chain and
+// attest it unsigned.
 //
 // Run on a directory a gateway is writing, the entry being written at that
 // instant may show as a torn line; verify a copy or run it again.
-func Verify(dir string, pub ed25519.PublicKey) (Report, error) {
+func Verify(dir string, keys ...ed25519.PublicKey) (Report, error) {
+	ring, err := newKeyRing(keys)
+	if err != nil {
+		return Report{}, err
+	}
 	chains, err := scanDir(dir)
 	if err != nil {
 		return Report{}, err
 	}
 	rep := Report{Chains: make([]ChainReport, 0, len(chains))}
 	for _, cf := range chains {
-		cr, err := verifyChain(dir, cf, pub)
+		cr, err := verifyChain(dir, cf, ring)
 		if err != nil {
 			return rep, err
 		}
@@ -104,6 +131,57 @@ func Verify(dir string, pub ed25519.PublicKey) (Report, error) {
 	return rep, nil
 }
 
+// keyRing holds the public keys Verify checks signatures with, by key id.
+type keyRing struct {
+	byID map[string]ed25519.PublicKey
+	ids  []string // in the order given, without repeats
+}
+
+func newKeyRing(keys []ed25519.PublicKey) (*keyRing, error) {
+	r := &keyRing{byID: map[string]ed25519.PublicKey{}}
+	for i, k := range keys {
+		if k == nil {
+			continue
+		}
+		if len(k) != ed25519.PublicKeySize { // ed25519.Verify would panic on it
+			return nil, fmt.Errorf("verify: public key %d is %d bytes, want %d", i+1, len(k), ed25519.PublicKeySize)
+		}
+		id := KeyID(k)
+		if _, ok := r.byID[id]; !ok {
+			r.byID[id] = k
+			r.ids = append(r.ids, id)
+		}
+	}
+	return r, nil
+}
+
+func (r *keyRing) empty() bool { return len(r.ids) == 0 }
+
+// check reports why the signed checkpoint c does not verify, or nil.
+func (r *keyRing) check(c Checkpoint) error {
+	if c.KeyID == "" {
+		// Signed before key ids were written: the key is whichever verifies.
+		var err error
+		for _, id := range r.ids {
+			if err = c.verifySignature(r.byID[id]); err == nil {
+				return nil
+			}
+		}
+		if len(r.ids) > 1 {
+			return fmt.Errorf("%w under each of the %d keys given (the checkpoint has no key id)", err, len(r.ids))
+		}
+		return err
+	}
+	pub, ok := r.byID[c.KeyID]
+	if !ok {
+		return fmt.Errorf("signed with unknown key id %s (the keys given have key ids %s)", c.KeyID, strings.Join(r.ids, ", "))
+	}
+	if err := c.verifySignature(pub); err != nil {
+		return fmt.Errorf("%w (key id %s)", err, c.KeyID)
+	}
+	return nil
+}
+
 // IsFailure reports whether err (from Verify or Export) is a broken chain
 // rather than an I/O or usage problem.
 func IsFailure(err error) bool {
@@ -116,15 +194,30 @@ type cpLine struct {
 	line int
 }
 
-func verifyChain(dir string, cf *chainFiles, pub ed25519.PublicKey) (ChainReport, error) {
-	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: pub != nil}
+func verifyChain(dir string, cf *chainFiles, ring *keyRing) (ChainReport, error) {
+	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: !ring.empty()}
 	fail := func(file string, line int, seq int64, format string, args ...any) (ChainReport, error) {
 		cr.Failure = &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 		return cr, nil
 	}
-	cps, cpFail, err := loadCheckpoints(dir, cf, pub)
+	cps, cpFail, err := loadCheckpoints(dir, cf, ring)
 	if err != nil {
 		return cr, err
+	}
+	for _, c := range cps {
+		if c.cp.Signature == "" {
+			if cr.FirstSigned == nil {
+				cr.UnsignedBeforeSigning++
+			}
+			continue
+		}
+		if cr.FirstSigned == nil {
+			first := c.cp
+			cr.FirstSigned = &first
+		}
+		if n := len(cr.KeyIDs); n == 0 || cr.KeyIDs[n-1] != c.cp.KeyID {
+			cr.KeyIDs = append(cr.KeyIDs, c.cp.KeyID)
+		}
 	}
 	bySeq := map[int64][]cpLine{}
 	for _, c := range cps {
@@ -200,8 +293,14 @@ func verifyChain(dir string, cf *chainFiles, pub ed25519.PublicKey) (ChainReport
 			return fail(cf.checkpoints, c.line, c.cp.Seq, "checkpoint at seq %d is beyond the end of the chain (last seq %d): entries are missing", c.cp.Seq, cr.LastSeq)
 		}
 	}
-	if pub != nil && cr.Entries > 0 && len(cps) == 0 {
+	switch {
+	case ring.empty() || cr.Entries == 0:
+	case len(cps) == 0:
 		return fail(checkpointName(cf.chain), 0, 0, "no checkpoint: the chain's signatures cannot be checked")
+	case cr.FirstSigned == nil:
+		// Either signing was never configured for this chain, or someone
+		// replaced its signed checkpoints: only a signature tells them apart.
+		return fail(cf.checkpoints, 0, 0, "no signed checkpoint (%d unsigned): the chain's signatures cannot be checked", len(cps))
 	}
 	for _, t := range cf.torn {
 		i := -1
@@ -227,12 +326,14 @@ func verifyChain(dir string, cf *chainFiles, pub ed25519.PublicKey) (ChainReport
 }
 
 // loadCheckpoints parses a chain's checkpoints file. A malformed line, a
-// seq going backwards or (with pub) a bad signature is returned as fail,
-// with the checkpoints read before it.
-func loadCheckpoints(dir string, cf *chainFiles, pub ed25519.PublicKey) (cps []cpLine, fail *Failure, err error) {
+// seq going backwards or (with keys) a bad signature or an unsigned
+// checkpoint after a signed one is returned as fail, with the checkpoints
+// read before it.
+func loadCheckpoints(dir string, cf *chainFiles, ring *keyRing) (cps []cpLine, fail *Failure, err error) {
 	if cf.checkpoints == "" {
 		return nil, nil, nil
 	}
+	var firstSigned cpLine // line 0: none yet
 	err = eachLine(join(dir, cf.checkpoints), func(num int, line []byte, complete bool) bool {
 		f := func(seq int64, format string, args ...any) bool {
 			fail = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
@@ -251,12 +352,23 @@ func loadCheckpoints(dir string, cf *chainFiles, pub ed25519.PublicKey) (cps []c
 		if n := len(cps); n > 0 && cp.Seq < cps[n-1].cp.Seq {
 			return f(cp.Seq, "checkpoint seq goes back from %d", cps[n-1].cp.Seq)
 		}
-		if pub != nil {
-			if err := cp.verifySignature(pub); err != nil {
-				return f(cp.Seq, "%v", err)
+		if !ring.empty() {
+			switch {
+			case cp.Signature != "":
+				if err := ring.check(cp); err != nil {
+					return f(cp.Seq, "%v", err)
+				}
+			case firstSigned.line > 0:
+				// A gateway with a key never writes an unsigned checkpoint;
+				// signing is turned off only by changing its configuration.
+				return f(cp.Seq, "unsigned checkpoint after signing began at checkpoint seq %d (line %d): "+
+					"once a chain is signed every later checkpoint must be", firstSigned.cp.Seq, firstSigned.line)
 			}
 		}
 		cps = append(cps, cpLine{cp: cp, line: num})
+		if firstSigned.line == 0 && cp.Signature != "" {
+			firstSigned = cps[len(cps)-1]
+		}
 		return true
 	})
 	return cps, fail, err

@@ -114,7 +114,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			writeFile(t, p, bytes.Join(lines, nil))
 			return checkpointName("gw-test")
 		}, false, 2, 10, "bad signature"},
-		{"wrong public key", func(t *testing.T, dir string) string { return checkpointName("gw-test") }, true, 1, 5, "bad signature"},
+		{"wrong public key", func(t *testing.T, dir string) string { return checkpointName("gw-test") }, true, 1, 5, "signed with unknown key id"},
 		{"remove the checkpoints, signatures checked", func(t *testing.T, dir string) string {
 			if err := os.Remove(filepath.Join(dir, checkpointName("gw-test"))); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,11 +22,14 @@ import (
 const defaultAuditDir = "data/audit"
 
 const auditUsage = `usage:
-  gateway audit verify [--dir D] [--pubkey FILE] [--json]
-  gateway audit export [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
+  gateway audit verify [--config DIR] [--dir D] [--pubkey FILE]... [--json]
+  gateway audit export [--config DIR] [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE|-
   gateway audit keygen --out PREFIX | --private FILE --public FILE
 
-D defaults to data/audit. T is an RFC 3339 time, a date (UTC) or a duration ago (24h).
+D defaults to the audit.dir of DIR/gateway.yaml (DIR: config), or data/audit
+without a config directory. --pubkey may be given once per signing key the
+trail has used. --out - writes the entries to stdout, the summary and the
+manifest to stderr. T is an RFC 3339 time, a date (UTC) or a duration ago (24h).
 Exit codes: 0 ok, 1 a check failed, 2 usage error.
 `
 
@@ -114,7 +118,11 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("verify", stderr)
 	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
 	cfgDir := flags.String("config", "config", "configuration directory whose gateway.yaml names the audit dir")
-	pubFile := flags.String("pubkey", "", "ed25519 public key (PEM) to check checkpoint signatures with")
+	var pubFiles []string
+	flags.Func("pubkey", "ed25519 public key (PEM) to check checkpoint signatures with; repeat it for each key the trail was signed with (after a key rotation)", func(f string) error {
+		pubFiles = append(pubFiles, f)
+		return nil
+	})
 	asJSON := flags.Bool("json", false, "print the full report as JSON")
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
@@ -122,15 +130,16 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	if !auditDirOf("verify", dir, flags, *cfgDir, stderr) || !checkDir("verify", *dir, stderr) {
 		return exitUsage
 	}
-	var pub ed25519.PublicKey
-	if *pubFile != "" {
-		var err error
-		if pub, err = audit.LoadPublicKey(*pubFile); err != nil {
+	keys := make([]ed25519.PublicKey, 0, len(pubFiles))
+	for _, f := range pubFiles {
+		pub, err := audit.LoadPublicKey(f)
+		if err != nil {
 			fmt.Fprintf(stderr, "gateway audit verify: --pubkey: %v\n", err)
 			return exitUsage
 		}
+		keys = append(keys, pub)
 	}
-	rep, err := audit.Verify(*dir, pub)
+	rep, err := audit.Verify(*dir, keys...)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -139,7 +148,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	var f *audit.Failure
 	switch {
 	case errors.As(err, &f):
-		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s line %d (seq %d): %s\n", f.File, f.Line, f.Seq, f.Reason)
+		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s: %s\n", failureAt(f), f.Reason)
 		return exitFailed
 	case err != nil:
 		fmt.Fprintf(stderr, "gateway audit verify: %v\n", err)
@@ -149,6 +158,20 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, verifySummary(rep))
 	}
 	return exitOK
+}
+
+// failureAt is where a verify failure is: the file, and the line and seq
+// when there are ones (a problem with a whole file, such as a missing
+// checkpoint, has neither).
+func failureAt(f *audit.Failure) string {
+	loc := f.File
+	if f.Line > 0 {
+		loc += fmt.Sprintf(" line %d", f.Line)
+	}
+	if f.Seq > 0 {
+		loc += fmt.Sprintf(" (seq %d)", f.Seq)
+	}
+	return loc
 }
 
 // verifySummary is the one-line result of a successful verify.
@@ -162,12 +185,29 @@ func verifySummary(rep audit.Report) string {
 		switch cp := c.LastCheckpoint; {
 		case cp == nil:
 			b.WriteString(", no checkpoint")
+		case c.SignaturesChecked && cp.KeyID == "":
+			fmt.Fprintf(&b, ", checkpoint seq %d signature ok (no key id: signed before key ids)", cp.Seq)
 		case c.SignaturesChecked:
-			fmt.Fprintf(&b, ", checkpoint seq %d signature ok", cp.Seq)
+			fmt.Fprintf(&b, ", checkpoint seq %d signature ok (key id %s)", cp.Seq, cp.KeyID)
 		case cp.Signature == "":
 			fmt.Fprintf(&b, ", checkpoint seq %d unsigned", cp.Seq)
 		default:
 			fmt.Fprintf(&b, ", checkpoint seq %d signature not checked (no --pubkey)", cp.Seq)
+		}
+		if c.SignaturesChecked && len(c.KeyIDs) > 1 {
+			ids := slices.Clone(c.KeyIDs)
+			for i, id := range ids {
+				if id == "" {
+					ids[i] = "none"
+				}
+			}
+			fmt.Fprintf(&b, ", signed by key ids %s", strings.Join(ids, " then "))
+		}
+		if c.FirstSigned != nil && c.UnsignedBeforeSigning > 0 {
+			// Not a failure: the trail was written unsigned until a key was
+			// configured; the links up to the first signed checkpoint pin it.
+			fmt.Fprintf(&b, ", %d unsigned %s before signing began at checkpoint seq %d",
+				c.UnsignedBeforeSigning, plural(c.UnsignedBeforeSigning, "checkpoint", "checkpoints"), c.FirstSigned.Seq)
 		}
 	}
 	if recoveries > 0 {
@@ -180,12 +220,12 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("export", stderr)
 	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
 	cfgDir := flags.String("config", "config", "configuration directory whose gateway.yaml names the audit dir")
-	format := flags.String("format", "", "jsonl (original lines) or csv (summary flattened into columns)")
+	format := flags.String("format", "", "jsonl (the original lines) or csv (fixed columns, docs/compliance.md)")
 	since := flags.String("since", "", "only entries at or after T")
 	until := flags.String("until", "", "only entries before T")
 	agent := flags.String("agent", "", "only entries of this agent_id")
 	kind := flags.String("kind", "", `only entries of this kind ("llm.*" for a prefix)`)
-	out := flags.String("out", "", "export file; the manifest goes to FILE.manifest.json")
+	out := flags.String("out", "", "export file, the manifest going to FILE.manifest.json; - for stdout, the manifest going to stderr")
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
 	}
@@ -210,12 +250,33 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	if !auditDirOf("export", dir, flags, *cfgDir, stderr) || !checkDir("export", *dir, stderr) {
 		return exitUsage
 	}
+	if *out == "-" {
+		return exportToStdout(*dir, f, *format, stdout, stderr)
+	}
 	m, err := audit.Export(*dir, f, *format, *out)
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "exported %d entries to %s (sha256 %s); manifest %s.manifest.json\n", m.Count, *out, m.SHA256, *out)
+	return exitOK
+}
+
+// exportToStdout is export --out -: stdout carries the export and nothing
+// else, so it can be piped or redirected as is; the summary line and then
+// the manifest (as the .manifest.json file would hold it) go to stderr.
+func exportToStdout(dir string, f audit.Filter, format string, stdout, stderr io.Writer) int {
+	m, err := audit.ExportTo(stdout, dir, f, format, "-")
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
+		return exitFailed
+	}
+	manifest, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway audit export: manifest: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "exported %d entries to stdout (sha256 %s); manifest:\n%s\n", m.Count, m.SHA256, manifest)
 	return exitOK
 }
 
@@ -262,6 +323,18 @@ func auditKeygen(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "wrote %s (private, 0600: set audit.signing_key_file to it) and %s (public: give it to auditors for verify --pubkey)\n", *priv, *pub)
+	key, err := audit.LoadPublicKey(*pub)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway audit keygen: read back the public key: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "wrote %s (private, 0600: set audit.signing_key_file to it) and %s (public, key id %s: give it to auditors for verify --pubkey)\n", *priv, *pub, audit.KeyID(key))
 	return exitOK
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -77,8 +77,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   gateway [serve] [--config DIR] [--listen ADDR] [--sidecar-agent ID]
   gateway config check [--config DIR] [--explain]
-  gateway audit verify [--config DIR | --dir D] [--pubkey FILE] [--json]
-  gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE
+  gateway audit verify [--config DIR | --dir D] [--pubkey FILE]... [--json]
+  gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE|-
   gateway audit keygen --out PREFIX
   gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]
   gateway workflow graph NAME [--config DIR]
