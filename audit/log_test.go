@@ -332,12 +332,14 @@ func must[T any](v T, err error) T {
 // serial client never waits for it.
 func TestCommitDelay(t *testing.T) {
 	t.Run("serial appends do not wait", func(t *testing.T) {
-		l := openLog(t, Config{Dir: t.TempDir(), CommitDelay: time.Second})
+		// A delay far longer than any scheduling hiccup of a loaded CI
+		// machine: waiting for it once is a failure, never a slow pass.
+		l := openLog(t, Config{Dir: t.TempDir(), CommitDelay: 10 * time.Second})
 		end := l.Begin()
 		defer end()
 		start := time.Now()
 		appendN(t, l, 5)
-		if d := time.Since(start); d >= time.Second {
+		if d := time.Since(start); d >= 10*time.Second {
 			t.Fatalf("5 serial appends took %s: they waited for the commit delay", d)
 		}
 		if st := l.Stats(); st.Fsyncs != 5 {
@@ -373,7 +375,7 @@ func TestCommitDelay(t *testing.T) {
 		return st
 	}
 	t.Run("every exchange already in the batch: no wait", func(t *testing.T) {
-		l := openLog(t, Config{Dir: t.TempDir(), CommitDelay: time.Second})
+		l := openLog(t, Config{Dir: t.TempDir(), CommitDelay: 10 * time.Second})
 		var wg sync.WaitGroup
 		start := time.Now()
 		for range 2 {
@@ -391,8 +393,8 @@ func TestCommitDelay(t *testing.T) {
 		}
 		wg.Wait()
 		// Each exchange waits for its own entry before the next: at most
-		// one wait for the other's arrival per entry, never the full second.
-		if d := time.Since(start); d >= time.Second {
+		// one wait for the other's arrival per entry, never the full delay.
+		if d := time.Since(start); d >= 10*time.Second {
 			t.Fatalf("10 appends by 2 exchanges took %s: the writer waited for exchanges that were all in the batch", d)
 		}
 	})
