@@ -42,6 +42,9 @@ type Log struct {
 	closed bool
 	reqs   chan *request
 	stop   chan struct{}
+	// ended wakes a lingering writer when an exchange ends: the one it
+	// waited for may have ended without another entry.
+	ended chan struct{}
 	done   chan struct{}
 
 	closeOnce sync.Once
@@ -142,6 +145,7 @@ func Open(cfg Config) (*Log, error) {
 		backoff:    repairBackoff,
 		reqs:       make(chan *request, queueLen),
 		stop:       make(chan struct{}),
+		ended:      make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
 	if l.segMax <= 0 {
@@ -424,7 +428,13 @@ func (l *Log) gather(first *request) []*request {
 // never waits for it.
 func (l *Log) Begin() (end func()) {
 	l.active.Add(1)
-	return func() { l.active.Add(-1) }
+	return func() {
+		l.active.Add(-1)
+		select {
+		case l.ended <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 }
 
 // linger holds a batch open for more appends until its first entry has
@@ -447,6 +457,8 @@ func (l *Log) linger(b []*request) []*request {
 		select {
 		case r := <-l.reqs:
 			b = append(b, r)
+		case <-l.ended:
+			// Fewer exchanges in progress: the loop's test decides again.
 		case <-l.lingerT.C:
 			l.batch = b
 			return b
