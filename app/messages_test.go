@@ -83,11 +83,11 @@ func TestAnthropicMessagesDialect(t *testing.T) {
 	// Governed as any chat call: on the audit trail, with the dialect.
 	found := false
 	for _, e := range g.entries(audit.KindLLMResponse) {
-		if summaryOf(e)["dialect"] == "messages" {
+		if summaryOf(e)["dialect"] == "anthropic" {
 			found = true
 		}
 	}
 	if !found {
-		t.Error("no llm.response entry says dialect messages")
+		t.Error("no llm.response entry says dialect anthropic")
 	}
 }

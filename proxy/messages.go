@@ -12,7 +12,7 @@ import (
 // DialectMessages is the dialect name of the Anthropic Messages API
 // (POST /v1/messages), as the chat policy's input.dialect and the audit
 // entries give it.
-const DialectMessages = "messages"
+const DialectMessages = "anthropic"
 
 // anthropicVersion is the Messages API version the translation speaks.
 // Later versions keep its request and answer shapes (what they add, the
