@@ -437,6 +437,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			{Method: http.MethodGet, Path: "/admin/messages", Handler: a.messaging.AdminHistory(a.approval), People: true},
 		}
 	}
+	agentRoutes = append(agentRoutes, a.reviewSite(cfg)...) // the review site's queue, sign-out and operator page (ops.go)
 	checks := []server.Check{
 		{Name: "config", Ready: func(context.Context) error { return nil }},
 		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }, Detail: func() string {

@@ -198,6 +198,8 @@ type harness struct {
 	decider *testDecider
 	clock   *testkit.Clock
 	srv     *httptest.Server
+	// ops is the operator page's source (ops_test.go).
+	ops *fakeOps
 }
 
 type option func(*Deps)
@@ -210,7 +212,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, cfg: cfg, store: NewMemoryStore(), audit: &testkit.Trail{}, decider: &testDecider{},
-		clock: testkit.NewClock(time.Date(2025, 11, 2, 9, 0, 0, 0, time.UTC))}
+		clock: testkit.NewClock(time.Date(2025, 11, 2, 9, 0, 0, 0, time.UTC)), ops: &fakeOps{}}
 	d := Deps{Config: cfg, Decider: h.decider, Authorizer: testAuthorizer(cfg), Store: h.store, Limiter: limit.NewMemory(),
 		Audit: h.audit, FailClosed: true, Catalogue: cat, BaseURL: "https://gw.example.test", Now: h.clock.Now,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -221,7 +223,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.srv = httptest.NewServer(mux(h.svc, cfg))
+	h.srv = httptest.NewServer(mux(h.svc, cfg, h.ops))
 	t.Cleanup(func() {
 		h.srv.Close()
 		h.svc.notifying.Wait()
@@ -230,10 +232,11 @@ func newHarness(t testing.TB, opts ...option) *harness {
 }
 
 // mux mounts the routes the way the lead's shell does: agent routes behind
-// identification, the others with only the request scope.
-func mux(svc *Service, cfg *config.Config) http.Handler {
+// identification, the others (and the review site's, with ops as the
+// operator page's source) with only the request scope.
+func mux(svc *Service, cfg *config.Config, ops OpsSource) http.Handler {
 	m := http.NewServeMux()
-	for _, rt := range svc.Routes() {
+	for _, rt := range append(svc.Routes(), svc.SiteRoutes(ops)...) {
 		h := rt.Handler
 		if rt.AgentAuth {
 			h = identify(cfg, h)

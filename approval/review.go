@@ -33,7 +33,13 @@ const cookieName = "gw_review"
 //go:embed review.html
 var reviewHTML string
 
-var pages = template.Must(template.New("review").Funcs(template.FuncMap{
+// opsHTML is the operator page (ops.go); it shares the review pages'
+// style and navigation.
+//
+//go:embed ops.html
+var opsHTML string
+
+var pages = template.Must(template.Must(template.New("review").Funcs(template.FuncMap{
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
@@ -42,7 +48,7 @@ var pages = template.Must(template.New("review").Funcs(template.FuncMap{
 	},
 	"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"lower": strings.ToLower,
-}).Parse(reviewHTML))
+}).Parse(reviewHTML)).Parse(opsHTML))
 
 func randomToken() string {
 	var b [32]byte
@@ -196,15 +202,14 @@ func render(w http.ResponseWriter, status int, name string, data any) error {
 }
 
 type loginPage struct {
-	Next    string
-	Error   string
-	Who     *principal
-	Pending []EscalationItem
+	Next  string
+	Error string
 }
 
 // ReviewLogin serves GET and POST /review/login. GET shows the sign-in
-// form, or, when signed in, the queue of pending escalations; POST checks
-// the token and starts a session.
+// form, or, when signed in, the queue of pending escalations (as
+// /review/queue does: the address a reviewer was given keeps working);
+// POST checks the token and starts a session.
 func (s *Service) ReviewLogin() http.Handler { return endpoint(s.reviewLogin) }
 
 func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
@@ -214,11 +219,7 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if sess != nil {
-			items, err := s.pending(r.Context())
-			if err != nil {
-				return err
-			}
-			return render(w, http.StatusOK, "login", loginPage{Who: &sess.who, Pending: items})
+			return s.renderQueue(w, r, sess)
 		}
 		return render(w, http.StatusOK, "login", loginPage{Next: safeNext(r.URL.Query().Get("next"))})
 	}
@@ -255,12 +256,22 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 }
 
 type reviewPage struct {
+	Nav       navBar
 	Rec       *Record
-	Who       principal
-	CSRF      string
 	ExpiresAt time.Time
-	Known     map[string]bool
-	Open      bool
+	// ExpiresIn is the time left before the escalation expires (rejected
+	// by expiry), in words: "in 5 h 12 min", "overdue by 3 min".
+	ExpiresIn string
+	// Refs are the request's references with their catalogue titles.
+	Refs []refView
+	// Current is what a modify or delete would change, from the
+	// catalogue; CurrentNote says why it is not shown when the request
+	// names a target the catalogue does not hold.
+	Current     *Spec
+	CurrentNote string
+	Open        bool
+	// Approve and Reject say what each button does to this request.
+	Approve, Reject string
 	// WorkflowPause is a workflow run waiting for a person's answer (the
 	// comment); Workflow is its content, when it could be read.
 	WorkflowPause bool
@@ -283,7 +294,7 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if sess == nil {
-		http.Redirect(w, r, "/review/login?next="+url.QueryEscape("/review/"+id), http.StatusSeeOther)
+		signInFirst(w, r, "/review/"+id)
 		return nil
 	}
 	rec, err := s.store.Get(r.Context(), id)
@@ -293,13 +304,13 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("load request %s: %w", id, err)
 	}
-	known := map[string]bool{}
-	for _, ref := range rec.Request.References {
-		_, known[ref] = s.cur().cat.Get(ref)
-	}
-	page := reviewPage{Rec: rec, Who: sess.who, CSRF: sess.csrf, Known: known, Open: rec.State == StateEscalated && rec.Escalation != nil}
+	cat := s.cur().cat
+	page := reviewPage{Nav: navOf(sess), Rec: rec, Refs: refsOf(cat, rec.Request.References), Open: rec.State == StateEscalated && rec.Escalation != nil}
+	page.Current, page.CurrentNote = currentOf(cat, &rec.Request)
+	page.Approve, page.Reject = outcomes(rec)
 	if rec.Escalation != nil {
 		page.ExpiresAt = rec.Escalation.At.Add(s.cur().cfg.Protocol.Timeouts.Escalation.D())
+		page.ExpiresIn = until(page.ExpiresAt.Sub(s.now()))
 		if rec.Escalation.Graph != "" {
 			g, err := graphHTML(rec.Escalation.Graph)
 			if err != nil {
