@@ -194,7 +194,7 @@ func TestReviewPageInChromium(t *testing.T) {
 		t.Fatalf("read cookies: %v", err)
 	}
 	cookies := res.Cookies
-	if len(cookies) != 1 || cookies[0].Name != cookieName || !cookies[0].HTTPOnly || cookies[0].SameSite != network.CookieSameSiteStrict {
+	if len(cookies) != 1 || cookies[0].Name != cookieName || !cookies[0].HTTPOnly || cookies[0].SameSite != network.CookieSameSiteLax {
 		t.Fatalf("cookies %+v", cookies)
 	}
 	if strings.Contains(cookies[0].Value, tokReviewer) {

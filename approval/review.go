@@ -20,7 +20,7 @@ import (
 
 // The review pages are server-rendered HTML without JavaScript. A reviewer
 // signs in with their token once; the browser then holds only an opaque,
-// random session id in an HttpOnly, SameSite=Strict cookie (Secure when the
+// random session id in an HttpOnly, SameSite=Lax cookie (Secure when the
 // gateway is reached over TLS), never the token. Every form that changes
 // state carries a CSRF token bound to the session, and POSTs from another
 // origin are refused outright. Sessions live in the Store (Redis with
@@ -247,7 +247,7 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: id, Path: "/review/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure(r),
 		MaxAge: int(s.sessionTTL.Seconds()),
 	})
 	s.log.Info("reviewer signed in", "reviewer", who.Name, "role", who.role())

@@ -130,7 +130,7 @@ func (s *Service) reviewLogout(w http.ResponseWriter, r *http.Request) error {
 	// the same, and the browser lands on the sign-in form either way.
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: "", Path: "/review/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure(r),
 	})
 	http.Redirect(w, r, "/review/login", http.StatusSeeOther)
 	return nil
