@@ -32,6 +32,11 @@ type Config struct {
 type Gateway struct {
 	// Listen is the address to serve on. Default ":8080".
 	Listen string `yaml:"listen"`
+	// HealthListen, when set, also serves /healthz and /readyz (and
+	// nothing else) in plain HTTP on this address, for probes that cannot
+	// present a client certificate when tls.client_ca_file makes the main
+	// port mTLS-only. Empty: none.
+	HealthListen string `yaml:"health_listen"`
 	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests. Default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// Log sets the structured log output.
@@ -50,6 +55,20 @@ type Gateway struct {
 	Messaging Messaging        `yaml:"messaging"`
 	// HTTP bounds the connections clients hold open.
 	HTTP HTTP `yaml:"http"`
+	// Responses is the stored state of the Responses API
+	// (previous_response_id).
+	Responses Responses `yaml:"responses"`
+}
+
+// Responses configures the conversations the gateway keeps so that a
+// Responses API request may continue an earlier one (previous_response_id).
+type Responses struct {
+	// StoreTTL is how long an answered response can be continued. Default
+	// 24h; a request's store: false keeps nothing.
+	StoreTTL Duration `yaml:"store_ttl"`
+	// MaxStoredSize bounds one stored conversation; a longer one is not
+	// kept (continuing it is refused, never truncated). Default 1MB.
+	MaxStoredSize Size `yaml:"max_stored_size"`
 }
 
 // HTTP bounds what a client connection may hold: slow headers and bodies,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -309,6 +310,20 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	for model, p := range g.Pricing {
 		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || math.IsNaN(p.Input+p.Output+p.CachedInput) {
 			l.add(f, at("pricing", model), "pricing.%s: prices must be non-negative numbers (USD per million tokens)", model)
+		}
+	}
+	if g.Responses.StoreTTL == 0 {
+		g.Responses.StoreTTL = Duration(24 * time.Hour)
+	}
+	if g.Responses.MaxStoredSize == 0 {
+		g.Responses.MaxStoredSize = 1 << 20
+	}
+	if g.Responses.StoreTTL < 0 || g.Responses.MaxStoredSize < 0 {
+		l.add(f, at("responses"), "responses: store_ttl and max_stored_size must be positive")
+	}
+	if g.HealthListen != "" {
+		if _, _, err := net.SplitHostPort(g.HealthListen); err != nil {
+			l.add(f, at("health_listen"), "health_listen %q: want host:port (e.g. :8081): %v", g.HealthListen, err)
 		}
 	}
 	if g.Listen == "" {
