@@ -70,16 +70,32 @@ var _ Limiter = (*Memory)(nil)
 // NewMemory returns an empty in-memory limiter.
 func NewMemory() *Memory { return &Memory{byID: map[string]*memEntry{}, now: time.Now} }
 
-func (m *Memory) limiter(key string, rule Rule) *rate.Limiter {
+func (m *Memory) limiter(key string, rule Rule, now time.Time) *rate.Limiter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.byID[key]
 	if e == nil || e.rule != rule {
-		// A changed rule (config reload) starts a fresh bucket.
-		e = &memEntry{rule: rule, lim: rate.NewLimiter(rate.Limit(rule.perSecond()), rule.N)}
+		lim := rate.NewLimiter(rate.Limit(rule.perSecond()), rule.N)
+		if e != nil {
+			// A changed rule (a config reload) keeps what was spent: a
+			// lowered limit must not grant a fresh bucket.
+			spend(lim, now, float64(e.rule.N)-e.lim.TokensAt(now), rule.N)
+		}
+		e = &memEntry{rule: rule, lim: lim}
 		m.byID[key] = e
 	}
 	return e.lim
+}
+
+// spend takes used tokens from a new limiter of burst n, into debt (at
+// most one whole burst of it) when used is over n.
+func spend(lim *rate.Limiter, now time.Time, used float64, n int) {
+	left := min(int(math.Ceil(used)), 2*n)
+	for left > 0 {
+		step := min(left, n)
+		lim.ReserveN(now, step)
+		left -= step
+	}
 }
 
 // Allow implements Limiter.
@@ -87,8 +103,8 @@ func (m *Memory) Allow(_ context.Context, key string, rule Rule, cost int) (Resu
 	if rule.IsZero() {
 		return Result{Allowed: true, Limit: 0, Remaining: math.MaxInt32}, nil
 	}
-	lim := m.limiter(key, rule)
 	now := m.now()
+	lim := m.limiter(key, rule, now)
 	res := Result{Limit: rule.N}
 	r := lim.ReserveN(now, cost)
 	if !r.OK() {
@@ -130,8 +146,17 @@ func NewMemoryBudget() *MemoryBudget {
 // bucketLocked returns key's bucket refilled up to now; m.mu must be held.
 func (m *MemoryBudget) bucketLocked(key string, rule Rule, now time.Time) *bucket {
 	b := m.buckets[key]
-	if b == nil || b.rule != rule {
+	switch {
+	case b == nil:
 		b = &bucket{rule: rule, tokens: float64(rule.N), last: now}
+		m.buckets[key] = b
+	case b.rule != rule:
+		// A changed rule (a config reload) keeps what was spent (up to
+		// one whole budget of debt): a lowered budget must not grant a
+		// fresh one.
+		old := math.Min(float64(b.rule.N), b.tokens+math.Max(0, now.Sub(b.last).Seconds())*b.rule.perSecond())
+		used := float64(b.rule.N) - old
+		b = &bucket{rule: rule, tokens: math.Max(-float64(rule.N), float64(rule.N)-used), last: now}
 		m.buckets[key] = b
 	}
 	if el := now.Sub(b.last).Seconds(); el > 0 {

@@ -120,3 +120,69 @@ func TestBudgetConcurrentReservationsNeverOverrun(t *testing.T) {
 		t.Fatalf("granted %d tokens of a 1000 budget", g)
 	}
 }
+
+// A changed rule (a config reload) keeps what was spent: a lowered limit
+// grants only what is left under it, a raised one adds the difference; it
+// never starts a fresh bucket.
+func TestMemoryRuleChangeKeepsWhatWasSpent(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		used        int
+		from, to    int
+		wantAllowed int
+	}{
+		{"lowered below what was used: nothing more", 90, 100, 50, 0},
+		{"lowered above what was used: the rest of the new limit", 20, 100, 50, 30},
+		{"raised: the old remainder plus the difference", 90, 100, 200, 110},
+		{"unchanged: the remainder", 90, 100, 100, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+			m := NewMemory()
+			m.now = c.now
+			ctx := context.Background()
+			from, to := Rule{N: tc.from, Period: time.Hour}, Rule{N: tc.to, Period: time.Hour}
+			for range tc.used {
+				if r, _ := m.Allow(ctx, "k", from, 1); !r.Allowed {
+					t.Fatal("refused before the change")
+				}
+			}
+			allowed := 0
+			for range tc.to + 10 {
+				if r, _ := m.Allow(ctx, "k", to, 1); r.Allowed {
+					allowed++
+				}
+			}
+			if allowed != tc.wantAllowed {
+				t.Errorf("after the change %d allowed, want %d", allowed, tc.wantAllowed)
+			}
+		})
+	}
+}
+
+func TestBudgetRuleChangeKeepsWhatWasSpent(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		used, from, to int
+		// want: whether a reservation of 10 passes after the change.
+		want bool
+	}{
+		{"lowered below what was used", 900, 1000, 500, false},
+		{"lowered, room left", 200, 1000, 500, true},
+		{"raised", 995, 1000, 2000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+			b := NewMemoryBudget()
+			b.now = c.now
+			ctx := context.Background()
+			from, to := Rule{N: tc.from, Period: time.Hour}, Rule{N: tc.to, Period: time.Hour}
+			if r, _ := b.Reserve(ctx, "k", from, tc.used); !r.Allowed {
+				t.Fatal("refused before the change")
+			}
+			if r, _ := b.Reserve(ctx, "k", to, 10); r.Allowed != tc.want {
+				t.Errorf("a reservation of 10 after the change: allowed %v, want %v (remaining %d)", r.Allowed, tc.want, r.Remaining)
+			}
+		})
+	}
+}

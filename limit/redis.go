@@ -174,7 +174,9 @@ const budgetLua = `-- Token bucket for limit.RedisBudget.
 -- ARGV[4]  tokens
 -- Returns {allowed, floor(tokens), reset µs, retry µs}.
 -- The server clock (TIME) is the only clock, so replicas with skewed clocks
--- agree. A changed capacity or period (config reload) starts a full bucket.
+-- agree. A changed capacity or period (a config reload) keeps what was
+-- spent under the old one (up to one whole capacity of debt): a lowered
+-- budget must not grant a fresh bucket.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local key = KEYS[1]
@@ -189,8 +191,14 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local h = redis.call('HMGET', key, 'tokens', 'ts', 'cap', 'period')
 local tokens, ts = tonumber(h[1]), tonumber(h[2])
-if tokens == nil or ts == nil or tonumber(h[3]) ~= cap or tonumber(h[4]) ~= period then
+local oldcap, oldperiod = tonumber(h[3]), tonumber(h[4])
+if tokens == nil or ts == nil or oldcap == nil or oldperiod == nil or oldperiod <= 0 then
   tokens, ts = cap, now
+elseif oldcap ~= cap or oldperiod ~= period then
+  if now > ts then
+    tokens = math.min(oldcap, tokens + (now - ts) * oldcap / oldperiod)
+  end
+  tokens, ts = math.max(-cap, cap - (oldcap - tokens)), now
 end
 if now > ts then
   tokens = math.min(cap, tokens + (now - ts) * rate)

@@ -238,9 +238,13 @@ func TestRedisBudgetRefillExpiryAndRuleChange(t *testing.T) {
 	if res, err := b.Reserve(ctx, "k", rule, 5); err != nil || !res.Allowed {
 		t.Fatalf("reserve after refill: %+v %v", res, err)
 	}
-	// A new rule (config reload) starts a full bucket.
-	if res, err := b.Reserve(ctx, "k", Rule{N: 20, Period: time.Hour}, 20); err != nil || !res.Allowed {
-		t.Fatalf("reserve under a new rule: %+v %v", res, err)
+	// A new rule (a config reload) keeps what was spent: about 9 of 10
+	// were, so 20 per hour leaves about 11, not a fresh 20.
+	if res, err := b.Reserve(ctx, "k", Rule{N: 20, Period: time.Hour}, 15); err != nil || res.Allowed {
+		t.Fatalf("reserve 15 under a raised rule: %+v %v, want refused (what was spent counts)", res, err)
+	}
+	if res, err := b.Reserve(ctx, "k", Rule{N: 20, Period: time.Hour}, 10); err != nil || !res.Allowed {
+		t.Fatalf("reserve 10 under a raised rule: %+v %v", res, err)
 	}
 }
 
