@@ -288,7 +288,7 @@ func usageBar(l LimitUse) bar {
 		b.Colour = colourOK
 	}
 	b.Text = fmt.Sprintf("%s of %s%s per %s (%d%%)", amount(l.Dimension, l.Used), amount(l.Dimension, l.Limit), unit(l.Dimension),
-		per(l.Period), int(math.Round(frac*100)))
+		periodName(l.Period), int(math.Round(frac*100)))
 	if l.Used > 0 && l.Reset > 0 {
 		b.Text += "; whole again in " + span(max(l.Reset, time.Minute))
 	}
@@ -339,17 +339,3 @@ func unit(dim string) string {
 	return " " + dim
 }
 
-// per names a limit's period as agents.yaml does.
-func per(d time.Duration) string {
-	switch d {
-	case time.Second:
-		return "second"
-	case time.Minute:
-		return "minute"
-	case time.Hour:
-		return "hour"
-	case 24 * time.Hour:
-		return "day"
-	}
-	return d.String()
-}

@@ -122,12 +122,9 @@ func (e *explainer) walk(file, key string, n *yaml.Node, keyLine int, v reflect.
 	case reflect.Struct:
 		for i := range t.NumField() {
 			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "-" || !f.IsExported() {
+			name, ok := YAMLName(f)
+			if !ok {
 				continue
-			}
-			if name == "" {
-				name = strings.ToLower(f.Name)
 			}
 			child, line := field(n, name)
 			fv := v.Field(i)

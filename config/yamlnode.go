@@ -103,16 +103,26 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 	}
 }
 
+// YAMLName is the key a config struct field is read from, and false for a
+// field no file sets (unexported, or tagged "-": derived from others).
+func YAMLName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" || !f.IsExported() {
+		return "", false
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, true
+}
+
 func yamlFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" || !f.IsExported() {
+		name, ok := YAMLName(f)
+		if !ok {
 			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
 		}
 		out[name] = f.Type
 	}
