@@ -104,11 +104,15 @@ func BenchmarkDialect(b *testing.B) {
 	gw := newStack(b, stackOpts{upstreamURL: up.URL + "/v1", discardLogs: true, core: true})
 	const messagesJSON = `{"model":"gpt-4o-mini","max_tokens":64,"system":"You are terse.","messages":[{"role":"user","content":"What is six times seven?"}]}`
 	const messagesSSE = `{"model":"gpt-4o-mini","max_tokens":64,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"What is six times seven?"}]}`
+	const responsesJSON = `{"model":"gpt-4o-mini","max_output_tokens":64,"instructions":"You are terse.","input":"What is six times seven?","store":false}`
+	const responsesSSE = `{"model":"gpt-4o-mini","max_output_tokens":64,"stream":true,"instructions":"You are terse.","input":"What is six times seven?","store":false}`
 	for _, c := range []struct{ name, path, body, want string }{
 		{"json/chat", "/v1/chat/completions", benchJSON, "forty-two"},
 		{"json/messages", "/v1/messages", messagesJSON, "forty-two"},
 		{"sse/chat", "/v1/chat/completions", benchSSE, "[DONE]"},
 		{"sse/messages", "/v1/messages", messagesSSE, "message_stop"},
+		{"json/responses", "/v1/responses", responsesJSON, "forty-two"},
+		{"sse/responses", "/v1/responses", responsesSSE, "response.completed"},
 	} {
 		b.Run(c.name, func(b *testing.B) { driveAt(b, gw.srv.URL+c.path, "tok-bench", c.body, c.want) })
 	}
