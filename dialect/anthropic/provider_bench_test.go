@@ -43,3 +43,23 @@ func BenchmarkProvider(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
 	})
 }
+
+// BenchmarkStream is the other direction's stream translation alone: the
+// gateway's chunk stream said as Anthropic's event stream (what a
+// Messages-API agent reads), per chunk it reads ("ns/event").
+func BenchmarkStream(b *testing.B) {
+	in := readFile(b, filepath.Join("provider", "tool_stream.openai.sse"))
+	events := bytes.Count(in, []byte("\n\n"))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		s := NewStream(io.Discard, "")
+		if _, err := s.Write(in); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
+}
