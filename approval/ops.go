@@ -338,4 +338,3 @@ func unit(dim string) string {
 	}
 	return " " + dim
 }
-

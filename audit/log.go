@@ -45,7 +45,7 @@ type Log struct {
 	// ended wakes a lingering writer when an exchange ends: the one it
 	// waited for may have ended without another entry.
 	ended chan struct{}
-	done   chan struct{}
+	done  chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
