@@ -297,6 +297,8 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 			resp := *r.Response
 			resp.Timestamp, resp.State = now, to
 			resp.Status, resp.Feedback = StatusRejected, "Rejected by "+by+"."
+			// The escalation's advice (wait for a reviewer) is done with.
+			resp.Suggestions = []string{}
 			if to != StateRejected {
 				resp.Status, resp.Feedback = StatusApproved, "Approved by "+by+"."
 			}
