@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 
@@ -41,9 +42,23 @@ func redactPrompt(r *redact.Redactor, body []byte) ([]byte, redact.Result, error
 	return redactDoc(r, body, requestFields, structuralRequest, nil)
 }
 
+// sseEvent frames data as one SSE event. Data holding line breaks (an
+// upstream event whose JSON spanned several data lines: its breaks are JSON
+// whitespace) goes out as one data line per line, which a client joins back
+// into the same bytes; written on one line, the break would end it, and
+// the client would read the JSON cut short.
 func sseEvent(data []byte) []byte {
 	out := make([]byte, 0, len(data)+8)
-	out = append(out, "data: "...)
-	out = append(out, data...)
+	for {
+		out = append(out, "data: "...)
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			out = append(out, data...)
+			break
+		}
+		out = append(out, data[:i]...)
+		out = append(out, '\n')
+		data = data[i+1:]
+	}
 	return append(out, '\n', '\n')
 }

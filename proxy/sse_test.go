@@ -54,7 +54,7 @@ func TestSSEFilterFraming(t *testing.T) {
 		{"BOM first", "\xEF\xBB\xBFdata: " + a + "\n\n:x\ndata: " + b + "\n\ndata: [DONE]\n\n", false, want + "data: [DONE]\n\n", 0},
 		{"data split over lines", "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\n" +
 			"data: \"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n:x\ndata:" + b + "\n\ndata: [DONE]\n\n", false,
-			"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\n\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n: keep-alive\ndata: " + b + "\n\ndata: [DONE]\n\n", 0},
+			"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\ndata: \"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n: keep-alive\ndata: " + b + "\n\ndata: [DONE]\n\n", 0},
 		{"usage kept when asked", "data: " + a + "\n\n" + usageEvent + "data: [DONE]\n\n", false, "data: " + a + "\n\n" + usageEvent + "data: [DONE]\n\n", 7},
 		{"usage dropped when added", "data: " + a + "\n\n" + usageEvent + "data: [DONE]\n\n", true, "data: " + a + "\n\ndata: [DONE]\n\n", 7},
 		{"cut stream passes what arrived, no DONE", "data: " + a + "\n\ndata: {\"b\"", false, "data: " + a + "\n\n", 0},
