@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/redact"
 )
 
@@ -62,7 +64,17 @@ type call struct {
 	kind      Kind
 	dropUsage bool
 	timer     *time.Timer
+	// status, respModel and finish are what the model call's span
+	// records: the provider's status, the model its answer names and its
+	// choices' finish reasons.
+	status    int
+	respModel string
+	finish    []string
 }
+
+// maxFinishReasons bounds the finish reasons a span records: one per
+// choice is expected, and a provider repeating them must not grow it.
+const maxFinishReasons = 64
 
 // Forward is the endpoint of the embeddings chain.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request) error {
@@ -97,11 +109,20 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 	}
 	ex.Attempts++
 	c.j.begin(ctx, r)
+	op := tracing.OperationChat
+	if kind == KindEmbeddings {
+		op = tracing.OperationEmbeddings
+	}
+	// The span covers the call up to the answer's end (a stream's too),
+	// and the provider sees it as its parent.
+	ctx, span := tracing.StartModelCall(ctx, op, ex.Model)
+	defer c.endSpan(span)
 	sent := time.Now()
 	resp, err := send(ctx, r.Header, ex, r.URL.Path, body)
 	if err != nil {
 		return c.fail(ctx, w, r, err)
 	}
+	c.status = resp.StatusCode
 	ex.UpstreamTime = time.Since(sent)
 	if mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" && resp.StatusCode == http.StatusOK && kind == KindChat {
 		return c.stream(ctx, w, r, resp)
@@ -126,6 +147,7 @@ func (c *call) stream(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	scan := newChunkScanner(c.f.Redactor)
 	filter := newSSEFilter(resp.Body, c.dropUsage, c.recordUsage, scan)
 	filter.KeepAlive, filter.Idle = c.f.KeepAlive, c.f.StreamIdle
+	filter.onRelease = c.released
 	filter.onRefuse = func(reason string) {
 		c.ex.Check(scope.Verdict{Check: scope.CheckAnswer, Verdict: "refused", Reason: reason})
 		c.ex.ErrCode = "upstream_error"
@@ -141,7 +163,46 @@ func (c *call) stream(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	}
 	writeSSEHeader(w, http.StatusOK)
 	c.f.copyStream(w, filter)
+	c.respModel = scan.model
 	return nil
+}
+
+// released notes what a stream released to the client: content times the
+// answer's pace (time to first token, gaps between tokens).
+func (c *call) released(content bool, finish []string) {
+	if content {
+		c.ex.Content(time.Now())
+	}
+	c.noteFinish(finish...)
+}
+
+func (c *call) noteFinish(reasons ...string) {
+	for _, r := range reasons {
+		if len(c.finish) < maxFinishReasons {
+			c.finish = append(c.finish, r)
+		}
+	}
+}
+
+// endSpan ends the model call's span with what the call learned.
+func (c *call) endSpan(span trace.Span) {
+	u := c.ex.Usage
+	endModelCall(span, c.ex, tracing.ModelCall{Status: c.status, ResponseModel: c.respModel, FinishReasons: c.finish,
+		UsageKnown: c.ex.UsageKnown, InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+		ErrorType: tracing.ErrorTypeOf(c.ex.ErrCode, c.status)})
+}
+
+// endModelCall ends the span of a model call made for ex, with the
+// upstream that answered it (or failed last: a failover is one span).
+func endModelCall(span trace.Span, ex *scope.Exchange, mc tracing.ModelCall) {
+	if !span.IsRecording() {
+		return
+	}
+	if up := ex.Route; up != nil {
+		mc.Provider, mc.Target = up.Type, up.Target("", ex.Model)
+	}
+	mc.Upstream, mc.NoOutput = ex.Upstream, ex.NoCompletion
+	tracing.EndModelCall(span, mc)
 }
 
 // writeSSEHeader commits an event stream's headers.
@@ -218,6 +279,14 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 			}
 		}
 	}
+	if sh != nil {
+		c.respModel = sh.Model
+		for _, ch := range sh.Choices {
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				c.noteFinish(*ch.FinishReason)
+			}
+		}
+	}
 	if c.redacts() {
 		c.noteRedactions(res)
 	}
@@ -231,6 +300,10 @@ func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request
 		// waits that long.
 		w.Header().Set("Retry-After", ra)
 		apierror.FailFast(w.Header(), resp.StatusCode, time.Now())
+	}
+	if resp.StatusCode == http.StatusOK && c.kind == KindChat {
+		// A JSON answer's first token reaches the client with the rest.
+		c.ex.Content(time.Now())
 	}
 	httpx.WriteRawJSON(w, resp.StatusCode, out)
 	return nil

@@ -10,11 +10,14 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 )
@@ -220,7 +223,9 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	for attempt := 1; ; attempt++ {
 		ex.Attempts = attempt
 		sent := time.Now()
-		ans, err = p.call(ctx, r, ex, body)
+		callCtx, span := tracing.StartModelCall(ctx, tracing.OperationChat, ex.Model)
+		ans, err = p.call(callCtx, r, ex, body)
+		p.endSpan(ctx, span, ex, ans, err)
 		ex.UpstreamTime += time.Since(sent)
 		if err != nil {
 			return p.fail(w, r, out, j, upstreamError(ctx, up.Name, p.Timeout, err))
@@ -281,6 +286,7 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		for k, v := range h {
 			w.Header().Set(k, v)
 		}
+		ex.Content(time.Now()) // the validated answer is released whole
 		httpx.WriteRawJSON(w, http.StatusOK, b)
 		return nil
 	}
@@ -292,8 +298,29 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	if err := j.respond(ctx, http.StatusOK, sha256Hex(all)); err != nil {
 		return p.fail(w, r, out, j, err)
 	}
+	ex.Content(time.Now()) // the gathered stream is released at once
 	out.finish(h, http.StatusOK, all)
 	return nil
+}
+
+// endSpan ends the span of one model call (an attempt) with its answer;
+// ans is nil when err is not.
+func (p *Protocol) endSpan(ctx context.Context, span trace.Span, ex *scope.Exchange, ans *answer, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	var mc tracing.ModelCall
+	if err != nil {
+		// The code the client gets if no other upstream or attempt helps.
+		mc.ErrorType = apierror.From(upstreamError(ctx, ex.Upstream, p.Timeout, err)).Code
+	} else {
+		mc = tracing.ModelCall{Status: ans.status, ResponseModel: ans.model, UsageKnown: ans.hasUsage,
+			InputTokens: ans.usage.PromptTokens, OutputTokens: ans.usage.CompletionTokens, ErrorType: tracing.ErrorTypeOf("", ans.status)}
+		if ans.finish != "" {
+			mc.FinishReasons = []string{ans.finish}
+		}
+	}
+	endModelCall(span, ex, mc)
 }
 
 // auditText redacts a field for the audit trail, whatever apply_to says:
@@ -438,6 +465,9 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j
 	}
 	if err := j.respond(r.Context(), ans.status, sha256Hex(b)); err != nil {
 		return p.fail(w, r, out, j, err)
+	}
+	if ans.status == http.StatusOK {
+		ex.Content(time.Now()) // a tool-call turn, released whole
 	}
 	if out != nil && ans.raw == nil {
 		out.finish(nil, ans.status, b)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/scope"
 )
@@ -51,6 +53,14 @@ type sseFilter struct {
 	// onRefuse is told why the stream was ended by the gateway (unknown
 	// shape, idle upstream); nil: not recorded.
 	onRefuse func(reason string)
+	// onRelease, if set, is told of the chunks released to the client as
+	// Read releases them (the time to first token and the gaps between
+	// tokens are the client's): whether they carry content of the answer
+	// (text, refusal, reasoning or a tool call; not the role-only opening
+	// chunk, a usage chunk or an empty finishing delta), and the finish
+	// reasons of the choices they end. What Close drains after the client
+	// left is not released.
+	onRelease func(content bool, finish []string)
 	// KeepAlive is the interval of keep-alive comments; zero: none.
 	KeepAlive time.Duration
 	// Idle ends a stream silent this long; zero: no limit.
@@ -58,6 +68,7 @@ type sseFilter struct {
 
 	hash     hash.Hash
 	finished bool
+	closing  bool
 	out      []byte // bytes ready for Read (own, or keepAliveLine: never appended to)
 	own      []byte // the buffer out is built in, reused once Read has copied it out
 	off      int
@@ -72,6 +83,10 @@ type sseFilter struct {
 	done  chan struct{}
 	quit  chan struct{}
 	stop  sync.Once
+
+	// rd and dec read released chunks for onRelease, reused across events.
+	rd  bytes.Reader
+	dec jsontext.Decoder
 }
 
 // sseItem is one framed event from the upstream, or the error that ended
@@ -179,6 +194,7 @@ func (f *sseFilter) halt() {
 }
 
 func (f *sseFilter) Close() error {
+	f.closing = true
 	f.once.Do(func() { close(f.done) }) // never started: nothing to wait for
 	f.halt()
 	<-f.done
@@ -267,6 +283,7 @@ func (f *sseFilter) process(it sseItem) ([]byte, error) {
 			return nil, nil
 		}
 	}
+	f.released(res.out)
 	if res.blocked {
 		// The content_filter ending carries its own [DONE].
 		f.hash.Write(res.out)
@@ -283,6 +300,7 @@ func (f *sseFilter) process(it sseItem) ([]byte, error) {
 // on record.
 func (f *sseFilter) complete() ([]byte, error) {
 	out, blocked := f.scan.flush()
+	f.released(out) // text the redactor held back until the end
 	if blocked {
 		f.hash.Write(out)
 		if err := f.end(true); err != nil {
@@ -296,6 +314,163 @@ func (f *sseFilter) complete() ([]byte, error) {
 		return append(out[:len(out)-len(doneEvent)], auditFail...), io.EOF
 	}
 	return out, io.EOF
+}
+
+// released tells onRelease about out, the events process is about to
+// release: canonical "data: <json>\n\n" events as sseEvent writes them
+// (already read strictly), so a light token scan suffices.
+func (f *sseFilter) released(out []byte) {
+	if f.onRelease == nil || f.closing || len(out) == 0 {
+		return
+	}
+	var content bool
+	var finish []string
+	for {
+		data, ok := bytes.CutPrefix(out, sseDataPrefix)
+		if !ok || bytes.HasPrefix(data, doneData) {
+			break
+		}
+		f.rd.Reset(data)
+		f.dec.Reset(&f.rd)
+		if !scanChunk(&f.dec, &content, &finish) {
+			break
+		}
+		out = bytes.TrimLeft(data[f.dec.InputOffset():], "\r\n\t ")
+	}
+	if content || len(finish) > 0 {
+		f.onRelease(content, finish)
+	}
+}
+
+var (
+	sseDataPrefix = []byte("data: ")
+	doneData      = []byte("[DONE]")
+)
+
+// scanChunk reads one chunk from dec, noting whether a choice's delta (or
+// message) carries content and the choices' finish reasons; false when
+// the chunk could not be read to its end.
+func scanChunk(dec *jsontext.Decoder, content *bool, finish *[]string) bool {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if name.String() != "choices" || dec.PeekKind() != '[' {
+			if dec.SkipValue() != nil {
+				return false
+			}
+			continue
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return false
+		}
+		for dec.PeekKind() == '{' {
+			if !scanChoice(dec, content, finish) {
+				return false
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil { // ]
+			return false
+		}
+	}
+	_, err := dec.ReadToken() // }
+	return err == nil
+}
+
+// scanChoice reads one element of choices.
+func scanChoice(dec *jsontext.Decoder, content *bool, finish *[]string) bool {
+	if _, err := dec.ReadToken(); err != nil { // {
+		return false
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		switch n := name.String(); {
+		case (n == "delta" || n == "message") && dec.PeekKind() == '{':
+			if _, err := dec.ReadToken(); err != nil {
+				return false
+			}
+			for dec.PeekKind() == '"' {
+				field, err := dec.ReadToken()
+				if err != nil {
+					return false
+				}
+				kind := contentKind(field.String()) // the token is valid until the next read
+				v, err := dec.ReadValue()
+				if err != nil {
+					return false
+				}
+				if carriesContent(kind, v) {
+					*content = true
+				}
+			}
+			if _, err := dec.ReadToken(); err != nil { // }
+				return false
+			}
+		case n == "finish_reason":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return false
+			}
+			if v.Kind() == '"' && len(v) > 2 {
+				if r, err := jsontext.AppendUnquote(nil, v); err == nil {
+					*finish = append(*finish, string(r))
+				}
+			}
+		default:
+			if dec.SkipValue() != nil {
+				return false
+			}
+		}
+	}
+	_, err := dec.ReadToken() // }
+	return err == nil
+}
+
+// Fields of a delta that may carry content.
+const (
+	notContent      = iota
+	textContent     // content (a string or parts), refusal, reasoning
+	toolCallContent // tool_calls
+	functionContent // function_call (the deprecated single tool call)
+)
+
+func contentKind(field string) int {
+	switch field {
+	case "content", "refusal", "reasoning_content", "reasoning":
+		return textContent
+	case "tool_calls":
+		return toolCallContent
+	case "function_call":
+		return functionContent
+	}
+	return notContent
+}
+
+// carriesContent reports whether a delta's field of kind k, v, is content
+// of the answer: non-empty text or a tool call. The role, and "" or null,
+// are not.
+func carriesContent(k int, v jsontext.Value) bool {
+	switch k {
+	case textContent:
+		return v.Kind() == '"' && len(v) > len(`""`) || v.Kind() == '[' && hasElements(v)
+	case toolCallContent:
+		return v.Kind() == '[' && hasElements(v)
+	case functionContent:
+		return v.Kind() == '{'
+	}
+	return false
+}
+
+// hasElements reports whether the array v is not empty.
+func hasElements(v jsontext.Value) bool {
+	return len(bytes.TrimSpace(v[1:len(v)-1])) > 0
 }
 
 // refuse ends the stream with an OpenAI-shaped error event and no [DONE].

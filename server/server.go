@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sacpgw/gateway/approval"
@@ -294,6 +292,10 @@ func (s *Server) scope(next echo.HandlerFunc) echo.HandlerFunc {
 		if a, ok := scope.ActingOf(req.Context()); ok {
 			ex.RunID, ex.Node = a.RunID, a.Node
 		}
+		if s.metrics != nil {
+			// A stream's gaps between tokens are observed as they happen.
+			ex.Pace.Gaps = s.metrics
+		}
 		c.Response().Header().Set("X-Request-Id", ex.RequestID)
 		var span trace.Span
 		if s.tracer != nil {
@@ -308,20 +310,26 @@ func (s *Server) scope(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.access(c, ex)
 		if span != nil {
-			agent := ""
-			if ex.Agent != nil {
-				agent = ex.Agent.ID
-			}
-			span.SetAttributes(tracing.Attrs(map[string]string{"gateway.request_id": ex.RequestID, "gateway.agent": agent,
-				"gateway.model": ex.Model, "gateway.upstream": ex.Upstream, "gateway.error_code": ex.ErrCode})...)
-			span.SetAttributes(attribute.Int("http.response.status_code", c.Response().Status))
-			if c.Response().Status >= 500 {
-				span.SetStatus(codes.Error, ex.ErrCode)
-			}
-			span.End()
+			tracing.EndRequest(span, requestSpan(c, ex))
 		}
 		return nil
 	}
+}
+
+// requestSpan is what a request's server span records of its exchange.
+func requestSpan(c echo.Context, ex *scope.Exchange) tracing.Request {
+	r := tracing.Request{Method: c.Request().Method, Route: c.Path(), Status: c.Response().Status, Model: ex.Model,
+		RequestID: ex.RequestID, Upstream: ex.Upstream, ErrorCode: ex.ErrCode}
+	if ex.Agent != nil {
+		r.Agent = ex.Agent.ID
+	}
+	if v, ok := ex.Verdict(scope.CheckPolicy); ok {
+		r.Decision = v.Verdict
+	}
+	if o := ex.SACP; o != nil {
+		r.SACP, r.SACPValid, r.SACPAttempts = true, o.Valid, o.Attempts
+	}
+	return r
 }
 
 func (s *Server) access(c echo.Context, ex *scope.Exchange) {
@@ -343,7 +351,7 @@ func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 	if !s.log.Enabled(req.Context(), level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 16)
+	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
 		slog.String("request_id", ex.RequestID),
 		slog.String("method", req.Method),
@@ -363,7 +371,11 @@ func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 		attrs = append(attrs, slog.String("upstream", ex.Upstream))
 	}
 	if ex.UsageKnown {
-		attrs = append(attrs, slog.Int("tokens", ex.Usage.TotalTokens))
+		attrs = append(attrs, slog.Int("prompt_tokens", ex.Usage.PromptTokens),
+			slog.Int("completion_tokens", ex.Usage.CompletionTokens), slog.Int("tokens", ex.Usage.TotalTokens))
+	}
+	if first := ex.Pace.First; !first.IsZero() {
+		attrs = append(attrs, slog.Float64("ttft_ms", float64(first.Sub(ex.Start).Microseconds())/1000))
 	}
 	if ex.SessionID != "" {
 		attrs = append(attrs, slog.String("session_id", ex.SessionID))

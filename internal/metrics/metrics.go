@@ -7,19 +7,24 @@
 // Counter and Gauge.
 //
 // Labels are bounded by construction:
-//   - agent is the configured agent's id (agents.yaml), or "unidentified"
-//     before/without identification; never a client-supplied value;
+//   - agent is the configured agent's id (agents.yaml), "unidentified"
+//     before/without identification, or "spawned" for every agent
+//     registered at run time (their ids are made at run time, so they
+//     share one value); never a client-supplied value;
 //   - route is the router's route template (echo's c.Path()), never the raw
 //     URL path; an empty route is "unmatched";
 //   - upstream is the configured provider name the request was routed to;
+//   - status_class is the status's class (1xx … 5xx), stream "true" or
+//     "false";
 //   - detector, point, verdict, dimension and kind come from the gateway's
 //     code and configuration.
 //
 // The model is deliberately not a label: it comes from the client's request
 // body, and an agent's allow-list is made of globs (empty means any routed
 // model), so even "allowed" models are unbounded. The routed upstream is the
-// bounded stand-in (gateway_upstream_duration_seconds{upstream}). Request,
-// session and correlation ids are never labels.
+// bounded stand-in (gateway_upstream_duration_seconds{upstream},
+// gateway_ttft_seconds{upstream, stream}). Request, session and
+// correlation ids are never labels.
 package metrics
 
 import (
@@ -47,11 +52,29 @@ const (
 	Unidentified = "unidentified"
 	// Unmatched is the route label of requests that matched no route.
 	Unmatched = "unmatched"
+	// Spawned is the agent label of every agent registered at run time:
+	// they come and go without a config change, so one series each would
+	// grow without bound.
+	Spawned = "spawned"
 )
 
-// DefaultBuckets are the latency buckets (seconds) of both histograms: from
-// the gateway's own sub-millisecond paths to multi-minute streamed answers.
+// DefaultBuckets are the latency buckets (seconds) of the request and
+// upstream histograms: from the gateway's own sub-millisecond paths to
+// multi-minute streamed answers.
 var DefaultBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// TTFTBuckets are the buckets (seconds) of the time to first token: from a
+// cached or tiny model's tens of milliseconds to a reasoning model (or a
+// protocol agent's validated answer, released whole) taking minutes.
+var TTFTBuckets = []float64{.025, .05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120}
+
+// InterTokenBuckets are the buckets (seconds) of the gaps between a
+// stream's content events: a few milliseconds per token when the model is
+// fast, up to the seconds of a stalled provider.
+var InterTokenBuckets = []float64{.001, .0025, .005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, 1, 2.5, 5, 10}
+
+// statusClasses are the status_class label values, by status / 100.
+var statusClasses = [...]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // ValidationBuckets are the buckets (seconds) of the approval policy's
 // evaluation time: mostly well under a millisecond, bounded by
@@ -77,6 +100,9 @@ type Options struct {
 	Buckets []float64
 	// UpstreamBuckets are the upstream duration buckets; nil: Buckets.
 	UpstreamBuckets []float64
+	// TTFTBuckets and InterTokenBuckets are the buckets of the time to
+	// first token and of the gaps between tokens; nil: the defaults above.
+	TTFTBuckets, InterTokenBuckets []float64
 	// NoRuntime leaves out the Go and process collectors (tests).
 	NoRuntime bool
 }
@@ -88,7 +114,10 @@ type Metrics struct {
 
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
+	agentDur    *prometheus.HistogramVec
 	upstream    *prometheus.HistogramVec
+	ttft        *prometheus.HistogramVec
+	interToken  *prometheus.HistogramVec
 	tokens      *prometheus.CounterVec
 	sacpAnswers *prometheus.CounterVec
 	sacpReasks  *prometheus.CounterVec
@@ -105,7 +134,10 @@ type Metrics struct {
 	// load and a map lookup instead of hashing label values into the vec.
 	reqC   cache[reqKey, prometheus.Counter]
 	durC   cache[string, prometheus.Observer]
+	aDurC  cache[pair, prometheus.Observer]
 	upC    cache[string, prometheus.Observer]
+	ttftC  cache[pair, prometheus.Observer]
+	itlC   cache[string, prometheus.Observer]
 	agentC cache[string, *agentSeries]
 	redC   cache[string, prometheus.Counter]
 	decC   cache[pair, prometheus.Counter]
@@ -135,6 +167,12 @@ func New(o Options) *Metrics {
 	if o.UpstreamBuckets == nil {
 		o.UpstreamBuckets = o.Buckets
 	}
+	if o.TTFTBuckets == nil {
+		o.TTFTBuckets = TTFTBuckets
+	}
+	if o.InterTokenBuckets == nil {
+		o.InterTokenBuckets = InterTokenBuckets
+	}
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	if !o.NoRuntime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -151,7 +189,12 @@ func New(o Options) *Metrics {
 	}
 	m.requests = counter("gateway_requests_total", "Requests served, by agent, route template and HTTP status.", "agent", "route", "status")
 	m.duration = histogram("gateway_request_duration_seconds", "End-to-end request latency, by route template.", o.Buckets, "route")
+	// By agent in a histogram of its own: with the route as well, the
+	// series would be routes × agents × classes × buckets.
+	m.agentDur = histogram("gateway_agent_request_duration_seconds", "End-to-end request latency, by agent and status class (2xx, 4xx, 5xx...).", o.Buckets, "agent", "status_class")
 	m.upstream = histogram("gateway_upstream_duration_seconds", "Latency of calls to an upstream model provider, by upstream.", o.UpstreamBuckets, "upstream")
+	m.ttft = histogram("gateway_ttft_seconds", "Time from the request's arrival to the first content of the answer released to the client (a stream's first token; a JSON answer, or a protocol agent's validated answer, whole), by upstream and stream.", o.TTFTBuckets, "upstream", "stream")
+	m.interToken = histogram("gateway_inter_token_seconds", "Gaps between successive content events of a stream released to the client, by upstream.", o.InterTokenBuckets, "upstream")
 	m.tokens = counter("gateway_tokens_total", "Tokens reported by upstreams, by agent and kind (prompt, completion).", "agent", "kind")
 	m.sacpAnswers = counter("gateway_sacp_answers_total", "SACP answers by agent and whether the final one was valid.", "agent", "valid")
 	m.sacpReasks = counter("gateway_sacp_reasks_total", "SACP re-asks (model calls after the first) by agent.", "agent")
@@ -165,7 +208,10 @@ func New(o Options) *Metrics {
 		return m.requests.WithLabelValues(k.agent, k.route, strconv.Itoa(k.status))
 	}
 	m.durC.mk = func(route string) prometheus.Observer { return m.duration.WithLabelValues(route) }
+	m.aDurC.mk = func(p pair) prometheus.Observer { return m.agentDur.WithLabelValues(p.a, p.b) }
 	m.upC.mk = func(name string) prometheus.Observer { return m.upstream.WithLabelValues(name) }
+	m.ttftC.mk = func(p pair) prometheus.Observer { return m.ttft.WithLabelValues(p.a, p.b) }
+	m.itlC.mk = func(name string) prometheus.Observer { return m.interToken.WithLabelValues(name) }
 	m.agentC.mk = func(agent string) *agentSeries {
 		return &agentSeries{
 			prompt:     m.tokens.WithLabelValues(agent, "prompt"),
@@ -195,18 +241,23 @@ func (m *Metrics) Handler() http.Handler {
 // Children series of gateway_requests_total, gateway_tokens_total and
 // gateway_sacp_answers_total are created on first use, so a series exists
 // once something happened for its labels.
+//
+// The time to first token is observed here, from ex.Pace.First; the gaps
+// between tokens are observed as they happen (ContentGap), as a stream
+// has any number of them.
 func (m *Metrics) Observe(ex *scope.Exchange, route string, status int, d time.Duration) {
 	if route == "" {
 		route = Unmatched
 	}
-	agent := Unidentified
-	if ex != nil && ex.Agent != nil && ex.Agent.ID != "" {
-		agent = ex.Agent.ID
-	}
+	agent := agentLabel(ex)
 	m.reqC.get(reqKey{agent, route, status}).Inc()
 	m.durC.get(route).Observe(d.Seconds())
+	m.aDurC.get(pair{agent, statusClass(status)}).Observe(d.Seconds())
 	if ex == nil {
 		return
+	}
+	if first := ex.Pace.First; !first.IsZero() {
+		m.ttftC.get(pair{upstreamLabel(ex), strconv.FormatBool(ex.Stream)}).Observe(first.Sub(ex.Start).Seconds())
 	}
 
 	var as *agentSeries
@@ -249,6 +300,45 @@ func (m *Metrics) Observe(ex *scope.Exchange, route string, status int, d time.D
 			m.rejC.get(pair{agent, dim}).Inc()
 		}
 	}
+}
+
+// ContentGap observes one gap between two successive content events of a
+// stream released to the client, in gateway_inter_token_seconds{upstream}.
+// It implements scope.GapObserver: the server sets the Metrics as each
+// exchange's Pace.Gaps.
+func (m *Metrics) ContentGap(ex *scope.Exchange, gap time.Duration) {
+	m.itlC.get(upstreamLabel(ex)).Observe(gap.Seconds())
+}
+
+var _ scope.GapObserver = (*Metrics)(nil)
+
+// agentLabel is the agent label of an exchange (see the package comment).
+func agentLabel(ex *scope.Exchange) string {
+	switch {
+	case ex == nil || ex.Agent == nil || ex.Agent.ID == "":
+		return Unidentified
+	case ex.Agent.SpawnedBy != "":
+		// SpawnedBy is set only on agents registered at run time.
+		return Spawned
+	}
+	return ex.Agent.ID
+}
+
+// upstreamLabel is the upstream an exchange's answer came from; content is
+// only released after routing, so "unknown" marks a wiring bug.
+func upstreamLabel(ex *scope.Exchange) string {
+	if ex.Upstream == "" {
+		return "unknown"
+	}
+	return ex.Upstream
+}
+
+// statusClass is the status_class label of an HTTP status.
+func statusClass(status int) string {
+	if c := status / 100; c >= 1 && c < len(statusClasses) {
+		return statusClasses[c]
+	}
+	return statusClasses[0]
 }
 
 // ObserveUpstream records the latency of one call to the named upstream

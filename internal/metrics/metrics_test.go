@@ -80,6 +80,23 @@ func TestObserveChat(t *testing.T) {
 	m.PolicyDecision("approval", "approved")
 
 	want := `
+# HELP gateway_agent_request_duration_seconds End-to-end request latency, by agent and status class (2xx, 4xx, 5xx...).
+# TYPE gateway_agent_request_duration_seconds histogram
+gateway_agent_request_duration_seconds_bucket{agent="billing",status_class="2xx",le="0.5"} 1
+gateway_agent_request_duration_seconds_bucket{agent="billing",status_class="2xx",le="2"} 2
+gateway_agent_request_duration_seconds_bucket{agent="billing",status_class="2xx",le="+Inf"} 2
+gateway_agent_request_duration_seconds_sum{agent="billing",status_class="2xx"} 1.625
+gateway_agent_request_duration_seconds_count{agent="billing",status_class="2xx"} 2
+gateway_agent_request_duration_seconds_bucket{agent="billing",status_class="4xx",le="0.5"} 2
+gateway_agent_request_duration_seconds_bucket{agent="billing",status_class="4xx",le="2"} 2
+gateway_agent_request_duration_seconds_bucket{agent="billing",status_class="4xx",le="+Inf"} 2
+gateway_agent_request_duration_seconds_sum{agent="billing",status_class="4xx"} 0.5
+gateway_agent_request_duration_seconds_count{agent="billing",status_class="4xx"} 2
+gateway_agent_request_duration_seconds_bucket{agent="unidentified",status_class="4xx",le="0.5"} 2
+gateway_agent_request_duration_seconds_bucket{agent="unidentified",status_class="4xx",le="2"} 2
+gateway_agent_request_duration_seconds_bucket{agent="unidentified",status_class="4xx",le="+Inf"} 2
+gateway_agent_request_duration_seconds_sum{agent="unidentified",status_class="4xx"} 0.5
+gateway_agent_request_duration_seconds_count{agent="unidentified",status_class="4xx"} 2
 # HELP gateway_policy_decisions_total Policy decisions by decision point and verdict.
 # TYPE gateway_policy_decisions_total counter
 gateway_policy_decisions_total{point="approval",verdict="approved"} 1
@@ -191,6 +208,96 @@ func scrape(t *testing.T, m *Metrics) string {
 	}
 	b, _ := io.ReadAll(rec.Body)
 	return string(b)
+}
+
+// TestTimeToFirstTokenAndGaps: the time to first token is observed once
+// per answer that released content, by upstream and stream; each gap
+// between a stream's content releases is observed as it happens; an
+// answer without content (an error) observes neither.
+func TestTimeToFirstTokenAndGaps(t *testing.T) {
+	m := New(Options{NoRuntime: true, TTFTBuckets: []float64{0.5, 2}, InterTokenBuckets: []float64{0.01, 0.1}})
+	start := time.Now()
+	billing := &config.Agent{ID: "billing"}
+
+	// A stream: first content after 300ms, then gaps of 5ms, 50ms, 5ms.
+	ex := &scope.Exchange{Start: start, Agent: billing, Upstream: "openai", Stream: true}
+	ex.Pace.Gaps = m
+	at := start.Add(300 * time.Millisecond)
+	for _, gap := range []time.Duration{0, 5 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond} {
+		at = at.Add(gap)
+		ex.Content(at)
+	}
+	m.Observe(ex, chatRoute, 200, time.Second)
+
+	// A JSON answer, released whole after 1.5s: a first token, no gap.
+	ex = &scope.Exchange{Start: start, Agent: billing, Upstream: "azure"}
+	ex.Pace.Gaps = m
+	ex.Content(start.Add(1500 * time.Millisecond))
+	m.Observe(ex, chatRoute, 200, 1500*time.Millisecond)
+
+	// An upstream error: no content, nothing observed.
+	m.Observe(&scope.Exchange{Start: start, Agent: billing, Upstream: "openai", Stream: true}, chatRoute, 502, time.Second)
+
+	want := `
+# HELP gateway_inter_token_seconds Gaps between successive content events of a stream released to the client, by upstream.
+# TYPE gateway_inter_token_seconds histogram
+gateway_inter_token_seconds_bucket{upstream="openai",le="0.01"} 2
+gateway_inter_token_seconds_bucket{upstream="openai",le="0.1"} 3
+gateway_inter_token_seconds_bucket{upstream="openai",le="+Inf"} 3
+gateway_inter_token_seconds_sum{upstream="openai"} 0.06
+gateway_inter_token_seconds_count{upstream="openai"} 3
+# HELP gateway_ttft_seconds Time from the request's arrival to the first content of the answer released to the client (a stream's first token; a JSON answer, or a protocol agent's validated answer, whole), by upstream and stream.
+# TYPE gateway_ttft_seconds histogram
+gateway_ttft_seconds_bucket{stream="false",upstream="azure",le="0.5"} 0
+gateway_ttft_seconds_bucket{stream="false",upstream="azure",le="2"} 1
+gateway_ttft_seconds_bucket{stream="false",upstream="azure",le="+Inf"} 1
+gateway_ttft_seconds_sum{stream="false",upstream="azure"} 1.5
+gateway_ttft_seconds_count{stream="false",upstream="azure"} 1
+gateway_ttft_seconds_bucket{stream="true",upstream="openai",le="0.5"} 1
+gateway_ttft_seconds_bucket{stream="true",upstream="openai",le="2"} 1
+gateway_ttft_seconds_bucket{stream="true",upstream="openai",le="+Inf"} 1
+gateway_ttft_seconds_sum{stream="true",upstream="openai"} 0.3
+gateway_ttft_seconds_count{stream="true",upstream="openai"} 1
+`
+	compare(t, m, want, "gateway_ttft_seconds", "gateway_inter_token_seconds")
+}
+
+// TestSpawnedAgentsShareALabel: agents registered at run time have ids
+// made at run time; one series each would grow without bound, so every
+// per-agent series counts them under "spawned".
+func TestSpawnedAgentsShareALabel(t *testing.T) {
+	m := New(Options{NoRuntime: true, Buckets: []float64{1}})
+	for i := range 50 {
+		a := &config.Agent{ID: fmt.Sprintf("worker-%d", i), SpawnedBy: "orchestrator"}
+		ex := chat(a, fmt.Sprintf("req-%d", i), "gpt-4o")
+		ex.Checks = append(ex.Checks, scope.Verdict{Check: scope.CheckLimits, Verdict: "reject", Dimension: "requests"})
+		m.Observe(ex, chatRoute, 200, time.Millisecond)
+	}
+	m.Observe(chat(&config.Agent{ID: "orchestrator"}, "req-o", "gpt-4o"), chatRoute, 503, time.Millisecond)
+	body := scrape(t, m)
+	if strings.Contains(body, "worker-") {
+		t.Errorf("a spawned agent's id is a label value:\n%s", body)
+	}
+	for _, line := range []string{
+		`gateway_requests_total{agent="spawned",route="/v1/chat/completions",status="200"} 50`,
+		`gateway_tokens_total{agent="spawned",kind="prompt"} 6000`,
+		`gateway_sacp_answers_total{agent="spawned",valid="true"} 50`,
+		`gateway_ratelimit_rejections_total{agent="spawned",dimension="requests"} 50`,
+		`gateway_agent_request_duration_seconds_count{agent="spawned",status_class="2xx"} 50`,
+		`gateway_agent_request_duration_seconds_count{agent="orchestrator",status_class="5xx"} 1`,
+	} {
+		if !strings.Contains(body, line) {
+			t.Errorf("exposition lacks %s", line)
+		}
+	}
+}
+
+func TestStatusClass(t *testing.T) {
+	for status, want := range map[int]string{101: "1xx", 200: "2xx", 204: "2xx", 304: "3xx", 404: "4xx", 499: "4xx", 503: "5xx", 0: "other", 99: "other", 600: "other"} {
+		if got := statusClass(status); got != want {
+			t.Errorf("statusClass(%d) = %q, want %q", status, got, want)
+		}
+	}
 }
 
 func TestLabelsBounded(t *testing.T) {

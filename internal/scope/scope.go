@@ -84,6 +84,9 @@ type Exchange struct {
 	// UpstreamTime is the time spent waiting for the provider (to the
 	// response headers; all attempts for protocol agents).
 	UpstreamTime time.Duration
+	// Pace times the answer's content on its way to the client (time to
+	// first token, gaps between tokens).
+	Pace Pace
 	// Attempts counts model calls (SACP re-asks, retries).
 	Attempts int
 	// Redactions counts redacted values by detector (never the values).
@@ -105,6 +108,41 @@ type Exchange struct {
 	ErrCode string
 	// Err is the internal cause of a failure, for the log.
 	Err error
+}
+
+// Pace is when an answer's content was released to the client. The
+// gateway measures what the client experiences, not what the provider
+// sent: a stream's content passes the checks and the redaction first, and
+// a protocol agent's answer waits for its validation.
+type Pace struct {
+	// First and Last are when the first and the latest content were
+	// released; zero until some was.
+	First, Last time.Time
+	// Gaps, if set, is told each gap between two successive releases of
+	// content (a stream's inter-token latency). An interface rather than
+	// a func, so that setting it allocates nothing per request.
+	Gaps GapObserver
+}
+
+// GapObserver receives the gaps between successive releases of an
+// exchange's content. It is called on the request's goroutine, before
+// the request ends.
+type GapObserver interface {
+	ContentGap(ex *Exchange, gap time.Duration)
+}
+
+// Content records that content of the answer is released to the client at
+// t: the first call sets the time to first token, each later one is a gap.
+// A whole answer (JSON, or a protocol agent's gathered stream) is released
+// once, so it has a first token and no gaps.
+func (ex *Exchange) Content(t time.Time) {
+	p := &ex.Pace
+	if p.First.IsZero() {
+		p.First = t
+	} else if p.Gaps != nil {
+		p.Gaps.ContentGap(ex, t.Sub(p.Last))
+	}
+	p.Last = t
 }
 
 // Failover is an upstream an exchange passed over. Reason is

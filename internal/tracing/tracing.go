@@ -1,8 +1,8 @@
 // Package tracing exports OpenTelemetry spans over OTLP/HTTP, off unless an
 // endpoint is configured. The gateway always passes a caller's W3C
 // traceparent on to the provider; with tracing on, each request also gets a
-// server span (a child of the caller's), and the provider sees the gateway's
-// span as its parent.
+// server span (a child of the caller's) and each call to a model provider a
+// client span (genai.go), which the provider sees as its parent.
 package tracing
 
 import (
@@ -12,12 +12,11 @@ import (
 	"net/url"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -51,7 +50,7 @@ func New(endpoint, service string, batchTimeout time.Duration) (*Tracer, error) 
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(batchTimeout)),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service))),
 	)
-	return &Tracer{tp: tp, tracer: tp.Tracer("github.com/sacpgw/gateway")}, nil
+	return &Tracer{tp: tp, tracer: tp.Tracer(instrumentation)}, nil
 }
 
 // Start begins the server span of a request, continuing the caller's trace
@@ -59,17 +58,6 @@ func New(endpoint, service string, batchTimeout time.Duration) (*Tracer, error) 
 func (t *Tracer) Start(r *http.Request, name string) (context.Context, trace.Span) {
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	return t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
-}
-
-// Attrs is a shorthand for the attributes the gateway records.
-func Attrs(kv map[string]string) []attribute.KeyValue {
-	out := make([]attribute.KeyValue, 0, len(kv))
-	for k, v := range kv {
-		if v != "" {
-			out = append(out, attribute.String(k, v))
-		}
-	}
-	return out
 }
 
 // Inject writes the span context of ctx as the traceparent of an outgoing
