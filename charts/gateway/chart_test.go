@@ -5,7 +5,11 @@
 // file. The package lives in the chart directory; .helmignore keeps it out of
 // the packaged chart.
 //
-// It needs a helm binary: $HELM, else helm on PATH, else the tests skip.
+// It needs a helm binary: $HELM, else helm on PATH. Without one the tests
+// fail when the run requires helm (GATEWAY_REQUIRE_HELM=1, or CI set, as
+// .ci/run and CI services do): a green CI run must not mean "the chart was
+// never rendered". Elsewhere they skip, with a notice on stderr (shown by go
+// test in this directory or with -v; `go test ./...` prints only "ok").
 //
 //	GOBIN=$PWD/bin go install helm.sh/helm/v3/cmd/helm@v3.22.0
 //	HELM=$PWD/bin/helm go test ./charts/gateway/
@@ -24,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +41,8 @@ const (
 	fullname  = "gw-gateway" // gateway.fullname for release "gw"
 )
 
-// helmBin returns the helm binary ($HELM, else helm on PATH) or skips the test.
+// helmBin returns the helm binary ($HELM, else helm on PATH); without one
+// the test fails or skips (noHelm).
 func helmBin(t *testing.T) string {
 	t.Helper()
 	if h := os.Getenv("HELM"); h != "" {
@@ -48,9 +54,48 @@ func helmBin(t *testing.T) string {
 	}
 	p, err := exec.LookPath("helm")
 	if err != nil {
-		t.Skip("SKIPPING CHART TESTS: helm not found: set HELM or install with GOBIN=$PWD/bin go install helm.sh/helm/v3/cmd/helm@v3.22.0")
+		noHelm(t, os.Getenv, os.Stderr)
 	}
 	return p
+}
+
+const helmMissing = "helm not found: set HELM or install it with GOBIN=$PWD/bin go install helm.sh/helm/v3/cmd/helm@v3.22.0"
+
+// skipFailer is what noHelm needs of a test (a fake in TestNoHelm).
+type skipFailer interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+}
+
+var skipNotice sync.Once
+
+// noHelm ends a test that has no helm: a failure when the run requires
+// helm (GATEWAY_REQUIRE_HELM=1, or CI set to anything but false or 0),
+// else a skip, announced once on stderr besides the skip message.
+func noHelm(t skipFailer, getenv func(string) string, stderr io.Writer) {
+	t.Helper()
+	if why := helmRequired(getenv); why != "" {
+		t.Fatalf("%s (%s: the chart tests must run)", helmMissing, why)
+		return
+	}
+	skipNotice.Do(func() {
+		fmt.Fprintf(stderr, "SKIPPING CHART TESTS (charts/gateway): %s\n", helmMissing)
+	})
+	t.Skip("SKIPPING CHART TESTS: " + helmMissing)
+}
+
+// helmRequired says why this run requires helm, or "" when it does not.
+func helmRequired(getenv func(string) string) string {
+	if getenv("GATEWAY_REQUIRE_HELM") == "1" {
+		return "GATEWAY_REQUIRE_HELM=1"
+	}
+	switch v := strings.ToLower(getenv("CI")); v {
+	case "", "0", "false":
+		return ""
+	default:
+		return "CI=" + v
+	}
 }
 
 // runHelm runs helm with args and returns its stdout; stderr goes into the error.
@@ -440,6 +485,17 @@ type centralWant struct {
 	serviceMonitor bool
 	agents         []string
 	signingSecret  string // audit.signingKeySecret (an external Secret)
+	healthPort     int    // health.port; 0 = the default
+}
+
+// defaultHealthPort is values.yaml's health.port.
+const defaultHealthPort = 8081
+
+func orDefaultHealth(port int) int {
+	if port == 0 {
+		return defaultHealthPort
+	}
+	return port
 }
 
 // checkCentral asserts the central-mode manifests.
@@ -495,7 +551,8 @@ func checkCentral(docs []obj, w centralWant) problems {
 	checkPodNameEnv(&p, what, c)
 	checkEnvSources(&p, what, docs, c, w.envWant)
 
-	// Probes on the named port.
+	// Probes on the health port (health_listen), plain HTTP: the main port
+	// may require TLS or a client certificate the kubelet does not have.
 	for _, pr := range []struct{ field, path string }{
 		{"livenessProbe", "/healthz"},
 		{"readinessProbe", "/readyz"},
@@ -504,13 +561,39 @@ func checkCentral(docs []obj, w centralWant) problems {
 		if got := str(c, pr.field, "httpGet", "path"); got != pr.path {
 			p.add("%s: %s.httpGet.path = %q, want %q", what, pr.field, got, pr.path)
 		}
-		if got := get(c, pr.field, "httpGet", "port"); got != "http" {
-			p.add("%s: %s.httpGet.port = %v, want http", what, pr.field, got)
+		if got := get(c, pr.field, "httpGet", "port"); got != "health" {
+			p.add("%s: %s.httpGet.port = %v, want health", what, pr.field, got)
+		}
+		if got := str(c, pr.field, "httpGet", "scheme"); got != "HTTP" {
+			p.add("%s: %s.httpGet.scheme = %q, want HTTP (the health port never does TLS)", what, pr.field, got)
 		}
 	}
 	port := byName(list(c, "ports"), "http")
 	if port == nil {
 		p.add("%s: no port named http", what)
+	}
+	healthPort := orDefaultHealth(w.healthPort)
+	if hp := byName(list(c, "ports"), "health"); hp == nil {
+		p.add("%s: no port named health", what)
+	} else if got := get(hp, "containerPort"); got != healthPort {
+		p.add("%s: port health = %v, want %d", what, got, healthPort)
+	}
+	if gw != nil {
+		if got, want := str(gw, "health_listen"), fmt.Sprintf(":%d", healthPort); got != want {
+			p.add("gateway.yaml health_listen = %q, want %q (the container's health port, every interface)", got, want)
+		}
+	}
+	// The health port is for the kubelet; only the NetworkPolicy admits
+	// other sources to it (see below), no Service publishes it.
+	for _, s := range ofKind(docs, "Service") {
+		for _, sp := range list(s, "spec", "ports") {
+			if tp := get(sp, "targetPort"); tp == "health" || tp == healthPort {
+				p.add("Service %s exposes the health port", name(s))
+			}
+		}
+	}
+	if np := find(docs, "NetworkPolicy", fullname); np != nil && !admitsPort(np, "health") {
+		p.add("NetworkPolicy: no ingress rule admits the health port: the kubelet's probes may be dropped")
 	}
 	if !slices.Contains(list(c, "args"), any("--listen")) {
 		p.add("%s: args %v without --listen", what, list(c, "args"))
@@ -632,11 +715,23 @@ func checkCentral(docs []obj, w centralWant) problems {
 	return p
 }
 
+// admitsPort reports whether an ingress rule of np names port.
+func admitsPort(np obj, port any) bool {
+	return slices.ContainsFunc(list(np, "spec", "ingress"), func(r any) bool { return ruleAdmits(r, port) })
+}
+
+// ruleAdmits reports whether a NetworkPolicy rule names port.
+func ruleAdmits(rule, port any) bool {
+	return slices.ContainsFunc(list(rule, "ports"), func(pp any) bool { return get(pp, "port") == port })
+}
+
 type sidecarWant struct {
 	envWant
-	agent  string
-	port   int
-	agents []string
+	agent string
+	port  int
+	// health.port; 0 = the default
+	healthPort int
+	agents     []string
 	// deployment holding the agent and its sidecar
 	deployment string
 	// whether this release renders the gateway's ConfigMaps too (the chart
@@ -647,8 +742,13 @@ type sidecarWant struct {
 // checkSidecar asserts the sidecar-mode manifests.
 func checkSidecar(docs []obj, w sidecarWant) problems {
 	var p problems
+	healthPort := orDefaultHealth(w.healthPort)
 	if w.configMaps {
-		checkConfigMaps(&p, docs, w.agents)
+		gw := checkConfigMaps(&p, docs, w.agents)
+		// Loopback like the main port: the sidecar publishes nothing.
+		if got, want := str(gw, "health_listen"), fmt.Sprintf("127.0.0.1:%d", healthPort); gw != nil && got != want {
+			p.add("gateway.yaml health_listen = %q, want %q", got, want)
+		}
 	}
 	for _, k := range []string{"StatefulSet", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceMonitor", "NetworkPolicy"} {
 		if objs := ofKind(docs, k); len(objs) > 0 {
@@ -729,13 +829,15 @@ func checkSidecar(docs []obj, w sidecarWant) problems {
 		p.add("Deployment %s: no agent container with OPENAI_BASE_URL", w.deployment)
 	}
 
-	// Exec probes on loopback (the kubelet cannot reach 127.0.0.1 of the pod).
+	// Exec probes on loopback (the kubelet cannot reach 127.0.0.1 of the
+	// pod), to the health port: plain HTTP whatever the main port does.
 	for _, pr := range []struct{ field, path string }{
+		{"startupProbe", "/healthz"},
 		{"livenessProbe", "/healthz"},
 		{"readinessProbe", "/readyz"},
 	} {
 		cmd := list(c, pr.field, "exec", "command")
-		want := fmt.Sprintf("http://127.0.0.1:%d%s", w.port, pr.path)
+		want := fmt.Sprintf("http://127.0.0.1:%d%s", healthPort, pr.path)
 		if len(cmd) == 0 || cmd[len(cmd)-1] != want {
 			p.add("%s: %s exec command %v, want it to end with %s", what, pr.field, cmd, want)
 		}
@@ -817,6 +919,19 @@ var centralCases = []struct {
 		set:  []string{"config.gateway.shutdown_timeout=2m", "terminationGracePeriodSeconds=150"},
 		want: centralWant{persistence: true, agents: defaultAgents},
 	},
+	{
+		// The kubelet has no client certificate: the probes stay on the
+		// plain-HTTP health port.
+		name: "mTLS on the main port",
+		set: []string{"config.gateway.tls.cert_file=/etc/tls/tls.crt", "config.gateway.tls.key_file=/etc/tls/tls.key",
+			"config.gateway.tls.client_ca_file=/etc/tls/ca.crt"},
+		want: centralWant{persistence: true, agents: defaultAgents},
+	},
+	{
+		name: "health.port 9091",
+		set:  []string{"health.port=9091"},
+		want: centralWant{persistence: true, agents: defaultAgents, healthPort: 9091},
+	},
 }
 
 func TestCentral(t *testing.T) {
@@ -837,6 +952,8 @@ func TestSidecar(t *testing.T) {
 	}
 	port9 := want
 	port9.port = 9090
+	health9 := want
+	health9.healthPort = 9191
 	withRedis := want
 	withRedis.envWant = envWant{redisSecret: fullname + "-redis", redisKey: "redis-url", redisURL: "redis://r:6379/0"}
 	for _, tc := range []struct {
@@ -848,6 +965,7 @@ func TestSidecar(t *testing.T) {
 		{"ci/sidecar-values", []string{"ci/sidecar-values.yaml"}, nil, want},
 		{"examples/sidecar-values", []string{"examples/sidecar-values.yaml"}, nil, want},
 		{"sidecar port 9090", []string{"ci/sidecar-values.yaml"}, []string{"sidecar.port=9090"}, port9},
+		{"sidecar health port 9191", []string{"ci/sidecar-values.yaml"}, []string{"health.port=9191"}, health9},
 		{"sidecar with redis", []string{"ci/sidecar-values.yaml"}, []string{"redis.url=redis://r:6379/0"}, withRedis},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1016,6 +1134,75 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("sidecar probes on the main port, health_listen on all interfaces", func(t *testing.T) {
+		t.Parallel()
+		docs := render(t, ".", []string{"ci/sidecar-values.yaml"}, nil)
+		c := byName(list(find(docs, "Deployment", fullname+"-example-agent"), "spec", "template", "spec", "containers"), "gateway")
+		cmd := list(c, "readinessProbe", "exec", "command")
+		cmd[len(cmd)-1] = "http://127.0.0.1:8080/readyz"
+		cm := find(docs, "ConfigMap", fullname+"-config")
+		data := cm["data"].(obj)
+		data["gateway.yaml"] = strings.Replace(data["gateway.yaml"].(string), "health_listen: 127.0.0.1:8081", "health_listen: :8081", 1)
+		got := checkSidecar(docs, sidecarWant{agent: "copilot-2", port: 8080, agents: []string{"copilot-2"}, deployment: fullname + "-example-agent", configMaps: true})
+		for _, msg := range []string{"readinessProbe exec command", "health_listen"} {
+			if !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, msg) }) {
+				t.Errorf("checkSidecar reported %q, want a problem mentioning %q", got, msg)
+			}
+		}
+	})
+
+	// The health port, broken in the rendered documents one way at a time.
+	for _, tc := range []struct {
+		name   string
+		mutate func(t *testing.T, docs []obj) []obj
+		msg    string
+	}{
+		{"probe on the main port", func(t *testing.T, docs []obj) []obj {
+			c := byName(list(find(docs, "StatefulSet", fullname), "spec", "template", "spec", "containers"), "gateway")
+			get(c, "livenessProbe", "httpGet").(obj)["port"] = "http"
+			return docs
+		}, "livenessProbe.httpGet.port"},
+		{"HTTPS probe", func(t *testing.T, docs []obj) []obj {
+			c := byName(list(find(docs, "StatefulSet", fullname), "spec", "template", "spec", "containers"), "gateway")
+			get(c, "readinessProbe", "httpGet").(obj)["scheme"] = "HTTPS"
+			return docs
+		}, "readinessProbe.httpGet.scheme"},
+		{"gateway.yaml without health_listen", func(t *testing.T, docs []obj) []obj {
+			data := find(docs, "ConfigMap", fullname+"-config")["data"].(obj)
+			gw := data["gateway.yaml"].(string)
+			if !strings.Contains(gw, "health_listen: :8081\n") {
+				t.Fatalf("no health_listen line in gateway.yaml:\n%s", gw)
+			}
+			data["gateway.yaml"] = strings.Replace(gw, "health_listen: :8081\n", "", 1)
+			return docs
+		}, "health_listen"},
+		{"NetworkPolicy without the health rule", func(t *testing.T, docs []obj) []obj {
+			spec := find(docs, "NetworkPolicy", fullname)["spec"].(obj)
+			spec["ingress"] = slices.DeleteFunc(list(spec, "ingress"), func(r any) bool { return ruleAdmits(r, "health") })
+			return docs
+		}, "admits the health port"},
+		{"Service publishing the health port", func(t *testing.T, docs []obj) []obj {
+			spec := find(docs, "Service", fullname)["spec"].(obj)
+			spec["ports"] = append(list(spec, "ports"), obj{"name": "health", "port": 8081, "targetPort": "health"})
+			return docs
+		}, "exposes the health port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := checkCentral(tc.mutate(t, render(t, ".", nil, nil)), base)
+			if !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, tc.msg) }) {
+				t.Errorf("checkCentral reported %q, want a problem mentioning %q", got, tc.msg)
+			}
+		})
+	}
+
+	// The template refuses a health port that is the main port.
+	for _, set := range []string{"health.port=8080", "mode=sidecar,sidecar.port=8081"} {
+		if _, err := runHelm(t, "template", release, ".", "--set", set); err == nil || !strings.Contains(err.Error(), "must differ") {
+			t.Errorf("--set %s: %v, want the template to fail with \"must differ\"", set, err)
+		}
+	}
 }
 
 // TestChartFilesMatchRepository: the chart carries copies of the
@@ -1134,4 +1321,44 @@ func TestChartWorkflows(t *testing.T) {
 	if _, ok := get(def, "data", "workflows.yaml").(string); ok {
 		t.Error("the defaults render a workflows.yaml")
 	}
+}
+
+// fakeT records how noHelm ended a test.
+type fakeT struct{ fatal, skip string }
+
+func (f *fakeT) Helper()                   {}
+func (f *fakeT) Fatalf(s string, a ...any) { f.fatal = fmt.Sprintf(s, a...) }
+func (f *fakeT) Skip(a ...any)             { f.skip = fmt.Sprint(a...) }
+
+// TestNoHelm: without helm the chart tests fail where helm is required
+// (CI, GATEWAY_REQUIRE_HELM=1) and skip elsewhere, with a notice on stderr.
+func TestNoHelm(t *testing.T) {
+	for _, tc := range []struct {
+		env      map[string]string
+		wantFail bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"CI": "true"}, true},
+		{map[string]string{"CI": "1"}, true},
+		{map[string]string{"CI": "false"}, false},
+		{map[string]string{"CI": "0"}, false},
+		{map[string]string{"GATEWAY_REQUIRE_HELM": "1"}, true},
+		{map[string]string{"GATEWAY_REQUIRE_HELM": "0"}, false},
+	} {
+		var f fakeT
+		var stderr strings.Builder
+		skipNotice = sync.Once{}
+		noHelm(&f, func(k string) string { return tc.env[k] }, &stderr)
+		switch {
+		case tc.wantFail && (f.fatal == "" || f.skip != ""):
+			t.Errorf("env %v: fatal %q skip %q, want a failure", tc.env, f.fatal, f.skip)
+		case tc.wantFail && !strings.Contains(f.fatal, "helm not found"):
+			t.Errorf("env %v: failure %q does not say helm is missing", tc.env, f.fatal)
+		case !tc.wantFail && (f.skip == "" || f.fatal != ""):
+			t.Errorf("env %v: fatal %q skip %q, want a skip", tc.env, f.fatal, f.skip)
+		case !tc.wantFail && !strings.Contains(stderr.String(), "SKIPPING CHART TESTS"):
+			t.Errorf("env %v: skipped without a notice on stderr (%q)", tc.env, stderr.String())
+		}
+	}
+	skipNotice = sync.Once{}
 }

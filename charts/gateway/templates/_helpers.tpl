@@ -128,10 +128,31 @@ sidecar template called from an application chart). ci/test.sh checks the list. 
 {{- toYaml $out }}
 {{- end }}
 
+{{/* Port of health_listen: /healthz and /readyz in plain HTTP, for probes. */}}
+{{- define "gateway.healthPort" -}}
+{{- (.Values.health).port | default 8081 }}
+{{- end }}
+
+{{/*
+health_listen of gateway.yaml. Central: every interface, so the kubelet's
+httpGet probes reach it whatever the main port requires (TLS, mTLS).
+Sidecar: loopback, like the main port, for the exec probes; nothing of the
+sidecar is reachable from outside its pod.
+*/}}
+{{- define "gateway.healthListen" -}}
+{{- $port := include "gateway.healthPort" . }}
+{{- $main := ternary .Values.sidecar.port .Values.port (eq .Values.mode "sidecar") }}
+{{- if eq (toString $port) (toString $main) }}
+{{- fail (printf "health.port (%v) must differ from the gateway's port (%v)" $port $main) }}
+{{- end }}
+{{- if eq .Values.mode "sidecar" }}127.0.0.1:{{ $port }}{{ else }}:{{ $port }}{{ end }}
+{{- end }}
+
 {{/* gateway.yaml: the values' config.gateway with the chart-managed keys forced. */}}
 {{- define "gateway.gatewayYaml" -}}
 {{- $g := deepCopy (.Values.config.gateway | default dict) }}
 {{- $_ := set $g "listen" (printf ":%v" .Values.port) }}
+{{- $_ := set $g "health_listen" (include "gateway.healthListen" .) }}
 {{- $policy := get $g "policy" | default dict }}
 {{- $_ := set $policy "dir" "/etc/gateway/rego" }}
 {{- $_ := set $g "policy" $policy }}
@@ -143,6 +164,12 @@ sidecar template called from an application chart). ci/test.sh checks the list. 
 {{- $_ := set $audit "chain" "${POD_NAME:-}" }}
 {{- $_ := set $g "audit" $audit }}
 {{- $state := get $g "state" | default dict }}
+{{- /* The memory backend keeps spawned agents in state.dir; its default
+(data/state beside the config files) is the read-only ConfigMap mount, where
+the gateway cannot start. The audit volume is the pod's only persistent,
+writable one (its audit reader skips directories); one directory per pod, as
+sidecars may share a claim. */}}
+{{- $_ := set $state "dir" "/data/audit/state/${POD_NAME:-gateway}" }}
 {{- if include "gateway.redisEnabled" . }}
 {{- $_ := set $state "backend" "redis" }}
 {{- $_ := set $state "redis_url" "${REDIS_URL}" }}
@@ -284,7 +311,8 @@ sidecar template called from an application chart). ci/test.sh checks the list. 
 {{- end }}
 {{- end }}
 
-{{/* Probe scheme: HTTPS when the gateway terminates TLS. */}}
+{{/* Scheme of the main port (the ServiceMonitor's): HTTPS when the gateway
+terminates TLS. The probes use the health port, always plain HTTP. */}}
 {{- define "gateway.probeScheme" -}}
 {{- if (((.Values.config.gateway).tls).cert_file) }}HTTPS{{ else }}HTTP{{ end }}
 {{- end }}

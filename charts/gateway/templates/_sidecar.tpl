@@ -54,22 +54,24 @@ http://127.0.0.1:{{ .Values.sidecar.port }}/v1
   {{- if $sc.probes.enabled }}
   {{- $probe := list }}
   {{- range $sc.probes.command }}{{- $probe = append $probe . }}{{- end }}
-  # The gateway listens on loopback, out of the kubelet's reach: exec probes.
+  # The gateway listens on loopback, out of the kubelet's reach: exec probes,
+  # on its health port (health_listen, plain HTTP whatever tls says).
+  {{- $health := include "gateway.healthPort" . }}
   startupProbe:
     exec:
-      command: {{ append $probe (printf "http://127.0.0.1:%v/healthz" $sc.port) | toJson }}
+      command: {{ append $probe (printf "http://127.0.0.1:%v/healthz" $health) | toJson }}
     periodSeconds: 2
     timeoutSeconds: 3
     failureThreshold: 30
   livenessProbe:
     exec:
-      command: {{ append $probe (printf "http://127.0.0.1:%v/healthz" $sc.port) | toJson }}
+      command: {{ append $probe (printf "http://127.0.0.1:%v/healthz" $health) | toJson }}
     periodSeconds: 10
     timeoutSeconds: 3
     failureThreshold: 3
   readinessProbe:
     exec:
-      command: {{ append $probe (printf "http://127.0.0.1:%v/readyz" $sc.port) | toJson }}
+      command: {{ append $probe (printf "http://127.0.0.1:%v/readyz" $health) | toJson }}
     periodSeconds: 5
     timeoutSeconds: 3
     failureThreshold: 2
