@@ -73,12 +73,19 @@ func TestResponsesDialect(t *testing.T) {
 		t.Errorf("output %+v: want one get_weather call", resp.Output)
 	}
 
-	// What the neutral form cannot hold is refused by name, not dropped.
+	// What needs state the gateway does not keep is refused by name, not
+	// dropped; a response it does not keep is OpenAI's 404.
 	var apiErr *openai.Error
+	bp := params
+	bp.Background = openai.Bool(true)
+	if _, err := client.Responses.New(ctx, bp); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "background") {
+		t.Errorf("background: %v, want a 400 naming it", err)
+	}
 	sp := params
 	sp.PreviousResponseID = openai.String("resp_123")
-	if _, err := client.Responses.New(ctx, sp); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, "previous_response_id") {
-		t.Errorf("previous_response_id: %v, want a 400 naming it", err)
+	if _, err := client.Responses.New(ctx, sp); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound ||
+		apiErr.Code != "previous_response_not_found" || apiErr.Message != "Previous response with id 'resp_123' not found." {
+		t.Errorf("previous_response_id of no response: %v, want OpenAI's 404", err)
 	}
 	bad := openai.NewClient(option.WithBaseURL(g.srv.URL+"/v1"), option.WithAPIKey("wrong"), option.WithMaxRetries(0))
 	if _, err := bad.Responses.New(ctx, params); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -34,12 +35,46 @@ type dialect struct {
 	// check, if set, refuses a request before anything else (a version
 	// header the translation does not speak).
 	check func(r *http.Request) error
+	// session, if set, makes the translation one of the exchange: the
+	// dialect keeps state between its requests (the Responses API's
+	// previous_response_id). It is called once per exchange at the edge,
+	// and what it returns replaces request, response and stream for that
+	// exchange.
+	session func() dialectSession
+}
+
+// A dialectSession is a dialect's translation of one exchange, for a
+// dialect that keeps state: its request may load what an earlier exchange
+// kept (for the identified agent: it runs after identify), and its answer
+// may keep what a later one continues.
+type dialectSession interface {
+	// request translates the body. Its error is what the client gets: a
+	// 400 naming the field, a 404 for state that is not there, a 503 for a
+	// state backend that is down.
+	request(r *http.Request, raw []byte) (chat []byte, err error)
+	// response translates a chat completion (as dialect.response).
+	response(chat []byte) ([]byte, error)
+	// stream translates a chunk stream (as dialect.stream).
+	stream(w io.Writer, model string) io.WriteCloser
+}
+
+type sessionKey struct{}
+
+// sessionOf is the exchange's dialect session, nil when its dialect keeps
+// no state.
+func sessionOf(r *http.Request) dialectSession {
+	s, _ := r.Context().Value(sessionKey{}).(dialectSession)
+	return s
 }
 
 // edge translates every answer of h, errors included, into d's format.
 func (d *dialect) edge(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dw := &dialectWriter{d: d, w: w, header: http.Header{}, ex: scope.Get(r.Context())}
+		if d.session != nil {
+			dw.sess = d.session()
+			r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, dw.sess))
+		}
 		defer dw.finish()
 		if d.check != nil {
 			if err := d.check(r); err != nil {
@@ -61,8 +96,12 @@ func (d *dialect) readRequest() Stage {
 		if err != nil {
 			return err
 		}
-		chat, _, _, err := d.request(raw)
-		if err != nil {
+		var chat []byte
+		if sess := sessionOf(r); sess != nil {
+			if chat, err = sess.request(r, raw); err != nil {
+				return err
+			}
+		} else if chat, _, _, err = d.request(raw); err != nil {
 			return apierror.BadRequest("", "%s", err.Error())
 		}
 		ex.Dialect = d.name
@@ -83,6 +122,7 @@ func (d *dialect) readRequest() Stage {
 // anything else is held and translated whole.
 type dialectWriter struct {
 	d      *dialect
+	sess   dialectSession // nil: d's translation
 	w      http.ResponseWriter
 	header http.Header
 	ex     *scope.Exchange
@@ -102,7 +142,11 @@ func (a *dialectWriter) WriteHeader(status int) {
 		a.copyHeaders()
 		a.w.Header().Set("Content-Type", "text/event-stream")
 		a.w.WriteHeader(http.StatusOK)
-		a.stream = a.d.stream(a.w, a.ex.Model)
+		if a.sess != nil {
+			a.stream = a.sess.stream(a.w, a.ex.Model)
+		} else {
+			a.stream = a.d.stream(a.w, a.ex.Model)
+		}
 	}
 }
 
@@ -151,7 +195,11 @@ func (a *dialectWriter) finish() {
 	}
 	body, status := a.buf.Bytes(), a.status
 	if status == http.StatusOK {
-		out, err := a.d.response(body)
+		translate := a.d.response
+		if a.sess != nil {
+			translate = a.sess.response
+		}
+		out, err := translate(body)
 		if err != nil {
 			// The chain passed on an answer the translation cannot read:
 			// the gateway's fault, not the client's.

@@ -46,6 +46,9 @@ type Deps struct {
 	Spawned SpawnedAgents
 	// Spend counts what agents spend (the metrics); nil: not counted.
 	Spend *Spend
+	// Responses keeps the Responses API's conversations (previous_response_id),
+	// shared across reloads; nil: a memory store of this Gateway's own.
+	Responses *ResponseState
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -140,8 +143,9 @@ func New(d Deps) (*Gateway, error) {
 	// at the edge.
 	msgStages := append([]Stage{StageFunc(g.journalStage), ident, messagesDialect.readRequest()}, chatStages[2:]...)
 	g.messages = messagesDialect.edge(Chain(complete, msgStages...))
-	respStages := append([]Stage{StageFunc(g.journalStage), ident, responsesDialect.readRequest()}, chatStages[2:]...)
-	g.responses = responsesDialect.edge(Chain(complete, respStages...))
+	rd := newResponsesDialect(d.Responses, d.Config, d.Log)
+	respStages := append([]Stage{StageFunc(g.journalStage), ident, rd.readRequest()}, chatStages[2:]...)
+	g.responses = rd.edge(Chain(complete, respStages...))
 	embStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		embStages = append(embStages, RedactRequests(red))

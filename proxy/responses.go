@@ -12,9 +12,11 @@ import (
 // entries give it.
 const DialectResponses = "responses"
 
-// responsesDialect is the OpenAI Responses API. The neutral form holds no
-// server-side state, so what needs it (previous_response_id, conversations,
-// background runs) is refused by the translation, by name.
+// responsesDialect is the OpenAI Responses API's translation. The gateway
+// serves it with state (newResponsesDialect, responses_state.go): a request
+// may continue a response the gateway kept (previous_response_id). What
+// needs state the gateway does not keep (conversation objects, background
+// runs) is refused by the translation, by name.
 var responsesDialect = &dialect{
 	name:      DialectResponses,
 	request:   responses.Request,

@@ -5,7 +5,10 @@
 // governs and sends; Response, Stream and Error translate what comes back
 // (a chat completion, an SSE chunk stream, an error body) into the
 // Responses wire format. The package is pure translation: no I/O beyond
-// the writer a Stream is given, no project imports.
+// the writer a Stream is given and the Keep callback its caller passes,
+// no project imports. Continuing a response (previous_response_id) is a
+// translation too (see "Continuing a response"); where conversations are
+// kept, and for whom, is the caller's (the gateway's proxy package).
 //
 // # Reading the request
 //
@@ -49,11 +52,14 @@
 //	stream                bool                                 → stream, stream_options.include_usage
 //	user                  string                               → user
 //	metadata              ≤ 16 string pairs                    → dropped (see below)
-//	store                 bool                                 → dropped (see below)
+//	store                 bool                                 → Turn.Store: false keeps nothing (see below)
+//	previous_response_id  string (non-empty)                   → Turn.PreviousResponseID: the kept
+//	                                                             conversation goes between the
+//	                                                             instructions and the input (see below)
 //	truncation            disabled                             → nothing (the neutral form's own behavior)
 //	include               [] or [reasoning.encrypted_content]  → nothing
 //	background            false                                → nothing
-//	previous_response_id, conversation: null only             (see below)
+//	conversation          null only                            (see below)
 //
 // Everything else is refused with an error naming the field: built-in
 // tools (web_search, file_search, computer_use, mcp, code_interpreter,
@@ -66,16 +72,18 @@
 //
 // # Decisions
 //
-//   - Server-side state is refused, failing closed: previous_response_id
-//     and conversation (anything but null) and background: true need
-//     responses or conversations stored upstream, which the neutral form
-//     cannot hold. A later upstream type that speaks Responses natively
-//     may pass them through.
-//   - store is accepted and ignored: it asks OpenAI to keep the response
-//     for later retrieval, and nothing is stored whatever it says; the
-//     answer says store: false. metadata (checked against the API's
-//     limits) is dropped with it: it labels the stored response, and
-//     there is none.
+//   - previous_response_id is the one server-side state the gateway keeps
+//     (see "Continuing a response"). conversation (anything but null) and
+//     background: true are refused, failing closed: they need
+//     conversation objects or runs to poll, which the gateway does not
+//     keep. A later upstream type that speaks Responses natively may pass
+//     them through.
+//   - store: false keeps nothing (the response cannot be continued; the
+//     request may still continue an earlier one); true or absent keeps
+//     the conversation for the caller's time to live. Nothing else is
+//     retrievable (there is no GET /v1/responses/{id}), so metadata
+//     (checked against the API's limits) is dropped: it would label a
+//     stored response nobody can list.
 //   - truncation: auto is refused (the neutral form cannot drop input items
 //     to fit the window); include may hold only
 //     reasoning.encrypted_content (what stateless clients such as the
@@ -110,12 +118,44 @@
 //   - max_output_tokens becomes max_tokens, as the gateway's other
 //     dialects send it.
 //
+// # Continuing a response
+//
+// ReadTurn reads a request without its history; Turn.Chat makes the
+// neutral request of the instructions (a system message, first), the kept
+// History, then the input; Turn.Next is the History to keep after the
+// turn: the one it continued, its input, and the Answer. The instructions
+// are never kept: in OpenAI's API they do not carry over to the next
+// response, each request says its own. Input items of the system and
+// developer roles are input, and kept, as OpenAI keeps them. The input is
+// translated on its own, so a function_call at its start is a turn of its
+// own, never merged into the kept conversation's last message.
+//
+// The Answer is the response's output items read back by the same
+// translation as replayed input items (a message's output_text and
+// refusal parts become its text, function_calls the tool_calls of the
+// assistant message before them), so continuing a response by its id and
+// replaying its output as input are one conversation, and what is kept is
+// exactly what the client received (after the gateway's redaction).
+// ResponseWith and NewStreamWith call Meta.Keep with it when the response
+// is final (completed or incomplete), before the client receives it: the
+// JSON body, or a stream's response.completed (or response.incomplete),
+// so a client continuing at once finds it kept. A refused answer or a
+// failed stream is not kept.
+//
+// DecodeHistory reads a kept History with the strict reading of a
+// request (the state backend is outside the process): unknown members,
+// duplicates, invalid UTF-8 and roles the translation does not write are
+// refused.
+//
 // # Translating the answer
 //
-//   - The response id is "resp_" and the completion's id without its
-//     "chatcmpl-" prefix (a completion without an id gets a digest of its
-//     JSON, of the first chunk in a stream, so the id is stable); the
-//     message item's is "msg_" and the same suffix (and "_" and its output
+//   - The response id is "resp_" and Meta.Suffix: the gateway gives every
+//     response a random suffix of its own, so that no two kept responses
+//     share an id whatever the provider's ids are. Without one (the zero
+//     Meta), the suffix is the completion's id without its "chatcmpl-"
+//     prefix (a completion without an id gets a digest of its JSON, of
+//     the first chunk in a stream, so the id is stable). The message
+//     item's id is "msg_" and the same suffix (and "_" and its output
 //     index for text after a tool call in a stream), a function_call
 //     item's "fc_", the suffix, "_" and its output index. Tool call ids
 //     pass as call_id as they are, so a later function_call_output names
@@ -141,7 +181,11 @@
 //     disabled, null, null, null effort and summary, {}, null), not the
 //     request's: Response and Stream see the answer only. The SDKs require
 //     the members; clients read what they sent from their own request.
-//     store and background are false: nothing is stored or polled.
+//     previous_response_id is Meta's (null for none). store says whether
+//     the response was kept (Keep's answer; in a stream's
+//     response.created and response.in_progress, Meta.Store, what the
+//     request asked); false without Keep. background is false: nothing is
+//     polled.
 //   - Fields of the answer with no Responses equivalent (logprobs,
 //     reasoning_content, annotations, system_fingerprint) are not carried.
 //

@@ -14,20 +14,68 @@ import (
 	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
-// Request translates an OpenAI Responses request body into an OpenAI Chat
-// Completions request body (the neutral form). stream reports whether the
-// client asked for a stream. An error is a client error: its message names
-// the field (for a 400 invalid_request_error).
+// Request translates an OpenAI Responses request body that continues no
+// earlier response into an OpenAI Chat Completions request body (the
+// neutral form): ReadTurn, then Turn.Chat with no history. stream reports
+// whether the client asked for a stream. An error is a client error: its
+// message names the field (for a 400 invalid_request_error). A request
+// with previous_response_id is refused here: only a caller that keeps
+// conversations (the gateway, with ReadTurn) can continue one.
 func Request(body []byte) (chat []byte, stream bool, model string, err error) {
+	t, err := ReadTurn(body)
+	if err != nil {
+		return nil, false, "", err
+	}
+	if t.PreviousResponseID != "" {
+		return nil, false, "", errorf("previous_response_id", "not supported here: continuing a response needs the conversation the gateway keeps")
+	}
+	return t.Chat(nil)
+}
+
+// Turn is a Responses request read and checked: the neutral request it
+// asks for, all but the conversation it continues, which only the caller
+// can load (the gateway keeps conversations per agent; this package does
+// no I/O).
+type Turn struct {
+	// PreviousResponseID is the response the request continues; "" when
+	// none.
+	PreviousResponseID string
+	// Store is false when the request said store: false (the response is
+	// not to be kept), true otherwise (the API's default).
+	Store bool
+	// Model and Stream are the request's (as Chat reports them), for what
+	// is said of the request before it is translated whole.
+	Model  string
+	Stream bool
+
+	out    *chatRequest  // every member but the messages
+	system []chatMessage // the instructions
+	input  []chatMessage // the input items
+}
+
+// ReadTurn reads a Responses request strictly and checks all of it (see
+// the package documentation); an error is the client's, naming the field.
+func ReadTurn(body []byte) (*Turn, error) {
 	req, err := decodeRequest(body)
 	if err != nil {
-		return nil, false, "", err
+		return nil, err
 	}
-	out, err := req.translate()
-	if err != nil {
-		return nil, false, "", err
+	return req.translate()
+}
+
+// Chat is the neutral request of the turn: the instructions first, then
+// the conversation it continues (nil: none), then its input. The
+// instructions of earlier turns are not in prev (see Next): as in
+// OpenAI's API, each request's instructions replace them.
+func (t *Turn) Chat(prev *History) (chat []byte, stream bool, model string, err error) {
+	out := *t.out
+	var history []chatMessage
+	if prev != nil {
+		history = prev.messages
 	}
-	return neutral.Encode(out)
+	out.Messages = make([]chatMessage, 0, len(t.system)+len(history)+len(t.input))
+	out.Messages = append(append(append(out.Messages, t.system...), history...), t.input...)
+	return neutral.Encode(&out)
 }
 
 // errorf is a client error about the field at path (see
@@ -57,9 +105,9 @@ type request struct {
 	Reasoning          *reasoning        `json:"reasoning"`
 	Truncation         *string           `json:"truncation"`
 	Include            []string          `json:"include"`
-	PreviousResponseID jsontext.Value    `json:"previous_response_id"` // refused unless null
-	Conversation       jsontext.Value    `json:"conversation"`         // refused unless null
-	Background         *bool             `json:"background"`           // refused if true
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Conversation       jsontext.Value    `json:"conversation"` // refused unless null
+	Background         *bool             `json:"background"`   // refused if true
 }
 
 // input is a string (one user message) or an array of input items.
@@ -268,24 +316,30 @@ type (
 )
 
 // translate checks what the decoder cannot (required members, ranges,
-// which part goes where) and builds the chat request.
-func (r *request) translate() (*chatRequest, error) {
+// which part goes where) and builds the turn: the chat request but for
+// its messages, the instructions and the input apart.
+func (r *request) translate() (*Turn, error) {
 	out := &chatRequest{}
+	t := &Turn{out: out, Store: r.Store == nil || *r.Store}
 	if r.Model == nil || *r.Model == "" {
 		return nil, errorf("model", "field required")
 	}
-	out.Model = *r.Model
+	out.Model, t.Model = *r.Model, *r.Model
 
-	// Server-side state first: a request that depends on it cannot be
-	// answered right, whatever else it says.
-	if !neutral.IsNull(r.PreviousResponseID) {
-		return nil, errorf("previous_response_id", "not supported: this gateway stores no responses, so it cannot continue one; send the whole conversation in input instead")
+	// Server-side state first: a request that depends on state the
+	// gateway does not keep cannot be answered right, whatever else it
+	// says. A previous response is the caller's to load (Turn.Chat).
+	if r.PreviousResponseID != nil {
+		if *r.PreviousResponseID == "" {
+			return nil, errorf("previous_response_id", "must be non-empty (or null)")
+		}
+		t.PreviousResponseID = *r.PreviousResponseID
 	}
 	if !neutral.IsNull(r.Conversation) {
-		return nil, errorf("conversation", "not supported: this gateway stores no conversations; send the whole conversation in input instead")
+		return nil, errorf("conversation", "not supported: this gateway keeps no conversation objects; continue a response with previous_response_id, or send the whole conversation in input")
 	}
 	if r.Background != nil && *r.Background {
-		return nil, errorf("background", "not supported: this gateway answers in the request (or its stream) and stores nothing to poll")
+		return nil, errorf("background", "not supported: this gateway answers in the request (or its stream) and keeps nothing to poll")
 	}
 	if r.Truncation != nil {
 		switch *r.Truncation {
@@ -326,7 +380,7 @@ func (r *request) translate() (*chatRequest, error) {
 	if r.Stream != nil && *r.Stream {
 		// Usage comes last in an OpenAI stream only when asked for; the
 		// final response event needs it.
-		out.Stream = true
+		out.Stream, t.Stream = true, true
 		out.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	if r.User != nil {
@@ -351,7 +405,7 @@ func (r *request) translate() (*chatRequest, error) {
 	}
 
 	if r.Instructions != nil && *r.Instructions != "" {
-		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: jsonString(*r.Instructions)})
+		t.system = []chatMessage{{Role: "system", Content: jsonString(*r.Instructions)}}
 	}
 	if r.Input == nil {
 		return nil, errorf("input", "field required")
@@ -360,15 +414,17 @@ func (r *request) translate() (*chatRequest, error) {
 		if *r.Input.text == "" {
 			return nil, errorf("input", "must be non-empty")
 		}
-		out.Messages = append(out.Messages, chatMessage{Role: "user", Content: jsonString(*r.Input.text)})
+		t.input = []chatMessage{{Role: "user", Content: jsonString(*r.Input.text)}}
 	} else {
 		if len(r.Input.items) == 0 {
 			return nil, errorf("input", "at least one input item is required")
 		}
-		first := len(out.Messages) // the instructions are no assistant turn to merge into
+		// The input is translated on its own: a function_call at its start
+		// is a turn of its own, never merged into the instructions or the
+		// last message of a continued conversation.
 		for i := range r.Input.items {
 			var err error
-			out.Messages, err = r.Input.items[i].translate("input."+strconv.Itoa(i), out.Messages, first)
+			t.input, err = r.Input.items[i].translate("input."+strconv.Itoa(i), t.input, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -393,7 +449,7 @@ func (r *request) translate() (*chatRequest, error) {
 		// Without tools it says nothing, and the neutral form refuses it.
 		out.ParallelToolCalls = r.ParallelToolCalls
 	}
-	return out, nil
+	return t, nil
 }
 
 // checkMetadata holds metadata to the API's limits; it is then dropped

@@ -24,6 +24,13 @@ import (
 // or name, a missing or unknown finish_reason): a failure of the upstream,
 // for a 502, never a client error.
 func Response(chat []byte) ([]byte, error) {
+	return ResponseWith(chat, Meta{})
+}
+
+// ResponseWith is Response for the response m describes: its id, the
+// response it continues, and, when m.Keep is set, whether it was kept
+// (Keep is called with the answer before the body is returned).
+func ResponseWith(chat []byte, m Meta) ([]byte, error) {
 	var c completion
 	if err := json.Unmarshal(chat, &c); err != nil {
 		return nil, fmt.Errorf("reading the chat completion: %w", err)
@@ -39,7 +46,10 @@ func Response(chat []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	suffix := idSuffix(c.ID, chat)
+	suffix := m.Suffix
+	if suffix == "" {
+		suffix = idSuffix(c.ID, chat)
+	}
 	var output []any
 	var parts []any
 	if ch.Message.Content != nil && *ch.Message.Content != "" {
@@ -65,6 +75,14 @@ func Response(chat []byte) ([]byte, error) {
 	resp := newResponse(suffix, c.Created, c.Model, status, output)
 	resp.IncompleteDetails = incomplete
 	resp.Usage = c.Usage.responses()
+	resp.PreviousResponseID, resp.Store = m.previous(), m.Store
+	if m.Keep != nil {
+		a, err := answerOf(resp.ID, status, output)
+		if err != nil {
+			return nil, err
+		}
+		resp.Store = m.Keep(a)
+	}
 	return json.Marshal(resp)
 }
 

@@ -59,6 +59,7 @@ import (
 type Stream struct {
 	w     io.Writer
 	model string
+	meta  Meta
 
 	sse neutral.SSEReader
 
@@ -114,9 +115,16 @@ var errClosed = errors.New("responses: write to a closed Stream")
 // NewStream returns a Stream writing to w. model is the model named in the
 // response; empty: the first chunk's.
 func NewStream(w io.Writer, model string) *Stream {
+	return NewStreamWith(w, model, Meta{})
+}
+
+// NewStreamWith is NewStream for the response m describes (see
+// ResponseWith): m.Keep is called when [DONE] completes the answer, before
+// response.completed (or response.incomplete) is written.
+func NewStreamWith(w io.Writer, model string, m Meta) *Stream {
 	// The model goes into every response object as JSON: make it valid
 	// UTF-8 here rather than fail later.
-	return &Stream{w: w, model: strings.ToValidUTF8(model, "\uFFFD")}
+	return &Stream{w: w, model: strings.ToValidUTF8(model, "\uFFFD"), meta: m}
 }
 
 // Write reads p as the next bytes of the upstream stream and writes the
@@ -217,7 +225,10 @@ func (s *Stream) event(data []byte) {
 // start writes response.created and response.in_progress.
 func (s *Stream) start(c *completion, data []byte) {
 	s.started = true
-	s.suffix = idSuffix(c.ID, data)
+	s.suffix = s.meta.Suffix
+	if s.suffix == "" {
+		s.suffix = idSuffix(c.ID, data)
+	}
 	s.created = c.Created
 	if s.model == "" {
 		s.model = c.Model
@@ -228,7 +239,9 @@ func (s *Stream) start(c *completion, data []byte) {
 }
 
 func (s *Stream) response(status string, output []any) responseOut {
-	return newResponse(s.suffix, s.created, s.model, status, output)
+	r := newResponse(s.suffix, s.created, s.model, status, output)
+	r.PreviousResponseID, r.Store = s.meta.previous(), s.meta.Store
+	return r
 }
 
 // choice translates a choice's delta and finish; false: the stream ended.
@@ -420,6 +433,18 @@ func (s *Stream) done() {
 	r := s.response(s.status, s.items)
 	r.IncompleteDetails = s.incomplete
 	r.Usage = s.usage.responses()
+	if s.meta.Keep != nil {
+		a, err := answerOf(r.ID, s.status, s.items)
+		if err != nil {
+			// The items are the translation's own: this does not happen,
+			// and if it did the answer must not be kept half-read.
+			s.fail("server_error", "server_error", "The gateway could not read back the answer it translated.", nil)
+			return
+		}
+		// Before the final event: a client that continues the response as
+		// soon as it sees it complete finds it kept.
+		r.Store = s.meta.Keep(a)
+	}
 	s.emit(responseEvent{Type: "response." + s.status, Response: r, SequenceNumber: s.seq})
 	s.ended = true
 }
