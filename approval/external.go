@@ -24,6 +24,9 @@ const (
 	TypeMessage = escalation.TypeMessage
 	// TypeWorkflow is a workflow run waiting for a person's answer.
 	TypeWorkflow = escalation.TypeWorkflow
+	// TypeMCP is an MCP tool call the policy escalated: the decision binds
+	// the call's exact arguments.
+	TypeMCP = escalation.TypeMCP
 )
 
 // Resolver acts on a person's (or the expiry's) decision on an external
@@ -64,7 +67,7 @@ func (s *Service) resolver(requestType string) Resolver {
 // poll GET /agent/status/{request_id}. req.Graph, the gateway's drawing, is
 // kept with the escalation and shown on the review page once checked.
 func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, error) {
-	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow {
+	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow && req.Type != TypeMCP {
 		return nil, fmt.Errorf("approval: escalate: unknown type %q", req.Type)
 	}
 	if req.AgentID == "" {
@@ -138,6 +141,8 @@ func externalKind(requestType string) string {
 		return "spawn"
 	case TypeWorkflow:
 		return "workflow"
+	case TypeMCP:
+		return "tool call (MCP)"
 	}
 	return "message"
 }

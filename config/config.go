@@ -58,6 +58,48 @@ type Gateway struct {
 	// Responses is the stored state of the Responses API
 	// (previous_response_id).
 	Responses Responses `yaml:"responses"`
+	// MCP are the Model Context Protocol servers agents reach through the
+	// gateway, at /mcp/{name} (docs/mcp.md).
+	MCP MCP `yaml:"mcp"`
+}
+
+// MCP configures the MCP front door.
+type MCP struct {
+	// Servers are the upstream MCP servers. None: /mcp/{name} serves nothing.
+	Servers []MCPServer `yaml:"servers"`
+}
+
+// MCPServer is one upstream MCP server speaking the Streamable HTTP
+// transport.
+type MCPServer struct {
+	// Name is the server's name in /mcp/{name}, in agents' mcp_tools and in
+	// the audit trail: 1-64 of a-z, 0-9, '_' and '-', unique.
+	Name string `yaml:"name"`
+	// URL is the server's MCP endpoint, http or https, without credentials
+	// (they go in Headers).
+	URL string `yaml:"url"`
+	// Headers are added to every request the gateway sends the server: the
+	// credentials the gateway holds for it. Agents never see them; they are
+	// never logged, and config check --explain shows their names only.
+	Headers Secrets `yaml:"headers"`
+	// Timeout bounds every call to the server: a request's whole answer
+	// (a stream's too), a stream's response headers. Default 30s.
+	Timeout Duration `yaml:"timeout"`
+	// ToolLimits bound, per agent, the calls of one tool ("10/hour"), on
+	// top of the agent's rate_limit. None: rate_limit alone.
+	ToolLimits map[string]Rate `yaml:"tool_limits"`
+}
+
+// Secrets maps names to credentials (an MCP server's headers). Printed
+// (config check --explain, a %v in a log line), it shows the names only.
+type Secrets map[string]string
+
+func (s Secrets) String() string {
+	names := sortedKeys(s)
+	for i, n := range names {
+		names[i] = n + ": [set]"
+	}
+	return "{" + strings.Join(names, ", ") + "}"
 }
 
 // Responses configures the conversations the gateway keeps so that a
@@ -392,6 +434,12 @@ type Agent struct {
 	// CallbackURL, if set, receives the agent's approval request events
 	// (POST, JSON), checked by the egress rules like an endpoint.
 	CallbackURL string `yaml:"callback_url"`
+	// MCPTools are, per MCP server (a name of gateway.yaml's mcp.servers),
+	// globs (path.Match) of the tools the agent may use: {files: ["read_*"]}.
+	// A server not listed is one the agent may not connect to; an empty
+	// list connects it without tools (resources and prompts, as the policy
+	// allows).
+	MCPTools map[string][]string `yaml:"mcp_tools"`
 
 	// TokenHash is TokenSHA256 decoded; set by Load.
 	TokenHash [sha256.Size]byte `yaml:"-"`

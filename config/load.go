@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"os"
 	"path"
@@ -154,6 +155,9 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 	}
 	if ag != nil {
 		l.agentRegistry(ag, cfg.Agents, verbs, tools)
+		if gw != nil {
+			l.agentMCP(ag, cfg.Agents, cfg.Gateway.MCP)
+		}
 	}
 	cfg.Workflows = l.workflows(cfg.Agents)
 	if len(l.problems) > 0 {
@@ -526,6 +530,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	}
 	l.messaging(n, &g.Messaging)
 	l.http(n, &g.HTTP)
+	l.mcp(n, &g.MCP)
 }
 
 func (l *loader) http(n *yaml.Node, h *HTTP) {
@@ -612,6 +617,133 @@ func (l *loader) messaging(n *yaml.Node, m *Messaging) {
 		}
 		m.AllowedPrefixes = append(m.AllowedPrefixes, p.Masked())
 	}
+}
+
+// mcpReservedHeaders are the headers the gateway itself sets on a request
+// to an MCP server: a configured header may not replace them.
+var mcpReservedHeaders = map[string]bool{"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true,
+	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true, "Connection": true, "Transfer-Encoding": true}
+
+// mcp checks gateway.yaml's mcp.servers and fills in their defaults.
+func (l *loader) mcp(n *yaml.Node, m *MCP) {
+	const f = GatewayFile
+	seen := map[string]bool{}
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		idx := strconv.Itoa(i)
+		at := func(p ...string) int { return lineOf(n, append([]string{"mcp", "servers", idx}, p...)...) }
+		switch {
+		case !mcpName(s.Name):
+			l.add(f, at("name"), "mcp.servers[%d].name %q: want 1-64 of a-z, 0-9, '_' and '-' (it is the path /mcp/{name})", i, s.Name)
+		case seen[s.Name]:
+			l.add(f, at("name"), "mcp.servers: duplicate server %q", s.Name)
+		}
+		seen[s.Name] = true
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+			// Credentials in the URL would travel into logs with it:
+			// they belong in headers.
+			l.add(f, at("url"), "mcp.servers[%d].url: want an http(s) URL without credentials or fragment, such as https://files.internal/mcp", i)
+		}
+		if s.Timeout == 0 {
+			s.Timeout = Duration(30 * time.Second)
+		}
+		if s.Timeout < 0 {
+			l.add(f, at("timeout"), "mcp.servers[%d].timeout: must be positive", i)
+		}
+		for _, name := range sortedKeys(s.Headers) {
+			// Neither the name nor the value is quoted back: a value
+			// is a credential, and a name is as good as the line.
+			if mcpReservedHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
+				l.add(f, at("headers", name), "mcp.servers[%d].headers: %s is set by the gateway itself", i, textproto.CanonicalMIMEHeaderKey(name))
+			}
+		}
+		for _, tool := range sortedKeys(s.ToolLimits) {
+			if tool == "" || s.ToolLimits[tool].IsZero() {
+				l.add(f, at("tool_limits", tool), "mcp.servers[%d].tool_limits: want a tool name and a rate such as 10/hour", i)
+			}
+		}
+	}
+}
+
+// mcpName is the rule for an MCP server's name: a path segment of
+// /mcp/{name} that needs no escaping.
+func mcpName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// agentMCP checks the agents' mcp_tools against the configured servers.
+func (l *loader) agentMCP(n *yaml.Node, agents map[string]*Agent, m MCP) {
+	const f = AgentsFile
+	servers := make([]string, 0, len(m.Servers))
+	for _, s := range m.Servers {
+		servers = append(servers, s.Name)
+	}
+	for _, id := range sortedKeys(agents) {
+		a := agents[id]
+		for _, server := range sortedKeys(a.MCPTools) {
+			at := func(p ...string) int { return lineOf(n, append([]string{"agents", id, "mcp_tools", server}, p...)...) }
+			if !oneOf(server, servers...) {
+				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, didYouMean(server, servers))
+			}
+			for i, g := range a.MCPTools[server] {
+				if _, err := path.Match(g, ""); err != nil || g == "" {
+					l.add(f, at(strconv.Itoa(i)), "agent %q: mcp_tools.%s: bad glob %q", id, server, g)
+				}
+			}
+		}
+	}
+}
+
+// UnmarshalYAML reads a mapping of header names to values. A name given
+// twice (HTTP names ignore case) or that is not a header name, and a value
+// that could split the header, are refused; the value is never quoted in
+// the problem.
+func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return scalarError(n, errors.New("want a mapping of header names to values"))
+	}
+	out := make(Secrets, len(n.Content)/2)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		canon := textproto.CanonicalMIMEHeaderKey(k.Value)
+		switch {
+		case k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode:
+			return scalarError(k, errors.New("want header names with text values"))
+		case !headerName(k.Value):
+			return scalarError(k, fmt.Errorf("%q is not a header name", k.Value))
+		case seen[canon]:
+			return scalarError(k, fmt.Errorf("header %s is given twice (names ignore case)", canon))
+		case strings.ContainsAny(v.Value, "\r\n\x00"):
+			return scalarError(v, fmt.Errorf("the value of header %s holds a line break or NUL", canon))
+		}
+		seen[canon] = true
+		out[k.Value] = v.Value
+	}
+	*s = out
+	return nil
+}
+
+// headerName reports whether s is an HTTP field name (RFC 9110 token).
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // verbInputTypes are the types a verb input may declare ("name:type").

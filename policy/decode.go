@@ -317,6 +317,8 @@ func summarize(pt point, out outcome) summary {
 		return guardrailsSummary(guardrailsFrom(out))
 	case ptWorkflow, ptSignedURL:
 		return workflowSummary(workflowFrom(out))
+	case ptMCP:
+		return mcpSummary(mcpFrom(out))
 	default:
 		return spawnSummary(spawnFrom(out))
 	}

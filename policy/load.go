@@ -30,6 +30,7 @@ const (
 	ptMessages
 	ptWorkflow
 	ptSignedURL
+	ptMCP
 	numPoints
 )
 
@@ -43,6 +44,7 @@ var queries = [numPoints]string{
 	ptMessages:   "data.gateway.messages.deny",
 	ptWorkflow:   "data.gateway.workflow.allow",
 	ptSignedURL:  "data.gateway.workflow.signed_url_allowed",
+	ptMCP:        "data.gateway.mcp.decision",
 }
 
 var pointNames = [numPoints]string{
@@ -53,6 +55,7 @@ var pointNames = [numPoints]string{
 	ptMessages:   PointMessages,
 	ptWorkflow:   PointWorkflow,
 	ptSignedURL:  PointSignedURL,
+	ptMCP:        PointMCP,
 }
 
 // regoFile is one policy file as read from a directory.
@@ -265,6 +268,9 @@ var samples = [numPoints]map[string]any{
 		"input": map[string]any{}},
 	ptSignedURL: {"agent": sampleAgent, "workflow": map[string]any{"name": "sample-workflow", "callers": []any{"sample-agent"}},
 		"node": "sample-node", "url": map[string]any{"raw": "https://files.example.com/a.pdf?sig=x", "host": "files.example.com", "path": "/a.pdf"}},
+	ptMCP: {"agent": sampleAgent, "server": "sample-server", "method": "tools/call", "arguments": map[string]any{"path": "a.txt"},
+		"tool":  map[string]any{"name": "read_file", "description": "Reads a file.", "annotations": map[string]any{"readOnlyHint": true}},
+		"authz": map[string]any{"allowed": true, "reason": ""}},
 }
 
 // smokeTest evaluates every decision point of p once on a sample input. A

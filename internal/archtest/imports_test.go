@@ -23,13 +23,14 @@ var layers = map[string]int{
 	"internal/testcert": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0,
+	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 	// 1: configuration and what is built from it.
 	"config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
 	// 2: plumbing shared by the front doors.
 	"internal/httpx": 2, "internal/pricing": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
 	// 3: the front doors.
-	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3, "workflow": 3,
+	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3, "workflow": 3, "mcp": 3,
 	// 4: the HTTP shell; 5: the wiring (Build); 6: the command.
 	"server": 4, "app": 5, "cmd/gateway": 6,
 }
@@ -55,7 +56,7 @@ var sideways = map[[2]string]bool{
 // doors groups the front doors; no door imports another's packages.
 var doors = map[string]string{
 	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
-	"workflow": "workflow",
+	"workflow": "workflow", "mcp": "mcp",
 }
 
 // TestImportFlow reads the non-test imports of every package with go list.

@@ -13,11 +13,14 @@ const (
 	TypeMessage = "MESSAGE"
 	// TypeWorkflow is a workflow run that waits for a person's answer.
 	TypeWorkflow = "WORKFLOW_PAUSE"
+	// TypeMCP is an MCP tool call the policy sent to a person: approved,
+	// the same agent's same call (tool and arguments) passes once.
+	TypeMCP = "MCP_TOOL_CALL"
 )
 
 // Request opens a review.
 type Request struct {
-	// Type is TypeSpawn, TypeMessage or TypeWorkflow.
+	// Type is TypeSpawn, TypeMessage, TypeWorkflow or TypeMCP.
 	Type string
 	// AgentID is the agent the escalation is about (the one that waits).
 	AgentID   string

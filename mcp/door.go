@@ -1,0 +1,217 @@
+// Package mcp is the gateway's front door for the Model Context Protocol:
+// /mcp/{server} speaks MCP's Streamable HTTP transport to agents and to the
+// MCP servers of gateway.yaml's mcp.servers, so that what an agent does
+// through a tool passes the governance its prompts pass (docs/mcp.md).
+//
+// For every message the door knows who sends it (the identify stage ran
+// before), reads it once and strictly, and refuses what it does not know.
+// tools/list shows the tools the agent's mcp_tools and the policy allow;
+// tools/call is decided by data.gateway.mcp.decision on the tool as the
+// server itself describes it (its tools/list, read by the gateway with the
+// gateway's credentials), limited, redacted both ways, and written to the
+// audit trail before and after the call; an escalated call waits for a
+// person, whose approval lets exactly that call through once.
+//
+// The package imports the plumbing (internal/httpx, internal/escalation,
+// internal/scope) and the governance parts (policy, limit, redact, audit,
+// config); no other front door.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/redact"
+)
+
+// Decider is the MCP policy (policy.Engine).
+type Decider interface {
+	MCP(ctx context.Context, input map[string]any) (policy.MCPDecision, error)
+}
+
+// Deps are what a Door needs. Config, Policy, Limiter and Log are
+// required; the others have working zero values.
+type Deps struct {
+	Config  *config.Config
+	Policy  Decider
+	Limiter limit.Limiter
+	Log     *slog.Logger
+	// Audit writes mcp.call and mcp.result; nil writes nothing (config
+	// check builds the door without a trail).
+	Audit *httpx.Recorder
+	// Opener opens the human reviews of escalated calls (the approval
+	// service); nil: an escalated call is refused, as no person can
+	// approve it.
+	Opener escalation.Opener
+	// Grants keeps the approvals; nil: NewMemoryGrants().
+	Grants Grants
+	// Sessions keeps the agents' sessions; nil: NewMemorySessions().
+	Sessions Sessions
+	// Client calls the MCP servers; nil: a client of the door's own that
+	// follows no redirect (a redirect would carry the server's
+	// credentials elsewhere).
+	Client *http.Client
+}
+
+// Door serves /mcp/{server}. It is safe for concurrent use; Prepare swaps
+// in a new configuration for the next request.
+type Door struct {
+	conf     atomic.Pointer[conf]
+	policy   Decider
+	limiter  limit.Limiter
+	audit    *httpx.Recorder
+	opener   escalation.Opener
+	grants   Grants
+	sessions Sessions
+	log      *slog.Logger
+	client   *http.Client
+	metrics  *collector
+	health   *health
+	// catalogs are the servers' tool lists, kept across reloads for a
+	// server whose URL and credentials did not change.
+	catMu    sync.Mutex
+	catalogs map[string]*catalog
+}
+
+// conf is one configuration of the door, immutable once built.
+type conf struct {
+	servers map[string]*server
+	agents  map[string]*config.Agent
+	// agentIn is each agent's policy input, converted once.
+	agentIn map[string]any
+	// red redacts arguments and everything a server sends; nil: redaction
+	// is off (protocol.redaction.detectors: []).
+	red *redact.Redactor
+	// escalationTTL is how long an approval lets its call through
+	// (protocol timeouts.escalation).
+	escalationTTL time.Duration
+}
+
+// server is one configured MCP server.
+type server struct {
+	name, url string
+	// header holds the configured headers, added to every request.
+	header  http.Header
+	timeout time.Duration
+	limits  map[string]limit.Rule
+	catalog *catalog
+}
+
+// New builds the door for d.Config.
+func New(d Deps) (*Door, error) {
+	if d.Config == nil || d.Policy == nil || d.Limiter == nil || d.Log == nil {
+		return nil, errors.New("mcp: Config, Policy, Limiter and Log are required")
+	}
+	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
+		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}}
+	if door.grants == nil {
+		door.grants = NewMemoryGrants()
+	}
+	if door.sessions == nil {
+		door.sessions = NewMemorySessions()
+	}
+	if door.client == nil {
+		door.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	apply, err := door.Prepare(d.Config)
+	if err != nil {
+		return nil, err
+	}
+	apply()
+	return door, nil
+}
+
+// Prepare builds the door's configuration for cfg (servers, agents' tools,
+// redaction) and returns apply, which serves it from the next request on.
+// Requests in flight finish under the configuration they began with; the
+// sessions of a server whose URL changed end.
+func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
+	c := &conf{servers: map[string]*server{}, agents: cfg.Agents, agentIn: make(map[string]any, len(cfg.Agents)),
+		escalationTTL: cfg.Protocol.Timeouts.Escalation.D()}
+	for id, a := range cfg.Agents {
+		c.agentIn[id] = policy.Preconvert(policy.AgentInput(a))
+	}
+	if rc := cfg.Protocol.Redaction; len(rc.Detectors) > 0 {
+		if c.red, err = redact.New(redact.Config{Detectors: rc.Detectors, Replacement: rc.Replacement, Block: rc.Block}); err != nil {
+			return nil, fmt.Errorf("mcp: redaction: %w", err)
+		}
+	}
+	keep := map[string]*catalog{}
+	d.catMu.Lock()
+	defer d.catMu.Unlock()
+	for _, sc := range cfg.Gateway.MCP.Servers {
+		s := &server{name: sc.Name, url: sc.URL, header: http.Header{}, timeout: sc.Timeout.D(), limits: map[string]limit.Rule{}}
+		for k, v := range sc.Headers {
+			s.header.Set(k, v)
+		}
+		for tool, r := range sc.ToolLimits {
+			s.limits[tool] = limit.Rule{N: r.N, Period: r.Period}
+		}
+		key := catalogKey(s)
+		if s.catalog = d.catalogs[key]; s.catalog == nil {
+			s.catalog = &catalog{}
+		}
+		keep[key] = s.catalog
+		c.servers[s.name] = s
+	}
+	return func() {
+		d.catMu.Lock()
+		d.catalogs = keep
+		d.catMu.Unlock()
+		d.conf.Store(c)
+		d.health.keep(c.serverNames())
+	}, nil
+}
+
+// catalogKey is what a server's tool list depends on: its name, URL and
+// credentials (another credential may see other tools).
+func catalogKey(s *server) string {
+	k := s.name + "\x00" + s.url
+	names := make([]string, 0, len(s.header))
+	for n := range s.header {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		k += "\x00" + n + "\x00" + s.header.Get(n)
+	}
+	return k
+}
+
+func (c *conf) serverNames() []string {
+	names := make([]string, 0, len(c.servers))
+	for n := range c.servers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ServeHTTP serves /mcp/{server} (the path value "server") behind the
+// identify stage: POST sends messages, GET opens the server's stream,
+// DELETE ends a session.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		d.post(w, r)
+	case http.MethodGet:
+		d.listen(w, r)
+	case http.MethodDelete:
+		d.end(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		refuse(w, r, http.StatusMethodNotAllowed, codeInvalidRequest, "Use POST, GET or DELETE.")
+	}
+}

@@ -1,0 +1,290 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
+)
+
+// post serves POST /mcp/{server}: one message or a batch. initialize opens
+// a session and must come alone; anything else needs the agent's session.
+// Notifications and responses (to the server's requests) are passed on and
+// answered 202; requests are answered as JSON, or as a stream when the
+// server streams its answer to a single request.
+func (d *Door) post(w http.ResponseWriter, r *http.Request) {
+	t, ok := d.open(w, r)
+	if !ok {
+		return
+	}
+	if !mediaType(r.Header.Get("Content-Type"), "application/json") {
+		refuse(w, r, http.StatusUnsupportedMediaType, codeInvalidRequest, "Send JSON-RPC as Content-Type: application/json.")
+		return
+	}
+	body, err := httpx.ReadLimited(r, int64(t.agent.MaxRequestSize))
+	if err != nil {
+		status := http.StatusBadRequest
+		var ae *apierror.Error
+		if errors.As(err, &ae) {
+			status = ae.Status
+		}
+		refuse(w, r, status, codeInvalidRequest, "The body could not be read: "+apiMessage(err))
+		return
+	}
+	t.ex.PayloadSHA256 = sha256Hex(body)
+	msgs, batch, err := readMessages(body)
+	if err != nil {
+		code := int64(codeParse)
+		if errors.Is(err, errMalformed) {
+			code = codeInvalidRequest
+		}
+		refuse(w, r, http.StatusBadRequest, code, "Not a JSON-RPC message the gateway accepts: "+err.Error()+".")
+		return
+	}
+	if bad := unknownNotification(msgs); bad != "" {
+		refuse(w, r, http.StatusBadRequest, codeInvalidRequest, "Notification "+quote(bad)+" is not one the gateway passes on.")
+		return
+	}
+	if i := slices.IndexFunc(msgs, func(m *message) bool { return m.method == "initialize" }); i >= 0 {
+		if batch || !msgs[i].isRequest() || r.Header.Get(hdrSession) != "" {
+			refuse(w, r, http.StatusBadRequest, codeInvalidRequest, "initialize opens a session: send it alone, without Mcp-Session-Id.")
+			return
+		}
+		t.initialize(w, r, msgs[i])
+		return
+	}
+	if !t.resume(w, r) {
+		return
+	}
+	if !slices.ContainsFunc(msgs, (*message).isRequest) {
+		t.pass(w, r, msgs)
+		return
+	}
+	a := &answer{w: w, canSSE: accepts(r, "text/event-stream"), gather: batch, batch: batch}
+	for _, m := range msgs {
+		if m.isRequest() {
+			t.serve(r.Context(), m, a)
+			continue
+		}
+		if err := t.tellServer(r.Context(), m); err != nil {
+			d.log.Warn("mcp: message not passed on", "server", t.srv.name, "error", err.Error())
+		}
+	}
+	a.finish(r)
+}
+
+// unknownNotification is the method of a notification the gateway does
+// not pass on (MCP's are all notifications/...), or "".
+func unknownNotification(msgs []*message) string {
+	for _, m := range msgs {
+		if m.isNotification() && !strings.HasPrefix(m.method, "notifications/") {
+			return m.method
+		}
+	}
+	return ""
+}
+
+// serve answers one request.
+func (t *turn) serve(ctx context.Context, m *message, a *answer) {
+	if m.method == "tools/call" {
+		t.callTool(ctx, m, a)
+		return
+	}
+	if _, ok := readMethods[m.method]; !ok {
+		a.fail(m.id, codeMethodNotFound, "Method "+quote(m.method)+" is not served through the gateway.", nil)
+		return
+	}
+	p, ok := readParamsOf(m)
+	if !ok {
+		a.fail(m.id, codeInvalidParams, "The params of "+m.method+" are not of the shape the gateway knows.", nil)
+		return
+	}
+	switch m.method {
+	case "ping":
+		t.relay(ctx, m, compact(m.raw), a, t.plain)
+	case "tools/list":
+		t.listTools(ctx, m, a)
+	default:
+		t.read(ctx, m, a, p)
+	}
+}
+
+// pass passes notifications and responses on, answering 202 once the
+// server took them all.
+func (t *turn) pass(w http.ResponseWriter, r *http.Request, msgs []*message) {
+	for _, m := range msgs {
+		if err := t.tellServer(r.Context(), m); err != nil {
+			if errors.Is(err, errSessionGone) {
+				t.lost(r.Context())
+				refuse(w, r, http.StatusNotFound, codeInvalidRequest, "The MCP server ended the session: initialize a new one.")
+				return
+			}
+			t.d.log.Warn("mcp: message not passed on", "server", t.srv.name, "error", err.Error())
+			refuse(w, r, http.StatusBadGateway, codeUpstream, "MCP server "+quote(t.srv.name)+" did not take the message.")
+			return
+		}
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// tellServer passes on a notification or a response of the agent.
+func (t *turn) tellServer(ctx context.Context, m *message) error {
+	ctx, cancel := context.WithTimeout(ctx, t.srv.timeout)
+	defer cancel()
+	resp, err := t.d.send(ctx, t.srv, http.MethodPost, t.upstream(), compact(m.raw), "application/json, text/event-stream")
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	switch {
+	case resp.StatusCode == http.StatusNotFound && t.sess.Upstream != "":
+		return errSessionGone
+	case resp.StatusCode/100 != 2:
+		return &statusError{resp.StatusCode}
+	}
+	return nil
+}
+
+// initParams are initialize's params, read strictly.
+type initParams struct {
+	ProtocolVersion string         `json:"protocolVersion"`
+	Capabilities    jsontext.Value `json:"capabilities"`
+	ClientInfo      jsontext.Value `json:"clientInfo"`
+	Meta            jsontext.Value `json:"_meta,omitzero"`
+}
+
+// initialize opens a session: the server's initialize answer, when it
+// negotiated a version the gateway serves, is passed on with the
+// gateway's own session id. The answer is JSON even if the server
+// streamed it: the session id must be in its headers before its body.
+func (t *turn) initialize(w http.ResponseWriter, r *http.Request, m *message) {
+	var p initParams
+	if m.params == nil || json.Unmarshal(m.params, &p, strict) != nil || p.ProtocolVersion == "" ||
+		p.Capabilities.Kind() != '{' || p.ClientInfo.Kind() != '{' || (p.Meta != nil && p.Meta.Kind() != '{') {
+		refuse(w, r, http.StatusBadRequest, codeInvalidParams, "initialize takes {protocolVersion, capabilities, clientInfo}.")
+		return
+	}
+	a := &answer{w: w, gather: true}
+	t.relay(r.Context(), m, compact(m.raw), a, func(resp *http.Response, um *message) []byte {
+		if um.result == nil {
+			return t.plain(resp, um)
+		}
+		var res struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if json.Unmarshal(um.result, &res) != nil || !slices.Contains(protocolVersions, res.ProtocolVersion) {
+			return errorResponse(m.id, codeUpstream, "MCP server "+quote(t.srv.name)+" negotiated no protocol version the gateway serves ("+
+				strings.Join(protocolVersions, ", ")+").", nil)
+		}
+		up := resp.Header.Get(hdrSession)
+		if up != "" && !validSessionID(up) {
+			return errorResponse(m.id, codeUpstream, "MCP server "+quote(t.srv.name)+" gave a session id that is not visible ASCII.", nil)
+		}
+		s := Session{ID: newSessionID(), Agent: t.agent.ID, Server: t.srv.name, Upstream: up, Protocol: res.ProtocolVersion, Target: t.srv.url}
+		if err := t.d.sessions.Put(r.Context(), s); err != nil {
+			t.d.log.Error("mcp: session store", "error", err.Error())
+			return errorResponse(m.id, codeUnavailable, "The gateway's session store is unavailable; retry shortly.", nil)
+		}
+		w.Header().Set(hdrSession, s.ID)
+		return t.plain(resp, um)
+	})
+	a.finish(r)
+}
+
+// maxListen bounds the server's stream the gateway holds open for an
+// agent: then it ends, and the agent's client opens another.
+const maxListen = 30 * time.Minute
+
+// listen serves GET /mcp/{server}: the server's own stream of messages to
+// the agent's session, redacted. A server without one answers 405, and so
+// does the gateway.
+func (d *Door) listen(w http.ResponseWriter, r *http.Request) {
+	t, ok := d.open(w, r)
+	if !ok || !t.resume(w, r) {
+		return
+	}
+	if !accepts(r, "text/event-stream") {
+		refuse(w, r, http.StatusNotAcceptable, codeInvalidRequest, "GET opens an event stream: accept text/event-stream.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), maxListen)
+	defer cancel()
+	// The server's headers come within its timeout; the stream then lives
+	// as long as the agent listens (maxListen at most).
+	waiting := time.AfterFunc(t.srv.timeout, cancel)
+	resp, err := d.send(ctx, t.srv, http.MethodGet, t.upstream(), nil, "text/event-stream")
+	waiting.Stop()
+	if err != nil {
+		d.log.Warn("mcp: server stream not opened", "server", t.srv.name, "error", err.Error())
+		refuse(w, r, http.StatusBadGateway, codeUpstream, "MCP server "+quote(t.srv.name)+" did not open its stream.")
+		return
+	}
+	defer drain(resp)
+	switch {
+	case resp.StatusCode == http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", "POST, DELETE")
+		refuse(w, r, http.StatusMethodNotAllowed, codeInvalidRequest, "MCP server "+quote(t.srv.name)+" offers no stream.")
+		return
+	case resp.StatusCode == http.StatusNotFound && t.sess.Upstream != "":
+		t.lost(ctx)
+		refuse(w, r, http.StatusNotFound, codeInvalidRequest, "The MCP server ended the session: initialize a new one.")
+		return
+	case resp.StatusCode != http.StatusOK || !streams(resp):
+		refuse(w, r, http.StatusBadGateway, codeUpstream, "MCP server "+quote(t.srv.name)+" did not open its stream.")
+		return
+	}
+	a := &answer{w: w, canSSE: true}
+	a.stream()
+	// A priming event with a fresh id (SEP-1699): a client that reconnects
+	// after the stream ends sees progress and keeps its session. The
+	// gateway replays nothing: what the server sent meanwhile is lost, as
+	// without the gateway when the server keeps no event store.
+	_, _ = w.Write([]byte("id: " + newSessionID() + "\n\n"))
+	err = readEvents(resp.Body, maxMessage, func(ev event) (bool, error) {
+		if len(ev.data) == 0 || (ev.name != "" && ev.name != "message") {
+			return false, nil
+		}
+		msgs, _, err := readMessages(ev.data)
+		if err != nil {
+			return true, err
+		}
+		for _, um := range msgs {
+			t.fromServer(um, a)
+		}
+		return ctx.Err() != nil, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("mcp: server stream ended", "server", t.srv.name, "error", err.Error())
+	}
+}
+
+// end serves DELETE /mcp/{server}: the session ends at the server (best
+// effort, within its timeout) and at the gateway.
+func (d *Door) end(w http.ResponseWriter, r *http.Request) {
+	t, ok := d.open(w, r)
+	if !ok || !t.resume(w, r) {
+		return
+	}
+	if t.sess.Upstream != "" {
+		d.closeSession(r.Context(), t.srv, t.upstream())
+	}
+	t.lost(r.Context())
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// apiMessage is the agent-facing text of a body-reading error.
+func apiMessage(err error) string {
+	var ae *apierror.Error
+	if errors.As(err, &ae) {
+		return ae.Message
+	}
+	return "unreadable."
+}
