@@ -61,6 +61,9 @@ type Options struct {
 	KeepAlive time.Duration
 	// Tracer, when set, replaces the exporter of gateway.yaml's tracing.
 	Tracer *tracing.Tracer
+	// Listen, when set, overrides gateway.yaml's listen for this run
+	// (serve --listen).
+	Listen string
 }
 
 // App is every component, built from one config.
@@ -88,6 +91,17 @@ type App struct {
 	upstreamStats *upstream.Stats
 	spend         *proxy.Spend
 	mu            sync.Mutex // guards upstreams across reloads
+	// running is the configuration the gateway started with, and
+	// fileListen the listen address its gateway.yaml gave; pending is
+	// what the last successful reload changed of the restart-only
+	// settings (see restartOnly in reload.go).
+	running    *config.Config
+	fileListen string
+	pending    atomic.Pointer[[]string]
+	// reloads counts config reloads by result, for /metrics.
+	reloadsOK, reloadsFailed atomic.Int64
+	// mcpDoor is the MCP front door (app/mcp.go).
+	mcpDoor Reconfigurer
 }
 
 // gateway builds the OpenAI front door for cfg; limits, audit trail and
@@ -106,6 +120,7 @@ func (a *App) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, er
 		Library:      a.registry,
 		Spawned:      a.registry,
 		Spend:        a.spend,
+		Responses:    a.state.responses,
 	})
 }
 
@@ -206,6 +221,8 @@ type state struct {
 	// their answers.
 	runs  workflow.Store
 	blobs workflow.BlobStore
+	// responses are the Responses API's kept conversations (responses_state.go).
+	responses *proxy.ResponseState
 }
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
@@ -324,7 +341,8 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		ups.Close()
 		return nil, &UsageError{err.Error()}
 	}
-	a := &App{upstreams: ups, upstreamStats: upStats, spend: proxy.NewSpend(), audit: auditLog, policies: engine, keepAlive: o.KeepAlive}
+	a := &App{upstreams: ups, upstreamStats: upStats, spend: proxy.NewSpend(), audit: auditLog, policies: engine, keepAlive: o.KeepAlive,
+		running: cfg, fileListen: cfg.Gateway.Listen}
 	if auditLog != nil {
 		un := cfg.Gateway.HTTP.Unauthenticated
 		a.sources = sourceguard.New(auditLog, sourceguard.Options{
@@ -349,6 +367,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		return fail(&UsageError{err.Error()})
 	}
 	a.state = st
+	st.responses = newResponseState(cfg, st.redis)
 	limiter := st.limiter
 	// Outbound calls of the gateway's own (endpoints, webhooks) reach only
 	// what messaging.allowed_networks adds to the public addresses.
@@ -358,6 +377,15 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	m.Registry().MustRegister(a.spend)
 	ust := a.upstreamStats
 	m.UpstreamStats(ust.ByUpstream)
+	m.Counter("gateway_config_reloads_total", "Config reloads applied (a refused one is gateway_config_reload_failures_total).", func() float64 { return float64(a.reloadsOK.Load()) })
+	m.Counter("gateway_config_reload_failures_total", "Config reloads refused: the last good configuration keeps serving.", func() float64 { return float64(a.reloadsFailed.Load()) })
+	m.Gauge("gateway_config_restart_pending", "Settings a config reload changed that take effect only after a restart (0: the running configuration is the files').", func() float64 {
+		if p := a.pending.Load(); p != nil {
+			return float64(len(*p))
+		}
+		return 0
+	})
+	responsesMetrics(m, st.responses)
 	m.Gauge("gateway_upstream_breakers_open", "Upstreams whose circuit breaker is open or half-open now, in this replica.", func() float64 {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -439,13 +467,21 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	}
 	agentRoutes = append(agentRoutes, a.reviewSite(cfg)...) // the review site's queue, sign-out and operator page (ops.go)
 	checks := []server.Check{
-		{Name: "config", Ready: func(context.Context) error { return nil }},
+		{Name: "config", Ready: func(context.Context) error { return nil }, Detail: func() string {
+			if p := a.pending.Load(); p != nil && len(*p) > 0 {
+				return "reloaded, but these settings take effect only after a restart: " + strings.Join(*p, ", ")
+			}
+			return ""
+		}},
 		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }, Detail: func() string {
 			if p := engine.ReloadProblem(); p != "" {
 				return "the last reload was rejected and the last good policies serve: " + p
 			}
 			return ""
 		}},
+	}
+	if err := a.wireMCP(cfg, m, &agentRoutes, &checks); err != nil {
+		return fail(err)
 	}
 	if auditLog != nil && cfg.Gateway.Audit.FailMode == "closed" {
 		// Closed mode cannot answer without the trail: out of the Service.
@@ -604,6 +640,10 @@ func Check(cfg *config.Config) error {
 // components, the background work, the config watcher and the listener.
 func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer) error {
 	sidecar := o.Sidecar
+	fileListen := cfg.Gateway.Listen
+	if o.Listen != "" {
+		cfg.Gateway.Listen = o.Listen
+	}
 	log := newLogger(cfg.Gateway.Log, stderr)
 	if sidecar != "" && !loopback(cfg.Gateway.Listen) {
 		return &UsageError{fmt.Sprintf("sidecar mode requires a loopback listen address (e.g. 127.0.0.1:8080), not %q: use --listen", cfg.Gateway.Listen)}
@@ -626,6 +666,7 @@ func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer)
 		return err
 	}
 	defer a.Close()
+	a.fileListen = fileListen
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	runDone := make(chan struct{})
@@ -646,8 +687,17 @@ func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer)
 	if err != nil {
 		return &UsageError{fmt.Sprintf("listen %s: %v", cfg.Gateway.Listen, err)}
 	}
+	// health_listen (app/health.go); deferred here, it stops once the main
+	// server has drained.
+	stopHealth, err := a.listenHealth(cfg.Gateway.HealthListen)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopHealth()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "agents", len(cfg.Agents),
 		"upstreams", len(cfg.Gateway.Upstreams), "sidecar_agent", sidecar, "version", o.Version)
+	fmt.Fprint(stderr, quickstartBanner(cfg, ln.Addr().String(), cfg.Gateway.TLS.CertFile != ""))
 	return a.ServeListener(ctx, ln)
 }
 
@@ -686,9 +736,21 @@ func loopback(addr string) bool {
 func (a *App) Reload(dir string, current *config.Config) *config.Config {
 	cfg, err := config.Load(dir)
 	summary := map[string]any{"event": "reload", "files": configDigest(dir)}
+	var pending []string
 	if err == nil {
+		pending = restartPending(a.running, cfg, a.fileListen)
 		cfg.Gateway.Listen = current.Gateway.Listen
 		err = a.reconfigure(cfg)
+	}
+	if err != nil {
+		a.reloadsFailed.Add(1)
+	} else {
+		a.reloadsOK.Add(1)
+		a.pending.Store(&pending)
+		summary["restart_pending"] = pending
+		if len(pending) > 0 {
+			a.log.Warn("config reloaded, but these settings take effect only after a restart; the running values stay", "dir", dir, "restart_pending", strings.Join(pending, ", "))
+		}
 	}
 	summary["ok"] = err == nil
 	if err != nil {
@@ -729,6 +791,9 @@ func (a *App) reconfigure(cfg *config.Config) error {
 	rs := []Reconfigurer{a.registry}
 	if a.approval != nil {
 		rs = append(rs, a.approval, a.messaging, a.workflows)
+	}
+	if a.mcpDoor != nil {
+		rs = append(rs, a.mcpDoor)
 	}
 	applies := make([]func(), 0, len(rs))
 	for _, r := range rs {

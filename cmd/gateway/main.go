@@ -79,8 +79,8 @@ func usage(w io.Writer) {
   gateway config check [--config DIR] [--explain]
   gateway audit verify [--config DIR | --dir D] [--pubkey FILE]... [--json]
   gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE|-
-  gateway audit keygen --out PREFIX
-  gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]
+  gateway audit keygen --out PREFIX | --private FILE --public FILE
+  gateway policy test [--config DIR] [-run REGEX] [-v] [--timeout D] [POLICYDIR]
   gateway workflow graph NAME [--config DIR]
   gateway version
 `)
@@ -104,13 +104,10 @@ func serveMain(args []string, stderr io.Writer) int {
 		reportConfig(stderr, err)
 		return exitUsage
 	}
-	if *listen != "" {
-		cfg.Gateway.Listen = *listen
-	}
 	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := app.Serve(ctx, cfg, app.Options{Sidecar: *sidecar, Version: version}, stderr); err != nil {
+	if err := app.Serve(ctx, cfg, app.Options{Sidecar: *sidecar, Version: version, Listen: *listen}, stderr); err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		var ue *app.UsageError
 		if errors.As(err, &ue) {
