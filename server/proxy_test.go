@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -491,5 +494,38 @@ func TestUpstreamKeepAliveDoesNotBreakTheSDK(t *testing.T) {
 	}
 	if err := stream.Err(); err != nil || got.String() != "one two" {
 		t.Fatalf("stream through a keep-alive: %q, %v", got.String(), err)
+	}
+}
+
+// Embeddings as base64 (what the Node SDK asks for by default) pass the
+// gateway's answer scanning unharmed: the string decodes to the very
+// vector the float form gives, for every input.
+func TestEmbeddingsBase64ThroughTheGateway(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	inputs := []string{"hotel search in Paris", "review code changes", "ceo@example.com"}
+	ask := func(format openai.EmbeddingNewParamsEncodingFormat) *openai.CreateEmbeddingResponse {
+		t.Helper()
+		emb, err := st.client("tok-alpha").Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+			Model: "mock-embed", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}, EncodingFormat: format,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(emb.Data) != len(inputs) {
+			t.Fatalf("%d embeddings for %d inputs", len(emb.Data), len(inputs))
+		}
+		return emb
+	}
+	floats, b64 := ask(openai.EmbeddingNewParamsEncodingFormatFloat), ask(openai.EmbeddingNewParamsEncodingFormatBase64)
+	for i := range inputs {
+		raw, err := base64.StdEncoding.DecodeString(b64.Data[i].JSON.Embedding.Raw()[1 : len(b64.Data[i].JSON.Embedding.Raw())-1])
+		if err != nil || len(raw) != 4*len(floats.Data[i].Embedding) {
+			t.Fatalf("input %d: base64 embedding does not decode to %d floats: %v (%d bytes)", i, len(floats.Data[i].Embedding), err, len(raw))
+		}
+		for j, f := range floats.Data[i].Embedding {
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])); float64(got) != float64(float32(f)) {
+				t.Fatalf("input %d, dimension %d: base64 %v, float %v", i, j, got, f)
+			}
+		}
 	}
 }
