@@ -276,6 +276,11 @@ type reviewPage struct {
 	// comment); Workflow is its content, when it could be read.
 	WorkflowPause bool
 	Workflow      *workflowReview
+	// MCP is a tool call's summary (review_mcp.go); MCPUnreadable says an
+	// MCP_TOOL_CALL's content could not be read strictly, so only the raw
+	// content is shown.
+	MCP           *mcpReview
+	MCPUnreadable bool
 	// Graph is the escalation's drawing, checked (graphHTML); GraphNote
 	// replaces it when the check refused it.
 	Graph     template.HTML
@@ -323,6 +328,17 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	if rec.Request.RequestType == TypeWorkflow {
 		page.WorkflowPause = true
 		page.Workflow = parseWorkflowContent(rec.Request.Content)
+	}
+	if rec.Request.RequestType == TypeMCP {
+		m, err := parseMCPContent(rec.Request.Content)
+		if err != nil {
+			page.MCPUnreadable = true
+			s.log.Warn("review page: MCP tool call content unreadable", "request_id", rec.ID, "error", err.Error())
+		} else {
+			m.Grant = mcpGrant(rec, s.cur().cfg.Protocol.Timeouts.Escalation.D())
+			page.MCP = m
+			page.Approve, page.Reject = mcpOutcomes()
+		}
 	}
 	return render(w, http.StatusOK, "review", page)
 }

@@ -1,0 +1,175 @@
+package approval
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"time"
+
+	sj "github.com/sacpgw/gateway/internal/strictjson"
+)
+
+// An MCP_TOOL_CALL escalation's Content is written by the MCP front door
+// (mcp/grants.go: the review struct, written by review.content and read
+// back by readReview). The approval package may not import that door
+// (internal/archtest: the doors share plumbing, not each other), so the
+// few member names are repeated here; a change there must be made here
+// too, or the page falls back to the raw content (and
+// TestMCPReviewPageInChromium, in app, fails).
+type mcpContent struct {
+	Method          string          `json:"method"`
+	Server          string          `json:"server"`
+	Tool            string          `json:"tool"`
+	Description     string          `json:"description"`
+	Annotations     json.RawMessage `json:"annotations"`
+	Arguments       json.RawMessage `json:"arguments"`
+	ArgumentsSHA256 string          `json:"arguments_sha256"`
+}
+
+var mcpContentShape = sj.FromStruct(reflect.TypeOf(mcpContent{}))
+
+// mcpReview is a tool call as the review page shows it, above the raw
+// content: what will run where, what the server says the tool does, and
+// the arguments (redacted by the door before the escalation was opened).
+type mcpReview struct {
+	Server, Tool, Description string
+	// Title is the annotations' title, when the server gave one.
+	Title       string
+	Annotations []mcpHint
+	// Arguments are the call's top-level arguments in name order, each
+	// value as indented JSON (a string keeps its quotes, so "1" and 1
+	// differ on the page as they do for the tool).
+	Arguments       []mcpArgument
+	ArgumentsSHA256 string
+	// Grant says what the approval lets through, and until when.
+	Grant string
+}
+
+// mcpHint is one annotation: its value as the server stated it, or a note
+// with MCP's default when it stated none. Warn flags a tool the server
+// itself calls destructive.
+type mcpHint struct {
+	Name, Value, Note string
+	Stated, Warn      bool
+}
+
+type mcpArgument struct {
+	Name, Value string
+}
+
+type mcpHintDef struct{ name, def string }
+
+// mcpHints are the MCP tool annotations a reviewer weighs (MCP
+// specification, ToolAnnotations), with the default a client must assume
+// when the server leaves one out. They are always listed, so that a hint
+// the server did not state reads as such, not as false.
+var mcpHints = []mcpHintDef{
+	{"destructiveHint", "true (when not read-only)"},
+	{"readOnlyHint", "false"},
+	{"idempotentHint", "false"},
+	{"openWorldHint", "true"},
+}
+
+// parseMCPContent reads an MCP_TOOL_CALL escalation's content strictly, as
+// the door reads it back when a person decides (readReview): no member
+// the door does not write, none named twice or in another case, the
+// method tools/call, a server, a tool and the arguments' SHA-256, the
+// annotations and arguments as objects. Anything else is not shown as a
+// tool call (an error): the page then shows the raw content only, so a
+// reviewer never sees a summary that differs from what the decision binds.
+func parseMCPContent(content string) (*mcpReview, error) {
+	if err := sj.Check([]byte(content), mcpContentShape); err != nil {
+		return nil, err
+	}
+	var c mcpContent
+	dec := json.NewDecoder(bytes.NewReader([]byte(content)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.Method != "tools/call" || c.Server == "" || c.Tool == "" {
+		return nil, errors.New("not a tools/call of a named server and tool")
+	}
+	if len(c.ArgumentsSHA256) != 64 {
+		return nil, errors.New("arguments_sha256 is not 64 hex digits")
+	}
+	if _, err := hex.DecodeString(c.ArgumentsSHA256); err != nil {
+		return nil, errors.New("arguments_sha256 is not 64 hex digits")
+	}
+	var ann, args map[string]json.RawMessage
+	if err := jsonObject(c.Annotations, &ann); err != nil {
+		return nil, errors.New("annotations: " + err.Error())
+	}
+	if err := jsonObject(c.Arguments, &args); err != nil {
+		return nil, errors.New("arguments: " + err.Error())
+	}
+	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256}
+	if raw, ok := ann["title"]; ok {
+		if json.Unmarshal(raw, &r.Title) != nil {
+			r.Title = string(raw)
+		}
+	}
+	for _, h := range mcpHints {
+		raw, ok := ann[h.name]
+		if !ok {
+			r.Annotations = append(r.Annotations, mcpHint{Name: h.name, Value: "not stated", Note: "MCP's default: " + h.def})
+			continue
+		}
+		r.Annotations = append(r.Annotations, mcpHint{Name: h.name, Value: string(raw), Stated: true,
+			Warn: h.name == "destructiveHint" && string(raw) == "true"})
+	}
+	// Annotations MCP may add later, or a server's own: shown as given.
+	for _, name := range sortedKeys(ann) {
+		if name == "title" || slices.ContainsFunc(mcpHints, func(h mcpHintDef) bool { return h.name == name }) {
+			continue
+		}
+		r.Annotations = append(r.Annotations, mcpHint{Name: name, Value: string(ann[name]), Stated: true})
+	}
+	for _, name := range sortedKeys(args) {
+		r.Arguments = append(r.Arguments, mcpArgument{Name: name, Value: indentJSON(args[name])})
+	}
+	return r, nil
+}
+
+// jsonObject reads raw, which must be present and a JSON object, into m
+// (the strict check above has refused duplicate names already).
+func jsonObject(raw json.RawMessage, m *map[string]json.RawMessage) error {
+	if len(raw) == 0 || raw[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return json.Unmarshal(raw, m)
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// mcpGrant says what an approval of rec lets through: the door grants
+// exactly the reviewed call (the same agent, server, tool and SHA-256 of
+// the arguments), once, for protocol.timeouts.escalation from the
+// decision (mcp/grants.go, Resolve).
+func mcpGrant(rec *Record, ttl time.Duration) string {
+	what := "exactly this call (agent " + rec.AgentID + ", the same tool and the same arguments) through once"
+	switch {
+	case rec.State == StateEscalated:
+		return "Approving lets " + what + ", if the agent sends it again within " + span(ttl) +
+			" of the approval. A call with any other argument is another call and needs its own approval."
+	case rec.State == StateApproved && rec.Escalation != nil && rec.Escalation.Review != nil:
+		return "The approval lets " + what + ", until " + rec.Escalation.Review.At.Add(ttl).UTC().Format("2006-01-02 15:04:05 UTC") +
+			". A call with any other argument needs its own approval."
+	}
+	return "Nothing was approved: this call does not run."
+}
+
+// mcpOutcomes are the words beside the buttons for a tool call.
+func mcpOutcomes() (approve, reject string) {
+	return "this exact call may run once when the agent sends it again (APPROVED)", "it does not run (REJECTED); the agent is told"
+}
