@@ -18,8 +18,9 @@ var _ Reconfigurer = (*mcp.Door)(nil)
 // limiter and audit trail, and adds what it serves: /mcp/{server} behind
 // the identify stage (not metered: each tools/call spends the agent's
 // rate_limit itself), its metrics, its /readyz detail, and its Resolver
-// on the approval service. Call it once the approval service, messaging
-// and the checks exist.
+// on the approval service. Its grants and sessions are where the app's
+// state is: Redis when state.backend is redis, else this process. Call
+// it once the approval service, messaging and the checks exist.
 func (a *App) wireMCP(cfg *config.Config, m *metrics.Metrics, routes *[]server.Route, checks *[]server.Check) error {
 	deps := mcp.Deps{Config: cfg, Policy: a.policies, Limiter: a.state.limiter, Log: a.log}
 	if a.audit != nil {
@@ -27,6 +28,15 @@ func (a *App) wireMCP(cfg *config.Config, m *metrics.Metrics, routes *[]server.R
 	}
 	if a.approval != nil {
 		deps.Opener = a.approval
+	}
+	if st := a.state; st.redis != nil {
+		// With the state in Redis, an approval heard by any replica and a
+		// session initialized through any go on through every replica;
+		// each call bounded by state.timeout, and an unreachable Redis
+		// refuses the call (never lets it through).
+		timeout := cfg.Gateway.State.Timeout.D()
+		deps.Grants = mcp.NewRedisGrants(st.redis, "", timeout)
+		deps.Sessions = mcp.NewRedisSessions(st.redis, mcp.RedisSessionsOptions{Timeout: timeout})
 	}
 	door, err := mcp.New(deps)
 	if err != nil {

@@ -31,8 +31,8 @@ type Grants interface {
 
 // MemoryGrants keeps grants in this process. The approval service tells
 // the replica that heard the person's decision, so with more than one
-// replica an approved call must come back through that one; a shared
-// implementation (Redis, like the limits) removes the constraint.
+// replica an approved call must come back through that one; RedisGrants
+// (state.backend redis) removes the constraint.
 type MemoryGrants struct {
 	mu  sync.Mutex
 	m   map[string]memGrant

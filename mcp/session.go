@@ -36,7 +36,7 @@ type Sessions interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// Bounds of the memory sessions.
+// Bounds of the sessions (RedisSessions' defaults too).
 const (
 	// sessionIdle ends a session unused this long (the server's own
 	// session may live on; the agent initializes again).
@@ -47,8 +47,8 @@ const (
 )
 
 // MemorySessions keeps sessions in this process: an agent must reach the
-// same replica for one session (sticky routing) until a shared
-// implementation replaces it.
+// same replica for one session (sticky routing); RedisSessions
+// (state.backend redis) shares them between replicas.
 type MemorySessions struct {
 	mu   sync.Mutex
 	byID map[string]*memSession
