@@ -230,9 +230,9 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return p.fail(w, r, out, j, upstreamError(ctx, up.Name, p.Timeout, err))
 		}
-		total.PromptTokens += ans.usage.PromptTokens
-		total.CompletionTokens += ans.usage.CompletionTokens
-		total.TotalTokens += ans.usage.TotalTokens
+		// Every attempt is billed, its cached prompt tokens (which cost
+		// less) included.
+		total = total.Plus(ans.usage)
 		ex.Usage, ex.UsageKnown = total, ex.UsageKnown || ans.hasUsage
 		if ans.status != http.StatusOK || ans.toolCalls {
 			break

@@ -22,6 +22,22 @@ type Usage struct {
 	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
 }
 
+// Plus is u and o added up (the calls of one exchange: a re-ask is billed
+// too), cached prompt tokens included.
+func (u Usage) Plus(o Usage) Usage {
+	sum := Usage{PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens,
+		TotalTokens: u.TotalTokens + o.TotalTokens}
+	if u.PromptTokensDetails != nil || o.PromptTokensDetails != nil {
+		sum.PromptTokensDetails = &PromptTokensDetails{}
+		for _, d := range []*PromptTokensDetails{u.PromptTokensDetails, o.PromptTokensDetails} {
+			if d != nil {
+				sum.PromptTokensDetails.CachedTokens += d.CachedTokens
+			}
+		}
+	}
+	return sum
+}
+
 // PromptTokensDetails is usage.prompt_tokens_details: how many of the
 // prompt tokens the provider served from its prompt cache.
 type PromptTokensDetails struct {
