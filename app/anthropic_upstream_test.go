@@ -102,12 +102,18 @@ func newAnthropicGateway(t testing.TB) (*a2a, *fakeAnthropic) {
 
 // newAnthropicGatewayWith adds the upstreams entries extra (models gpt-*).
 func newAnthropicGatewayWith(t testing.TB, extra string) (*a2a, *fakeAnthropic) {
+	return newAnthropicGatewayOpts(t, "", extra)
+}
+
+// newAnthropicGatewayOpts also adds claude to the anthropic upstream's
+// entry (", prompt_cache: true").
+func newAnthropicGatewayOpts(t testing.TB, claude, extra string) (*a2a, *fakeAnthropic) {
 	t.Helper()
 	dir := t.TempDir()
 	fake := newFakeAnthropic(t)
 	gw := `listen: "127.0.0.1:0"
 upstreams:
-  - {name: claude, type: anthropic, base_url: ` + fake.srv.URL + `/v1, api_key: ` + anthropicKey + `, max_retries: 0, models: ["claude-*"], breaker: {failures: 100}}
+  - {name: claude, type: anthropic, base_url: ` + fake.srv.URL + `/v1, api_key: ` + anthropicKey + `, max_retries: 0, models: ["claude-*"], breaker: {failures: 100}` + claude + `}
   - {name: fallback, type: mock, models: ["claude-*", "mock-*"]}
 ` + extra + `
 policy:
@@ -425,5 +431,46 @@ func BenchmarkAnthropicUpstream(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// With prompt_cache, the protocol prompt the gateway injects goes to
+// Anthropic as a system block marked for the prompt cache; the cache reads
+// Anthropic reports reach the agent as cached_tokens and are priced at the
+// cached-input price.
+func TestAnthropicUpstreamPromptCache(t *testing.T) {
+	g, fake := newAnthropicGatewayOpts(t, ", prompt_cache: true", "")
+	sacp := `{"thought":"cached","status":"success","message":"ok","data":{}}`
+	fake.set(func(map[string]any) (int, string, string) {
+		b, _ := json.Marshal(map[string]any{"id": "msg_c", "type": "message", "role": "assistant", "model": "claude-3-7-sonnet-20250219",
+			"content": []any{map[string]any{"type": "text", "text": sacp}}, "stop_reason": "end_turn",
+			"usage": map[string]any{"input_tokens": 10, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 0, "output_tokens": 20}})
+		return 200, "application/json", string(b)
+	})
+	sc := openai.NewClient(option.WithBaseURL(g.srv.URL+"/v1"), option.WithAPIKey("tok-sacp"), option.WithMaxRetries(0))
+	c, err := sc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "claude-3-7-sonnet-latest",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Usage.PromptTokens != 1010 || c.Usage.PromptTokensDetails.CachedTokens != 1000 {
+		t.Errorf("usage %+v, want 1010 prompt tokens of which 1000 cached", c.Usage)
+	}
+	reqs := fake.requests()
+	system, _ := reqs[len(reqs)-1].body["system"].([]any)
+	if len(system) != 1 {
+		t.Fatalf("system %v, want one cached block", reqs[len(reqs)-1].body["system"])
+	}
+	block := system[0].(map[string]any)
+	if cc, _ := block["cache_control"].(map[string]any); cc["type"] != "ephemeral" || !strings.Contains(block["text"].(string), "SYSTEM PROTOCOL") {
+		t.Errorf("system block %v, want the protocol prompt with cache_control ephemeral", block)
+	}
+	var cost map[string]any
+	for _, e := range g.entries(audit.KindLLMResponse) {
+		cost, _ = summaryOf(e)["cost"].(map[string]any)
+	}
+	// 10 input at $3, 1000 cached at $0.30, 20 output at $15 per million.
+	if cost == nil || cost["micro_usd"] != float64(630) {
+		t.Errorf("cost %v, want 630 micro-USD", cost)
 	}
 }

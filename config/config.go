@@ -262,6 +262,11 @@ type Upstream struct {
 	// DefaultMaxTokens is the max_tokens sent to an anthropic upstream
 	// for a request that set none (Anthropic requires one). Default 4096.
 	DefaultMaxTokens int `yaml:"default_max_tokens"`
+	// PromptCache, on an anthropic upstream, marks each request's system
+	// prompt (with the tools before it) for Anthropic's prompt cache.
+	// Default false: a cache write costs more than plain input, which a
+	// prompt used once never earns back.
+	PromptCache bool `yaml:"prompt_cache"`
 }
 
 // Azure is an openai upstream's Azure OpenAI settings.

@@ -407,8 +407,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			if u.DefaultMaxTokens == 0 {
 				u.DefaultMaxTokens = 4096
 			}
-		} else if u.AnthropicVersion != "" || u.DefaultMaxTokens != 0 {
-			l.add(f, field("type"), "upstreams[%d]: anthropic_version and default_max_tokens apply to an anthropic upstream only", i)
+		} else if u.AnthropicVersion != "" || u.DefaultMaxTokens != 0 || u.PromptCache {
+			l.add(f, field("type"), "upstreams[%d]: anthropic_version, default_max_tokens and prompt_cache apply to an anthropic upstream only", i)
 		}
 		if u.DefaultMaxTokens < 0 {
 			l.add(f, field("default_max_tokens"), "upstreams[%d].default_max_tokens: must be positive", i)

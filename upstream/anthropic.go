@@ -46,7 +46,8 @@ func newAnthropic(c config.Upstream) (http.RoundTripper, *url.URL, error) {
 	if maxTokens <= 0 {
 		maxTokens = 4096
 	}
-	return &anthropicTransport{next: rt, version: version, opts: anthropic.ProviderOptions{MaxTokens: maxTokens}, now: time.Now}, base, nil
+	opts := anthropic.ProviderOptions{MaxTokens: maxTokens, PromptCache: c.PromptCache}
+	return &anthropicTransport{next: rt, version: version, opts: opts, now: time.Now}, base, nil
 }
 
 // CloseIdleConnections releases the pooled connections of the transport

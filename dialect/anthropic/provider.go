@@ -32,6 +32,13 @@ type ProviderOptions struct {
 	// MaxTokens is max_tokens for a request without one (Anthropic
 	// requires it; OpenAI's default is the model's limit).
 	MaxTokens int64
+	// PromptCache marks the request's stable prefix for Anthropic's prompt
+	// cache: a cache breakpoint on the system prompt (which Anthropic
+	// caches with the tools before it), or on the last tool when there is
+	// no system prompt. Agents on OpenAI's SDKs cannot ask for it
+	// themselves, and the protocol prompt the gateway injects is the same
+	// on every call: what a cache is for.
+	PromptCache bool
 }
 
 // ProviderRequest translates a chat completions request into a Messages
@@ -144,7 +151,7 @@ type providerPart struct {
 type messagesRequest struct {
 	Model         string         `json:"model"`
 	MaxTokens     int64          `json:"max_tokens"`
-	System        string         `json:"system,omitempty"`
+	System        jsontext.Value `json:"system,omitempty"`
 	Messages      []turn         `json:"messages"`
 	StopSequences []string       `json:"stop_sequences,omitempty"`
 	Temperature   *float64       `json:"temperature,omitempty"`
@@ -186,9 +193,23 @@ type metadataOut struct {
 }
 
 type toolOut struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	InputSchema jsontext.Value `json:"input_schema"`
+	Name         string           `json:"name"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  jsontext.Value   `json:"input_schema"`
+	CacheControl *cacheBreakpoint `json:"cache_control,omitempty"`
+}
+
+// cacheBreakpoint is Anthropic's cache_control: the prompt up to and with
+// the block that carries it is cached (five minutes, renewed on use).
+type cacheBreakpoint struct {
+	Type string `json:"type"`
+}
+
+// systemBlock is the system prompt as a text block, to carry a breakpoint.
+type systemBlock struct {
+	Type         string           `json:"type"`
+	Text         string           `json:"text"`
+	CacheControl *cacheBreakpoint `json:"cache_control,omitempty"`
 }
 
 type toolChoiceOut struct {
@@ -260,8 +281,18 @@ func (r *providerChat) translate(o ProviderOptions) (*messagesRequest, error) {
 	if out.ToolChoice, err = providerToolChoice(r.ToolChoice, r.ParallelToolCalls); err != nil {
 		return nil, err
 	}
-	if out.System, out.Messages, err = turns(r.Messages); err != nil {
+	system, msgs, err := turns(r.Messages)
+	if err != nil {
 		return nil, err
+	}
+	out.Messages = msgs
+	switch {
+	case system != "" && o.PromptCache:
+		out.System = mustJSON([]systemBlock{{Type: "text", Text: system, CacheControl: &cacheBreakpoint{Type: "ephemeral"}}})
+	case system != "":
+		out.System = jsonString(system)
+	case o.PromptCache && len(out.Tools) > 0:
+		out.Tools[len(out.Tools)-1].CacheControl = &cacheBreakpoint{Type: "ephemeral"}
 	}
 	return out, nil
 }

@@ -282,3 +282,30 @@ func TestProviderError(t *testing.T) {
 		sameJSON(t, ProviderError(tc.status, []byte(tc.body)), []byte(tc.want))
 	}
 }
+
+// With PromptCache, the stable prefix carries Anthropic's cache
+// breakpoint: the system prompt (cached with the tools before it), or the
+// last tool without one; a request with neither is sent as it was.
+func TestProviderRequestPromptCache(t *testing.T) {
+	const tools = `"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]`
+	const user = `{"role":"user","content":"hi"}`
+	const userOut = `{"role":"user","content":[{"type":"text","text":"hi"}]}`
+	const schema = `"input_schema":{"type":"object","properties":{}}`
+	for _, tc := range []struct {
+		name, chat, want string
+	}{
+		{"system prompt", `{"model":"c","messages":[{"role":"system","content":"be brief"},` + user + `],` + tools + `}`,
+			`{"model":"c","max_tokens":64,"system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],"messages":[` + userOut + `],"tools":[{"name":"a",` + schema + `},{"name":"b",` + schema + `}]}`},
+		{"tools only", `{"model":"c","messages":[` + user + `],` + tools + `}`,
+			`{"model":"c","max_tokens":64,"messages":[` + userOut + `],"tools":[{"name":"a",` + schema + `},{"name":"b",` + schema + `,"cache_control":{"type":"ephemeral"}}]}`},
+		{"neither", `{"model":"c","messages":[` + user + `]}`, `{"model":"c","max_tokens":64,"messages":[` + userOut + `]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, _, err := ProviderRequest([]byte(tc.chat), ProviderOptions{MaxTokens: 64, PromptCache: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameJSON(t, got, []byte(tc.want))
+		})
+	}
+}
