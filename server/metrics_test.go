@@ -140,7 +140,11 @@ func TestMetricsTimeToFirstToken(t *testing.T) {
 	if sum, _ := sample(body, strings.Replace(ttftStream, "_count", "_sum", 1)); sum < firstToken.Seconds() {
 		t.Errorf("stream time to first token %.3fs, want at least %v: the role-only chunk is not a token", sum, firstToken)
 	}
-	if sum, _ := sample(body, strings.Replace(gaps, "_count", "_sum", 1)); sum < gap.Seconds() || sum > firstToken.Seconds() {
+	// The gap is measured where the gateway sends, which may see the
+	// upstream's two writes a little closer than its sleep (a flush of
+	// the first one can be late): half of it is the bound that fails only
+	// when something else was measured.
+	if sum, _ := sample(body, strings.Replace(gaps, "_count", "_sum", 1)); sum < gap.Seconds()/2 || sum > firstToken.Seconds() {
 		t.Errorf("gap between tokens %.3fs, want about %v", sum, gap)
 	}
 	if _, ok := sample(body, `gateway_spend_usd_total{agent="alpha"}`); !ok {
