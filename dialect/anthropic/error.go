@@ -5,7 +5,8 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Error translates an OpenAI error body ({"error": {message, type, code}})
@@ -39,27 +40,17 @@ func Error(status int, openAIError []byte) []byte {
 
 func statusType(status int) string {
 	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
 	case http.StatusPaymentRequired:
 		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
 	case http.StatusRequestEntityTooLarge:
 		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
 	case http.StatusServiceUnavailable, 529:
 		return "overloaded_error"
 	case http.StatusGatewayTimeout:
 		return "timeout_error"
 	}
-	if status >= 400 && status < 500 {
-		return "invalid_request_error"
+	if typ := neutral.StatusType(status); typ != "" {
+		return typ
 	}
 	return "api_error"
 }
@@ -73,28 +64,17 @@ type apiError struct {
 // errorMessage reads the OpenAI error's message leniently: this is the
 // path of something already gone wrong, and the client should learn what.
 func errorMessage(status int, body []byte) string {
-	var e struct {
-		Error jsontext.Value `json:"error"`
-	}
-	if json.Unmarshal(body, &e) == nil {
-		switch e.Error.Kind() {
-		case '{':
-			var a apiError
-			if json.Unmarshal(e.Error, &a) == nil && strings.TrimSpace(a.Message) != "" {
-				return a.Message
-			}
-		case '"':
-			// Some OpenAI-compatible providers send {"error": "text"}.
-			var s string
-			if json.Unmarshal(e.Error, &s) == nil && strings.TrimSpace(s) != "" {
-				return s
-			}
+	object, text := neutral.ReadError(body)
+	if object != nil {
+		var a apiError
+		if json.Unmarshal(object, &a) == nil && strings.TrimSpace(a.Message) != "" {
+			return a.Message
 		}
 	}
-	if text := http.StatusText(status); text != "" {
+	if text != "" {
 		return text
 	}
-	return "The upstream failed."
+	return neutral.StatusText(status)
 }
 
 // streamType maps the type of an OpenAI error event, which has no status,

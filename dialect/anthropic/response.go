@@ -28,12 +28,9 @@ func Response(chat []byte) ([]byte, error) {
 	if err := json.Unmarshal(chat, &c); err != nil {
 		return nil, fmt.Errorf("reading the chat completion: %w", err)
 	}
-	if len(c.Choices) != 1 {
-		return nil, fmt.Errorf("the chat completion has %d choices; the Messages API answers with one", len(c.Choices))
-	}
-	ch := &c.Choices[0]
-	if ch.Message == nil {
-		return nil, errors.New("the chat completion's choice has no message")
+	ch, err := neutral.OnlyChoice(c.Choices, "Messages")
+	if err != nil {
+		return nil, err
 	}
 	content := []any{}
 	if text := answerText(ch.Message); text != "" {
@@ -55,7 +52,7 @@ func Response(chat []byte) ([]byte, error) {
 	}
 	msg := messageOut{
 		ID: messageID(c.ID, chat), Type: "message", Role: "assistant", Model: c.Model,
-		Content: content, StopReason: &reason, Usage: c.Usage.anthropic(),
+		Content: content, StopReason: &reason, Usage: usageOf(c.Usage),
 	}
 	return json.Marshal(msg)
 }
@@ -90,24 +87,17 @@ func answerText(a *answer) string {
 	return ""
 }
 
-type usage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens *int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
+type usage = neutral.Usage
 
-// anthropic is the usage in Anthropic's terms, where the input counts add
+// usageOf is the usage in Anthropic's terms, where the input counts add
 // up: input_tokens excludes the cache reads that OpenAI's prompt_tokens
 // includes (see the package documentation).
-func (u *usage) anthropic() usageOut {
+func usageOf(u *usage) usageOut {
 	if u == nil {
 		return usageOut{}
 	}
 	out := usageOut{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
-		cached := min(max(*d.CachedTokens, 0), u.PromptTokens)
+	if cached, ok := u.Cached(); ok {
 		out.InputTokens -= cached
 		out.CacheReadInputTokens = &cached
 	}

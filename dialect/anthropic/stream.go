@@ -43,31 +43,21 @@ import (
 // choices, a tool call without id or name, arguments of a tool call that
 // come after another call started or that do not make a JSON object, text
 // after the finish_reason, [DONE] before any chunk or without a
-// finish_reason, an event over maxEvent bytes.
+// finish_reason, an event over neutral.MaxEvent bytes.
 type Stream struct {
-	w     io.Writer
+	sh    neutral.Shell // ended: message_stop or error written
 	model string
-
-	sse neutral.SSEReader
 
 	// The translation.
 	started  bool
 	id       string
-	index    int    // the index of the open block, or of the next one
-	open     int    // blockNone, blockText or blockTool
-	call     int    // the OpenAI index of the open tool call
-	callID   string // and its id
-	seen     []int  // the OpenAI indexes of the tool calls started
-	args     []byte // the open tool call's arguments so far
+	index    int           // the index of the open block, or of the next one
+	open     int           // blockNone, blockText or blockTool
+	calls    neutral.Calls // the tool calls
 	finish   *string
 	reason   string
 	usage    *usage
 	deltaOut bool // message_delta written
-
-	ended  bool // message_stop or error written: nothing more
-	closed bool
-	err    error // the writer's
-	out    []byte
 }
 
 const (
@@ -76,9 +66,6 @@ const (
 	blockTool
 )
 
-// maxEvent bounds what one upstream event may buffer.
-const maxEvent = neutral.MaxEvent
-
 var errClosed = errors.New("anthropic: write to a closed Stream")
 
 // NewStream returns a Stream writing to w. model is the model named in
@@ -86,75 +73,43 @@ var errClosed = errors.New("anthropic: write to a closed Stream")
 func NewStream(w io.Writer, model string) *Stream {
 	// The model goes into every message_start as JSON: make it valid
 	// UTF-8 here rather than fail later.
-	return &Stream{w: w, model: strings.ToValidUTF8(model, "\uFFFD")}
+	s := &Stream{model: strings.ToValidUTF8(model, "\uFFFD")}
+	s.sh = neutral.NewShell(w, (*translator)(s), errClosed)
+	return s
 }
 
 // Write reads p as the next bytes of the upstream stream and writes the
 // events they complete. Bytes after the end of the stream ([DONE] or an
 // error) are read and dropped.
-func (s *Stream) Write(p []byte) (int, error) {
-	if s.closed {
-		return 0, errClosed
-	}
-	if s.err != nil {
-		return 0, s.err
-	}
-	s.sse.Read(p, (*sseHandler)(s))
-	return len(p), s.flush()
-}
+func (s *Stream) Write(p []byte) (int, error) { return s.sh.Write(p) }
 
 // Close ends the stream: if the upstream ended without [DONE], it writes an
 // error event; it never writes message_stop twice. An event the upstream
 // left unfinished is dropped, as the WHATWG rules drop it.
-func (s *Stream) Close() error {
-	if s.closed {
-		return s.err
-	}
-	s.closed = true
-	if s.err != nil {
-		return s.err
-	}
-	s.fail("api_error", "The upstream stream ended before it was complete.")
-	return s.flush()
+func (s *Stream) Close() error { return s.sh.Close() }
+
+// translator is the Stream as its shell's translator.
+type translator Stream
+
+func (t *translator) Event(data []byte) { (*Stream)(t).event(data) }
+func (t *translator) Done()             { (*Stream)(t).done() }
+
+func (t *translator) Comment([]byte) {
+	(*Stream)(t).emit("ping", pingEvent{Type: "ping"})
 }
 
-func (s *Stream) flush() error {
-	if len(s.out) == 0 {
-		return nil
-	}
-	_, err := s.w.Write(s.out)
-	s.out = s.out[:0]
-	if err != nil {
-		s.err = err
-		s.ended = true
-	}
-	return err
+func (t *translator) TooLarge() {
+	(*Stream)(t).fail("api_error", "The upstream sent an event too large to translate.")
 }
 
-// sseHandler is the Stream as the SSE reader's handler.
-type sseHandler Stream
-
-func (h *sseHandler) Event(data []byte) { (*Stream)(h).event(data) }
-
-func (h *sseHandler) Comment([]byte) {
-	(*Stream)(h).emit("ping", pingEvent{Type: "ping"})
+func (t *translator) Unfinished() {
+	(*Stream)(t).fail("api_error", "The upstream stream ended before it was complete.")
 }
 
-func (h *sseHandler) TooLarge() {
-	(*Stream)(h).fail("api_error", "The upstream sent an event too large to translate.")
-}
-
-func (h *sseHandler) Ended() bool { return h.ended }
-
-// event translates one upstream event.
+// event translates one upstream event other than [DONE].
 func (s *Stream) event(data []byte) {
-	if string(data) == "[DONE]" {
-		s.done()
-		return
-	}
 	var c completion
-	// A chunk is an object; json would read null as an empty one.
-	if jsontext.Value(data).Kind() != '{' || json.Unmarshal(data, &c) != nil {
+	if !neutral.ReadChunk(data, &c) {
 		s.fail("api_error", "The upstream sent a stream event that is not a chat completion chunk.")
 		return
 	}
@@ -194,7 +149,7 @@ func (s *Stream) start(c *completion, data []byte) {
 	}
 	var u usageOut
 	if c.Usage != nil {
-		u.InputTokens = c.Usage.anthropic().InputTokens
+		u.InputTokens = usageOf(c.Usage).InputTokens
 	}
 	s.emit("message_start", messageStartEvent{Type: "message_start", Message: messageOut{
 		ID: s.id, Type: "message", Role: "assistant", Model: model, Content: []any{}, Usage: u,
@@ -230,7 +185,7 @@ func (s *Stream) choice(ch *choice) bool {
 		}
 	}
 	if ch.FinishReason != nil && s.finish == nil {
-		reason, err := stopReason(ch.FinishReason, len(s.seen) > 0)
+		reason, err := stopReason(ch.FinishReason, s.calls.Started() > 0)
 		if err != nil {
 			s.fail("api_error", "The upstream finished with an unknown finish_reason.")
 			return false
@@ -245,27 +200,14 @@ func (s *Stream) choice(ch *choice) bool {
 
 // toolCall translates one tool call delta.
 func (s *Stream) toolCall(tc *toolCall) bool {
-	var idx int
+	idx, more, interleaved := s.calls.Place(tc, s.open == blockTool)
 	switch {
-	case tc.Index != nil:
-		idx = *tc.Index
-	case s.open == blockTool && (tc.ID == "" || tc.ID == s.callID):
-		// A provider that leaves out the index: more of the open call
-		// (some repeat its id on every delta).
-		idx = s.call
-	default:
-		// A new call without an index: one no upstream index can be.
-		idx = -1 - len(s.seen)
-	}
-	if s.open == blockTool && idx == s.call {
+	case more:
 		return s.arguments(tc.Function.Arguments)
-	}
-	for _, seen := range s.seen {
-		if seen == idx {
-			// Anthropic's blocks do not interleave: one closed is closed.
-			s.fail("api_error", "The upstream interleaved the deltas of its tool calls.")
-			return false
-		}
+	case interleaved:
+		// Anthropic's blocks do not interleave: one closed is closed.
+		s.fail("api_error", "The upstream interleaved the deltas of its tool calls.")
+		return false
 	}
 	if tc.ID == "" || tc.Function.Name == "" {
 		s.fail("api_error", "The upstream started a tool call without an id or a name.")
@@ -274,8 +216,8 @@ func (s *Stream) toolCall(tc *toolCall) bool {
 	if !s.closeBlock() {
 		return false
 	}
-	s.seen = append(s.seen, idx)
-	s.open, s.call, s.callID, s.args = blockTool, idx, tc.ID, s.args[:0]
+	s.calls.Start(idx, tc.ID)
+	s.open = blockTool
 	s.emit("content_block_start", blockStartEvent{Type: "content_block_start", Index: s.index,
 		ContentBlock: toolUseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: jsontext.Value("{}")}})
 	return s.arguments(tc.Function.Arguments)
@@ -285,11 +227,10 @@ func (s *Stream) arguments(fragment string) bool {
 	if fragment == "" {
 		return true
 	}
-	if len(s.args)+len(fragment) > maxEvent {
+	if !s.calls.Add(fragment) {
 		s.fail("api_error", "The upstream sent tool call arguments too large to translate.")
 		return false
 	}
-	s.args = append(s.args, fragment...)
 	s.emit("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.index,
 		Delta: inputJSONDelta{Type: "input_json_delta", PartialJSON: fragment}})
 	return true
@@ -303,7 +244,7 @@ func (s *Stream) closeBlock() bool {
 	case blockNone:
 		return true
 	case blockTool:
-		if _, err := toolInput(string(s.args)); err != nil {
+		if _, err := toolInput(string(s.calls.Args)); err != nil {
 			s.fail("api_error", "The upstream's tool call arguments are not a JSON object.")
 			return false
 		}
@@ -325,7 +266,7 @@ func (s *Stream) delta() {
 func (s *Stream) writeDelta() {
 	s.deltaOut = true
 	s.emit("message_delta", messageDeltaEvent{Type: "message_delta",
-		Delta: stopDelta{StopReason: s.reason}, Usage: s.usage.anthropic()})
+		Delta: stopDelta{StopReason: s.reason}, Usage: usageOf(s.usage)})
 }
 
 // done is [DONE]: the upstream says the answer is complete.
@@ -342,21 +283,21 @@ func (s *Stream) done() {
 		s.writeDelta()
 	}
 	s.emit("message_stop", messageStopEvent{Type: "message_stop"})
-	s.ended = true
+	s.sh.End()
 }
 
 // fail writes an error event and ends the stream; after the end it does
 // nothing, so no stream has two ends.
 func (s *Stream) fail(typ, message string) {
-	if s.ended {
+	if s.sh.Ended() {
 		return
 	}
-	s.out = appendEvent(s.out, "error", errorBody(typ, message))
-	s.ended = true
+	s.sh.AppendEvent("error", errorBody(typ, message))
+	s.sh.End()
 }
 
 func (s *Stream) emit(name string, v any) {
-	if s.ended {
+	if s.sh.Ended() {
 		return
 	}
 	b, err := json.Marshal(v)
@@ -367,15 +308,7 @@ func (s *Stream) emit(name string, v any) {
 		s.fail("api_error", "The gateway could not encode an event.")
 		return
 	}
-	s.out = appendEvent(s.out, name, b)
-}
-
-func appendEvent(out []byte, name string, data []byte) []byte {
-	out = append(out, "event: "...)
-	out = append(out, name...)
-	out = append(out, "\ndata: "...)
-	out = append(out, data...)
-	return append(out, '\n', '\n')
+	s.sh.AppendEvent(name, b)
 }
 
 type pingEvent struct {

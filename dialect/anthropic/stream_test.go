@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/dialect/internal/dialecttest"
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // TestStreamFixtures translates the recorded-shape streams of
@@ -262,36 +263,16 @@ func TestStreamClose(t *testing.T) {
 	}
 }
 
-type failWriter struct{ n int }
-
-func (w *failWriter) Write(p []byte) (int, error) {
-	w.n++
-	return 0, errors.New("client gone")
-}
-
 // TestStreamWriterError: the client's failure reaches the caller, once per
 // call, and nothing more is written.
 func TestStreamWriterError(t *testing.T) {
-	w := &failWriter{}
-	s := NewStream(w, "m")
-	if _, err := s.Write([]byte(chunk(text("Hi"), ""))); err == nil {
-		t.Fatal("no error from a failing writer")
-	}
-	if _, err := s.Write([]byte(chunk(text("more"), ""))); err == nil {
-		t.Fatal("no error on the next Write")
-	}
-	if err := s.Close(); err == nil {
-		t.Fatal("no error from Close")
-	}
-	if w.n != 1 {
-		t.Errorf("%d writes to a failed writer", w.n)
-	}
+	dialecttest.WriterError(t, newStream, chunk(text("Hi"), ""), chunk(text("more"), ""))
 }
 
 // TestStreamTooLarge: a line that never ends is refused at the bound,
 // whether it came whole or in pieces.
 func TestStreamTooLarge(t *testing.T) {
-	in := append([]byte("data: "), bytes.Repeat([]byte("x"), maxEvent)...)
+	in := append([]byte("data: "), bytes.Repeat([]byte("x"), neutral.MaxEvent)...)
 	want := errorEv("api_error", "The upstream sent an event too large to translate.")
 	if got := feedWhole(t, "m", in); string(got) != want {
 		t.Errorf("whole: %.200s", got)

@@ -1,11 +1,12 @@
 package responses
 
 import (
-	"net/http"
 	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
 
 // Error returns the body of an error answer in the Responses API's form,
@@ -28,64 +29,39 @@ import (
 // status as it is.
 func Error(status int, openAIError []byte) []byte {
 	out := errorOut{Error: errorDetail{Type: jsonString(statusType(status)), Param: jsontext.Value("null"), Code: jsontext.Value("null")}}
-	var e struct {
-		Error jsontext.Value `json:"error"`
+	object, text := neutral.ReadError(openAIError)
+	var a struct {
+		Message *string        `json:"message"`
+		Type    jsontext.Value `json:"type"`
+		Param   jsontext.Value `json:"param"`
+		Code    jsontext.Value `json:"code"`
 	}
-	if json.Unmarshal(openAIError, &e) == nil {
-		switch e.Error.Kind() {
-		case '{':
-			var a struct {
-				Message *string        `json:"message"`
-				Type    jsontext.Value `json:"type"`
-				Param   jsontext.Value `json:"param"`
-				Code    jsontext.Value `json:"code"`
-			}
-			if json.Unmarshal(e.Error, &a) == nil && a.Message != nil && strings.TrimSpace(*a.Message) != "" {
-				out.Error.Message = *a.Message
-				if a.Type.Kind() == '"' {
-					out.Error.Type = a.Type
-				}
-				if a.Param.Kind() == '"' {
-					out.Error.Param = a.Param
-				}
-				switch a.Code.Kind() {
-				case '"':
-					out.Error.Code = a.Code
-				case '0':
-					out.Error.Code = jsonString(string(a.Code))
-				}
-				return marshalError(out)
-			}
-		case '"':
-			var s string
-			if json.Unmarshal(e.Error, &s) == nil && strings.TrimSpace(s) != "" {
-				out.Error.Message = s
-				return marshalError(out)
-			}
+	switch {
+	case object != nil && json.Unmarshal(object, &a) == nil && a.Message != nil && strings.TrimSpace(*a.Message) != "":
+		out.Error.Message = *a.Message
+		if a.Type.Kind() == '"' {
+			out.Error.Type = a.Type
 		}
-	}
-	out.Error.Message = http.StatusText(status)
-	if out.Error.Message == "" {
-		out.Error.Message = "The upstream failed."
+		if a.Param.Kind() == '"' {
+			out.Error.Param = a.Param
+		}
+		switch a.Code.Kind() {
+		case '"':
+			out.Error.Code = a.Code
+		case '0':
+			out.Error.Code = jsonString(string(a.Code))
+		}
+	case text != "":
+		out.Error.Message = text
+	default:
+		out.Error.Message = neutral.StatusText(status)
 	}
 	return marshalError(out)
 }
 
 func statusType(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	}
-	if status >= 400 && status < 500 {
-		return "invalid_request_error"
+	if typ := neutral.StatusType(status); typ != "" {
+		return typ
 	}
 	return "server_error"
 }

@@ -35,12 +35,9 @@ func ResponseWith(chat []byte, m Meta) ([]byte, error) {
 	if err := json.Unmarshal(chat, &c); err != nil {
 		return nil, fmt.Errorf("reading the chat completion: %w", err)
 	}
-	if len(c.Choices) != 1 {
-		return nil, fmt.Errorf("the chat completion has %d choices; the Responses API answers with one", len(c.Choices))
-	}
-	ch := &c.Choices[0]
-	if ch.Message == nil {
-		return nil, errors.New("the chat completion's choice has no message")
+	ch, err := neutral.OnlyChoice(c.Choices, "Responses")
+	if err != nil {
+		return nil, err
 	}
 	status, incomplete, err := finishStatus(ch.FinishReason)
 	if err != nil {
@@ -104,11 +101,7 @@ type (
 )
 
 type usage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens *int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	neutral.Usage           `json:",inline"`
 	CompletionTokensDetails *struct {
 		ReasoningTokens *int64 `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
@@ -123,8 +116,8 @@ func (u *usage) responses() *usageOut {
 		return nil
 	}
 	out := &usageOut{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
-	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
-		out.InputTokensDetails.CachedTokens = min(max(*d.CachedTokens, 0), u.PromptTokens)
+	if cached, ok := u.Cached(); ok {
+		out.InputTokensDetails.CachedTokens = cached
 	}
 	if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
 		out.OutputTokensDetails.ReasoningTokens = min(max(*d.ReasoningTokens, 0), u.CompletionTokens)

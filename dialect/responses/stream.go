@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sacpgw/gateway/dialect/internal/neutral"
 )
@@ -55,13 +54,11 @@ import (
 // come after another call started, content after the finish_reason, an
 // unknown finish_reason, [DONE] before any chunk or without a
 // finish_reason, the end of the input without [DONE], an event over
-// maxEvent bytes.
+// neutral.MaxEvent bytes.
 type Stream struct {
-	w     io.Writer
+	sh    neutral.Shell // ended: the final event written
 	model string
 	meta  Meta
-
-	sse neutral.SSEReader
 
 	// The translation.
 	started bool
@@ -77,22 +74,14 @@ type Stream struct {
 	parts    []any
 	partText []byte
 
-	// The open tool call.
-	call     int // its OpenAI index
-	callID   string
+	// The tool calls, and the open one's name.
+	calls    neutral.Calls
 	callName string
-	seen     []int // the OpenAI indexes of the tool calls started
-	args     []byte
 
 	finish     *string
 	status     string
 	incomplete *incompleteDetails
 	usage      *usage
-
-	ended  bool // the final event written: nothing more
-	closed bool
-	err    error // the writer's
-	out    []byte
 }
 
 const (
@@ -106,9 +95,6 @@ const (
 	partText
 	partRefusal
 )
-
-// maxEvent bounds what one upstream event may buffer.
-const maxEvent = neutral.MaxEvent
 
 var errClosed = errors.New("responses: write to a closed Stream")
 
@@ -124,80 +110,47 @@ func NewStream(w io.Writer, model string) *Stream {
 func NewStreamWith(w io.Writer, model string, m Meta) *Stream {
 	// The model goes into every response object as JSON: make it valid
 	// UTF-8 here rather than fail later.
-	return &Stream{w: w, model: strings.ToValidUTF8(model, "\uFFFD"), meta: m}
+	s := &Stream{model: strings.ToValidUTF8(model, "\uFFFD"), meta: m}
+	s.sh = neutral.NewShell(w, (*translator)(s), errClosed)
+	return s
 }
 
 // Write reads p as the next bytes of the upstream stream and writes the
 // events they complete. Bytes after the end of the stream ([DONE] or an
 // error) are read and dropped.
-func (s *Stream) Write(p []byte) (int, error) {
-	if s.closed {
-		return 0, errClosed
-	}
-	if s.err != nil {
-		return 0, s.err
-	}
-	s.sse.Read(p, (*sseHandler)(s))
-	return len(p), s.flush()
-}
+func (s *Stream) Write(p []byte) (int, error) { return s.sh.Write(p) }
 
 // Close ends the stream: if the upstream ended without [DONE], it writes an
 // error event (and response.failed); it never ends the stream twice. An
 // event the upstream left unfinished is dropped, as the WHATWG rules drop
 // it.
-func (s *Stream) Close() error {
-	if s.closed {
-		return s.err
-	}
-	s.closed = true
-	if s.err != nil {
-		return s.err
-	}
-	s.fail("server_error", "server_error", "The upstream stream ended before it was complete.", nil)
-	return s.flush()
-}
+func (s *Stream) Close() error { return s.sh.Close() }
 
-func (s *Stream) flush() error {
-	if len(s.out) == 0 {
-		return nil
-	}
-	_, err := s.w.Write(s.out)
-	s.out = s.out[:0]
-	if err != nil {
-		s.err = err
-		s.ended = true
-	}
-	return err
-}
+// translator is the Stream as its shell's translator.
+type translator Stream
 
-// sseHandler is the Stream as the SSE reader's handler.
-type sseHandler Stream
-
-func (h *sseHandler) Event(data []byte) { (*Stream)(h).event(data) }
+func (t *translator) Event(data []byte) { (*Stream)(t).event(data) }
+func (t *translator) Done()             { (*Stream)(t).done() }
 
 // Comment passes a comment line on (the gateway's ": keep-alive").
-func (h *sseHandler) Comment(line []byte) {
-	if !h.ended {
-		h.out = append(h.out, strings.ToValidUTF8(string(line), "\uFFFD")...)
-		h.out = append(h.out, '\n')
+func (t *translator) Comment(line []byte) {
+	if !t.sh.Ended() {
+		t.sh.AppendString(strings.ToValidUTF8(string(line), "\uFFFD") + "\n")
 	}
 }
 
-func (h *sseHandler) TooLarge() {
-	(*Stream)(h).fail("server_error", "server_error", "The upstream sent an event too large to translate.", nil)
+func (t *translator) TooLarge() {
+	(*Stream)(t).fail("server_error", "server_error", "The upstream sent an event too large to translate.", nil)
 }
 
-func (h *sseHandler) Ended() bool { return h.ended }
+func (t *translator) Unfinished() {
+	(*Stream)(t).fail("server_error", "server_error", "The upstream stream ended before it was complete.", nil)
+}
 
-// event translates one upstream event.
+// event translates one upstream event other than [DONE].
 func (s *Stream) event(data []byte) {
-	if string(data) == "[DONE]" {
-		s.done()
-		return
-	}
 	var c completion
-	// A chunk is an object; json would read null as an empty one.
-	if jsontext.Value(data).Kind() != '{' || json.Unmarshal(data, &c) != nil {
+	if !neutral.ReadChunk(data, &c) {
 		s.fail("server_error", "server_error", "The upstream sent a stream event that is not a chat completion chunk.", nil)
 		return
 	}
@@ -342,35 +295,22 @@ func (s *Stream) closePart() {
 
 // toolCall translates one tool call delta.
 func (s *Stream) toolCall(tc *toolCall) bool {
-	var idx int
+	idx, more, interleaved := s.calls.Place(tc, s.open == itemCall)
 	switch {
-	case tc.Index != nil:
-		idx = *tc.Index
-	case s.open == itemCall && (tc.ID == "" || tc.ID == s.callID):
-		// A provider that leaves out the index: more of the open call
-		// (some repeat its id on every delta).
-		idx = s.call
-	default:
-		// A new call without an index: one no upstream index can be.
-		idx = -1 - len(s.seen)
-	}
-	if s.open == itemCall && idx == s.call {
+	case more:
 		return s.arguments(tc.Function.Arguments)
-	}
-	for _, seen := range s.seen {
-		if seen == idx {
-			// Items are done one at a time: one done is done.
-			s.fail("server_error", "server_error", "The upstream interleaved the deltas of its tool calls.", nil)
-			return false
-		}
+	case interleaved:
+		// Items are done one at a time: one done is done.
+		s.fail("server_error", "server_error", "The upstream interleaved the deltas of its tool calls.", nil)
+		return false
 	}
 	if tc.ID == "" || tc.Function.Name == "" {
 		s.fail("server_error", "server_error", "The upstream started a tool call without an id or a name.", nil)
 		return false
 	}
 	s.closeItem("completed")
-	s.seen = append(s.seen, idx)
-	s.open, s.call, s.callID, s.callName, s.args = itemCall, idx, tc.ID, tc.Function.Name, s.args[:0]
+	s.calls.Start(idx, tc.ID)
+	s.open, s.callName = itemCall, tc.Function.Name
 	s.itemID = callItemID(s.suffix, len(s.items))
 	s.emit(itemEvent{Type: "response.output_item.added", OutputIndex: len(s.items),
 		Item: s.callItem("in_progress"), SequenceNumber: s.seq})
@@ -378,18 +318,17 @@ func (s *Stream) toolCall(tc *toolCall) bool {
 }
 
 func (s *Stream) callItem(status string) functionCallItem {
-	return functionCallItem{ID: s.itemID, Type: "function_call", Status: status, Arguments: string(s.args), CallID: s.callID, Name: s.callName}
+	return functionCallItem{ID: s.itemID, Type: "function_call", Status: status, Arguments: string(s.calls.Args), CallID: s.calls.ID, Name: s.callName}
 }
 
 func (s *Stream) arguments(fragment string) bool {
 	if fragment == "" {
 		return true
 	}
-	if len(s.args)+len(fragment) > maxEvent {
+	if !s.calls.Add(fragment) {
 		s.fail("server_error", "server_error", "The upstream sent tool call arguments too large to translate.", nil)
 		return false
 	}
-	s.args = append(s.args, fragment...)
 	s.emit(argsDeltaEvent{Type: "response.function_call_arguments.delta", ItemID: s.itemID, OutputIndex: len(s.items),
 		Delta: fragment, SequenceNumber: s.seq})
 	return true
@@ -412,7 +351,7 @@ func (s *Stream) closeItem(status string) {
 		item = messageItem{ID: s.itemID, Type: "message", Status: status, Role: "assistant", Content: parts}
 	case itemCall:
 		s.emit(argsDoneEvent{Type: "response.function_call_arguments.done", ItemID: s.itemID, OutputIndex: idx,
-			Arguments: string(s.args), SequenceNumber: s.seq})
+			Arguments: string(s.calls.Args), SequenceNumber: s.seq})
 		item = s.callItem(status)
 	}
 	s.emit(itemEvent{Type: "response.output_item.done", OutputIndex: idx, Item: item, SequenceNumber: s.seq})
@@ -446,14 +385,14 @@ func (s *Stream) done() {
 		r.Store = s.meta.Keep(a)
 	}
 	s.emit(responseEvent{Type: "response." + s.status, Response: r, SequenceNumber: s.seq})
-	s.ended = true
+	s.sh.End()
 }
 
 // fail writes an error event, and response.failed once the response was
 // created, and ends the stream; after the end it does nothing, so no
 // stream has two ends.
 func (s *Stream) fail(code, failedCode, message string, param *string) {
-	if s.ended {
+	if s.sh.Ended() {
 		return
 	}
 	s.emit(errorEvent{Type: "error", Code: code, Message: message, Param: param, SequenceNumber: s.seq})
@@ -462,13 +401,13 @@ func (s *Stream) fail(code, failedCode, message string, param *string) {
 		r.Error = &responseError{Code: failedCode, Message: message}
 		s.emit(responseEvent{Type: "response.failed", Response: r, SequenceNumber: s.seq})
 	}
-	s.ended = true
+	s.sh.End()
 }
 
 // emit writes one event; its sequence_number is s.seq, which the caller
 // put in v.
 func (s *Stream) emit(v event) {
-	if s.ended {
+	if s.sh.Ended() {
 		return
 	}
 	b, err := json.Marshal(v)
@@ -479,11 +418,7 @@ func (s *Stream) emit(v event) {
 		s.fail("server_error", "server_error", "The gateway could not encode an event.", nil)
 		return
 	}
-	s.out = append(s.out, "event: "...)
-	s.out = append(s.out, v.eventType()...)
-	s.out = append(s.out, "\ndata: "...)
-	s.out = append(s.out, b...)
-	s.out = append(s.out, '\n', '\n')
+	s.sh.AppendEvent(v.eventType(), b)
 	s.seq++
 }
 

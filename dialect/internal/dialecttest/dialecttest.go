@@ -6,6 +6,7 @@ package dialecttest
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -175,4 +176,32 @@ func Text(s string) string {
 // Finish is a choice that finishes for reason.
 func Finish(reason string) string {
 	return `{"index":0,"delta":{},"finish_reason":"` + reason + `"}`
+}
+
+type failWriter struct{ n int }
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	w.n++
+	return 0, errors.New("client gone")
+}
+
+// WriterError checks that the client's failure reaches the caller, once
+// per call, and nothing more is written: first and next are the chunks
+// written.
+func WriterError(t *testing.T, newStream NewStream, first, next string) {
+	t.Helper()
+	w := &failWriter{}
+	s := newStream(w, "m")
+	if _, err := s.Write([]byte(first)); err == nil {
+		t.Fatal("no error from a failing writer")
+	}
+	if _, err := s.Write([]byte(next)); err == nil {
+		t.Fatal("no error on the next Write")
+	}
+	if err := s.Close(); err == nil {
+		t.Fatal("no error from Close")
+	}
+	if w.n != 1 {
+		t.Errorf("%d writes to a failed writer", w.n)
+	}
 }

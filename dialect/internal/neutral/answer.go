@@ -1,0 +1,100 @@
+package neutral
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// OnlyChoice is a chat completion's one choice, which has a message; api
+// names the API that answers with one ("Messages").
+func OnlyChoice(choices []Choice, api string) (*Choice, error) {
+	if len(choices) != 1 {
+		return nil, fmt.Errorf("the chat completion has %d choices; the %s API answers with one", len(choices), api)
+	}
+	if choices[0].Message == nil {
+		return nil, errors.New("the chat completion's choice has no message")
+	}
+	return &choices[0], nil
+}
+
+// Usage is the usage of a chat completion, or of a stream's usage chunk,
+// as far as both dialects read it.
+type Usage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// Cached is the cached prompt tokens, within [0, PromptTokens]; false: the
+// usage does not say.
+func (u *Usage) Cached() (int64, bool) {
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+		return min(max(*d.CachedTokens, 0), u.PromptTokens), true
+	}
+	return 0, false
+}
+
+// ReadError reads an OpenAI error body ({"error": {...}}) leniently, as
+// the path of something already gone wrong should: the error object, or
+// the text of {"error": "text"} (of some OpenAI-compatible providers) when
+// not blank; neither when the body is neither.
+func ReadError(body []byte) (object jsontext.Value, text string) {
+	var e struct {
+		Error jsontext.Value `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return nil, ""
+	}
+	switch e.Error.Kind() {
+	case '{':
+		return e.Error, ""
+	case '"':
+		var s string
+		if json.Unmarshal(e.Error, &s) == nil && strings.TrimSpace(s) != "" {
+			return nil, s
+		}
+	}
+	return nil, ""
+}
+
+// StatusText is the status's text, or "The upstream failed." for a status
+// without one: the message of an error body that says none.
+func StatusText(status int) string {
+	if text := http.StatusText(status); text != "" {
+		return text
+	}
+	return "The upstream failed."
+}
+
+// StatusType is the error type both dialects give a status:
+//
+//	400 invalid_request_error    401 authentication_error
+//	403 permission_error         404 not_found_error
+//	429 rate_limit_error         other 4xx invalid_request_error
+//
+// and "" for any other status, which each dialect types its own way.
+func StatusType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	}
+	if status >= 400 && status < 500 {
+		return "invalid_request_error"
+	}
+	return ""
+}
