@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,112 +17,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/browsertest"
 )
-
-// The approval package's headless-Chromium helpers live in its test files,
-// which another package cannot import; these are the few this test needs,
-// the same way round: find the binary, skip loudly without one, collect
-// what the pages report to the console.
-
-// mcpChromium finds a Chromium binary: $CHROMIUM, Debian's
-// /usr/bin/chromium, or one on PATH.
-func mcpChromium() string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// mcpBrowser is a headless Chromium for one test, with its console's
-// errors, exceptions and Content-Security-Policy reports.
-type mcpBrowser struct {
-	ctx context.Context
-	mu  sync.Mutex
-	log []chromedp.ConsoleMessage
-}
-
-func startMCPBrowser(t *testing.T) *mcpBrowser {
-	t.Helper()
-	path := mcpChromium()
-	if path == "" {
-		t.Skip("SKIPPED: no Chromium binary found, so the MCP review page was NOT tested in a browser " +
-			"(install Debian's chromium: apt-get install -y chromium, or set $CHROMIUM)")
-	}
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
-	// Not t.TempDir: Chromium's helpers may write to the profile for a
-	// moment after the browser closed, so removal is retried instead.
-	profile, err := os.MkdirTemp("", "app-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("left Chromium profile %s behind", profile)
-	})
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(profile))
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	b := &mcpBrowser{}
-	messages := chromedp.Console(bctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.log = append(b.log, m)
-			b.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = chromedp.Cancel(bctx)
-		<-done
-	})
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	t.Cleanup(cancel)
-	b.ctx = ctx
-	return b
-}
-
-func (b *mcpBrowser) problems() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, m := range b.log {
-		if m.Type == chromedp.ConsoleError || m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
-			out = append(out, m.String())
-		}
-	}
-	return out
-}
-
-func (b *mcpBrowser) text(t *testing.T, id string) string {
-	t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id), chromedp.NodeVisible))
-	if err != nil {
-		t.Fatalf("read #%s: %v", id, err)
-	}
-	return v
-}
 
 // deleteArgs are delete_file's arguments.
 type deleteArgs struct {
@@ -185,23 +80,11 @@ mcp:
       url: ` + url + `
 `
 	agents := fmt.Sprintf("agents:\n  coder:\n    type: coder\n    token_sha256: %q\n    mcp_tools: {files: [delete_file]}\n", config.HashTokenHex("tok-coder"))
-	_, a, auditLog := buildFromFiles(t, dir, map[string]string{
+	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents,
 		config.ProtocolFile: "protocol:\n  redaction:\n    block: [credit_card]\n",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: auditDir, dir: dir}
 }
 
 // TestMCPReviewPageInChromium: an agent (the official SDK's client) calls
@@ -216,7 +99,7 @@ mcp:
 // call with one argument changed. With UPDATE_SCREENSHOTS=1 it writes
 // docs/img/review-mcp.png.
 func TestMCPReviewPageInChromium(t *testing.T) {
-	b := startMCPBrowser(t)
+	b := browsertest.Start(t, browsertest.Skip(t, "the MCP review page"))
 	upstream, ran := deleteServer(t)
 	g := newReviewMCPGateway(t, upstream.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -255,7 +138,7 @@ func TestMCPReviewPageInChromium(t *testing.T) {
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("mcp-server")),
 	} {
-		if err := chromedp.Do(b.ctx, step); err != nil {
+		if err := chromedp.Do(b.Ctx, step); err != nil {
 			t.Fatalf("sign in and open the review page: step %d: %v", i, err)
 		}
 	}
@@ -267,11 +150,11 @@ func TestMCPReviewPageInChromium(t *testing.T) {
 		"request-type":    "MCP_TOOL_CALL",
 		"agent":           "coder",
 	} {
-		if got := b.text(t, el); got != want {
+		if got := b.Text(t, el); got != want {
 			t.Errorf("#%s %q, want %q", el, got, want)
 		}
 	}
-	if got := b.text(t, "escalation-reason"); !strings.Contains(got, "destructiveHint") {
+	if got := b.Text(t, "escalation-reason"); !strings.Contains(got, "destructiveHint") {
 		t.Errorf("escalation reason %q", got)
 	}
 
@@ -283,7 +166,7 @@ func TestMCPReviewPageInChromium(t *testing.T) {
 		Grant, Body        string
 		Scripts            int
 	}
-	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[shown](`(() => {
+	s, err := chromedp.Run(b.Ctx, chromedp.Evaluate[shown](`(() => {
 		const warn = document.querySelectorAll("#mcp-annotations li.hint-warn");
 		const args = {};
 		for (const row of document.querySelectorAll("#mcp-arguments tr")) {
@@ -334,18 +217,18 @@ func TestMCPReviewPageInChromium(t *testing.T) {
 	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
 		// The decision and the whole tool call down to the arguments'
 		// hash: the window is made just tall enough, then restored.
-		bottom, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](`document.getElementById("mcp-args-sha").getBoundingClientRect().bottom + window.scrollY + 16`))
+		bottom, err := chromedp.Run(b.Ctx, chromedp.Evaluate[float64](`document.getElementById("mcp-args-sha").getBoundingClientRect().bottom + window.scrollY + 16`))
 		if err != nil {
 			t.Fatalf("measure the page: %v", err)
 		}
-		if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1280, int64(bottom))); err != nil {
+		if err := chromedp.Do(b.Ctx, chromedp.EmulateViewport(1280, int64(bottom))); err != nil {
 			t.Fatal(err)
 		}
-		png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+		png, err := chromedp.Run(b.Ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatalf("screenshot: %v", err)
 		}
-		if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		if err := chromedp.Do(b.Ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile("../docs/img/review-mcp.png", png, 0o644); err != nil {
@@ -354,20 +237,20 @@ func TestMCPReviewPageInChromium(t *testing.T) {
 		t.Logf("wrote docs/img/review-mcp.png (%d bytes)", len(png))
 	}
 
-	if err := chromedp.Do(b.ctx,
+	if err := chromedp.Do(b.Ctx,
 		chromedp.SendKeys(chromedp.ID("comment"), "Checked: q3-final replaces it."),
 		chromedp.Click(chromedp.ID("approve")),
 		chromedp.WaitVisible(chromedp.ID("closed")),
 	); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
-	if st, rv := b.text(t, "state"), b.text(t, "review"); st != "APPROVED" || !strings.Contains(rv, "ops-lead") {
+	if st, rv := b.Text(t, "state"), b.Text(t, "review"); st != "APPROVED" || !strings.Contains(rv, "ops-lead") {
 		t.Errorf("after approving: state %q, review %q", st, rv)
 	}
-	if got := b.text(t, "mcp-grant"); !strings.Contains(got, "through once, until ") {
+	if got := b.Text(t, "mcp-grant"); !strings.Contains(got, "through once, until ") {
 		t.Errorf("after approving, grant line %q", got)
 	}
-	if p := b.problems(); len(p) > 0 {
+	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
 	}
 

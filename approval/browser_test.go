@@ -3,8 +3,6 @@ package approval
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -13,132 +11,35 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/sacpgw/gateway/internal/browsertest"
 	"github.com/sacpgw/gateway/internal/escalation"
 )
-
-// chromium finds a Chromium binary: $CHROMIUM, Debian's /usr/bin/chromium,
-// or one on PATH.
-func chromium() string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// profile returns a fresh --user-data-dir. Not t.TempDir: Chromium's helper
-// processes may still write to it for a moment after the browser is
-// closed, so removal is retried instead of failing the test.
-func profile(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "approval-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(dir) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("left Chromium profile %s behind", dir)
-	})
-	return dir
-}
 
 // skipWithoutChromium returns the Chromium binary, or skips loudly.
 func skipWithoutChromium(t *testing.T) string {
 	t.Helper()
-	path := chromium()
-	if path == "" {
-		t.Skip("SKIPPED: no Chromium binary found, so the review page was NOT tested in a browser " +
-			"(install Debian's chromium: apt-get install -y chromium, or set $CHROMIUM)")
-	}
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
-	return path
+	return browsertest.Skip(t, "the review page")
 }
 
-// headless is a headless Chromium for one test, with what its pages wrote
-// to the console (console API calls, uncaught exceptions and the browser
-// log, where Chromium reports Content-Security-Policy violations).
+// headless is a headless Chromium for one test (browsertest.Browser), with
+// the review site's steps as methods.
 type headless struct {
+	*browsertest.Browser
 	ctx context.Context
-	mu  sync.Mutex
-	log []chromedp.ConsoleMessage
 }
 
 // startChromium starts Chromium at path; it is closed when the test ends.
 func startChromium(t *testing.T, path string) *headless {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile(t)),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	b := &headless{}
-	messages := chromedp.Console(bctx) // subscribed now, read below
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.log = append(b.log, m)
-			b.mu.Unlock()
-		}
-	}()
-	// Close the browser gracefully before the allocator kills it.
-	t.Cleanup(func() {
-		_ = chromedp.Cancel(bctx)
-		<-done
-	})
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	t.Cleanup(cancel)
-	b.ctx = ctx
-	return b
+	b := browsertest.Start(t, path)
+	return &headless{Browser: b, ctx: b.Ctx}
 }
 
-// problems returns the console messages that are errors, exceptions or
-// Content-Security-Policy reports, whatever their level.
-func (b *headless) problems() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, m := range b.log {
-		if m.Type == chromedp.ConsoleError || m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
-			out = append(out, m.String())
-		}
-	}
-	return out
-}
+func (b *headless) problems() []string { return b.Problems() }
 
-// text reads an element's text, waiting until it is visible.
 func (b *headless) text(t *testing.T, id string) string {
 	t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id), chromedp.NodeVisible))
-	if err != nil {
-		t.Fatalf("read #%s: %v", id, err)
-	}
-	return v
+	return b.Text(t, id)
 }
 
 // signIn opens /review/{id}, is sent to the sign-in form, signs in with

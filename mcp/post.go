@@ -31,12 +31,12 @@ func (d *Door) post(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := httpx.ReadLimited(r, int64(t.agent.MaxRequestSize))
 	if err != nil {
-		status := http.StatusBadRequest
+		status, msg := http.StatusBadRequest, "unreadable."
 		var ae *apierror.Error
 		if errors.As(err, &ae) {
-			status = ae.Status
+			status, msg = ae.Status, ae.Message
 		}
-		refuse(w, r, status, codeInvalidRequest, "The body could not be read: "+apiMessage(err))
+		refuse(w, r, status, codeInvalidRequest, "The body could not be read: "+msg)
 		return
 	}
 	t.ex.PayloadSHA256 = sha256Hex(body)
@@ -278,13 +278,4 @@ func (d *Door) end(w http.ResponseWriter, r *http.Request) {
 	}
 	t.lost(r.Context())
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// apiMessage is the agent-facing text of a body-reading error.
-func apiMessage(err error) string {
-	var ae *apierror.Error
-	if errors.As(err, &ae) {
-		return ae.Message
-	}
-	return "unreadable."
 }

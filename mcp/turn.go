@@ -101,13 +101,9 @@ func (t *turn) resume(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // upstream is the server side of the session, as a request to it carries
-// it.
+// it (resume has already fallen back to the session's protocol version).
 func (t *turn) upstream() hop {
-	p := t.protocol
-	if p == "" {
-		p = t.sess.Protocol
-	}
-	return hop{session: t.sess.Upstream, protocol: p, requestID: t.ex.RequestID}
+	return hop{session: t.sess.Upstream, protocol: t.protocol, requestID: t.ex.RequestID}
 }
 
 // refuse answers a refusal of the whole HTTP request: status, and a

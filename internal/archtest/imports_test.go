@@ -24,6 +24,8 @@ var layers = map[string]int{
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0,
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
+
+	"internal/browsertest": 0, // headless Chromium for the browser tests, imported by tests only
 	// 1: configuration and what is built from it.
 	"config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
