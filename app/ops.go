@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 
@@ -61,16 +60,6 @@ type opsSource struct {
 
 var _ approval.OpsSource = (*opsSource)(nil)
 
-// The limit keys are the OpenAI front door's (proxy/limits.go: requests
-// under "req:<agent>", tokens under "tok:<agent>", dollars in micro-dollars
-// under "usd:<agent>"), shared with every door that spends them;
-// TestOpsSourceReadsWhatTheProxySpends holds the two together.
-const (
-	requestsKey = "req:"
-	tokensKey   = "tok:"
-	dollarsKey  = "usd:"
-)
-
 // Usage implements approval.OpsSource.
 func (s *opsSource) Usage(ctx context.Context, agents []*config.Agent) []approval.AgentUsage {
 	out := make([]approval.AgentUsage, 0, len(agents))
@@ -80,19 +69,18 @@ func (s *opsSource) Usage(ctx context.Context, agents []*config.Agent) []approva
 			u.SpentUSD, u.SpendKnown = float64(micro)/1e6, true
 		}
 		if !a.RateLimit.IsZero() {
-			rule := limit.Rule{N: a.RateLimit.N, Period: a.RateLimit.Period}
-			res, err := peekRate(ctx, s.requests, requestsKey+a.ID, rule)
+			rule := proxy.RateRule(a.RateLimit)
+			res, err := peekRate(ctx, s.requests, proxy.RequestsKey+a.ID, rule)
 			u.Limits = append(u.Limits, s.use(a.ID, "requests", rule, 1, res, err))
 		}
 		if !a.TokenLimit.IsZero() {
-			rule := limit.Rule{N: a.TokenLimit.N, Period: a.TokenLimit.Period}
-			res, err := peekBudget(ctx, s.budget, tokensKey+a.ID, rule)
+			rule := proxy.RateRule(a.TokenLimit)
+			res, err := peekBudget(ctx, s.budget, proxy.TokensKey+a.ID, rule)
 			u.Limits = append(u.Limits, s.use(a.ID, "tokens", rule, 1, res, err))
 		}
 		if !a.Budget.IsZero() {
-			// As the proxy's budgetRule: micro-dollars, saturating.
-			rule := limit.Rule{N: int(min(a.Budget.MicroUSD, int64(math.MaxInt))), Period: a.Budget.Period}
-			res, err := peekBudget(ctx, s.budget, dollarsKey+a.ID, rule)
+			rule := proxy.BudgetRule(a.Budget)
+			res, err := peekBudget(ctx, s.budget, proxy.DollarsKey+a.ID, rule)
 			u.Limits = append(u.Limits, s.use(a.ID, "USD", rule, 1e-6, res, err))
 		}
 		out = append(out, u)

@@ -57,10 +57,7 @@ func (unavailableHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		mark(cmd)
-		if err != nil && isUnavailable(err) {
-			return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
-		}
-		return err
+		return MarkUnavailable(err)
 	}
 }
 
@@ -70,17 +67,25 @@ func (unavailableHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		for _, c := range cmds {
 			mark(c)
 		}
-		if err != nil && isUnavailable(err) {
-			return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
-		}
-		return err
+		return MarkUnavailable(err)
 	}
 }
 
 func mark(cmd redis.Cmder) {
 	if err := cmd.Err(); err != nil && isUnavailable(err) {
-		cmd.SetErr(fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err))
+		cmd.SetErr(MarkUnavailable(err))
 	}
+}
+
+// MarkUnavailable is err marked as apierror.ErrStateUnavailable when it is
+// a failure to reach Redis (not one of its replies, nor redis.Nil), unless
+// it is marked already (NewRedisClient's hook does it for its clients): the
+// client gets a 503 it may retry, not a 500.
+func MarkUnavailable(err error) error {
+	if err != nil && isUnavailable(err) {
+		return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
+	}
+	return err
 }
 
 // isUnavailable: a failure to reach Redis, not an answer from it.

@@ -32,6 +32,9 @@ func stamp(ex *scope.Exchange, rec audit.Record) audit.Record {
 	if ex.RunID != "" {
 		rec = withSummary(withSummary(rec, "run_id", ex.RunID), "node", ex.Node)
 	}
+	if t := ex.Responses; t != nil && t.PreviousResponseID != "" && rec.Kind == audit.KindLLMRequest {
+		rec = withSummary(rec, "previous_response_id", clipID(t.PreviousResponseID))
+	}
 	return rec
 }
 
@@ -209,5 +212,14 @@ func (j *journal) respond(ctx context.Context, status int, sum string) error {
 		return nil
 	}
 	j.responded = true
-	return j.rec.Write(context.WithoutCancel(ctx), record(j.ex, audit.KindLLMResponse, sum, responseSummary(j.ex, status)))
+	rec := record(j.ex, audit.KindLLMResponse, sum, responseSummary(j.ex, status))
+	if t := j.ex.Responses; t != nil {
+		// The entry is written before the answer leaves (fail_mode
+		// closed), so it says what the gateway does with a response that
+		// reached the client whole: keeps it unless the request said
+		// store: false. What fails after (over max_stored_size, the state
+		// backend) is logged with the request id and counted.
+		rec.Object.Bool("stored", t.Store && j.ex.ErrCode == "" && status == http.StatusOK)
+	}
+	return j.rec.Write(context.WithoutCancel(ctx), rec)
 }

@@ -98,7 +98,16 @@ func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error
 	return e
 }
 
-func rule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period} }
+// RateRule is a rate_limit or token_limit as a limit.Rule.
+func RateRule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period} }
+
+// The keys of an agent's limits in the limiters, the agent's id appended:
+// shared by every front door that spends them, and read by the ops page.
+const (
+	RequestsKey = "req:" // Requests: the rate_limit
+	TokensKey   = "tok:" // Tokens: the token_limit, in tokens
+	DollarsKey  = "usd:" // Tokens: the budget, in micro-dollars
+)
 
 // Serve implements Stage.
 func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
@@ -115,11 +124,11 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	h := w.Header()
 	verdict := scope.Verdict{Check: scope.CheckLimits, Verdict: "pass", Requests: a.RateLimit.String(), Tokens: a.TokenLimit.String()}
-	tr := rule(a.TokenLimit)
+	tr := RateRule(a.TokenLimit)
 	reserved := 0
 	if !a.TokenLimit.IsZero() {
 		reserved = l.reservation(ex)
-		res, err := l.Tokens.Reserve(r.Context(), "tok:"+a.ID, tr, reserved)
+		res, err := l.Tokens.Reserve(r.Context(), TokensKey+a.ID, tr, reserved)
 		if err != nil {
 			return stateError("token budget", err)
 		}
@@ -130,13 +139,13 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		}
 		verdict.TokensReserved = reserved
 	}
-	ur := budgetRule(a.Budget)
+	ur := BudgetRule(a.Budget)
 	if !a.Budget.IsZero() {
 		usd, err := l.reserveBudget(h, r, ex, ur)
 		if err != nil {
 			// Refused: the tokens reserved were not spent.
 			if !a.TokenLimit.IsZero() {
-				l.settle(r, ex, []settlement{{"token budget", "tok:" + a.ID, tr, reserved, 0}})
+				l.settle(r, ex, []settlement{{"token budget", TokensKey + a.ID, tr, reserved, 0}})
 			}
 			return err
 		}
@@ -170,7 +179,7 @@ func (l *Limits) settleAfter(r *http.Request, ex *scope.Exchange, sw *statusWrit
 		case billNone:
 			actual = 0
 		}
-		due = append(due, settlement{"token budget", "tok:" + a.ID, tr, reserved, actual})
+		due = append(due, settlement{"token budget", TokensKey + a.ID, tr, reserved, actual})
 	}
 	if !a.Budget.IsZero() {
 		// A budgeted model has a price, so c is priced unless the usage
@@ -179,7 +188,7 @@ func (l *Limits) settleAfter(r *http.Request, ex *scope.Exchange, sw *statusWrit
 		if c.priced {
 			actual = c.microUSD
 		}
-		due = append(due, settlement{"dollar budget", "usd:" + a.ID, ur, clampInt(ex.BudgetReserved), clampInt(actual)})
+		due = append(due, settlement{"dollar budget", DollarsKey + a.ID, ur, clampInt(ex.BudgetReserved), clampInt(actual)})
 	}
 	l.settle(r, ex, due)
 }
@@ -213,7 +222,7 @@ func (l *Limits) settle(r *http.Request, ex *scope.Exchange, due []settlement) {
 func (l *Limits) reserveBudget(h http.Header, r *http.Request, ex *scope.Exchange, ur limit.Rule) (int64, error) {
 	a := ex.Agent
 	usd := l.budgetReservation(ex)
-	res, err := l.Tokens.Reserve(r.Context(), "usd:"+a.ID, ur, clampInt(usd))
+	res, err := l.Tokens.Reserve(r.Context(), DollarsKey+a.ID, ur, clampInt(usd))
 	if err != nil {
 		return 0, stateError("dollar budget", err)
 	}
@@ -260,8 +269,8 @@ func budgetString(m config.Money) string {
 	return pricing.FormatUSD(m.MicroUSD) + "USD/" + per
 }
 
-// budgetRule is the dollar budget as a limit.Rule in micro-dollars.
-func budgetRule(m config.Money) limit.Rule {
+// BudgetRule is the dollar budget as a limit.Rule in micro-dollars.
+func BudgetRule(m config.Money) limit.Rule {
 	return limit.Rule{N: clampInt(m.MicroUSD), Period: m.Period}
 }
 
@@ -278,7 +287,7 @@ func (l *Limits) allowRequest(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	h := w.Header()
-	res, err := l.Requests.Allow(r.Context(), "req:"+a.ID, rule(a.RateLimit), 1)
+	res, err := l.Requests.Allow(r.Context(), RequestsKey+a.ID, RateRule(a.RateLimit), 1)
 	if err != nil {
 		return stateError("rate limiter", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/dialect/responses"
 	"github.com/sacpgw/gateway/internal/apierror"
@@ -137,12 +136,8 @@ func (s *responsesSession) request(r *http.Request, raw []byte) ([]byte, error) 
 	s.ex.Model, s.ex.Stream = turn.Model, turn.Stream
 	// From here the exchange's entries say what it continues and whether
 	// it is kept, its refusals included (a 404 below is on the trail with
-	// the id it named).
-	if j, ok := r.Context().Value(journalKey{}).(*journal); ok && j.rec != nil && j.rec.Log != nil {
-		rec := *j.rec
-		rec.Log = sessionTrail{Writer: audit.WriterOf(j.rec.Log), s: s}
-		j.rec = &rec
-	}
+	// the id it named): stamp and journal.respond.
+	s.ex.Responses = &scope.ResponsesTurn{PreviousResponseID: turn.PreviousResponseID, Store: turn.Store}
 	if id := turn.PreviousResponseID; id != "" {
 		if s.prev, err = s.k.load(r.Context(), s.ex.Agent.ID, id); err != nil {
 			return nil, err
@@ -238,73 +233,6 @@ func clipID(id string) string {
 		return id[:64] + "…"
 	}
 	return id
-}
-
-// sessionTrail is the audit trail as one Responses exchange writes to it:
-// its llm.request entry names the response it continues
-// (previous_response_id), its llm.response entry says whether the response
-// is kept (stored).
-type sessionTrail struct {
-	audit.Writer
-	s *responsesSession
-}
-
-func (t sessionTrail) Append(ctx context.Context, r audit.Record) (audit.Entry, error) {
-	return t.Writer.Append(ctx, t.s.annotate(r))
-}
-
-func (t sessionTrail) Submit(ctx context.Context, r audit.Record) (*audit.Pending, error) {
-	return t.Writer.Submit(ctx, t.s.annotate(r))
-}
-
-func (t sessionTrail) TrySubmit(r audit.Record) (*audit.Pending, error) {
-	return t.Writer.TrySubmit(t.s.annotate(r))
-}
-
-// annotate adds the exchange's continuation to its entries.
-func (s *responsesSession) annotate(r audit.Record) audit.Record {
-	switch r.Kind {
-	case audit.KindLLMRequest:
-		if id := s.turn.PreviousResponseID; id != "" {
-			r = withSummary(r, "previous_response_id", clipID(id))
-		}
-	case audit.KindLLMResponse:
-		// The entry is written before the answer leaves (fail_mode
-		// closed), so it says what the gateway does with a response that
-		// reached the client whole: keeps it unless the request said
-		// store: false. What fails after (over max_stored_size, the state
-		// backend) is logged with the request id and counted.
-		stored := s.turn.Store && s.ex.ErrCode == "" && summaryStatus(r) == http.StatusOK
-		switch {
-		case r.Object != nil:
-			r.Object.Bool("stored", stored)
-		case r.Summary != nil:
-			r.Summary["stored"] = stored
-		default:
-			r.Summary = map[string]any{"stored": stored}
-		}
-	}
-	return r
-}
-
-// summaryStatus is the status an llm.response entry records (0 when it
-// records none).
-func summaryStatus(r audit.Record) int {
-	var v any
-	if r.Object != nil {
-		v = r.Object.Map()["status"]
-	} else {
-		v = r.Summary["status"]
-	}
-	switch n := v.(type) {
-	case float64:
-		return int(n)
-	case int:
-		return n
-	case int64:
-		return int(n)
-	}
-	return 0
 }
 
 var _ dialectSession = (*responsesSession)(nil)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/limit"
 )
 
 // ResponseStore keeps the Responses API's conversations, each under the
@@ -197,7 +197,7 @@ func (s *RedisResponseStore) Get(ctx context.Context, agent, id string) ([]byte,
 	case errors.Is(err, redis.Nil):
 		return nil, ErrResponseNotFound
 	case err != nil:
-		return nil, fmt.Errorf("responses: get %s: %w", id, unavailable(err))
+		return nil, fmt.Errorf("responses: get %s: %w", id, limit.MarkUnavailable(err))
 	}
 	return b, nil
 }
@@ -211,22 +211,7 @@ func (s *RedisResponseStore) Put(ctx context.Context, agent, id string, conv []b
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.client.Do(ctx, "SET", s.key(agent, id), conv, "PX", ms).Err(); err != nil {
-		return fmt.Errorf("responses: put %s: %w", id, unavailable(err))
+		return fmt.Errorf("responses: put %s: %w", id, limit.MarkUnavailable(err))
 	}
 	return nil
-}
-
-// unavailable marks a failure to reach Redis (not one of its replies) as
-// apierror.ErrStateUnavailable, unless the client's hook
-// (limit.NewRedisClient) has already done so: the client gets a 503 it
-// may retry, not a 500.
-func unavailable(err error) error {
-	if errors.Is(err, apierror.ErrStateUnavailable) {
-		return err
-	}
-	var reply redis.Error
-	if errors.As(err, &reply) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
 }

@@ -61,7 +61,7 @@ func (t *anthropicTransport) CloseIdleConnections() {
 func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") {
 		name := req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]
-		return openAIError(req, http.StatusNotFound, "not_found_error", "The model's provider (Anthropic) has no "+name+" endpoint."), nil
+		return openAIError(req, http.StatusNotFound, "not_found_error", nil, nil, "The model's provider (Anthropic) has no "+name+" endpoint."), nil
 	}
 	chat, err := readBody(req)
 	if err != nil {
@@ -69,7 +69,7 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	body, stream, includeUsage, err := anthropic.ProviderRequest(chat, t.opts)
 	if err != nil {
-		return openAIError(req, http.StatusBadRequest, "invalid_request_error", err.Error()), nil
+		return openAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
 	}
 	out := req.Clone(req.Context())
 	u := *req.URL
@@ -109,7 +109,7 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if err != nil {
 		// The provider's answer, not the agent's request: a gateway-side
 		// failure, which the proxy reports as a 502.
-		return openAIError(req, http.StatusBadGateway, "server_error", "The provider's (Anthropic) answer cannot be translated: "+err.Error()), nil
+		return openAIError(req, http.StatusBadGateway, "server_error", nil, nil, "The provider's (Anthropic) answer cannot be translated: "+err.Error()), nil
 	}
 	return replaced(resp, completion), nil
 }
@@ -148,9 +148,9 @@ func answerHeader(h http.Header, contentType string) http.Header {
 }
 
 // openAIError is an answer made here, as an OpenAI-compatible provider
-// would answer.
-func openAIError(req *http.Request, status int, typ, message string) *http.Response {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "code": nil, "param": nil}})
+// would answer (a nil code or param is null).
+func openAIError(req *http.Request, status int, typ string, code, param any, message string) *http.Response {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "code": code, "param": param}})
 	return mockResponse(req, status, "application/json", b)
 }
 

@@ -99,14 +99,9 @@ func (m mock) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := req.Context().Err(); err != nil {
 		return nil, err
 	}
-	var body []byte
-	if req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		body = b
+	body, err := readBody(req)
+	if err != nil {
+		return nil, err
 	}
 	p := req.URL.Path
 	switch {
@@ -123,8 +118,7 @@ func (m mock) RoundTrip(req *http.Request) (*http.Response, error) {
 // mockBadRequest is a 400 in OpenAI's error shape, naming the parameter at
 // fault as OpenAI does, so that clients' error handling can be tried.
 func mockBadRequest(req *http.Request, msg, param string) *http.Response {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "mock: " + msg, "type": "invalid_request_error", "code": "invalid_request", "param": param}})
-	return mockResponse(req, http.StatusBadRequest, "application/json", b)
+	return openAIError(req, http.StatusBadRequest, "invalid_request_error", "invalid_request", param, "mock: "+msg)
 }
 
 // chat answers a chat completion. What the answer is, first match wins:

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sacpgw/gateway/limit"
 )
 
 // Binary data by reference: a base64 value in a step's data that is larger
@@ -146,7 +148,7 @@ func (s *RedisBlobStore) Put(ctx context.Context, b Blob) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("workflow: store blob %s: %w", b.SHA256, markUnavailable(err))
+		return fmt.Errorf("workflow: store blob %s: %w", b.SHA256, limit.MarkUnavailable(err))
 	}
 	return nil
 }
@@ -164,7 +166,7 @@ func (s *RedisBlobStore) Get(ctx context.Context, sha string) (Blob, error) {
 		return nil
 	})
 	if err != nil {
-		return Blob{}, fmt.Errorf("workflow: read blob %s: %w", sha, markUnavailable(err))
+		return Blob{}, fmt.Errorf("workflow: read blob %s: %w", sha, limit.MarkUnavailable(err))
 	}
 	m := fields.Val()
 	data, ok := m["data"]

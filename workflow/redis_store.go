@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/limit"
 )
 
 // Defaults of RedisStore.
@@ -281,7 +281,7 @@ func (s *RedisStore) Live(ctx context.Context) ([]string, error) {
 	defer cancel()
 	ids, err := s.client.SMembers(ctx, s.liveKey()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("workflow: list live runs: %w", markUnavailable(err))
+		return nil, fmt.Errorf("workflow: list live runs: %w", limit.MarkUnavailable(err))
 	}
 	slices.Sort(ids)
 	return ids, nil
@@ -300,19 +300,5 @@ func decodeRun(id string, raw []byte) (*Run, error) {
 
 // redisErr wraps a failed Redis call of op on run id.
 func redisErr(op, id string, err error) error {
-	return fmt.Errorf("workflow: %s run %s: %w", op, id, markUnavailable(err))
-}
-
-// markUnavailable marks a failure to reach Redis (not one of its replies,
-// nor redis.Nil) as apierror.ErrStateUnavailable, unless the client's hook
-// (limit.NewRedisClient) has already done so.
-func markUnavailable(err error) error {
-	if errors.Is(err, apierror.ErrStateUnavailable) || errors.Is(err, redis.Nil) {
-		return err
-	}
-	var reply redis.Error
-	if errors.As(err, &reply) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", apierror.ErrStateUnavailable, err)
+	return fmt.Errorf("workflow: %s run %s: %w", op, id, limit.MarkUnavailable(err))
 }

@@ -44,6 +44,14 @@ type PromptTokensDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
+// ResponsesTurn is what a Responses API request said of the stored state.
+type ResponsesTurn struct {
+	// PreviousResponseID is the response it continues ("" for none).
+	PreviousResponseID string
+	// Store: the client asked for the response to be kept.
+	Store bool
+}
+
 // Exchange is everything known about one request.
 type Exchange struct {
 	RequestID     string
@@ -54,7 +62,12 @@ type Exchange struct {
 	// Dialect is the API the client spoke when it is not OpenAI Chat
 	// Completions ("messages": the Anthropic Messages API); "" otherwise.
 	Dialect string
-	Start   time.Time
+	// Responses is the stored state of a Responses API exchange, set once
+	// its request was read; nil for other exchanges. Its audit entries say
+	// it: llm.request names the response it continues, llm.response
+	// whether the response is kept.
+	Responses *ResponsesTurn
+	Start     time.Time
 
 	// Agent is the identified caller; nil until the identify stage ran.
 	Agent *config.Agent
