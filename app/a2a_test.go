@@ -236,6 +236,25 @@ messaging:
 // buildFromFiles writes the config files into dir and builds the gateway
 // from them with Build, on its own audit trail; the gateway's log is shown
 // when the test fails.
+// serveApp builds the gateway from files in dir, runs its background work
+// and serves it until the test ends.
+func serveApp(t testing.TB, dir, auditDir string, files map[string]string) *a2a {
+	t.Helper()
+	cfg, a, auditLog := buildFromFiles(t, dir, files)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	srv := httptest.NewServer(a.server.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-done
+		a.Close()
+		auditLog.Close()
+	})
+	return &a2a{t: t, srv: srv, app: a, auditDir: auditDir, dir: dir, cfg: cfg}
+}
+
 func buildFromFiles(t testing.TB, dir string, files map[string]string) (*config.Config, *App, *audit.Log) {
 	t.Helper()
 	for name, content := range files {

@@ -136,19 +136,7 @@ audit:
     models: ["claude-*"]
 `
 	protocol := "protocol:\n  redaction:\n    detectors: [email]\n"
-	cfg, a, auditLog := buildFromFiles(t, dir, map[string]string{config.GatewayFile: gw, config.AgentsFile: agents, config.ProtocolFile: protocol})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: filepath.Join(dir, "audit"), dir: dir, cfg: cfg}, fake
+	return serveApp(t, dir, filepath.Join(dir, "audit"), map[string]string{config.GatewayFile: gw, config.AgentsFile: agents, config.ProtocolFile: protocol}), fake
 }
 
 // TestAnthropicUpstream: agents on OpenAI's SDK and on Anthropic's reach a

@@ -155,23 +155,11 @@ audit:
     models: ["gpt-4o-mini", "text-embedding-3-small"]
     token_limit: 100000/hour
 `
-	_, a, auditLog := buildFromFiles(t, dir, map[string]string{
+	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents,
 		config.ProtocolFile: "protocol: {}\n",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: auditDir, dir: dir}
 }
 
 // TestAzureOpenAIClient: an agent built on openai-go with the Azure

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -52,23 +51,11 @@ mcp:
 	for id, tools := range map[string]string{"coder": `{files: ["read_*", "write_*", delete_file]}`, "intern": `{files: ["read_*"]}`} {
 		agents += "  " + id + ":\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n    mcp_tools: " + tools + "\n"
 	}
-	_, a, auditLog := buildFromFiles(t, dir, map[string]string{
+	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents,
 		config.ProtocolFile: "protocol: {}\n",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: auditDir, dir: dir}
 }
 
 // balancer is a load balancer in front of replicas without sticky

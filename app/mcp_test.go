@@ -169,23 +169,11 @@ mcp:
 	} {
 		fmt.Fprintf(&agents, "  %s:\n    type: coder\n    token_sha256: %q\n    mcp_tools: %s\n", id, config.HashTokenHex("tok-"+id), tools)
 	}
-	_, a, auditLog := buildFromFiles(t, dir, map[string]string{
+	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents.String(),
 		config.ProtocolFile: "protocol:\n  redaction:\n    block: [credit_card]\n",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		a.Close()
-		auditLog.Close()
-	})
-	return &a2a{t: t, srv: srv, app: a, auditDir: auditDir, dir: dir}
 }
 
 // bearer adds an agent's gateway token to every request.

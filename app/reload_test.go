@@ -1,10 +1,8 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,14 +89,8 @@ func TestReloadKeepsWhatWasSpent(t *testing.T) {
 		return "agents:\n  a:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-a") + "\"\n    rate_limit: " + limit + "\n"
 	}
 	gw := "listen: \"127.0.0.1:0\"\nupstreams:\n  - {name: mock, type: mock, models: [\"mock-*\"]}\naudit: {dir: " + filepath.Join(dir, "audit") + ", chain: r}\n"
-	cfg, a, auditLog := buildFromFiles(t, dir, map[string]string{config.GatewayFile: gw, config.AgentsFile: agents("10/hour"), config.ProtocolFile: "protocol: {}\n"})
-	t.Cleanup(func() { a.Close(); auditLog.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv := httptest.NewServer(a.server.Handler())
-	t.Cleanup(srv.Close)
+	g := serveApp(t, dir, filepath.Join(dir, "audit"), map[string]string{config.GatewayFile: gw, config.AgentsFile: agents("10/hour"), config.ProtocolFile: "protocol: {}\n"})
+	cfg, a, srv := g.cfg, g.app, g.srv
 	call := func() int {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"mock-1","messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set("Authorization", "Bearer tok-a")
