@@ -66,10 +66,10 @@ func refuseWith(w http.ResponseWriter, r *http.Request, rf *refusal) {
 }
 
 // tell governs a notification or an answer of the agent, then passes it
-// on: one request of the agent's rate_limit, redacted (a blocked one does
-// not go; an answer is replaced by an error, so the server does not wait
-// for it), an mcp.message entry (summarized per session and window). A
-// refusal is a *refusal.
+// on: one request of the agent's rate_limit, redacted (a blocked
+// notification is refused; a blocked answer is replaced by an error, so
+// the server does not wait for it), an mcp.message entry (summarized per
+// session and window). A refusal is a *refusal.
 func (t *turn) tell(ctx context.Context, m *message) error {
 	method := m.method
 	if m.isResponse() {
@@ -94,11 +94,13 @@ func (t *turn) tell(ctx context.Context, m *message) error {
 		sum["outcome"], sum["blocked"] = "blocked", res.Blocked
 		_ = t.write(ctx, KindMessage, sum, m.raw)
 		if m.isResponse() {
+			// The server waits for this answer: it gets an error in its
+			// place, and the agent's POST is taken (a refused POST would
+			// make its SDK end the session; the server's request, failed,
+			// tells the agent's call what happened).
 			withheld := errorResponse(m.id, codeBlocked, "The agent's answer was withheld by the gateway: it contains data that may not leave ("+res.Blocked+").",
 				map[string]any{"detector": res.Blocked})
-			if err := t.tellServer(ctx, withheld); err != nil {
-				t.d.log.Warn("mcp: withheld answer not told", "server", t.srv.name, "error", err.Error())
-			}
+			return t.tellServer(ctx, withheld)
 		}
 		return &refusal{codeBlocked, "The message was refused: it contains data that may not leave (" + res.Blocked + ").", map[string]any{"detector": res.Blocked}}
 	}
