@@ -158,6 +158,17 @@ func TestMCPAgentMessagesGoverned(t *testing.T) {
 		if _, deleted := talk.heard(); len(deleted) != 1 || deleted[0]["amount"] != 0.1 {
 			t.Errorf("the server deleted %v", deleted)
 		}
+		invalid := 0
+		for _, e := range g.entries("mcp.call") {
+			var s map[string]any
+			_ = json.Unmarshal(e.Summary, &s)
+			if s["decision"] == "invalid" && s["tool"] == "delete_file" {
+				invalid++
+			}
+		}
+		if invalid != 1 {
+			t.Errorf("%d mcp.call entries record the refused number, want 1", invalid)
+		}
 	})
 }
 
