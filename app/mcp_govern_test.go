@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling is deprecated from MCP's 2026 revision on, but live in the versions the door serves (to 2025-11-25): the agent's answers to it must be governed.
+
 package app
 
 import (

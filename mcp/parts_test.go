@@ -100,9 +100,10 @@ func TestGrantsOnce(t *testing.T) {
 	if _, ok, _ := g.Take(ctx, k); ok {
 		t.Error("an expired grant passed")
 	}
-	for _, other := range []string{grantKey("b", "files", "delete_file", strings.Repeat("0", 64), ""), grantKey("a", "files", "delete_file", strings.Repeat("1", 64), "")} {
+	for _, other := range []string{grantKey("b", "files", "delete_file", strings.Repeat("0", 64), ""), grantKey("a", "files", "delete_file", strings.Repeat("1", 64), ""),
+		grantKey("a", "files", "delete_file", strings.Repeat("0", 64), strings.Repeat("2", 64))} {
 		if other == k {
-			t.Error("another agent or argument has the same key")
+			t.Error("another agent, argument or _meta has the same key")
 		}
 	}
 }
