@@ -30,6 +30,7 @@ import (
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/mailbox"
+	"github.com/sacpgw/gateway/mcp"
 	"github.com/sacpgw/gateway/messaging"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
@@ -348,6 +349,8 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		a.sources = sourceguard.New(auditLog, sourceguard.Options{
 			Rate: rate.Limit(float64(un.RateLimit.N) / un.RateLimit.Period.Seconds()), Burst: un.RateLimit.N,
 			Window: un.AuditWindow.D(),
+			// An agent's MCP notifications are summarized the same way.
+			Folds: []sourceguard.Fold{mcp.MessageFold},
 		})
 	}
 	fail := func(err error) (*App, error) {

@@ -16,8 +16,8 @@ var _ Reconfigurer = (*mcp.Door)(nil)
 
 // wireMCP builds the MCP front door (docs/mcp.md) on the app's policies,
 // limiter and audit trail, and adds what it serves: /mcp/{server} behind
-// the identify stage (not metered: each tools/call spends the agent's
-// rate_limit itself), its metrics, its /readyz detail, and its Resolver
+// the identify stage (not metered: each message an agent sends spends its
+// rate_limit in the door, a tools/call the tool's limit too), its metrics, its /readyz detail, and its Resolver
 // on the approval service. Its grants and sessions are where the app's
 // state is: Redis when state.backend is redis, else this process. Call
 // it once the approval service, messaging and the checks exist.

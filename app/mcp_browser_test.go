@@ -208,7 +208,7 @@ func TestMCPReviewPageInChromium(t *testing.T) {
 	if strings.Contains(s.Body, "bob@example.com") {
 		t.Error("the review page shows the e-mail address the redaction removed")
 	}
-	if !strings.Contains(s.Grant, "exactly this call (agent coder, the same tool and the same arguments) through once") {
+	if !strings.Contains(s.Grant, "exactly this call (agent coder, the same tool, the same arguments and _meta) through once") {
 		t.Errorf("grant line %q", s.Grant)
 	}
 	if s.Scripts != 0 {

@@ -127,8 +127,9 @@ func newToolServer(t testing.TB) *toolServer {
 
 // mcpGateway is the whole gateway (Build, as the command builds it) in
 // front of ts: server "files" (events), "files_json" (JSON answers), and
-// agents coder (tools of both), intern (files, no tools) and outsider (no
-// MCP at all). Every token is "tok-" + the agent's id.
+// agents coder (tools of both), intern (files, no tools), outsider (no
+// MCP at all) and flooder (files' read_* tools, rate_limit 50/hour).
+// Every token is "tok-" + the agent's id.
 func newMCPGateway(t testing.TB, ts *toolServer) *a2a { return newMCPGatewayAudit(t, ts, "closed") }
 
 // newMCPGatewayAudit is newMCPGateway with audit.fail_mode failMode.
@@ -169,6 +170,7 @@ mcp:
 	} {
 		fmt.Fprintf(&agents, "  %s:\n    type: coder\n    token_sha256: %q\n    mcp_tools: %s\n", id, config.HashTokenHex("tok-"+id), tools)
 	}
+	fmt.Fprintf(&agents, "  flooder:\n    type: coder\n    token_sha256: %q\n    mcp_tools: {files: [\"read_*\"]}\n    rate_limit: 50/hour\n", config.HashTokenHex("tok-flooder"))
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents.String(),

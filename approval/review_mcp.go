@@ -27,6 +27,9 @@ type mcpContent struct {
 	Annotations     json.RawMessage `json:"annotations"`
 	Arguments       json.RawMessage `json:"arguments"`
 	ArgumentsSHA256 string          `json:"arguments_sha256"`
+	// Meta is the call's _meta, which the server receives and the grant
+	// binds; absent when the call has none.
+	Meta json.RawMessage `json:"meta,omitempty"`
 }
 
 var mcpContentShape = sj.FromStruct(reflect.TypeOf(mcpContent{}))
@@ -44,6 +47,8 @@ type mcpReview struct {
 	// differ on the page as they do for the tool).
 	Arguments       []mcpArgument
 	ArgumentsSHA256 string
+	// Meta is the call's _meta as indented JSON ("" when it has none).
+	Meta string
 	// Grant says what the approval lets through, and until when.
 	Grant string
 }
@@ -99,6 +104,9 @@ func parseMCPContent(content string) (*mcpReview, error) {
 	if _, err := hex.DecodeString(c.ArgumentsSHA256); err != nil {
 		return nil, errors.New("arguments_sha256 is not 64 hex digits")
 	}
+	if len(c.Meta) > 0 && c.Meta[0] != '{' {
+		return nil, errors.New("meta: not a JSON object")
+	}
 	var ann, args map[string]json.RawMessage
 	if err := jsonObject(c.Annotations, &ann); err != nil {
 		return nil, errors.New("annotations: " + err.Error())
@@ -106,7 +114,7 @@ func parseMCPContent(content string) (*mcpReview, error) {
 	if err := jsonObject(c.Arguments, &args); err != nil {
 		return nil, errors.New("arguments: " + err.Error())
 	}
-	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256}
+	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256, Meta: indentJSON(c.Meta)}
 	if raw, ok := ann["title"]; ok {
 		if json.Unmarshal(raw, &r.Title) != nil {
 			r.Title = string(raw)
@@ -157,14 +165,14 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 // the arguments), once, for protocol.timeouts.escalation from the
 // decision (mcp/grants.go, Resolve).
 func mcpGrant(rec *Record, ttl time.Duration) string {
-	what := "exactly this call (agent " + rec.AgentID + ", the same tool and the same arguments) through once"
+	what := "exactly this call (agent " + rec.AgentID + ", the same tool, the same arguments and _meta) through once"
 	switch {
 	case rec.State == StateEscalated:
 		return "Approving lets " + what + ", if the agent sends it again within " + span(ttl) +
-			" of the approval. A call with any other argument is another call and needs its own approval."
+			" of the approval. A call with any other argument or _meta is another call and needs its own approval."
 	case rec.State == StateApproved && rec.Escalation != nil && rec.Escalation.Review != nil:
 		return "The approval lets " + what + ", until " + rec.Escalation.Review.At.Add(ttl).UTC().Format("2006-01-02 15:04:05 UTC") +
-			". A call with any other argument needs its own approval."
+			". A call with any other argument or _meta needs its own approval."
 	}
 	return "Nothing was approved: this call does not run."
 }

@@ -106,7 +106,7 @@ func TestReviewPageShowsMCPToolCall(t *testing.T) {
 	}
 
 	grant := between(t, body, `<p class="grant" id="mcp-grant">`, `</p>`)
-	if !strings.Contains(grant, "exactly this call (agent coder, the same tool and the same arguments) through once") ||
+	if !strings.Contains(grant, "exactly this call (agent coder, the same tool, the same arguments and _meta) through once") ||
 		!strings.Contains(grant, "within 1 d of the approval") {
 		t.Errorf("grant line %q", grant)
 	}
@@ -256,4 +256,22 @@ func TestReviewPageMCPFallsBack(t *testing.T) {
 			t.Errorf("a %s escalation shown as a tool call:\n%s", TypeMessage, body)
 		}
 	})
+}
+
+// TestReviewPageMCPShowsMeta: a call's _meta, which its server receives
+// and the approval binds, is shown to the person, escaped; a _meta that
+// is not an object is not summarised.
+func TestReviewPageMCPShowsMeta(t *testing.T) {
+	h := newHarness(t)
+	content := strings.Replace(mcpCall, `"method":"tools/call"`, `"meta":{"progressToken":"<p1>"},"method":"tools/call"`, 1)
+	id := escalateMCP(t, h, content)
+	b := newBrowser(t, h)
+	b.post("/review/login", url.Values{"token": {tokReviewer}}, "")
+	_, body := b.get("/review/" + id)
+	if meta := between(t, body, `<pre id="mcp-meta">`, `</pre>`); !strings.Contains(meta, `&#34;progressToken&#34;: &#34;&lt;p1&gt;&#34;`) {
+		t.Errorf("_meta shown as %q", meta)
+	}
+	if _, err := parseMCPContent(strings.Replace(mcpCall, `"method":"tools/call"`, `"meta":[1],"method":"tools/call"`, 1)); err == nil {
+		t.Error("a _meta that is not an object was summarised")
+	}
 }

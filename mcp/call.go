@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/gowebpki/jcs"
 
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/policy"
@@ -74,13 +73,15 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.refuse(ctx, m, a, rec, label, "error", codeUpstream, "The tool list of MCP server "+quote(t.srv.name)+" could not be read; the call is refused until it can.", nil)
 		return
 	}
-	canon, err := jcs.Transform(p.Arguments)
+	out, err := t.outgoingCall(p)
 	if err != nil {
-		a.fail(m.id, codeInvalidParams, "The arguments cannot be put in canonical form (RFC 8785).", nil)
+		t.refuseUnchanged(ctx, m, a, rec, label, err)
 		return
 	}
-	argsHash := sha256Hex(canon)
-	rec.set("arguments_sha256", argsHash)
+	rec.set("arguments_sha256", out.argsSHA256)
+	if out.metaSHA256 != "" {
+		rec.set("meta_sha256", out.metaSHA256)
+	}
 	allowed := t.allowedTool(p.Name)
 	tool, err := toolInput(info)
 	if err != nil {
@@ -96,17 +97,12 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		decision, reason = policy.MCPDeny, "tool "+quote(p.Name)+" is not in the agent's mcp_tools for this server"
 	}
 	rec.decision(dec, decision, reason)
-	args, res, err := t.redactJSON(p.Arguments)
-	if err != nil {
-		a.fail(m.id, codeInvalidParams, "The arguments cannot be scanned for redaction.", nil)
-		return
-	}
-	rec.redactions("argument_redactions", res.Counts)
-	if res.Blocked != "" {
+	rec.redactions("argument_redactions", out.res.Counts)
+	if out.res.Blocked != "" {
 		rec.set("decision", "blocked")
-		rec.set("blocked", res.Blocked)
-		t.refuse(ctx, m, a, rec, label, "block", codeBlocked, "The call was refused: its arguments contain data that may not leave ("+res.Blocked+").",
-			map[string]any{"detector": res.Blocked})
+		rec.set("blocked", out.res.Blocked)
+		t.refuse(ctx, m, a, rec, label, "block", codeBlocked, "The call was refused: its arguments contain data that may not leave ("+out.res.Blocked+").",
+			map[string]any{"detector": out.res.Blocked})
 		return
 	}
 	switch decision {
@@ -114,14 +110,14 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied by policy: "+reason, nil)
 		return
 	case policy.MCPEscalate:
-		granted, ok, err := t.d.grants.Take(ctx, grantKey(t.agent.ID, t.srv.name, p.Name, argsHash))
+		granted, ok, err := t.d.grants.Take(ctx, grantKey(t.agent.ID, t.srv.name, p.Name, out.argsSHA256, out.metaSHA256))
 		if err != nil {
 			t.d.log.Error("mcp: grants", "error", err.Error())
 			t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The gateway's approvals are unavailable; retry shortly.", nil)
 			return
 		}
 		if !ok {
-			t.escalate(ctx, m, a, rec, label, info, args, argsHash, dec, reason)
+			t.escalate(ctx, m, a, rec, label, info, out, dec, reason)
 			return
 		}
 		// The policy still escalates; a person approved this very call.
@@ -133,7 +129,7 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		return
 	}
 	t.d.metrics.call(t.srv.name, label, str(rec.sum["decision"]))
-	t.forward(ctx, m, a, label, callBody(m.id, p, args))
+	t.forward(ctx, m, a, label, callBody(m.id, p.Name, out))
 }
 
 // forward makes the call and writes its mcp.result, whatever the answer
@@ -170,23 +166,24 @@ func (t *turn) forward(ctx context.Context, m *message, a *answer, label string,
 	}
 }
 
-// callBody is the tools/call the server gets: the agent's, with the
-// arguments as redacted.
-func callBody(id jsontext.Value, p callParams, args jsontext.Value) []byte {
+// callBody is the tools/call the server gets: exactly the canonical
+// arguments and _meta that were hashed (and, when escalated, shown to a
+// person).
+func callBody(id jsontext.Value, name string, out outCall) []byte {
 	b := []byte(`{"name":`)
-	b, _ = jsontext.AppendQuote(b, p.Name)
+	b, _ = jsontext.AppendQuote(b, name)
 	b = append(b, `,"arguments":`...)
-	b = append(b, args...)
-	if p.Meta != nil {
+	b = append(b, out.args...)
+	if out.meta != nil {
 		b = append(b, `,"_meta":`...)
-		b = append(b, compact(p.Meta)...)
+		b = append(b, out.meta...)
 	}
 	return request(id, "tools/call", append(b, '}'))
 }
 
 // escalate opens a person's review of the call and answers the agent with
 // where it waits.
-func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, args jsontext.Value, argsHash string, dec policy.MCPDecision, reason string) {
+func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall, dec policy.MCPDecision, reason string) {
 	if t.d.opener == nil {
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied: the policy asks for a person's approval, and this gateway has no approval service.", nil)
 		return
@@ -196,7 +193,7 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 		desc, _ = t.c.red.String(desc)
 	}
 	content, err := review{Method: "tools/call", Server: t.srv.name, Tool: info.Name, Description: desc, Annotations: info.Annotations,
-		Arguments: args, ArgumentsSHA256: argsHash}.content()
+		Arguments: out.args, ArgumentsSHA256: out.argsSHA256, Meta: out.meta}.content()
 	var opened escalation.Opened
 	if err == nil {
 		opened, err = t.d.opener.Open(ctx, escalation.Request{Type: escalation.TypeMCP, AgentID: t.agent.ID, SessionID: t.ex.SessionID,

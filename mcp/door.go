@@ -10,7 +10,11 @@
 // server itself describes it (its tools/list, read by the gateway with the
 // gateway's credentials), limited, redacted both ways, and written to the
 // audit trail before and after the call; an escalated call waits for a
-// person, whose approval lets exactly that call through once.
+// person, whose approval lets exactly that call through once: the bytes
+// the server receives are the bytes the person was shown and the grant
+// hashes. Whatever else the agent sends (notifications, its answers to
+// the server's requests, reads, listings) is redacted, counted against
+// its rate_limit and audited too.
 //
 // The package imports the plumbing (internal/httpx, internal/escalation,
 // internal/scope) and the governance parts (policy, limit, redact, audit,

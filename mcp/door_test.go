@@ -27,6 +27,9 @@ type fakeServer struct {
 	calls  int
 	// lists counts the tools/list requests (the gateway's reads).
 	lists int
+	// got are the bodies of every request but initialize and tools/list,
+	// as the server received them.
+	got []string
 }
 
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +44,9 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &m)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if m.Method != "initialize" && m.Method != "tools/list" {
+		f.got = append(f.got, string(body))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	switch m.Method {
 	case "initialize":

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -75,22 +76,25 @@ func (g *MemoryGrants) Take(_ context.Context, key string) (string, bool, error)
 	return v.id, true, nil
 }
 
-// grantKey binds an approval to one call: the agent, the server, the tool
-// and the SHA-256 of the RFC 8785 form of the arguments. A different
-// argument is another call, and another escalation.
-func grantKey(agent, server, tool, argsSHA256 string) string {
+// grantKey binds an approval to one call as its server receives it: the
+// agent, the server, the tool and the SHA-256 of the RFC 8785 form of the
+// arguments and of the _meta ("" for none), both redacted, which is what
+// the gateway forwards. A different argument or _meta is another call,
+// and another escalation.
+func grantKey(agent, server, tool, argsSHA256, metaSHA256 string) string {
 	h := sha256.New()
-	for _, s := range []string{agent, server, tool, argsSHA256} {
+	for _, s := range []string{agent, server, tool, argsSHA256, metaSHA256} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// review is what a person judges: the call, with its arguments redacted,
-// and the hash of the arguments as the agent sent them (which the
-// approval's grant is bound to). Its RFC 8785 form is the escalation's
-// Content, whose SHA-256 binds the person's decision.
+// review is what a person judges: the call exactly as its server will
+// receive it (the arguments and _meta redacted, in RFC 8785 form) and the
+// SHA-256 of those arguments. Its RFC 8785 form is the escalation's
+// Content, whose SHA-256 binds the person's decision; the grant is made
+// from the values shown, never from a hash beside them.
 type review struct {
 	Method          string         `json:"method"`
 	Server          string         `json:"server"`
@@ -99,6 +103,8 @@ type review struct {
 	Annotations     jsontext.Value `json:"annotations"`
 	Arguments       jsontext.Value `json:"arguments"`
 	ArgumentsSHA256 string         `json:"arguments_sha256"`
+	// Meta is the call's _meta, when it has one.
+	Meta jsontext.Value `json:"meta,omitzero"`
 }
 
 // content is r in RFC 8785 canonical form.
@@ -121,16 +127,37 @@ func (r review) content() (string, error) {
 }
 
 // readReview reads an escalation's Content back, strictly: only what
-// content writes.
+// content writes, the arguments (and _meta) in the canonical form the
+// door forwards, and the hash the arguments have.
 func readReview(content string) (review, error) {
 	var r review
 	if err := json.Unmarshal([]byte(content), &r, strict); err != nil {
 		return review{}, fmt.Errorf("mcp: not an MCP tool call review: %w", err)
 	}
-	if r.Method != "tools/call" || r.Server == "" || r.Tool == "" || len(r.ArgumentsSHA256) != 64 {
+	if r.Method != "tools/call" || r.Server == "" || r.Tool == "" || len(r.ArgumentsSHA256) != 64 ||
+		r.Arguments.Kind() != '{' || (r.Meta != nil && r.Meta.Kind() != '{') {
 		return review{}, errors.New("mcp: not an MCP tool call review")
 	}
+	if sha256Hex(r.Arguments) != r.ArgumentsSHA256 {
+		return review{}, errors.New("mcp: the review's arguments are not those its hash names")
+	}
+	for _, v := range []jsontext.Value{r.Arguments, r.Meta} {
+		if v == nil {
+			continue
+		}
+		if c, err := canonicalForm(v); err != nil || !bytes.Equal(c, v) {
+			return review{}, errors.New("mcp: the review's arguments or _meta are not in the form the gateway forwards")
+		}
+	}
 	return r, nil
+}
+
+// metaSHA256 is the hash a grant binds for the review's _meta.
+func (r review) metaSHA256() string {
+	if r.Meta == nil {
+		return ""
+	}
+	return sha256Hex(r.Meta)
 }
 
 // Resolve is the approval service's Resolver for escalation.TypeMCP: a
@@ -146,7 +173,7 @@ func (d *Door) Resolve(ctx context.Context, dec escalation.Decided) error {
 		return nil
 	}
 	ttl := d.conf.Load().escalationTTL
-	if err := d.grants.Grant(ctx, grantKey(dec.AgentID, r.Server, r.Tool, r.ArgumentsSHA256), dec.ID, ttl); err != nil {
+	if err := d.grants.Grant(ctx, grantKey(dec.AgentID, r.Server, r.Tool, r.ArgumentsSHA256, r.metaSHA256()), dec.ID, ttl); err != nil {
 		return fmt.Errorf("mcp: grant of escalation %s: %w", dec.ID, err)
 	}
 	d.log.Info("mcp: tool call approved by a person", "escalation_id", dec.ID, "agent", dec.AgentID, "server", r.Server, "tool", r.Tool, "valid", ttl.String())

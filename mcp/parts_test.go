@@ -87,7 +87,7 @@ func TestGrantsOnce(t *testing.T) {
 	now := time.Unix(0, 0)
 	g := NewMemoryGrants()
 	g.now = func() time.Time { return now }
-	k := grantKey("a", "files", "delete_file", strings.Repeat("0", 64))
+	k := grantKey("a", "files", "delete_file", strings.Repeat("0", 64), "")
 	_ = g.Grant(ctx, k, "esc-1", time.Hour)
 	if id, ok, _ := g.Take(ctx, k); !ok || id != "esc-1" {
 		t.Fatalf("take: %q %v", id, ok)
@@ -100,9 +100,10 @@ func TestGrantsOnce(t *testing.T) {
 	if _, ok, _ := g.Take(ctx, k); ok {
 		t.Error("an expired grant passed")
 	}
-	for _, other := range []string{grantKey("b", "files", "delete_file", strings.Repeat("0", 64)), grantKey("a", "files", "delete_file", strings.Repeat("1", 64))} {
+	for _, other := range []string{grantKey("b", "files", "delete_file", strings.Repeat("0", 64), ""), grantKey("a", "files", "delete_file", strings.Repeat("1", 64), ""),
+		grantKey("a", "files", "delete_file", strings.Repeat("0", 64), strings.Repeat("2", 64))} {
 		if other == k {
-			t.Error("another agent or argument has the same key")
+			t.Error("another agent, argument or _meta has the same key")
 		}
 	}
 }
@@ -110,8 +111,9 @@ func TestGrantsOnce(t *testing.T) {
 // TestReviewContent: the content is RFC 8785 canonical, reads back, and
 // its decision grants exactly its call.
 func TestReviewContent(t *testing.T) {
+	args := jsontext.Value(`{"a":"x","z":1}`)
 	r := review{Method: "tools/call", Server: "files", Tool: "delete_file", Description: "Deletes.",
-		Annotations: jsontext.Value(`{"destructiveHint": true}`), Arguments: jsontext.Value(`{"z":1,"a":"x"}`), ArgumentsSHA256: strings.Repeat("ab", 32)}
+		Annotations: jsontext.Value(`{"destructiveHint": true}`), Arguments: args, ArgumentsSHA256: sha256Hex(args)}
 	c, err := r.content()
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +132,7 @@ func TestReviewContent(t *testing.T) {
 	if err := d.Resolve(ctx, escalation.Decided{ID: "e1", AgentID: "coder", Approved: false, Content: c}); err != nil {
 		t.Fatal(err)
 	}
-	key := grantKey("coder", "files", "delete_file", r.ArgumentsSHA256)
+	key := grantKey("coder", "files", "delete_file", r.ArgumentsSHA256, "")
 	if _, ok, _ := d.grants.Take(ctx, key); ok {
 		t.Error("a rejection granted the call")
 	}

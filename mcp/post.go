@@ -74,7 +74,10 @@ func (d *Door) post(w http.ResponseWriter, r *http.Request) {
 			t.serve(r.Context(), m, a)
 			continue
 		}
-		if err := t.tellServer(r.Context(), m); err != nil {
+		if err := t.tell(r.Context(), m); err != nil {
+			// The batch's requests are answered; what went wrong with a
+			// notification or answer beside them is the gateway's to log
+			// (and, when refused, in the trail).
 			d.log.Warn("mcp: message not passed on", "server", t.srv.name, "error", err.Error())
 		}
 	}
@@ -107,21 +110,31 @@ func (t *turn) serve(ctx context.Context, m *message, a *answer) {
 		a.fail(m.id, codeInvalidParams, "The params of "+m.method+" are not of the shape the gateway knows.", nil)
 		return
 	}
+	body, ok := t.admit(ctx, m, a, t.redactName(p.subject()))
+	if !ok {
+		return
+	}
 	switch m.method {
 	case "ping":
-		t.relay(ctx, m, compact(m.raw), a, t.plain)
+		t.relay(ctx, m, body, a, t.plain)
 	case "tools/list":
-		t.listTools(ctx, m, a)
+		t.listTools(ctx, m, a, body)
 	default:
-		t.read(ctx, m, a, p)
+		t.read(ctx, m, a, p, body)
 	}
 }
 
 // pass passes notifications and responses on, answering 202 once the
-// server took them all.
+// server took them all. A message the gateway refuses (a limit, a
+// blocking detector) stops the POST with the refusal; those before it
+// were passed on.
 func (t *turn) pass(w http.ResponseWriter, r *http.Request, msgs []*message) {
 	for _, m := range msgs {
-		if err := t.tellServer(r.Context(), m); err != nil {
+		if err := t.tell(r.Context(), m); err != nil {
+			if rf, ok := asRefusal(err); ok {
+				refuseWith(w, r, rf)
+				return
+			}
 			if errors.Is(err, errSessionGone) {
 				t.lost(r.Context())
 				refuse(w, r, http.StatusNotFound, codeInvalidRequest, "The MCP server ended the session: initialize a new one.")
@@ -135,11 +148,13 @@ func (t *turn) pass(w http.ResponseWriter, r *http.Request, msgs []*message) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// tellServer passes on a notification or a response of the agent.
-func (t *turn) tellServer(ctx context.Context, m *message) error {
+// tellServer sends the server a message it answers with no response (a
+// notification, an answer to its request): body as the gateway passes it
+// on.
+func (t *turn) tellServer(ctx context.Context, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, t.srv.timeout)
 	defer cancel()
-	resp, err := t.d.send(ctx, t.srv, http.MethodPost, t.upstream(), compact(m.raw), "application/json, text/event-stream")
+	resp, err := t.d.send(ctx, t.srv, http.MethodPost, t.upstream(), body, "application/json, text/event-stream")
 	if err != nil {
 		return err
 	}
@@ -172,8 +187,24 @@ func (t *turn) initialize(w http.ResponseWriter, r *http.Request, m *message) {
 		refuse(w, r, http.StatusBadRequest, codeInvalidParams, "initialize takes {protocolVersion, capabilities, clientInfo}.")
 		return
 	}
+	// An initialize is metered and redacted (clientInfo, _meta) like any
+	// other request; it opens no session when refused.
+	if code, msg, data := t.spend(r.Context(), ""); code != 0 {
+		refuseWith(w, r, &refusal{code, msg, data})
+		return
+	}
+	body, res, err := t.redactMessage(m)
+	switch {
+	case err != nil:
+		refuseWith(w, r, &refusal{codeInvalidParams, "initialize cannot be scanned for redaction.", nil})
+		return
+	case res.Blocked != "":
+		refuseWith(w, r, &refusal{codeBlocked, "initialize was refused: it contains data that may not leave (" + res.Blocked + ").",
+			map[string]any{"detector": res.Blocked}})
+		return
+	}
 	a := &answer{w: w, gather: true}
-	t.relay(r.Context(), m, compact(m.raw), a, func(resp *http.Response, um *message) []byte {
+	t.relay(r.Context(), m, body, a, func(resp *http.Response, um *message) []byte {
 		if um.result == nil {
 			return t.plain(resp, um)
 		}

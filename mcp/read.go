@@ -37,6 +37,15 @@ var readMethods = map[string]int{
 	"prompts/get": takesPrompt,
 }
 
+// subject is what a read names: a resource's URI or a prompt's name (""
+// for a listing).
+func (p readParams) subject() string {
+	if p.URI != "" {
+		return p.URI
+	}
+	return p.Name
+}
+
 // readParamsOf reads m's params for its method; ok false: they do not fit.
 func readParamsOf(m *message) (readParams, bool) {
 	var p readParams
@@ -63,7 +72,10 @@ func readParamsOf(m *message) (readParams, bool) {
 // resource or prompt is written to the audit trail with its result, a
 // listing only when refused. An escalation cannot be approved here (the
 // approvals bind tool calls): it is a denial.
-func (t *turn) read(ctx context.Context, m *message, a *answer, p readParams) {
+//
+// body is the request as admit passed it (redacted); the policy decides
+// on what the agent sent, the audit records the redacted name.
+func (t *turn) read(ctx context.Context, m *message, a *answer, p readParams, body []byte) {
 	subject := map[string]any{}
 	name, label := "", "_resources"
 	var args jsontext.Value
@@ -83,7 +95,7 @@ func (t *turn) read(ctx context.Context, m *message, a *answer, p readParams) {
 		args = jsontext.Value("{}")
 	}
 	dec := t.decide(ctx, m.method, subject, args, true)
-	rec := t.newRecord(m, m.method, name)
+	rec := t.newRecord(m, m.method, t.redactName(name))
 	decision, reason := dec.Decision, dec.Reason
 	if decision == policy.MCPEscalate {
 		decision, reason = policy.MCPDeny, reason+" (a person's approval binds tool calls only)"
@@ -94,7 +106,7 @@ func (t *turn) read(ctx context.Context, m *message, a *answer, p readParams) {
 		return
 	}
 	if name == "" || m.method == "resources/subscribe" || m.method == "resources/unsubscribe" {
-		t.relay(ctx, m, compact(m.raw), a, t.plain)
+		t.relay(ctx, m, body, a, t.plain)
 		return
 	}
 	if err := t.write(ctx, KindCall, rec.sum, m.raw); err != nil {
@@ -102,14 +114,14 @@ func (t *turn) read(ctx context.Context, m *message, a *answer, p readParams) {
 		return
 	}
 	t.d.metrics.call(t.srv.name, label, "allow")
-	t.forward(ctx, m, a, label, compact(m.raw))
+	t.forward(ctx, m, a, label, body)
 }
 
 // listTools passes on the server's tools/list with only the tools the
 // agent may use: named by its mcp_tools and not denied by the policy
 // (an escalated tool is listed: a person may approve its calls).
-func (t *turn) listTools(ctx context.Context, m *message, a *answer) {
-	t.relay(ctx, m, compact(m.raw), a, func(resp *http.Response, um *message) []byte {
+func (t *turn) listTools(ctx context.Context, m *message, a *answer, body []byte) {
+	t.relay(ctx, m, body, a, func(resp *http.Response, um *message) []byte {
 		if um.result == nil {
 			return t.plain(resp, um)
 		}

@@ -26,7 +26,9 @@ func (t *turn) newRecord(m *message, method, name string) *record {
 	case "prompts/get":
 		sum["prompt"] = name
 	default:
-		sum["uri"] = name
+		if name != "" {
+			sum["uri"] = name
+		}
 	}
 	return &record{sum: sum}
 }

@@ -132,7 +132,7 @@ func sessionBackends() []backend[Sessions] {
 // not after it expired, and to exactly one of many racing takers.
 func TestMCPGrantsContract(t *testing.T) {
 	ctx := context.Background()
-	key := func(n int) string { return grantKey("coder", "files", "delete_file", fmt.Sprintf("%064d", n)) }
+	key := func(n int) string { return grantKey("coder", "files", "delete_file", fmt.Sprintf("%064d", n), "") }
 	for _, b := range grantBackends() {
 		t.Run(b.name, func(t *testing.T) {
 			open := b.setup(t)
@@ -375,7 +375,7 @@ func TestMCPRedisStateDown(t *testing.T) {
 	g := NewRedisGrants(client, "", timeout)
 	s := NewRedisSessions(client, RedisSessionsOptions{Timeout: timeout})
 	sess := Session{ID: newSessionID(), Agent: "coder", Server: "files"}
-	key := grantKey("coder", "files", "delete_file", strings.Repeat("0", 64))
+	key := grantKey("coder", "files", "delete_file", strings.Repeat("0", 64), "")
 	if err := s.Put(ctx, sess); err != nil {
 		t.Fatal(err)
 	}

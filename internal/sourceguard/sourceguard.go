@@ -3,7 +3,10 @@
 // address (past the limit the source gets 429 before any work), and it sits
 // in front of the audit trail so that a flood of failures writes a bounded
 // number of entries: the first failure of a source in a window at once, the
-// repeats as one counted entry per source and window.
+// repeats as one counted entry per source and window. Other kinds of
+// record that an agent can send in floods (Options.Folds: an MCP
+// session's notifications) are summarized the same way, per the key their
+// Fold names.
 package sourceguard
 
 import (
@@ -35,7 +38,26 @@ type Options struct {
 	MaxSources int
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// Folds are the kinds summarized besides auth.failure.
+	Folds []Fold
 }
+
+// Fold is a kind of record summarized like failed authentications: the
+// first record of a key in a window is written at once, its repeats as
+// one counted entry (count, first_ts, last_ts, and the Keep members and
+// the agent and session of the last repeat). No rate limit applies: the
+// caller limits what it accepts.
+type Fold struct {
+	Kind string
+	// Key names whose repeats a record is (for example an agent's
+	// session and the record's outcome).
+	Key  func(audit.Record) string
+	Keep []string
+}
+
+// group is what one summary counts: a kind and a key (for auth.failure,
+// the source address).
+type group struct{ kind, key string }
 
 // Guard limits and summarizes failed authentications per source. It is an
 // Appender: auth.failure records are summarized, every other record passes
@@ -44,11 +66,14 @@ type Guard struct {
 	next audit.Writer
 	o    Options
 
+	folds map[string]Fold
+
 	mu      sync.Mutex
-	sources map[string]*source
+	sources map[group]*source
 }
 
 type source struct {
+	// lim limits a source address's failures (nil for a Fold's key).
 	lim *rate.Limiter
 	// windowStart is when the source's current window began (its first
 	// failure in it was written at once).
@@ -57,7 +82,7 @@ type source struct {
 	// their times, and sample the last one's summary.
 	count       int
 	first, last time.Time
-	sample      map[string]any
+	sample      audit.Record
 }
 
 // New returns a guard writing to next.
@@ -74,7 +99,17 @@ func New(next Appender, o Options) *Guard {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Guard{next: audit.WriterOf(next), o: o, sources: map[string]*source{}}
+	folds := make(map[string]Fold, len(o.Folds))
+	for _, f := range o.Folds {
+		folds[f.Kind] = f
+	}
+	return &Guard{next: audit.WriterOf(next), o: o, folds: folds, sources: map[group]*source{}}
+}
+
+// folded reports whether the guard summarizes records of kind.
+func (g *Guard) folded(kind string) bool {
+	_, ok := g.folds[kind]
+	return kind == audit.KindAuthFailure || ok
 }
 
 // Allow reports whether src may be served: false once the source spent its
@@ -84,7 +119,7 @@ func New(next Appender, o Options) *Guard {
 func (g *Guard) Allow(src string) (bool, time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.sources[src]
+	s := g.sources[group{audit.KindAuthFailure, src}]
 	if s == nil {
 		return true, 0
 	}
@@ -100,10 +135,10 @@ func (g *Guard) Allow(src string) (bool, time.Duration) {
 var _ audit.Writer = (*Guard)(nil)
 
 // Submit queues r on the trail without waiting for it; an auth.failure
-// record, which the guard may fold into a summary, is decided here by
-// Append.
+// record (or one of a Fold), which the guard may fold into a summary, is
+// decided here by Append.
 func (g *Guard) Submit(ctx context.Context, r audit.Record) (*audit.Pending, error) {
-	if r.Kind != audit.KindAuthFailure {
+	if !g.folded(r.Kind) {
 		return g.next.Submit(ctx, r)
 	}
 	e, err := g.Append(ctx, r)
@@ -111,9 +146,10 @@ func (g *Guard) Submit(ctx context.Context, r audit.Record) (*audit.Pending, err
 }
 
 // TrySubmit is Submit that never waits for room in the trail's queue; an
-// auth.failure record is decided by Append in the background.
+// auth.failure record (or one of a Fold) is decided by Append in the
+// background.
 func (g *Guard) TrySubmit(r audit.Record) (*audit.Pending, error) {
-	if r.Kind != audit.KindAuthFailure {
+	if !g.folded(r.Kind) {
 		return g.next.TrySubmit(r)
 	}
 	go func() { _, _ = g.Append(context.Background(), r) }()
@@ -125,43 +161,44 @@ func (g *Guard) Begin() (end func()) { return g.next.Begin() }
 
 // Append implements Appender. An auth.failure record (its summary's
 // "remote" names the source) spends one of the source's failures; the first
-// of a window is written, the repeats are counted for Flush.
+// of a window is written, the repeats are counted for Flush. A Fold's
+// records are counted the same way, per their key.
 func (g *Guard) Append(ctx context.Context, r audit.Record) (audit.Entry, error) {
-	if r.Kind != audit.KindAuthFailure {
+	if !g.folded(r.Kind) {
 		return g.next.Append(ctx, r)
 	}
-	src, _ := r.Summary["remote"].(string)
-	if src == "" {
-		src = "unknown"
-	}
+	key := g.keyOf(r)
 	now := g.o.Now()
 	g.mu.Lock()
-	s := g.sources[src]
+	grp := group{r.Kind, key}
+	s := g.sources[grp]
 	if s == nil {
 		if len(g.sources) >= g.o.MaxSources {
-			src = Other
-			s = g.sources[Other]
+			grp.key = Other
+			s = g.sources[grp]
 		}
 		if s == nil {
-			s = &source{lim: rate.NewLimiter(g.o.Rate, g.o.Burst)}
-			g.sources[src] = s
+			s = &source{}
+			if r.Kind == audit.KindAuthFailure {
+				s.lim = rate.NewLimiter(g.o.Rate, g.o.Burst)
+			}
+			g.sources[grp] = s
 		}
 	}
-	if src != Other {
+	if s.lim != nil && grp.key != Other {
 		s.lim.AllowN(now, 1)
 	}
-	var pending *audit.Record
 	if !s.windowStart.IsZero() && now.Sub(s.windowStart) < g.o.Window {
 		if s.count == 0 {
 			s.first = now
 		}
 		s.count++
-		s.last, s.sample = now, r.Summary
+		s.last, s.sample = now, r
 		g.mu.Unlock()
 		return audit.Entry{}, nil
 	}
-	// A new window: what the last one counted goes first, then this failure.
-	pending = s.summary(src)
+	// A new window: what the last one counted goes first, then this record.
+	pending := g.summary(grp, s)
 	s.windowStart = now
 	g.mu.Unlock()
 	if pending != nil {
@@ -169,30 +206,51 @@ func (g *Guard) Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 			return audit.Entry{}, err
 		}
 	}
-	if src == Other {
+	if grp.key == Other && r.Kind == audit.KindAuthFailure {
 		r.Summary["remote"] = Other
 	}
 	return g.next.Append(ctx, r)
 }
 
-// summary takes the source's counted repeats as one record (nil if none).
+// keyOf names whose repeats r is.
+func (g *Guard) keyOf(r audit.Record) string {
+	if f, ok := g.folds[r.Kind]; ok {
+		return f.Key(r)
+	}
+	src, _ := r.Summary["remote"].(string)
+	if src == "" {
+		src = "unknown"
+	}
+	return src
+}
+
+// summary takes the group's counted repeats as one record (nil if none).
 // The caller holds g.mu.
-func (s *source) summary(src string) *audit.Record {
+func (g *Guard) summary(grp group, s *source) *audit.Record {
 	if s.count == 0 {
 		return nil
 	}
+	keep := []string{"route", "method", "reason"}
+	if f, ok := g.folds[grp.kind]; ok {
+		keep = f.Keep
+	}
 	sum := map[string]any{}
-	for _, k := range []string{"route", "method", "reason"} {
-		if v, ok := s.sample[k]; ok {
+	for _, k := range keep {
+		if v, ok := s.sample.Summary[k]; ok {
 			sum[k] = v
 		}
 	}
-	sum["remote"] = src
+	rec := &audit.Record{Kind: grp.kind, Summary: sum}
+	if grp.kind == audit.KindAuthFailure {
+		sum["remote"] = grp.key
+	} else if grp.key != Other {
+		rec.AgentID, rec.SessionID = s.sample.AgentID, s.sample.SessionID
+	}
 	sum["count"] = s.count
 	sum["first_ts"] = s.first.UTC().Format(time.RFC3339Nano)
 	sum["last_ts"] = s.last.UTC().Format(time.RFC3339Nano)
-	s.count, s.sample = 0, nil
-	return &audit.Record{Kind: audit.KindAuthFailure, Summary: sum}
+	s.count, s.sample = 0, audit.Record{}
+	return rec
 }
 
 // Flush writes the counted repeats of every window that has ended (all of
@@ -201,15 +259,15 @@ func (g *Guard) Flush(ctx context.Context, final bool) error {
 	now := g.o.Now()
 	var out []audit.Record
 	g.mu.Lock()
-	for src, s := range g.sources {
+	for grp, s := range g.sources {
 		ended := now.Sub(s.windowStart) >= g.o.Window
 		if ended || final {
-			if r := s.summary(src); r != nil {
+			if r := g.summary(grp, s); r != nil {
 				out = append(out, *r)
 			}
 		}
-		if ended && s.count == 0 && s.lim.TokensAt(now) >= float64(g.o.Burst) {
-			delete(g.sources, src)
+		if ended && s.count == 0 && (s.lim == nil || s.lim.TokensAt(now) >= float64(g.o.Burst)) {
+			delete(g.sources, grp)
 		}
 	}
 	g.mu.Unlock()
@@ -242,5 +300,11 @@ func (g *Guard) Run(ctx context.Context) {
 func (g *Guard) Sources() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.sources)
+	n := 0
+	for grp := range g.sources {
+		if grp.kind == audit.KindAuthFailure {
+			n++
+		}
+	}
+	return n
 }

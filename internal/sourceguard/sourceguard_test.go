@@ -102,3 +102,40 @@ func TestSourcesAreBounded(t *testing.T) {
 func itoa(i int) string {
 	return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
 }
+
+// TestFoldIsSummarizedPerKey: a Fold's records are summarized per their
+// key as failed authentications are per source (the first of a window at
+// once, the repeats as one counted entry keeping the agent, the session
+// and the Keep members), and no rate limit refuses anyone for them.
+func TestFoldIsSummarizedPerKey(t *testing.T) {
+	tr, c := &trail{}, &clock{t: time.Unix(1000, 0)}
+	fold := Fold{Kind: "mcp.message", Key: func(r audit.Record) string { return r.AgentID + "/" + r.SessionID }, Keep: []string{"server", "method"}}
+	g := New(tr, Options{Rate: 1, Burst: 1, Window: time.Minute, Now: c.now, Folds: []Fold{fold}})
+	ctx := context.Background()
+	for i := range 1000 {
+		c.t = c.t.Add(time.Millisecond)
+		sess := []string{"s1", "s2"}[i%2]
+		r := audit.Record{Kind: "mcp.message", AgentID: "a1", SessionID: sess, Summary: map[string]any{"server": "files", "method": "notifications/progress", "secret": "x"}}
+		if _, err := g.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(tr.got) != 2 || g.Sources() != 0 {
+		t.Fatalf("1000 records of two keys wrote %d entries at once (want 2), %d sources tracked", len(tr.got), g.Sources())
+	}
+	if ok, _ := g.Allow("a1/s1"); !ok {
+		t.Error("a fold's key was rate limited as a source")
+	}
+	if err := g.Flush(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.got) != 4 {
+		t.Fatalf("%d entries after the flush, want 4", len(tr.got))
+	}
+	for _, r := range tr.got[2:] {
+		s := r.Summary
+		if r.Kind != "mcp.message" || r.AgentID != "a1" || s["count"] != 499 || s["server"] != "files" || s["method"] != "notifications/progress" || s["secret"] != nil {
+			t.Errorf("summary %+v", r)
+		}
+	}
+}
