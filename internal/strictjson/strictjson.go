@@ -250,12 +250,12 @@ type frame struct {
 	start int64 // offset of its '{' or '['
 }
 
-// renamed is a member name the name visitor replaced: the original, and
-// the index of its span.
+// renamed is a member name the name visitor replaced: the original, what
+// replaces it, and the index of its span.
 type renamed struct {
-	depth int // len(stack) while its object is open
-	name  string
-	span  int
+	depth      int // len(stack) while its object is open
+	name, with string
+	span       int
 }
 
 // walker holds the state of one walk; pooled.
@@ -332,8 +332,12 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 			continue
 		case '}', ']':
 			if n := len(w.renames); n > 0 && w.renames[n-1].depth == len(w.stack) {
-				if err := w.uniqueNames(dec.InputOffset(), repl); err != nil {
+				mine, err := w.uniqueNames(dec.InputOffset())
+				if err != nil {
 					return nil, err
+				}
+				for _, r := range mine {
+					repl[r.span].with = r.with
 				}
 			}
 			w.stack = w.stack[:len(w.stack)-1]
@@ -345,31 +349,37 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 			}
 			if k == '"' {
 				w.scratch = unquote(w.scratch[:0], raw)
-				if inObj && !w.hasName {
+				isName := inObj && !w.hasName
+				var sp span
+				var replaced bool
+				if isName {
 					f := w.stack[len(w.stack)-1].f
 					if err := checkName(f, w.scratch, w.path); err != nil {
 						return nil, err
 					}
 					w.name, w.hasName = f.intern(w.scratch), true
 					if name != nil && !f.knows(w.name) {
-						p := append(w.path, Elem{Key: w.name, Index: -1})
-						if r, ok := name(p, w.name); ok && r != w.name {
+						sp, replaced = w.rename(name, int64(len(raw)), len(repl))
+					}
+				} else {
+					w.enter(top)
+					if v != nil {
+						s := string(w.scratch)
+						if r, ok := v(w.path, s); ok && r != s {
 							end := dec.InputOffset()
-							repl = append(repl, span{start: end - int64(len(raw)), end: end, with: r})
-							w.renames = append(w.renames, renamed{depth: len(w.stack), name: w.name, span: len(repl) - 1})
+							sp, replaced = span{start: end - int64(len(raw)), end: end, with: r}, true
 						}
 					}
+					w.leave()
+				}
+				// One append of repl: with one, the compiler starts its
+				// backing store on the stack.
+				if replaced {
+					repl = append(repl, sp)
+				}
+				if isName {
 					continue
 				}
-				w.enter(top)
-				if v != nil {
-					s := string(w.scratch)
-					if r, ok := v(w.path, s); ok && r != s {
-						end := dec.InputOffset()
-						repl = append(repl, span{start: end - int64(len(raw)), end: end, with: r})
-					}
-				}
-				w.leave()
 				break
 			}
 			w.enter(top)
@@ -393,11 +403,26 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 	return repl, nil
 }
 
+// rename hands the member name just read (n bytes as written) to name; a
+// replacement is returned as the span to add (its index will be at) and
+// remembered for uniqueNames.
+func (w *walker) rename(name Visit, n int64, at int) (span, bool) {
+	p := append(w.path, Elem{Key: w.name, Index: -1})
+	r, ok := name(p, w.name)
+	if !ok || r == w.name {
+		return span{}, false
+	}
+	w.renames = append(w.renames, renamed{depth: len(w.stack), name: w.name, with: r, span: at})
+	end := w.dec.InputOffset()
+	return span{start: end - n, end: end, with: r}, true
+}
+
 // uniqueNames resolves the replaced names of the object that has just
-// closed (ending at end in the input): each that equals a name the object
-// keeps, an earlier replacement, or a known member up to case gets the
-// first free "#n". The rare path: the object's names are read again.
-func (w *walker) uniqueNames(end int64, repl []span) error {
+// closed (ending at end in the input), and returns them: each that equals a
+// name the object keeps, an earlier replacement, or a known member up to
+// case gets the first free "#n". The rare path: the object's names are
+// read again.
+func (w *walker) uniqueNames(end int64) ([]renamed, error) {
 	fr := w.stack[len(w.stack)-1]
 	first := len(w.renames)
 	for first > 0 && w.renames[first-1].depth == len(w.stack) {
@@ -407,7 +432,7 @@ func (w *walker) uniqueNames(end int64, repl []span) error {
 	w.renames = w.renames[:first]
 	names, err := objectNames(w.data[fr.start:end])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	gone := make(map[string]bool, len(mine))
 	for _, r := range mine {
@@ -419,15 +444,15 @@ func (w *walker) uniqueNames(end int64, repl []span) error {
 			taken[n] = true
 		}
 	}
-	for _, r := range mine {
-		with := repl[r.span].with
+	for k := range mine {
+		with := mine[k].with
 		for i := 2; taken[with] || fr.f.shadows(with); i++ {
-			with = repl[r.span].with + "#" + strconv.Itoa(i)
+			with = mine[k].with + "#" + strconv.Itoa(i)
 		}
-		repl[r.span].with = with
+		mine[k].with = with
 		taken[with] = true
 	}
-	return nil
+	return mine, nil
 }
 
 // objectNames reads the member names of obj, an object already checked.
