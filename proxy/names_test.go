@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
+	"github.com/sacpgw/gateway/sacp"
 )
 
 const addr = "alice@example.com"
@@ -126,5 +129,25 @@ func TestStreamMemberNamesRedacted(t *testing.T) {
 	}
 	if !res.blocked || strings.Contains(string(res.out), addr) || !strings.Contains(string(res.out), "content_filter") {
 		t.Errorf("blocked name in a chunk: %+v %s", res, res.out)
+	}
+}
+
+// The validator's findings name the member they are about (the re-ask
+// tells the model); the audit entry's copy is redacted like the rest of
+// the trail, so a name the detectors find is not written there.
+func TestSACPErrorsInTheAuditAreRedacted(t *testing.T) {
+	v, err := sacp.NewValidator([]byte(`{"type":"object","properties":{"n":{"type":"number"}},"additionalProperties":false}`), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &standardChecker{p: &Protocol{Redactor: namesRedactor(t), ApplyTo: map[string]bool{"data": true, "message": true}}, v: v}
+	content := `{"thought":"t","status":"success","data":{"` + addr + `":1},"message":"m"}`
+	if ok, errs := c.Check(content); ok || !strings.Contains(strings.Join(errs, " "), addr) {
+		t.Fatalf("the finding does not name the member: %v %v", ok, errs)
+	}
+	ex := &scope.Exchange{Attempts: 1}
+	got := c.Settle(context.Background(), ex, content)
+	if strings.Contains(got.content, addr) || ex.SACP == nil || len(ex.SACP.Errors) == 0 || strings.Contains(strings.Join(ex.SACP.Errors, " "), addr) {
+		t.Errorf("settled %q, audit errors %v", got.content, ex.SACP)
 	}
 }
