@@ -571,7 +571,8 @@ type Redaction struct {
 	Block       []string `yaml:"block"`
 	Requests    bool     `yaml:"requests"`
 	// Messages also redacts agent-to-agent envelopes (POST /relay/messages):
-	// the string values of the payload and the error text, both ways.
+	// the string values and member names of the payload and the error
+	// text, both ways.
 	// Default false: agents exchange what they sent.
 	Messages bool `yaml:"messages"`
 }

@@ -9,11 +9,12 @@ import (
 	"github.com/sacpgw/gateway/redact"
 )
 
-// redactEnvelope masks what the detectors find in m's payload string
-// values and error text, in place (protocol.redaction.messages). It
-// returns the counts per detector and, when a blocking detector matched,
-// its name: the caller then refuses the message instead of relaying it.
-// Keys, numbers and the envelope's own fields are left alone.
+// redactEnvelope masks what the detectors find in m's payload (its string
+// values and member names) and error text, in place
+// (protocol.redaction.messages). It returns the counts per detector and,
+// when a blocking detector matched, its name: the caller then refuses the
+// message instead of relaying it. Numbers and the envelope's own fields
+// are left alone.
 func redactEnvelope(red *redact.Redactor, m *envelope.Message) (map[string]int, string, error) {
 	if red == nil {
 		return nil, "", nil

@@ -201,7 +201,7 @@ func (c *compactChecker) Settle(_ context.Context, ex *scope.Exchange, _ string)
 	ex.Check(check)
 	o := &scope.SACPOutcome{Status: status, Valid: v.valid, Attempts: ex.Attempts}
 	if !v.valid {
-		o.Errors = []string{describeResult(v.res)}
+		o.Errors = []string{c.p.auditText(describeResult(v.res))}
 	}
 	switch v.kind {
 	case "prose":

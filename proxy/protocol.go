@@ -189,7 +189,7 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 		resp = sacp.Fallback(content)
 	}
 	blocked := p.redactResponse(ex, &resp)
-	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: outcome.Errors,
+	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: p.auditTexts(outcome.Errors),
 		Thought: p.auditText(resp.Thought), Message: resp.Message}
 	return settled{content: string(resp.Compact()), status: resp.Status, valid: outcome.Valid, blocked: blocked != ""}
 }
@@ -330,6 +330,20 @@ func (p *Protocol) auditText(s string) string {
 		return s
 	}
 	out, _ := p.Redactor.String(s)
+	return out
+}
+
+// auditTexts is auditText for each of the validator's findings: they quote
+// member names of the answer ("additional properties 'a@b.co' not
+// allowed"), which the re-ask may tell the model but the trail may not keep.
+func (p *Protocol) auditTexts(ss []string) []string {
+	if p.Redactor == nil || len(ss) == 0 {
+		return ss
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p.auditText(s)
+	}
 	return out
 }
 

@@ -15,23 +15,22 @@ import (
 )
 
 // redactDoc reads body strictly against fields and redacts every string
-// except the structural ones (nil r: the strict reading alone). Tool call
-// arguments that hold JSON are redacted inside, string by string, so an
-// escape such as \u0040 cannot hide an e-mail address from the detectors.
-// onBlock, if set, is told the path of each string a blocking detector
-// matched.
+// except the structural ones (nil r: the strict reading alone), and every
+// member name that is not one of fields' known ones: a name is the
+// caller's text like a value (metadata keys, logit_bias, a schema's
+// properties). Tool call arguments that hold JSON are redacted inside,
+// names and strings, so an escape such as \u0040 cannot hide an e-mail
+// address from the detectors. onBlock, if set, is told the path of each
+// string or name a blocking detector matched.
 func redactDoc(r *redact.Redactor, body []byte, fields *sj.Fields, structural func(sj.Path, string) bool, onBlock func(sj.Path)) ([]byte, redact.Result, error) {
 	var res redact.Result
 	if r == nil {
 		return body, res, sj.Check(body, fields)
 	}
-	out, _, err := sj.Rewrite(body, fields, func(p sj.Path, s string) (string, bool) {
-		if structural(p, s) {
-			return s, false
-		}
+	scan := func(p sj.Path, s string, arguments bool) (string, bool) {
 		var o string
 		var rr redact.Result
-		if isArguments(p) {
+		if arguments {
 			o, rr = redactArguments(r, s)
 		} else {
 			o, rr = r.String(s)
@@ -41,21 +40,31 @@ func redactDoc(r *redact.Redactor, body []byte, fields *sj.Fields, structural fu
 			onBlock(p)
 		}
 		return o, o != s
+	}
+	out, _, err := sj.RewriteNames(body, fields, func(p sj.Path, s string) (string, bool) {
+		if structural(p, s) {
+			return s, false
+		}
+		return scan(p, s, isArguments(p))
+	}, func(p sj.Path, name string) (string, bool) {
+		return scan(p, name, false)
 	})
 	return out, res, err
 }
 
-// redactArguments redacts a tool call's arguments: every string inside
-// when they are a JSON object or array, else the text as a whole.
+// redactArguments redacts a tool call's arguments: every string and member
+// name inside when they are a JSON object or array, else the text as a
+// whole.
 func redactArguments(r *redact.Redactor, s string) (string, redact.Result) {
 	t := bytes.TrimSpace([]byte(s))
 	if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 		var res redact.Result
-		out, changed, err := sj.Rewrite([]byte(s), nil, func(_ sj.Path, v string) (string, bool) {
+		scan := func(_ sj.Path, v string) (string, bool) {
 			o, rr := r.String(v)
 			res.Add(rr)
 			return o, o != v
-		})
+		}
+		out, changed, err := sj.RewriteNames([]byte(s), nil, scan, scan)
 		if err == nil {
 			if !changed {
 				return s, res
@@ -318,8 +327,27 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 		return chunkResult{out: s.blockedEnd(at), blocked: true}, nil
 	}
 	blockedChoice := -1
-	var visit sj.Visit
+	// whole redacts a string or a member name that is not a fragment.
+	whole := func(p sj.Path, str string, arguments bool) (string, bool) {
+		var o string
+		var rr redact.Result
+		if arguments {
+			o, rr = redactArguments(s.r, str)
+		} else {
+			o, rr = s.r.String(str)
+		}
+		s.res.Add(rr)
+		if rr.Blocked != "" && blockedChoice < 0 {
+			blockedChoice = 0
+			if len(p) >= 2 && p[0].Key == "choices" && p[1].Index < len(sh.Choices) {
+				blockedChoice = *sh.Choices[p[1].Index].Index
+			}
+		}
+		return o, o != str
+	}
+	var visit, name sj.Visit
 	if s.r != nil {
+		name = func(p sj.Path, str string) (string, bool) { return whole(p, str, false) }
 		visit = func(p sj.Path, str string) (string, bool) {
 			if structuralAnswer(p, str) {
 				return str, false
@@ -335,24 +363,10 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 				}
 				return text, text != str
 			}
-			var o string
-			var rr redact.Result
-			if isArguments(p) {
-				o, rr = redactArguments(s.r, str)
-			} else {
-				o, rr = s.r.String(str)
-			}
-			s.res.Add(rr)
-			if rr.Blocked != "" && blockedChoice < 0 {
-				blockedChoice = 0
-				if len(p) >= 2 && p[0].Key == "choices" && p[1].Index < len(sh.Choices) {
-					blockedChoice = *sh.Choices[p[1].Index].Index
-				}
-			}
-			return o, o != str
+			return whole(p, str, isArguments(p))
 		}
 	}
-	out, _, err := sj.Rewrite(data, answerFields, visit)
+	out, _, err := sj.RewriteNames(data, answerFields, visit, name)
 	if err != nil {
 		return chunkResult{}, &shapeError{reason: err.Error()}
 	}

@@ -1,7 +1,9 @@
 package redact
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/sacpgw/gateway/internal/jsonlex"
 )
@@ -9,12 +11,15 @@ import (
 // maxJSONDepth matches encoding/json's nesting limit.
 const maxJSONDepth = 10000
 
-// JSON redacts every string value of a JSON document (in objects, arrays,
-// nested, or the document itself) and returns it as compact JSON. Keys,
-// numbers and the order of members are kept byte for byte; a string that
-// needs no change keeps its original escaping. It is used for the SACP
-// fields message and data. The error, for a document that is not valid
-// JSON, gives the offset but none of the content.
+// JSON redacts every string of a JSON document, member names included (in
+// objects, arrays, nested, or the document itself), and returns it as
+// compact JSON. Numbers and the order of members are kept byte for byte; a
+// string that needs no change keeps its original escaping. A masked member
+// name that would repeat a sibling's gets a suffix "#2", "#3", ... so the
+// object keeps one member per name (a reader would otherwise keep one of
+// them, or refuse the document). It is used for the SACP fields message and
+// data, envelopes' payloads and MCP messages. The error, for a document that
+// is not valid JSON, gives the offset but none of the content.
 //
 // The document is parsed in one pass by hand rather than through
 // encoding/json: decoding into maps would reorder keys and round numbers,
@@ -62,7 +67,8 @@ func (w *jsonWriter) value(depth int) error {
 		}
 		return w.container(depth)
 	case c == '"':
-		return w.str(true)
+		_, err := w.str()
+		return err
 	case c == 't':
 		return w.literal("true")
 	case c == 'f':
@@ -75,14 +81,15 @@ func (w *jsonWriter) value(depth int) error {
 	return w.syntax("unexpected character")
 }
 
-// container copies an object or an array; member keys are copied as they
-// are, values are redacted.
+// container copies an object or an array, redacting member names and
+// values.
 func (w *jsonWriter) container(depth int) error {
 	open := w.s[w.i]
 	end := byte(']')
 	if open == '{' {
 		end = '}'
 	}
+	start := len(w.out)
 	w.out = append(w.out, open)
 	w.i++
 	w.space()
@@ -91,13 +98,20 @@ func (w *jsonWriter) container(depth int) error {
 		w.i++
 		return nil
 	}
-	for {
+	// masked lists the members whose name was masked (by position); nil,
+	// and no cost, for the objects where none was.
+	var masked []int
+	for member := 0; ; member++ {
 		if open == '{' {
 			if w.i >= len(w.s) || w.s[w.i] != '"' {
 				return w.syntax("expected a string key")
 			}
-			if err := w.str(false); err != nil {
+			changed, err := w.str()
+			if err != nil {
 				return err
+			}
+			if changed {
+				masked = append(masked, member)
 			}
 			w.space()
 			if w.i >= len(w.s) || w.s[w.i] != ':' {
@@ -122,6 +136,9 @@ func (w *jsonWriter) container(depth int) error {
 		case end:
 			w.out = append(w.out, end)
 			w.i++
+			if masked != nil {
+				return w.uniqueNames(start, masked)
+			}
 			return nil
 		default:
 			return w.syntax("expected ',' or '" + string(end) + "'")
@@ -155,19 +172,16 @@ func (w *jsonWriter) lexical(e *jsonlex.Error) error {
 	return w.syntax(e.Kind.String())
 }
 
-// str copies the string at w.i, redacting it when it is a value.
-func (w *jsonWriter) str(redact bool) error {
+// str copies the string at w.i (a value or a member name), redacted;
+// changed reports whether it was.
+func (w *jsonWriter) str() (changed bool, err error) {
 	start := w.i
-	end, escaped, err := jsonlex.String(w.s, start)
-	if err != nil {
-		return w.lexical(err)
+	end, escaped, lerr := jsonlex.String(w.s, start)
+	if lerr != nil {
+		return false, w.lexical(lerr)
 	}
 	raw := w.s[start:end]
 	w.i = end
-	if !redact {
-		w.out = append(w.out, raw...)
-		return nil
-	}
 	val := raw[1 : len(raw)-1]
 	if escaped {
 		w.scratch = jsonlex.AppendUnquoted(w.scratch[:0], val)
@@ -176,10 +190,125 @@ func (w *jsonWriter) str(redact bool) error {
 	red, changed := w.r.redact(val, &w.res)
 	if !changed {
 		w.out = append(w.out, raw...)
-		return nil
+		return false, nil
 	}
 	w.out = appendQuoted(w.out, red)
+	return true, nil
+}
+
+// uniqueNames gives each masked name of the object written at
+// w.out[start:] a form no sibling has: two addresses masked alike, or a
+// masked name that equals one the document already had. The rare path: it
+// reads back the object it wrote, and rewrites it only when a name must
+// change. Names that were not masked are kept as they are (a document that
+// repeated one is the reader's to refuse; the redactor accepts it).
+func (w *jsonWriter) uniqueNames(start int, masked []int) error {
+	members := objectNames(w.out[start:])
+	taken := make(map[string]bool, len(members))
+	isMasked := make(map[int]bool, len(masked))
+	for _, m := range masked {
+		isMasked[m] = true
+	}
+	for i, m := range members {
+		if !isMasked[i] {
+			taken[m.name] = true
+		}
+	}
+	var renames map[int]string
+	for _, i := range masked {
+		name := members[i].name
+		if taken[name] {
+			alt, err := w.freeName(name, taken, len(members))
+			if err != nil {
+				return err
+			}
+			if renames == nil {
+				renames = map[int]string{}
+			}
+			renames[i], name = alt, alt
+		}
+		taken[name] = true
+	}
+	if renames == nil {
+		return nil
+	}
+	obj := append([]byte(nil), w.out[start:]...)
+	w.out = w.out[:start]
+	last := 0
+	for i, m := range members {
+		if alt, ok := renames[i]; ok {
+			w.out = append(w.out, obj[last:m.start]...)
+			w.out = appendQuoted(w.out, alt)
+			last = m.end
+		}
+	}
+	w.out = append(w.out, obj[last:]...)
 	return nil
+}
+
+// freeName returns name with the first suffix "#n" that no sibling has and
+// that no detector finds anything in (so redacting the output again still
+// finds nothing); n stays below the number of members plus a margin.
+func (w *jsonWriter) freeName(name string, taken map[string]bool, members int) (string, error) {
+	for n := 2; n < members+100; n++ {
+		alt := name + "#" + strconv.Itoa(n)
+		if taken[alt] {
+			continue
+		}
+		var res Result
+		if _, found := w.r.redact(alt, &res); !found {
+			return alt, nil
+		}
+	}
+	return "", errors.New("redact: a masked member name has no form distinct from its siblings'")
+}
+
+// memberName is where a member name sits in an object the writer wrote.
+type memberName struct {
+	start, end int // the quoted name
+	name       string
+}
+
+// objectNames lists the member names of obj, a compact object the writer
+// wrote (so valid JSON without spaces).
+func objectNames(obj []byte) []memberName {
+	var out []memberName
+	i := 1
+	for i < len(obj) && obj[i] == '"' {
+		end, escaped, _ := jsonlex.String(obj, i)
+		out = append(out, memberName{start: i, end: end, name: jsonlex.Unquote(obj[i+1:end-1], escaped)})
+		i = skipValue(obj, end+1) + 1 // past the value's ',' (or the '}')
+	}
+	return out
+}
+
+// skipValue returns the end of the value at s[i], in compact JSON the
+// writer wrote.
+func skipValue(s []byte, i int) int {
+	depth := 0
+	for {
+		switch c := s[i]; {
+		case c == '{' || c == '[':
+			depth++
+			i++
+			continue
+		case c == '}' || c == ']':
+			depth--
+			i++
+		case c == ',' || c == ':':
+			i++
+			continue
+		case c == '"':
+			i, _, _ = jsonlex.String(s, i)
+		default: // a number or a literal
+			for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' {
+				i++
+			}
+		}
+		if depth == 0 {
+			return i
+		}
+	}
 }
 
 // jsonSpecial8 reports whether any of the eight bytes in x ends or escapes

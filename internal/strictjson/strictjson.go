@@ -6,8 +6,9 @@
 // "Model" as "model"; a case-sensitive provider would not).
 //
 // Rewrite walks the same way and lets the caller replace string values
-// (redaction); the output is re-encoded from what was checked, never the
-// original bytes patched by a second parser.
+// (redaction), and RewriteNames member names too; the output is re-encoded
+// from what was checked, never the original bytes patched by a second
+// parser.
 package strictjson
 
 import (
@@ -92,6 +93,26 @@ func (f *Fields) intern(name []byte) string {
 	return string(name)
 }
 
+// knows reports whether name is one of f's known members (the gateway's own
+// vocabulary, which carries nothing of the caller's).
+func (f *Fields) knows(name string) bool {
+	if f == nil || f.names == nil {
+		return false
+	}
+	_, ok := f.names[name]
+	return ok
+}
+
+// shadows reports whether name is a known member or differs from one only
+// by case: a name a rewrite may not produce.
+func (f *Fields) shadows(name string) bool {
+	if f == nil || f.names == nil {
+		return false
+	}
+	_, ok := f.folded[strings.ToLower(name)]
+	return ok
+}
+
 func (f *Fields) element() *Fields {
 	if f == nil {
 		return nil
@@ -164,7 +185,20 @@ func Check(data []byte, f *Fields) error {
 // and, when v changed any, returns the checked bytes with those values
 // replaced (quoted anew); otherwise data itself and changed=false.
 func Rewrite(data []byte, f *Fields, v Visit) (out []byte, changed bool, err error) {
-	repl, err := walk(data, f, v)
+	return RewriteNames(data, f, v, nil)
+}
+
+// RewriteNames is Rewrite that also calls name for every member name that
+// is not a known member of its object's Fields (below a position of
+// unknown shape: every name). Its path is the member's, ending with the
+// name as written; the walk and the paths of what follows keep using that
+// original name, so structural decisions see what was checked. A replaced
+// name that equals a sibling's, or another replaced one, or that matches a
+// known member up to case, gets the first free suffix "#2", "#3", ...: the
+// output has no repeated name and nothing a case-insensitive reader would
+// take for a known field.
+func RewriteNames(data []byte, f *Fields, v, name Visit) (out []byte, changed bool, err error) {
+	repl, err := walk(data, f, v, name)
 	if err != nil || len(repl) == 0 {
 		return data, false, err
 	}
@@ -196,15 +230,16 @@ func splice(data []byte, repl []span) []byte {
 // copy); only strings v is called for are unquoted. The walker and its
 // buffers are pooled: a chunk of a stream is read without allocating
 // beyond the strings handed to v.
-func walk(data []byte, top *Fields, v Visit) ([]span, error) {
+func walk(data []byte, top *Fields, v, name Visit) ([]span, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Msg: "the body is empty"}
 	}
 	w := walkers.Get().(*walker)
 	defer w.release()
+	w.data = data
 	w.reader.Reset(data)
 	w.dec.Reset(&w.reader)
-	return w.run(top, v)
+	return w.run(top, v, name)
 }
 
 // frame is one open object or array.
@@ -212,6 +247,15 @@ type frame struct {
 	f     *Fields
 	obj   bool
 	index int
+	start int64 // offset of its '{' or '['
+}
+
+// renamed is a member name the name visitor replaced: the original, what
+// replaces it, and the index of its span.
+type renamed struct {
+	depth      int // len(stack) while its object is open
+	name, with string
+	span       int
 }
 
 // walker holds the state of one walk; pooled.
@@ -224,13 +268,17 @@ type walker struct {
 	// name is the member name whose value comes next.
 	name    string
 	hasName bool
+	// renames are the replaced names of the open objects, innermost last.
+	renames []renamed
+	// data is the document, for reading an object's names again.
+	data []byte
 }
 
 var walkers = sync.Pool{New: func() any { return new(walker) }}
 
 func (w *walker) release() {
-	w.stack, w.path, w.scratch = w.stack[:0], w.path[:0], w.scratch[:0]
-	w.name, w.hasName = "", false
+	w.stack, w.path, w.scratch, w.renames = w.stack[:0], w.path[:0], w.scratch[:0], w.renames[:0]
+	w.name, w.hasName, w.data = "", false, nil
 	w.reader.Reset(nil)
 	w.dec.Reset(&w.reader)
 	walkers.Put(w)
@@ -259,7 +307,7 @@ func (w *walker) leave() {
 	}
 }
 
-func (w *walker) run(top *Fields, v Visit) ([]span, error) {
+func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 	dec := &w.dec
 	var repl []span
 	for {
@@ -280,9 +328,18 @@ func (w *walker) run(top *Fields, v Visit) ([]span, error) {
 		switch k {
 		case '{', '[':
 			f := w.enter(top)
-			w.stack = append(w.stack, frame{f: f, obj: k == '{'})
+			w.stack = append(w.stack, frame{f: f, obj: k == '{', start: dec.InputOffset() - 1})
 			continue
 		case '}', ']':
+			if n := len(w.renames); n > 0 && w.renames[n-1].depth == len(w.stack) {
+				mine, err := w.uniqueNames(dec.InputOffset())
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range mine {
+					repl[r.span].with = r.with
+				}
+			}
 			w.stack = w.stack[:len(w.stack)-1]
 			w.leave()
 		default:
@@ -292,23 +349,37 @@ func (w *walker) run(top *Fields, v Visit) ([]span, error) {
 			}
 			if k == '"' {
 				w.scratch = unquote(w.scratch[:0], raw)
-				if inObj && !w.hasName {
+				isName := inObj && !w.hasName
+				var sp span
+				var replaced bool
+				if isName {
 					f := w.stack[len(w.stack)-1].f
 					if err := checkName(f, w.scratch, w.path); err != nil {
 						return nil, err
 					}
 					w.name, w.hasName = f.intern(w.scratch), true
+					if name != nil && !f.knows(w.name) {
+						sp, replaced = w.rename(name, int64(len(raw)), len(repl))
+					}
+				} else {
+					w.enter(top)
+					if v != nil {
+						s := string(w.scratch)
+						if r, ok := v(w.path, s); ok && r != s {
+							end := dec.InputOffset()
+							sp, replaced = span{start: end - int64(len(raw)), end: end, with: r}, true
+						}
+					}
+					w.leave()
+				}
+				// One append of repl: with one, the compiler starts its
+				// backing store on the stack.
+				if replaced {
+					repl = append(repl, sp)
+				}
+				if isName {
 					continue
 				}
-				w.enter(top)
-				if v != nil {
-					s := string(w.scratch)
-					if r, ok := v(w.path, s); ok && r != s {
-						end := dec.InputOffset()
-						repl = append(repl, span{start: end - int64(len(raw)), end: end, with: r})
-					}
-				}
-				w.leave()
 				break
 			}
 			w.enter(top)
@@ -330,6 +401,78 @@ func (w *walker) run(top *Fields, v Visit) ([]span, error) {
 		return nil, &Error{Msg: "there is data after the JSON value"}
 	}
 	return repl, nil
+}
+
+// rename hands the member name just read (n bytes as written) to name; a
+// replacement is returned as the span to add (its index will be at) and
+// remembered for uniqueNames.
+func (w *walker) rename(name Visit, n int64, at int) (span, bool) {
+	p := append(w.path, Elem{Key: w.name, Index: -1})
+	r, ok := name(p, w.name)
+	if !ok || r == w.name {
+		return span{}, false
+	}
+	w.renames = append(w.renames, renamed{depth: len(w.stack), name: w.name, with: r, span: at})
+	end := w.dec.InputOffset()
+	return span{start: end - n, end: end, with: r}, true
+}
+
+// uniqueNames resolves the replaced names of the object that has just
+// closed (ending at end in the input), and returns them: each that equals a
+// name the object keeps, an earlier replacement, or a known member up to
+// case gets the first free "#n". The rare path: the object's names are
+// read again.
+func (w *walker) uniqueNames(end int64) ([]renamed, error) {
+	fr := w.stack[len(w.stack)-1]
+	first := len(w.renames)
+	for first > 0 && w.renames[first-1].depth == len(w.stack) {
+		first--
+	}
+	mine := w.renames[first:]
+	w.renames = w.renames[:first]
+	names, err := objectNames(w.data[fr.start:end])
+	if err != nil {
+		return nil, err
+	}
+	gone := make(map[string]bool, len(mine))
+	for _, r := range mine {
+		gone[r.name] = true
+	}
+	taken := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !gone[n] {
+			taken[n] = true
+		}
+	}
+	for k := range mine {
+		with := mine[k].with
+		for i := 2; taken[with] || fr.f.shadows(with); i++ {
+			with = mine[k].with + "#" + strconv.Itoa(i)
+		}
+		mine[k].with = with
+		taken[with] = true
+	}
+	return mine, nil
+}
+
+// objectNames reads the member names of obj, an object already checked.
+func objectNames(obj []byte) ([]string, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(obj))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, fmt.Errorf("strictjson: reading an object again: %w", err)
+	}
+	var names []string
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, fmt.Errorf("strictjson: reading an object again: %w", err)
+		}
+		names = append(names, tok.String())
+		if err := dec.SkipValue(); err != nil {
+			return nil, fmt.Errorf("strictjson: reading an object again: %w", err)
+		}
+	}
+	return names, nil
 }
 
 // unquote appends the value of the JSON string raw to dst.
