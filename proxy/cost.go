@@ -216,6 +216,16 @@ func (s *Spend) MicroUSD(agent string) int64 {
 	return 0
 }
 
+// UnknownCost is how many of agent's calls so far had an unknown cost
+// (gateway_spend_unpriced_total, every reason).
+func (s *Spend) UnknownCost(agent string) uint64 {
+	if v, ok := s.agents.Load(agent); ok {
+		as := v.(*agentSpend)
+		return as.noPrice.Load() + as.noUsage.Load() + as.unreadable.Load()
+	}
+	return 0
+}
+
 // Describe implements prometheus.Collector.
 func (s *Spend) Describe(ch chan<- *prometheus.Desc) {
 	ch <- spendDesc
