@@ -176,3 +176,44 @@ audit:
 		}
 	}
 }
+
+// A stream from a native Anthropic upstream is priced for an agent without
+// a budget too (the gateway asks for the usage chunk its translation
+// writes), and a count Anthropic could not have meant (a negative output)
+// is counted of unknown cost, the answer delivered.
+func TestBooksAnthropicUpstreamStream(t *testing.T) {
+	g, fake := newAnthropicGateway(t)
+	oc := openai.NewClient(option.WithBaseURL(g.srv.URL+"/v1"), option.WithAPIKey("tok-coder"), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{Model: "claude-3-7-sonnet-latest", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}
+	for i, sse := range []string{recorded(t, "text_stream.anthropic.sse"),
+		strings.Replace(recorded(t, "text_stream.anthropic.sse"), `"output_tokens":19`, `"output_tokens":-19000`, 1)} {
+		fake.set(func(map[string]any) (int, string, string) { return 200, "text/event-stream", sse })
+		s := oc.Chat.Completions.NewStreaming(context.Background(), params)
+		var content string
+		for s.Next() {
+			c := s.Current()
+			if c.JSON.Usage.Valid() {
+				t.Errorf("stream %d: a client that did not ask got usage %+v", i, c.Usage)
+			}
+			if len(c.Choices) > 0 {
+				content += c.Choices[0].Delta.Content
+			}
+		}
+		if err := s.Err(); err != nil || content == "" {
+			t.Fatalf("stream %d: %v, content %q", i, err, content)
+		}
+	}
+	var costs []map[string]any
+	for deadline := time.Now().Add(5 * time.Second); len(costs) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		costs = costs[:0]
+		for _, e := range g.entries(audit.KindLLMResponse) {
+			cost, _ := summaryOf(e)["cost"].(map[string]any)
+			costs = append(costs, cost)
+		}
+	}
+	// 509 input at $3 and 19 output at $15 per million.
+	if len(costs) != 2 || costs[0]["micro_usd"] != float64(1812) ||
+		costs[1]["reason"] != "unreadable_usage" || costs[1]["usage_error"] != "completion_tokens is negative" {
+		t.Errorf("costs %v, want 1812 µ$ and unreadable_usage (completion_tokens is negative)", costs)
+	}
+}
