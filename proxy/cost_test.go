@@ -282,9 +282,10 @@ func TestSpendCollector(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"gateway_spend_usd_total,agent=a":                      3, // 3 × 100,000 tokens × 10 USD per million
-		"gateway_spend_unpriced_total,agent=a,reason=no_price": 0,
-		"gateway_spend_unpriced_total,agent=a,reason=no_usage": 0,
+		"gateway_spend_usd_total,agent=a":                              3, // 3 × 100,000 tokens × 10 USD per million
+		"gateway_spend_unpriced_total,agent=a,reason=no_price":         0,
+		"gateway_spend_unpriced_total,agent=a,reason=no_usage":         0,
+		"gateway_spend_unpriced_total,agent=a,reason=unreadable_usage": 0,
 	}
 	for k, v := range want {
 		if got[k] != v {
