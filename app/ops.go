@@ -65,9 +65,7 @@ func (s *opsSource) Usage(ctx context.Context, agents []*config.Agent) []approva
 	out := make([]approval.AgentUsage, 0, len(agents))
 	for _, a := range agents {
 		u := approval.AgentUsage{Agent: a.ID}
-		if micro := s.spend.MicroUSD(a.ID); micro > 0 {
-			u.SpentUSD, u.SpendKnown = float64(micro)/1e6, true
-		}
+		u.SpentMicroUSD, u.UnknownCost = s.spend.MicroUSD(a.ID), s.spend.UnknownCost(a.ID)
 		if !a.RateLimit.IsZero() {
 			rule := proxy.RateRule(a.RateLimit)
 			res, err := peekRate(ctx, s.requests, proxy.RequestsKey+a.ID, rule)

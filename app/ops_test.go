@@ -113,7 +113,7 @@ audit:
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`2 of 10 requests per hour \(20%\)`), // the refused model is refused before the limits
 		regexp.MustCompile(`[1-9][0-9]* of 1,000 tokens per hour`),
-		regexp.MustCompile(`\$0\.0[1-9] of \$5\.00 per day`), // two calls of about 14 tokens at $1000 per million
+		regexp.MustCompile(`\$0\.0[1-9][0-9]* of \$5\.00 per day`), // two calls of about 14 tokens at $1000 per million, to the micro-dollar
 		regexp.MustCompile(`<td class="nw"><b>coder</b></td>`),
 		regexp.MustCompile(`model_not_found`),
 		regexp.MustCompile(`Incorrect API key provided\.`),

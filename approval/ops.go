@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/pricing"
 )
 
 // The operator page, GET /review/ops: what an operator checks on the
@@ -48,10 +49,13 @@ type OpsSource interface {
 type AgentUsage struct {
 	Agent  string
 	Limits []LimitUse
-	// SpentUSD is what this replica counted the agent spending since it
-	// started; SpendKnown is false when nothing was counted.
-	SpentUSD   float64
-	SpendKnown bool
+	// SpentMicroUSD is what this replica counted the agent spending since
+	// it started, in micro-dollars: exact, as a call often costs a
+	// fraction of a cent. UnknownCost counts its calls whose cost is
+	// unknown (the audit entries' cost.priced false: no price, no usage,
+	// or a usage report that could not be believed).
+	SpentMicroUSD int64
+	UnknownCost   uint64
 }
 
 // LimitUse is the use of one limit: Used of Limit per Period, in the
@@ -210,7 +214,9 @@ type opsPage struct {
 type agentRow struct {
 	Agent string
 	Bars  []bar
-	Spent string
+	// Spent is the priced spend, Unknown the calls of unknown cost, in
+	// words; both "" when nothing was counted.
+	Spent, Unknown string
 }
 
 // bar is one horizontal bar of a chart, drawn as inline SVG (markup, so
@@ -242,8 +248,14 @@ func opsView(nav navBar, in opsInput, now time.Time) opsPage {
 	}
 	for _, u := range in.Usage {
 		row := agentRow{Agent: u.Agent}
-		if u.SpendKnown {
-			row.Spent = "$" + strconv.FormatFloat(u.SpentUSD, 'f', 2, 64)
+		if u.SpentMicroUSD > 0 || u.UnknownCost > 0 {
+			row.Spent = dollars(u.SpentMicroUSD)
+		}
+		switch n := u.UnknownCost; {
+		case n == 1:
+			row.Unknown = "1 call of unknown cost"
+		case n > 1:
+			row.Unknown = strconv.FormatUint(n, 10) + " calls of unknown cost"
 		}
 		for _, l := range u.Limits {
 			row.Bars = append(row.Bars, usageBar(l))
@@ -314,11 +326,11 @@ func countBars(counts map[string]int) []bar {
 	return out
 }
 
-// amount writes a quantity of a dimension: dollars with cents, counts
+// amount writes a quantity of a dimension: dollars (see dollars), counts
 // with thousands separators.
 func amount(dim string, v float64) string {
 	if dim == "USD" {
-		return "$" + strconv.FormatFloat(v, 'f', 2, 64)
+		return dollars(int64(math.Round(v * 1e6)))
 	}
 	s := strconv.FormatInt(int64(math.Round(v)), 10)
 	var b strings.Builder
@@ -329,6 +341,17 @@ func amount(dim string, v float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// dollars writes micro-dollars as money: cents at least ($18.40), and
+// every digit a smaller amount has ($0.0004), so that a sub-cent spend
+// never reads as $0.00.
+func dollars(microUSD int64) string {
+	whole, frac, _ := strings.Cut(pricing.FormatUSD(microUSD), ".")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return "$" + whole + "." + frac
 }
 
 // unit follows an amount: " requests", " tokens"; dollars carry theirs.

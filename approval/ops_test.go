@@ -40,13 +40,13 @@ func (f *fakeOps) Policy(context.Context) PolicyStatus { return f.policy }
 // screenshot in docs/operations.md is drawn from them).
 func sampleOps(f *fakeOps, now time.Time) {
 	f.usage = []AgentUsage{
-		{Agent: "claude-3", SpentUSD: 18.4, SpendKnown: true, Limits: []LimitUse{
+		{Agent: "claude-3", SpentMicroUSD: 18_400_000, Limits: []LimitUse{
 			{Dimension: "requests", Used: 37, Limit: 100, Period: time.Hour, Reset: 22 * time.Minute},
 			{Dimension: "tokens", Used: 151200, Limit: 200000, Period: time.Hour, Reset: 45 * time.Minute},
 			{Dimension: "USD", Used: 23.1, Limit: 25, Period: 24 * time.Hour, Reset: 22 * time.Hour},
 		}},
 		{Agent: "copilot-2", Limits: []LimitUse{{Dimension: "requests", Used: 12, Limit: 200, Period: time.Hour, Reset: 4 * time.Minute}}},
-		{Agent: "gemini-pro", SpentUSD: 0.37, SpendKnown: true, Limits: []LimitUse{
+		{Agent: "gemini-pro", SpentMicroUSD: 400, UnknownCost: 2, Limits: []LimitUse{
 			{Dimension: "requests", Error: "the state backend did not answer: redis: connection refused"},
 		}},
 	}
@@ -102,6 +102,9 @@ func TestOpsPageAccess(t *testing.T) {
 			`href="/review/` + id + `"`,                           // the queue
 			"37 of 100 requests per hour (37%)",                   // use against a limit
 			"$23.10 of $25.00 per day (92%)",                      // the dollar budget
+			"$18.40",                                              // a spend in cents
+			"$0.0004",                                             // a sub-cent spend, not $0.00
+			"2 calls of unknown cost",                             // as the audit counts them
 			"the state backend did not answer",                    // a part that failed
 			"Incorrect API key provided.",                         // a refusal's reason
 			"policy_denied: policy: gpt-4o is reserved",           // another

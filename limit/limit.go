@@ -199,8 +199,10 @@ func (m *MemoryBudget) Reserve(_ context.Context, key string, rule Rule, n int) 
 }
 
 // Settle implements Budget: it debits actual-reserved (which may leave the
-// bucket in debt, delaying later requests) or refunds the difference.
+// bucket in debt, delaying later requests) or refunds the difference
+// (at most the reservation: a negative actual counts as nothing).
 func (m *MemoryBudget) Settle(_ context.Context, key string, rule Rule, reserved, actual int) error {
+	actual = max(actual, 0) // nothing spent refunds more than it reserved
 	if rule.IsZero() || reserved == actual {
 		return nil
 	}

@@ -76,6 +76,7 @@ func TestBudgetReserveSettle(t *testing.T) {
 		{"estimate reserved", 300, 300, true, 700},
 		{"actual below estimate refunds", 300, 100, true, 600},
 		{"actual above estimate debits", 100, 500, true, 100},
+		{"a negative actual refunds the reservation, no more", 50, -10000, true, 100},
 		{"over the remainder", 200, 0, false, 100},
 		{"larger than the whole budget", 2000, 0, false, 100},
 	}

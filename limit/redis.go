@@ -279,9 +279,11 @@ func (b *RedisBudget) Reserve(ctx context.Context, key string, rule Rule, n int)
 }
 
 // Settle implements Budget: it debits actual-reserved (which may leave the
-// bucket in debt, delaying later requests) or refunds the difference, up to
+// bucket in debt, delaying later requests) or refunds the difference
+// (at most the reservation: a negative actual counts as nothing), up to
 // the capacity.
 func (b *RedisBudget) Settle(ctx context.Context, key string, rule Rule, reserved, actual int) error {
+	actual = max(actual, 0) // nothing spent refunds more than it reserved
 	if rule.IsZero() || reserved == actual {
 		return nil
 	}

@@ -188,6 +188,11 @@ func TestRedisBudgetSettle(t *testing.T) {
 			{reserve: 10, wantAllowed: true, remaining: 990},
 			{reserved: 500, actual: 0, remaining: 1000},
 		}},
+		{"a negative actual refunds the reservation, no more", []op{
+			{reserve: 600, wantAllowed: true, remaining: 400},
+			{reserve: 100, wantAllowed: true, remaining: 300},
+			{reserved: 100, actual: -100000, remaining: 400},
+		}},
 		{"debt blocks later requests", []op{
 			{reserve: 900, wantAllowed: true, remaining: 100},
 			{reserved: 900, actual: 1500, remaining: 0},

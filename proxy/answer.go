@@ -132,7 +132,8 @@ func gatherEvent(c *answerShape, ans *answer, content *strings.Builder) {
 	if ans.id == "" {
 		ans.id, ans.created, ans.model = c.ID, c.Created, c.Model
 	}
-	if c.Usage != nil {
+	if c.Usage != nil && ans.usage.Unreadable == "" {
+		// A later report does not make an unreadable one believable.
 		ans.usage, ans.hasUsage = *c.Usage, true
 	}
 	for _, ch := range c.Choices {

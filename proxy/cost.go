@@ -34,7 +34,8 @@ const (
 	billNone
 	// billUnknown: a call may have been billed and no usage was reported
 	// (the client left, the stream broke, the answer timed out or was
-	// unreadable, a stream whose usage was not asked for).
+	// unreadable), or the report was unreadable (a negative or fractional
+	// count, a total that is not the sum, more cached than prompt tokens).
 	billUnknown
 )
 
@@ -42,6 +43,10 @@ const (
 // of the answer (0 when none was sent: the client left).
 func billOf(ex *scope.Exchange, status int) bill {
 	switch {
+	case ex.UsageUnreadable != "":
+		// The provider answered (a report comes only with an answer) and
+		// its report cannot be believed: billed, for an unknown amount.
+		return billUnknown
 	case ex.UsageKnown:
 		return billUsage
 	case ex.Attempts == 0:
@@ -84,8 +89,9 @@ func priceUsage(u scope.Usage) pricing.Usage {
 
 // Reasons a cost is unknown, in the audit entry and the metrics.
 const (
-	unpricedNoPrice = "no_price"
-	unpricedNoUsage = "no_usage"
+	unpricedNoPrice    = "no_price"
+	unpricedNoUsage    = "no_usage"
+	unpricedUnreadable = "unreadable_usage"
 )
 
 // charge is an exchange's cost: microUSD when priced, else the reason it is
@@ -102,6 +108,10 @@ func chargeOf(ex *scope.Exchange, b bill) charge {
 	switch {
 	case b == billNone:
 		return charge{priced: true}
+	case ex.UsageUnreadable != "":
+		// Before the price: a provider whose reports cannot be believed
+		// is the finding to count, priced model or not.
+		return charge{reason: unpricedUnreadable}
 	case !ex.HasPrice:
 		return charge{reason: unpricedNoPrice}
 	case b == billUsage:
@@ -114,8 +124,10 @@ func chargeOf(ex *scope.Exchange, b bill) charge {
 // (an exact decimal string) and micro_usd when the cost is known (the
 // usage at the model's price, or 0 when nothing was billed); priced false
 // and the reason otherwise (no_price: the model is not in the pricing
-// table; no_usage: the provider reported none, and a dollar budget kept
-// its reservation); and what a dollar budget reserved.
+// table; no_usage: the provider reported none; unreadable_usage: its
+// report could not be believed, and usage_error says why; a dollar
+// budget keeps its reservation for the last two); and what a dollar
+// budget reserved.
 func costSummary(s *audit.Object, ex *scope.Exchange, status int) {
 	c := chargeOf(ex, billOf(ex, status))
 	s.Begin("cost")
@@ -126,6 +138,9 @@ func costSummary(s *audit.Object, ex *scope.Exchange, status int) {
 	s.Bool("priced", c.priced)
 	if !c.priced {
 		s.Str("reason", c.reason)
+	}
+	if ex.UsageUnreadable != "" {
+		s.Str("usage_error", ex.UsageUnreadable)
 	}
 	if ex.BudgetReserved > 0 {
 		s.Int("reserved_micro_usd", ex.BudgetReserved)
@@ -149,8 +164,8 @@ type Spend struct {
 
 type agentSpend struct {
 	// microUSD is the running total; integers, so that sums never drift.
-	microUSD         atomic.Int64
-	noPrice, noUsage atomic.Uint64
+	microUSD                     atomic.Int64
+	noPrice, noUsage, unreadable atomic.Uint64
 }
 
 var (
@@ -158,7 +173,7 @@ var (
 		"Cost of agents' model calls in US dollars, from the providers' usage at the gateway's prices (gateway.yaml pricing over the shipped list prices), by agent.",
 		[]string{"agent"}, nil)
 	unpricedDesc = prometheus.NewDesc("gateway_spend_unpriced_total",
-		"Model calls whose cost is unknown, by agent and reason: no_price (the model has no price) or no_usage (the provider reported no usage).",
+		"Model calls whose cost is unknown, by agent and reason: no_price (the model has no price), no_usage (the provider reported no usage) or unreadable_usage (its usage report could not be believed).",
 		[]string{"agent", "reason"}, nil)
 )
 
@@ -186,6 +201,8 @@ func (s *Spend) record(agent string, c charge) {
 		as.microUSD.Add(c.microUSD)
 	case c.reason == unpricedNoPrice:
 		as.noPrice.Add(1)
+	case c.reason == unpricedUnreadable:
+		as.unreadable.Add(1)
 	default:
 		as.noUsage.Add(1)
 	}
@@ -195,6 +212,16 @@ func (s *Spend) record(agent string, c charge) {
 func (s *Spend) MicroUSD(agent string) int64 {
 	if v, ok := s.agents.Load(agent); ok {
 		return v.(*agentSpend).microUSD.Load()
+	}
+	return 0
+}
+
+// UnknownCost is how many of agent's calls so far had an unknown cost
+// (gateway_spend_unpriced_total, every reason).
+func (s *Spend) UnknownCost(agent string) uint64 {
+	if v, ok := s.agents.Load(agent); ok {
+		as := v.(*agentSpend)
+		return as.noPrice.Load() + as.noUsage.Load() + as.unreadable.Load()
 	}
 	return 0
 }
@@ -212,6 +239,7 @@ func (s *Spend) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(spendDesc, prometheus.CounterValue, float64(as.microUSD.Load())/1e6, agent)
 		ch <- prometheus.MustNewConstMetric(unpricedDesc, prometheus.CounterValue, float64(as.noPrice.Load()), agent, unpricedNoPrice)
 		ch <- prometheus.MustNewConstMetric(unpricedDesc, prometheus.CounterValue, float64(as.noUsage.Load()), agent, unpricedNoUsage)
+		ch <- prometheus.MustNewConstMetric(unpricedDesc, prometheus.CounterValue, float64(as.unreadable.Load()), agent, unpricedUnreadable)
 		return true
 	})
 }

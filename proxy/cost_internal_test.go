@@ -34,6 +34,7 @@ func TestBillOf(t *testing.T) {
 		{"provider's 5xx", scope.Exchange{Attempts: 1, Err: viaAPIError(&upstreamStatusError{status: 503})}, 502, billNone},
 		{"never connected", scope.Exchange{Attempts: 1, Err: viaAPIError(&net.OpError{Op: "dial", Err: errors.New("refused")})}, 502, billNone},
 		{"answered, no usage", scope.Exchange{Attempts: 1}, 200, billUnknown},
+		{"answered, usage not believed", scope.Exchange{Attempts: 1, UsageUnreadable: "prompt_tokens is negative"}, 200, billUnknown},
 		{"client left (the audit's 499)", scope.Exchange{Attempts: 1, ErrCode: "client_closed_request"}, 499, billUnknown},
 		{"client left (nothing written)", scope.Exchange{Attempts: 1}, 0, billUnknown},
 		{"answer of unknown shape: it was produced", scope.Exchange{Attempts: 1, Err: viaAPIError(&upstreamStatusError{shape: "odd"})}, 502, billUnknown},
@@ -65,6 +66,8 @@ func TestChargeOf(t *testing.T) {
 		{"no price: unknown", scope.Exchange{Usage: used}, billUsage, charge{reason: "no_price"}},
 		{"no price, no usage: unknown", scope.Exchange{}, billUnknown, charge{reason: "no_price"}},
 		{"no price, nothing billed: nothing", scope.Exchange{}, billNone, charge{priced: true}},
+		{"usage not believed: unknown", scope.Exchange{Price: price, HasPrice: true, UsageUnreadable: "total_tokens is not prompt_tokens + completion_tokens"}, billUnknown, charge{reason: "unreadable_usage"}},
+		{"usage not believed, no price: the usage is the finding", scope.Exchange{UsageUnreadable: "prompt_tokens is negative"}, billUnknown, charge{reason: "unreadable_usage"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -282,9 +282,10 @@ func TestSpendCollector(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"gateway_spend_usd_total,agent=a":                      3, // 3 × 100,000 tokens × 10 USD per million
-		"gateway_spend_unpriced_total,agent=a,reason=no_price": 0,
-		"gateway_spend_unpriced_total,agent=a,reason=no_usage": 0,
+		"gateway_spend_usd_total,agent=a":                              3, // 3 × 100,000 tokens × 10 USD per million
+		"gateway_spend_unpriced_total,agent=a,reason=no_price":         0,
+		"gateway_spend_unpriced_total,agent=a,reason=no_usage":         0,
+		"gateway_spend_unpriced_total,agent=a,reason=unreadable_usage": 0,
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -510,15 +511,22 @@ const costAgents = `agents:
     type: coder
     token_sha256: "%budgeted%"
     budget: 25USD/day
+  sacp:
+    type: coder
+    response_format: json_standard
+    token_sha256: "%sacp%"
+    budget: 25USD/day
 `
 
-func newCostGateway(t *testing.T, up http.HandlerFunc) (*proxy.Gateway, *testkit.Trail) {
+// newCostGateway is a gateway of costAgents whose upstream is up; opts
+// change its parts (the budget, the spend counter) before it is built.
+func newCostGateway(t *testing.T, up http.HandlerFunc, opts ...func(*proxy.Deps)) (*proxy.Gateway, *testkit.Trail) {
 	t.Helper()
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	agents := costAgents
-	for _, id := range []string{"free", "budgeted"} {
+	for _, id := range []string{"free", "budgeted", "sacp"} {
 		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
 	}
 	files := map[string]string{
@@ -546,7 +554,11 @@ audit: {dir: ` + strconv.Quote(filepath.Join(dir, "audit")) + `, chain: t, fail_
 	}
 	t.Cleanup(ups.Close)
 	trail := &testkit.Trail{}
-	gw, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, Audit: trail})
+	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, Audit: trail}
+	for _, o := range opts {
+		o(&deps)
+	}
+	gw, err := proxy.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}

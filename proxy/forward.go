@@ -96,9 +96,10 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled"})
 	}
 	body := ex.Body
-	if ex.Stream && ex.Agent != nil && (!ex.Agent.TokenLimit.IsZero() || !ex.Agent.Budget.IsZero()) {
-		// Token and dollar accounting need the stream's usage: ask for it,
-		// and hide it from a client that did not.
+	if ex.Stream && kind == KindChat {
+		// Every stream is priced (the books, the spend metric, the token
+		// and dollar budgets): ask for its usage, and hide it from a
+		// client that did not.
 		body, c.dropUsage = withStreamUsage(body)
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -362,12 +363,17 @@ func (c *call) stopTimer() error {
 	return nil
 }
 
+// recordUsage records a usage report of the answer. An unreadable one
+// (scope.Usage) leaves the usage unknown and the answer as it is: the
+// provider did the work, its content passed every check, and the books
+// charge the whole reservation for it (billOf); refusing the answer would
+// cost the agent both, and a stream's content is out before its usage
+// comes anyway.
 func (c *call) recordUsage(u scope.Usage) {
-	if u.TotalTokens == 0 {
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if u.Unreadable != "" {
+		c.f.Log.Warn("upstream usage not believed", "request_id", c.ex.RequestID, "upstream", c.ex.Upstream, "reason", u.Unreadable)
 	}
-	c.ex.Usage = u
-	c.ex.UsageKnown = true
+	c.ex.Report(u)
 }
 
 type upstreamStatusError struct {

@@ -233,7 +233,11 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		// Every attempt is billed, its cached prompt tokens (which cost
 		// less) included.
 		total = total.Plus(ans.usage)
-		ex.Usage, ex.UsageKnown = total, ex.UsageKnown || ans.hasUsage
+		if ans.hasUsage || ex.UsageKnown {
+			// An unreadable report of any attempt leaves the exchange's
+			// usage unknown (scope.Exchange.Report); the answer goes on.
+			ex.Report(total)
+		}
 		if ans.status != http.StatusOK || ans.toolCalls {
 			break
 		}
@@ -314,7 +318,7 @@ func (p *Protocol) endSpan(ctx context.Context, span trace.Span, ex *scope.Excha
 		// The code the client gets if no other upstream or attempt helps.
 		mc.ErrorType = apierror.From(upstreamError(ctx, ex.Upstream, p.Timeout, err)).Code
 	} else {
-		mc = tracing.ModelCall{Status: ans.status, ResponseModel: ans.model, UsageKnown: ans.hasUsage,
+		mc = tracing.ModelCall{Status: ans.status, ResponseModel: ans.model, UsageKnown: ans.hasUsage && ans.usage.Unreadable == "",
 			InputTokens: ans.usage.PromptTokens, OutputTokens: ans.usage.CompletionTokens, ErrorType: tracing.ErrorTypeOf("", ans.status)}
 		if ans.finish != "" {
 			mc.FinishReasons = []string{ans.finish}

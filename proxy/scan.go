@@ -205,7 +205,11 @@ func checkAnswer(r *redact.Redactor, body []byte, chat bool) ([]byte, *answerSha
 // blockedCompletion rebuilds an answer whose blocked choices carry no text
 // and end with content_filter; nothing of the blocked value is kept.
 func blockedCompletion(sh *answerShape, blockedAt map[int]bool, all bool) []byte {
-	doc := completion{ID: sh.ID, Object: "chat.completion", Created: sh.Created, Model: sh.Model, Usage: sh.Usage, Choices: []completionChoice{}}
+	u := sh.Usage
+	if u != nil && u.Unreadable != "" {
+		u = nil // its counts, zeroed, would be false ones
+	}
+	doc := completion{ID: sh.ID, Object: "chat.completion", Created: sh.Created, Model: sh.Model, Usage: u, Choices: []completionChoice{}}
 	for i, c := range sh.Choices {
 		idx := i
 		if c.Index != nil {

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sacpgw/gateway/dialect/internal/neutral"
+	usagereport "github.com/sacpgw/gateway/internal/usage"
 )
 
 // This file is the other direction: the gateway as Anthropic's client.
@@ -659,21 +661,71 @@ type blockIn struct {
 
 // usageIn is Anthropic's usage: the three input counts add up.
 type usageIn struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	InputTokens              count `json:"input_tokens"`
+	OutputTokens             count `json:"output_tokens"`
+	CacheCreationInputTokens count `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     count `json:"cache_read_input_tokens"`
+}
+
+// count is one of Anthropic's token counts, read by the gateway's one
+// usage reader (internal/usage): n when it is a count (null, which
+// Anthropic sends for a cache it did not use, is 0), else bad holds the
+// value as it came. The translation does not judge a provider's usage,
+// nor let an unreadable count fail the answer: it passes the count on, in
+// the chat field it adds to, where the books refuse the report and say why.
+type count struct {
+	n   int64
+	bad jsontext.Value
+}
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*c = count{}
+		return nil
+	}
+	n, err := usagereport.Count("", b)
+	if err != nil {
+		*c = count{bad: bytes.Clone(b)}
+		return nil
+	}
+	*c = count{n: n}
+	return nil
 }
 
 // chat is the usage in OpenAI's form, where prompt_tokens counts every
-// input token, cached ones included (cached_tokens says how many).
+// input token, cached ones included (cached_tokens says how many). With an
+// unreadable count there are no sums: the first such input count is
+// prompt_tokens, an unreadable output count completion_tokens, and there
+// is no total.
 func (u usageIn) chat() outUsage {
-	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-	out := outUsage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
-	if u.CacheReadInputTokens > 0 {
-		out.PromptTokensDetails = &cachedDetails{CachedTokens: u.CacheReadInputTokens}
+	num := func(n int64) jsontext.Value { return strconv.AppendInt(nil, n, 10) }
+	var out outUsage
+	prompt := u.InputTokens.n + u.CacheCreationInputTokens.n + u.CacheReadInputTokens.n
+	out.PromptTokens = num(prompt)
+	for _, c := range []count{u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens} {
+		if c.bad != nil {
+			out.PromptTokens = c.bad
+			break
+		}
+	}
+	out.CompletionTokens = num(u.OutputTokens.n)
+	if u.OutputTokens.bad != nil {
+		out.CompletionTokens = u.OutputTokens.bad
+	}
+	if r := u.CacheReadInputTokens; r.bad != nil || r.n > 0 {
+		out.PromptTokensDetails = &cachedDetails{CachedTokens: num(r.n)}
+		if r.bad != nil {
+			out.PromptTokensDetails.CachedTokens = r.bad
+		}
+	}
+	if u.readable() {
+		out.TotalTokens = num(prompt + u.OutputTokens.n)
 	}
 	return out
+}
+
+func (u usageIn) readable() bool {
+	return u.InputTokens.bad == nil && u.OutputTokens.bad == nil && u.CacheCreationInputTokens.bad == nil && u.CacheReadInputTokens.bad == nil
 }
 
 type (
@@ -707,14 +759,15 @@ type (
 		Name      string `json:"name,omitempty"`
 		Arguments string `json:"arguments"`
 	}
+	// outUsage holds JSON numbers as written (see usageIn.chat).
 	outUsage struct {
-		PromptTokens        int64          `json:"prompt_tokens"`
-		CompletionTokens    int64          `json:"completion_tokens"`
-		TotalTokens         int64          `json:"total_tokens"`
+		PromptTokens        jsontext.Value `json:"prompt_tokens"`
+		CompletionTokens    jsontext.Value `json:"completion_tokens"`
+		TotalTokens         jsontext.Value `json:"total_tokens,omitzero"`
 		PromptTokensDetails *cachedDetails `json:"prompt_tokens_details,omitempty"`
 	}
 	cachedDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
+		CachedTokens jsontext.Value `json:"cached_tokens"`
 	}
 )
 

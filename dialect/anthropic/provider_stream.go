@@ -245,17 +245,17 @@ func (c *ChunkReader) blockDelta(e *streamEvent) {
 // streamUsage is message_delta's usage: the counts it gives are
 // cumulative, and the ones it leaves out keep message_start's.
 type streamUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	InputTokens              *count `json:"input_tokens"`
+	OutputTokens             *count `json:"output_tokens"`
+	CacheCreationInputTokens *count `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *count `json:"cache_read_input_tokens"`
 }
 
 // mergeUsage takes message_delta's cumulative counts over message_start's.
 func (c *ChunkReader) mergeUsage(u *streamUsage) {
 	for _, f := range []struct {
-		from *int64
-		to   *int64
+		from *count
+		to   *count
 	}{
 		{u.InputTokens, &c.usage.InputTokens}, {u.OutputTokens, &c.usage.OutputTokens},
 		{u.CacheCreationInputTokens, &c.usage.CacheCreationInputTokens}, {u.CacheReadInputTokens, &c.usage.CacheReadInputTokens},

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	usagereport "github.com/sacpgw/gateway/internal/usage"
 )
 
 // The provider fixtures' answers and event streams were recorded from
@@ -186,6 +188,16 @@ func TestProviderResponse(t *testing.T) {
 			completion(`{"role":"assistant","content":"Hi"}`, "stop", `{"prompt_tokens":1110,"completion_tokens":5,"total_tokens":1115,"prompt_tokens_details":{"cached_tokens":1000}}`), ""},
 		{"tool only", msg(`[{"type":"tool_use","id":"toolu_1","name":"f","input":{ "a" : [1, 2] }}]`, `"tool_use"`, u),
 			completion(`{"role":"assistant","tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"f","arguments":"{\"a\":[1,2]}"}}]}`, "tool_calls", cu), ""},
+		{"null cache counts", msg(`[{"type":"text","text":"Hi"}]`, `"end_turn"`, `{"input_tokens":10,"cache_creation_input_tokens":null,"cache_read_input_tokens":null,"output_tokens":5}`),
+			completion(`{"role":"assistant","content":"Hi"}`, "stop", cu), ""},
+		// An unreadable count is passed on as it came, without sums, for
+		// the books to refuse (the answer is not the translation's to fail).
+		{"negative input", msg(`[{"type":"text","text":"Hi"}]`, `"end_turn"`, `{"input_tokens":-100000,"cache_read_input_tokens":50,"output_tokens":5}`),
+			completion(`{"role":"assistant","content":"Hi"}`, "stop", `{"prompt_tokens":-100000,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":50}}`), ""},
+		{"fractional output", msg(`[{"type":"text","text":"Hi"}]`, `"end_turn"`, `{"input_tokens":10,"output_tokens":10.5}`),
+			completion(`{"role":"assistant","content":"Hi"}`, "stop", `{"prompt_tokens":10,"completion_tokens":10.5}`), ""},
+		{"negative cache read", msg(`[{"type":"text","text":"Hi"}]`, `"end_turn"`, `{"input_tokens":10,"cache_read_input_tokens":-5,"output_tokens":5}`),
+			completion(`{"role":"assistant","content":"Hi"}`, "stop", `{"prompt_tokens":-5,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":-5}}`), ""},
 		{"pause_turn", msg(`[{"type":"text","text":"Hi"}]`, `"pause_turn"`, u), "", `stop_reason "pause_turn"`},
 		{"no stop reason", msg(`[{"type":"text","text":"Hi"}]`, `null`, u), "", "no stop_reason"},
 		{"server tool block", msg(`[{"type":"server_tool_use","id":"s","name":"web_search","input":{}}]`, `"end_turn"`, u), "", `type "server_tool_use"`},
@@ -206,6 +218,32 @@ func TestProviderResponse(t *testing.T) {
 			}
 			sameJSON(t, got, []byte(tc.want))
 		})
+	}
+}
+
+// The usage chunk of a stream whose counts cannot be believed carries them
+// as they came, and the gateway's usage reader refuses it: a negative
+// count in message_delta cannot lower what message_start reported.
+func TestChunkReaderUnreadableUsage(t *testing.T) {
+	in := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"Hi\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":-50000}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	out := string(readChunks(t, []byte(in), true, func() int { return 7 }))
+	if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Fatalf("the answer was not delivered whole:\n%s", out)
+	}
+	events := strings.Split(strings.TrimSuffix(out, "\n\n"), "\n\n")
+	var last struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(events[len(events)-2], "data: ")), &last); err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, last.Usage, []byte(`{"prompt_tokens":3,"completion_tokens":-50000}`))
+	if _, err := usagereport.Read(last.Usage); usagereport.Reason(err) != "completion_tokens is negative" {
+		t.Errorf("the usage reader says %v of %s", err, last.Usage)
 	}
 }
 

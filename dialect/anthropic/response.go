@@ -93,7 +93,9 @@ type usage = neutral.Usage
 // up: input_tokens excludes the cache reads that OpenAI's prompt_tokens
 // includes (see the package documentation).
 func usageOf(u *usage) usageOut {
-	if u == nil {
+	if u == nil || !u.Known {
+		// No report, or one the books refused: Anthropic's shape has no
+		// way to say "unknown" but zeros.
 		return usageOut{}
 	}
 	out := usageOut{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}

@@ -57,8 +57,15 @@ func TestResponse(t *testing.T) {
 			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":0,"output_tokens":0}`)},
 		{"cached tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":2048,"completion_tokens":7,"total_tokens":2055,"prompt_tokens_details":{"cached_tokens":1920}}`),
 			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":128,"cache_read_input_tokens":1920,"output_tokens":7}`)},
+		// A report the gateway's books refused as unreadable: the answer
+		// is delivered, the counts are not shown (zeros: Anthropic's
+		// shape has no "unknown").
 		{"cached tokens over prompt tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":9}}`),
-			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":0,"cache_read_input_tokens":5,"output_tokens":1}`)},
+			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":0,"output_tokens":0}`)},
+		{"negative prompt tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":-100000,"completion_tokens":1}`),
+			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":0,"output_tokens":0}`)},
+		{"fractional tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":10.5,"completion_tokens":1}`),
+			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":0,"output_tokens":0}`)},
 		{"unknown members ignored", `{"id":"chatcmpl-abc","model":"gpt-4o","obfuscation":"x","choices":[{"index":0,"message":{"role":"assistant","content":"x","reasoning_content":"hm","annotations":[]},"finish_reason":"stop","extra":1}]}`,
 			message(`[{"type":"text","text":"x"}]`, "end_turn", `{"input_tokens":0,"output_tokens":0}`)},
 	} {

@@ -71,7 +71,7 @@ func ResponseWith(chat []byte, m Meta) ([]byte, error) {
 	}
 	resp := newResponse(suffix, c.Created, c.Model, status, output)
 	resp.IncompleteDetails = incomplete
-	resp.Usage = c.Usage.responses()
+	resp.Usage = responsesUsage(c.Usage)
 	resp.PreviousResponseID, resp.Store = m.previous(), m.Store
 	if m.Keep != nil {
 		a, err := answerOf(resp.ID, status, output)
@@ -100,27 +100,23 @@ type (
 	toolCall = neutral.ToolCall
 )
 
-type usage struct {
-	neutral.Usage           `json:",inline"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens *int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
+type usage = neutral.Usage
 
 // responses is the usage in the Responses API's terms: the same counts
 // under other names (input_tokens, like prompt_tokens, includes the cached
 // tokens; output_tokens, like completion_tokens, the reasoning tokens).
-// No usage is null: a count of 0 would be a false one.
-func (u *usage) responses() *usageOut {
-	if u == nil {
+// No usage is null: a count of 0 would be a false one; so is a report
+// the books refused as unreadable.
+func responsesUsage(u *usage) *usageOut {
+	if u == nil || !u.Known {
 		return nil
 	}
 	out := &usageOut{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 	if cached, ok := u.Cached(); ok {
 		out.InputTokensDetails.CachedTokens = cached
 	}
-	if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
-		out.OutputTokensDetails.ReasoningTokens = min(max(*d.ReasoningTokens, 0), u.CompletionTokens)
+	if reasoning, ok := u.Reasoning(); ok {
+		out.OutputTokensDetails.ReasoningTokens = reasoning
 	}
 	return out
 }

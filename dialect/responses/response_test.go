@@ -72,8 +72,17 @@ func TestResponse(t *testing.T) {
 			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `null`)},
 		{"cached and reasoning tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":2048,"completion_tokens":700,"total_tokens":2748,"prompt_tokens_details":{"cached_tokens":1920},"completion_tokens_details":{"reasoning_tokens":640}}`),
 			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `{"input_tokens":2048,"input_tokens_details":{"cached_tokens":1920},"output_tokens":700,"output_tokens_details":{"reasoning_tokens":640},"total_tokens":2748}`)},
-		{"details over their totals", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":9},"completion_tokens_details":{"reasoning_tokens":-3}}`),
-			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `{"input_tokens":5,"input_tokens_details":{"cached_tokens":5},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":6}`)},
+		// Reasoning tokens are not in the books: clamped to sense.
+		{"reasoning over its total", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":5,"completion_tokens":1,"completion_tokens_details":{"reasoning_tokens":-3}}`),
+			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `{"input_tokens":5,"input_tokens_details":{"cached_tokens":0},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":6}`)},
+		// A report the gateway's books refused as unreadable: the answer
+		// is delivered, its usage null (no false counts).
+		{"cached over prompt tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":9}}`),
+			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `null`)},
+		{"negative prompt tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":-100000,"completion_tokens":1}`),
+			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `null`)},
+		{"fractional tokens", completion(`{"role":"assistant","content":"x"}`, `"stop"`, `{"prompt_tokens":10.5,"completion_tokens":1}`),
+			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `null`)},
 		{"unknown members ignored", `{"id":"chatcmpl-abc","created":7,"model":"gpt-4o","obfuscation":"x","choices":[{"index":0,"message":{"role":"assistant","content":"x","reasoning_content":"hm","annotations":[]},"finish_reason":"stop","extra":1}]}`,
 			response("completed", "null", `[`+msg("completed", `[`+text("x")+`]`)+`]`, `null`)},
 	} {

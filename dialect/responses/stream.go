@@ -371,7 +371,7 @@ func (s *Stream) done() {
 	}
 	r := s.response(s.status, s.items)
 	r.IncompleteDetails = s.incomplete
-	r.Usage = s.usage.responses()
+	r.Usage = responsesUsage(s.usage)
 	if s.meta.Keep != nil {
 		a, err := answerOf(r.ID, s.status, s.items)
 		if err != nil {

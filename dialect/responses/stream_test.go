@@ -202,6 +202,8 @@ func TestStream(t *testing.T) {
 			cat([]ev{created, inProg}, hi, hiDone("completed"), []ev{okEnd})},
 		{"no usage: null", chunk(text("Hi"), "") + chunk(finish("stop"), "") + done,
 			cat([]ev{created, inProg}, hi, hiDone("completed"), []ev{final("completed", "null", `[`+hiItem+`]`, "null")})},
+		{"an unreadable usage chunk: the answer whole, usage null", chunk(text("Hi"), "") + chunk(finish("stop"), "") + chunk("", `{"prompt_tokens":-100000,"completion_tokens":1.5}`) + done,
+			cat([]ev{created, inProg}, hi, hiDone("completed"), []ev{final("completed", "null", `[`+hiItem+`]`, "null")})},
 		{"keep-alives pass as comment lines", ": keep-alive\n\n" + chunk(text("Hi"), "") + ":ping\n" + chunk(finish("stop"), usageChunk) + done,
 			cat([]ev{keepAlive, created, inProg}, hi, []ev{{comment: ":ping"}}, hiDone("completed"), []ev{okEnd})},
 		{"text in pieces", chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`, "") + chunk(text("H"), "") + chunk(text("i"), "") + chunk(finish("stop"), usageChunk) + done,

@@ -22,7 +22,7 @@ var layers = map[string]int{
 	"internal/strictjson": 0, "internal/jsonlex": 0, "internal/names": 0, "internal/egress": 0,
 	"internal/testcert": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
-	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0,
+	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 
 	"internal/browsertest": 0, // headless Chromium for the browser tests, imported by tests only
@@ -51,6 +51,10 @@ var sideways = map[[2]string]bool{
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,
+	// The one reader of a provider's usage report, under the books and
+	// the dialects that show the counts.
+	{"dialect/anthropic", "internal/usage"}:        true,
+	{"dialect/internal/neutral", "internal/usage"}: true,
 	// The agent-messaging door is one relay made of parts.
 	{"messaging", "registry"}: true,
 }

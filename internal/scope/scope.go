@@ -9,10 +9,18 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/usage"
 	"github.com/sacpgw/gateway/upstream"
 )
 
 // Usage is the token usage the upstream reported (or the gateway estimated).
+//
+// Decoded from JSON, it is read by internal/usage's strict reader: a report
+// that cannot be believed (a negative or fractional count, a total that is
+// not the sum, more cached tokens than prompt tokens) does not fail the
+// decoding of the answer around it (the answer may still be delivered) but
+// leaves every count zero and says why in Unreadable, which every reader
+// of the counts must check first.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -20,11 +28,35 @@ type Usage struct {
 	// PromptTokensDetails is OpenAI's breakdown of the prompt; nil when the
 	// provider sent none. Its cached tokens cost less than the others.
 	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	// Unreadable is why the report was not believed; "" when it was.
+	Unreadable string `json:"-"`
+}
+
+// UnmarshalJSON reads a usage object strictly (internal/usage); an
+// unreadable one is not an error here: see Unreadable.
+func (u *Usage) UnmarshalJSON(b []byte) error {
+	r, err := usage.Read(b)
+	if err != nil {
+		*u = Usage{Unreadable: usage.Reason(err)}
+		return nil
+	}
+	*u = Usage{PromptTokens: int(r.Prompt), CompletionTokens: int(r.Completion), TotalTokens: int(r.Total)}
+	if r.HasCached {
+		u.PromptTokensDetails = &PromptTokensDetails{CachedTokens: int(r.Cached)}
+	}
+	return nil
 }
 
 // Plus is u and o added up (the calls of one exchange: a re-ask is billed
-// too), cached prompt tokens included.
+// too), cached prompt tokens included. Either unreadable makes the sum
+// unreadable: the exchange's usage is then unknown.
 func (u Usage) Plus(o Usage) Usage {
+	if u.Unreadable != "" {
+		return Usage{Unreadable: u.Unreadable}
+	}
+	if o.Unreadable != "" {
+		return Usage{Unreadable: o.Unreadable}
+	}
 	sum := Usage{PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens,
 		TotalTokens: u.TotalTokens + o.TotalTokens}
 	if u.PromptTokensDetails != nil || o.PromptTokensDetails != nil {
@@ -86,9 +118,14 @@ type Exchange struct {
 	MaxTokens int
 	// NoCompletion: the operation produces no completion tokens (embeddings).
 	NoCompletion bool
-	// Usage is what the upstream reported; UsageKnown says whether it did.
+	// Usage is what the upstream reported; UsageKnown says whether it did
+	// and the gateway believed it. Set them with Report.
 	Usage      Usage
 	UsageKnown bool
+	// UsageUnreadable is why a usage report of the exchange was not
+	// believed (see Usage); its usage is then unknown, even if another
+	// report came: the books cannot know which one to believe.
+	UsageUnreadable string
 	// Price is Model's price (USD per million tokens), looked up by the
 	// limits stage; HasPrice says whether the pricing table has one (the
 	// exchange's cost is unknown without).
@@ -137,6 +174,20 @@ type Exchange struct {
 	ErrCode string
 	// Err is the internal cause of a failure, for the log.
 	Err error
+}
+
+// Report records the usage report u of the exchange's call, replacing an
+// earlier one (a stream may repeat its running count). An unreadable
+// report leaves the usage unknown for good.
+func (ex *Exchange) Report(u Usage) {
+	switch {
+	case ex.UsageUnreadable != "":
+	case u.Unreadable != "":
+		ex.UsageUnreadable = u.Unreadable
+		ex.Usage, ex.UsageKnown = Usage{}, false
+	default:
+		ex.Usage, ex.UsageKnown = u, true
+	}
 }
 
 // Pace is when an answer's content was released to the client. The

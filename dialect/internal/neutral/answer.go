@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sacpgw/gateway/internal/usage"
 )
 
 // OnlyChoice is a chat completion's one choice, which has a message; api
@@ -23,22 +25,58 @@ func OnlyChoice(choices []Choice, api string) (*Choice, error) {
 }
 
 // Usage is the usage of a chat completion, or of a stream's usage chunk,
-// as far as both dialects read it.
+// as far as both dialects read it. It is read by the gateway's one usage
+// reader (internal/usage): a report the books refused as unreadable (the
+// answer itself was delivered) is not shown to the client as counts, and
+// never fails the translation of the answer around it. Known says the
+// report was read.
 type Usage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens *int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens, CompletionTokens int64
+	Known                          bool
+	cached, reasoning              *int64
 }
 
-// Cached is the cached prompt tokens, within [0, PromptTokens]; false: the
+// UnmarshalJSON reads a usage object; an unreadable one leaves Known false.
+func (u *Usage) UnmarshalJSON(b []byte) error {
+	*u = Usage{}
+	r, err := usage.Read(b)
+	if err != nil {
+		return nil
+	}
+	u.PromptTokens, u.CompletionTokens, u.Known = r.Prompt, r.Completion, true
+	if r.HasCached {
+		u.cached = &r.Cached
+	}
+	// The reasoning tokens are not in the books: read leniently, shown
+	// only when they make sense.
+	var d struct {
+		Details *struct {
+			ReasoningTokens *int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	}
+	if json.Unmarshal(b, &d) == nil && d.Details != nil && d.Details.ReasoningTokens != nil {
+		n := min(max(*d.Details.ReasoningTokens, 0), u.CompletionTokens)
+		u.reasoning = &n
+	}
+	return nil
+}
+
+// Cached is the cached prompt tokens (at most PromptTokens); false: the
 // usage does not say.
 func (u *Usage) Cached() (int64, bool) {
-	if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
-		return min(max(*d.CachedTokens, 0), u.PromptTokens), true
+	if u.cached == nil {
+		return 0, false
 	}
-	return 0, false
+	return *u.cached, true
+}
+
+// Reasoning is the reasoning tokens among the completion tokens; false:
+// the usage does not say.
+func (u *Usage) Reasoning() (int64, bool) {
+	if u.reasoning == nil {
+		return 0, false
+	}
+	return *u.reasoning, true
 }
 
 // ReadError reads an OpenAI error body ({"error": {...}}) leniently, as
