@@ -187,6 +187,10 @@ func checkManifestChain(mc *ManifestChain, ring *keyRing) error {
 		return errors.New("first_prev_hash of seq 1 is not the genesis hash (64 zeros)")
 	case mc.LastSeq == mc.ChainLastSeq && mc.LastHash != mc.ChainLastHash:
 		return errors.New("last_hash differs from chain_last_hash at the same seq")
+	case mc.VerifiedFrom != nil && !mc.SignaturesChecked:
+		// A start point is only taken from a checkpoint whose signature
+		// the gateway checked.
+		return errors.New("verified_from without signatures_checked")
 	}
 	for name, cp := range map[string]*Checkpoint{"latest_checkpoint": mc.LatestCheckpoint, "verified_from": mc.VerifiedFrom} {
 		if cp == nil {

@@ -31,9 +31,8 @@ without a config directory. --pubkey may be given once per signing key the
 trail has used. verify --export checks an export and its manifest (M defaults
 to FILE.manifest.json) as an auditor receives them. --out - writes the entries
 to stdout, the summary and the manifest to stderr. T is an RFC 3339 time, a
-date (UTC) or a duration ago (24h). With a key (--pubkey, or the configured
-signing key), export --since verifies each chain from its last signed
-checkpoint before T. On a terminal, verify and export show their progress.
+date (UTC) or a duration ago (24h). With --pubkey, export checks signatures
+too, and --since verifies each chain from its last signed checkpoint before T. On a terminal, verify and export show their progress.
 Exit codes: 0 ok, 1 a check failed, 2 usage error.
 `
 
@@ -83,27 +82,25 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 
 // auditDirOf fills *dir when --dir was not given: the audit.dir of the
 // configuration in cfgDir (relative paths there are relative to it), or
-// data/audit when the default configuration directory does not exist. It
-// also returns the configuration's audit.signing_key_file ("" when the
-// directory did not come from a configuration).
-func auditDirOf(cmd string, dir *string, flags *flag.FlagSet, cfgDir string, stderr io.Writer) (string, bool) {
+// data/audit when the default configuration directory does not exist.
+func auditDirOf(cmd string, dir *string, flags *flag.FlagSet, cfgDir string, stderr io.Writer) bool {
 	if *dir != "" {
-		return "", true
+		return true
 	}
 	explicit := false
 	flags.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
 	if _, err := os.Stat(cfgDir); err != nil && !explicit {
 		*dir = defaultAuditDir
-		return "", true
+		return true
 	}
 	cfg, err := config.Load(cfgDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway audit %s: --config %s:\n", cmd, cfgDir)
 		reportConfig(stderr, err)
-		return "", false
+		return false
 	}
 	*dir = cfg.Gateway.Audit.Dir
-	return cfg.Gateway.Audit.SigningKeyFile, true
+	return true
 }
 
 // checkDir turns a missing or unreadable --dir into a usage error.
@@ -146,7 +143,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway audit verify: --manifest goes with --export")
 		return exitUsage
 	}
-	if _, ok := auditDirOf("verify", dir, flags, *cfgDir, stderr); !ok || !checkDir("verify", *dir, stderr) {
+	if !auditDirOf("verify", dir, flags, *cfgDir, stderr) || !checkDir("verify", *dir, stderr) {
 		return exitUsage
 	}
 	keys, ok := loadPubkeys("verify", pubFiles, stderr)
@@ -243,7 +240,7 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	kind := flags.String("kind", "", `only entries of this kind ("llm.*" for a prefix)`)
 	out := flags.String("out", "", "export file, the manifest going to FILE.manifest.json; - for stdout, the manifest going to stderr")
 	var pubFiles []string
-	flags.Func("pubkey", "ed25519 public key (PEM) to check checkpoint signatures with (default: the public half of the configured signing key); with --since, chains are verified from their last signed checkpoint before T", func(f string) error {
+	flags.Func("pubkey", "ed25519 public key (PEM) to check checkpoint signatures with, once per key the trail was signed with; with --since, chains are then verified from their last signed checkpoint before T", func(f string) error {
 		pubFiles = append(pubFiles, f)
 		return nil
 	})
@@ -271,11 +268,10 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	if f.Until, err = parseTime(*until, time.Now()); err != nil {
 		return usage("--until %v", err)
 	}
-	signingKey, ok := auditDirOf("export", dir, flags, *cfgDir, stderr)
-	if !ok || !checkDir("export", *dir, stderr) {
+	if !auditDirOf("export", dir, flags, *cfgDir, stderr) || !checkDir("export", *dir, stderr) {
 		return exitUsage
 	}
-	keys, ok := exportKeys(pubFiles, signingKey, stderr)
+	keys, ok := loadPubkeys("export", pubFiles, stderr)
 	if !ok {
 		return exitUsage
 	}
@@ -290,8 +286,8 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "exported %d entries to %s (sha256 %s); manifest %s.manifest.json; verified %s\n",
-		m.Count, *out, m.SHA256, *out, verifiedSummary(m))
+	fmt.Fprintf(stdout, "exported %d entries to %s (sha256 %s); manifest %s.manifest.json; verified %s%s\n",
+		m.Count, *out, m.SHA256, *out, verifiedSummary(m), windowHint(f, keys))
 	return exitOK
 }
 

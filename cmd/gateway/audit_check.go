@@ -124,22 +124,6 @@ func checkKind(kind string) error {
 		kind, config.DidYouMean(kind, audit.KindPatterns()), strings.Join(audit.Kinds(), ", "))
 }
 
-// exportKeys are the keys an export checks signatures with: --pubkey, or
-// else the public half of the configured signing key, so that an
-// operator's export --since starts from a signed checkpoint without
-// naming a key. Without either, nothing can anchor a window and every
-// chain is verified from seq 1.
-func exportKeys(pubFiles []string, signingKey string, stderr io.Writer) ([]ed25519.PublicKey, bool) {
-	if len(pubFiles) > 0 || signingKey == "" {
-		return loadPubkeys("export", pubFiles, stderr)
-	}
-	priv, err := audit.LoadPrivateKey(signingKey)
-	if err != nil {
-		return nil, true // not readable here: verify from seq 1, as without a key
-	}
-	return []ed25519.PublicKey{priv.Public().(ed25519.PublicKey)}, true
-}
-
 // verifiedSummary says how the export's chains were verified.
 func verifiedSummary(m audit.Manifest) string {
 	var parts []string
@@ -158,6 +142,15 @@ func verifiedSummary(m audit.Manifest) string {
 		return "no chain"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// windowHint is what a --since export without a key is told: a key lets
+// it start at a signed checkpoint instead of at seq 1.
+func windowHint(f audit.Filter, keys []ed25519.PublicKey) string {
+	if f.Since.IsZero() || len(keys) > 0 {
+		return ""
+	}
+	return " (with --pubkey, --since verifies from the last signed checkpoint before it)"
 }
 
 // progressLine shows a verify's or an export's progress on a terminal: one

@@ -133,7 +133,7 @@ func TestAuditExportSinceFromCheckpoint(t *testing.T) {
 		t.Errorf("verify --export: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
 	}
 	code, stdout, _ = runAudit("export", "--dir", dir, "--format", "jsonl", "--since", since, "--out", out)
-	if want := "verified gw-1 from seq 1 (8 entries, signatures not checked)"; code != 0 || !strings.Contains(stdout, want) {
+	if want := "verified gw-1 from seq 1 (8 entries, signatures not checked) (with --pubkey, --since verifies from the last signed checkpoint before it)"; code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("without a key: exit %d, stdout %q; want %q", code, stdout, want)
 	}
 }
