@@ -61,26 +61,36 @@ type ExportChainReport struct {
 // manifest file and, for an entry, its line (a CSV record's first line);
 // other errors are I/O errors.
 func VerifyExport(file, manifest string, o Options) (ExportReport, error) {
-	ring, err := newKeyRing(o.Keys)
+	data, err := os.ReadFile(manifest)
 	if err != nil {
-		return ExportReport{}, err
-	}
-	m, err := readManifest(manifest)
-	if err != nil {
-		return ExportReport{}, err
-	}
-	c, err := newExportCheck(m, filepath.Base(file), filepath.Base(manifest), ring)
-	if err != nil {
-		return ExportReport{}, err
+		return ExportReport{}, fmt.Errorf("verify export: manifest: %w", err)
 	}
 	f, err := os.Open(file)
 	if err != nil {
 		return ExportReport{}, fmt.Errorf("verify export: %w", err)
 	}
 	defer f.Close()
+	return verifyExport(f, data, filepath.Base(file), filepath.Base(manifest), o)
+}
+
+// verifyExport is VerifyExport of the export read from r and the manifest
+// data; the names are the files' for failures.
+func verifyExport(r io.Reader, manifest []byte, name, manifestName string, o Options) (ExportReport, error) {
+	ring, err := newKeyRing(o.Keys)
+	if err != nil {
+		return ExportReport{}, err
+	}
+	m, err := readManifest(manifest, manifestName)
+	if err != nil {
+		return ExportReport{}, err
+	}
+	c, err := newExportCheck(m, name, manifestName, ring)
+	if err != nil {
+		return ExportReport{}, err
+	}
 	h := sha256.New()
 	cr := &countWriter{w: h}
-	r := io.TeeReader(f, cr)
+	r = io.TeeReader(r, cr)
 	c.progress = newProgress(o.Progress, "check export")
 	c.progress.at("", c.name)
 	if m.Format == "csv" {
@@ -92,20 +102,16 @@ func VerifyExport(file, manifest string, o Options) (ExportReport, error) {
 		return ExportReport{}, err
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil { // what a reader left unread still counts
-		return ExportReport{}, fmt.Errorf("verify export: read %s: %w", file, err)
+		return ExportReport{}, fmt.Errorf("verify export: read %s: %w", name, err)
 	}
 	return c.finish(cr.n, hex.EncodeToString(h.Sum(nil)))
 }
 
 // readManifest parses a manifest strictly: one JSON object of the
 // Manifest's fields, no other member.
-func readManifest(path string) (Manifest, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Manifest{}, fmt.Errorf("verify export: manifest: %w", err)
-	}
+func readManifest(data []byte, name string) (Manifest, error) {
 	bad := func(format string, a ...any) (Manifest, error) {
-		return Manifest{}, &Failure{File: filepath.Base(path), Reason: "malformed manifest: " + fmt.Sprintf(format, a...)}
+		return Manifest{}, &Failure{File: name, Reason: "malformed manifest: " + fmt.Sprintf(format, a...)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
