@@ -182,8 +182,7 @@ func planExport(dir string, f Filter, format string, o Options) (*exportPlan, er
 		p.ends[cr.Chain] = cr
 	}
 	for i, cf := range chains {
-		end := p.ends[cf.chain]
-		p.sources[i] = selected(entries(dir, cf, end.VerifiedFrom, end.LastSeq, p.progress), f)
+		p.sources[i] = selected(entries(dir, cf, p.ends[cf.chain], p.progress), f)
 	}
 	return p, nil
 }

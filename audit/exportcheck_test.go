@@ -296,3 +296,38 @@ func FuzzVerifyExport(f *testing.F) {
 		}
 	})
 }
+
+// TestExportRereadsWhatWasVerified: the export reads the segments again
+// after verifying them; an entry resealed or removed in between is an
+// error, not an entry exported unverified.
+func TestExportRereadsWhatWasVerified(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(t *testing.T, dir string)
+	}{
+		{"entry resealed", func(t *testing.T, dir string) { damage(t, dir, 7, true) }},
+		{"last entry removed", func(t *testing.T, dir string) {
+			editSegment(t, dir, len(segments(t, dir, "gw-test"))-1, func(l [][]byte) [][]byte { return l[:len(l)-1] })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			signedChain(t, dir)
+			rep := mustVerify(t, dir)
+			tc.edit(t, dir)
+			cfs := must(scanDir(dir))
+			var n int
+			var last error
+			for _, err := range entries(dir, cfs[0], rep.Chains[0], nil) {
+				if err != nil {
+					last = err
+					break
+				}
+				n++
+			}
+			if last == nil || !strings.Contains(last.Error(), "changed after it was verified") {
+				t.Fatalf("read %d entries, error %v; want the change found", n, last)
+			}
+		})
+	}
+}

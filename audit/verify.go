@@ -473,48 +473,57 @@ func eachLine(path string, fn func(num int, line []byte, complete bool) bool) er
 }
 
 // entries yields a chain's entries with their lines, in seq order, from
-// the entry of checkpoint from (nil: seq 1) up to and including seq upTo.
-// It trusts files Verify has just checked from the same checkpoint.
-func entries(dir string, cf *chainFiles, from *Checkpoint, upTo int64, p *progress) iter.Seq2[lineEntry, error] {
+// where Verify started (end.VerifiedFrom's entry, else seq 1) up to and
+// including end.LastSeq. The files are read again, so it checks that they
+// still hold what was verified: each entry's hash, the seqs and links
+// from the start, the start's hash and the end's; any difference is an
+// error rather than an entry exported unverified.
+func entries(dir string, cf *chainFiles, end ChainReport, p *progress) iter.Seq2[lineEntry, error] {
 	return func(yield func(lineEntry, error) bool) {
+		from, upTo := end.VerifiedFrom, end.LastSeq
 		segs, skip := fromSegment(cf.segments, from)
+		next, prev := int64(1), GenesisHash
+		if from != nil {
+			next, prev = from.Seq, "" // the start's hash is checked instead of its link
+		}
+		changed := func(name string) { yield(lineEntry{}, fmt.Errorf("%s changed after it was verified", name)) }
 		for _, seg := range segs {
 			if seg.firstSeq > upTo {
-				return
+				break
 			}
 			p.at(cf.chain, seg.name)
-			var ierr error
-			stopped := false
+			bad, stopped := false, false
 			err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
 				if int64(num) <= skip {
 					return true
 				}
 				e, err := parseOwnEntry(line)
-				if err != nil || !complete {
-					ierr = fmt.Errorf("%s changed after it was verified", seg.name)
+				switch {
+				case err != nil || !complete || e.Seq != next,
+					prev != "" && e.PrevHash != prev,
+					prev == "" && e.Hash != from.Hash,
+					e.Seq == upTo && e.Hash != end.LastHash:
+					bad = true
 					return false
 				}
-				if e.Seq > upTo {
-					stopped = true
-					return false
-				}
-				if !yield(lineEntry{e: e, line: line}, nil) {
-					stopped = true
-					return false
-				}
-				return true
+				next, prev = e.Seq+1, e.Hash
+				stopped = !yield(lineEntry{e: e, line: line}, nil) || e.Seq == upTo
+				return !stopped
 			})
 			skip = 0
-			if err == nil {
-				err = ierr
-			}
-			if err != nil {
+			switch {
+			case err != nil:
 				yield(lineEntry{}, err)
 				return
-			}
-			if stopped {
+			case bad:
+				changed(seg.name)
+				return
+			case stopped:
 				return
 			}
+		}
+		if next <= upTo { // entries verified are gone
+			changed(cf.chain + "'s segments")
 		}
 	}
 }
