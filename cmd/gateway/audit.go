@@ -306,7 +306,8 @@ func exportToStdout(dir string, f audit.Filter, format string, o audit.Options, 
 		fmt.Fprintf(stderr, "gateway audit export: manifest: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "exported %d entries to stdout (sha256 %s); manifest:\n%s\n", m.Count, m.SHA256, manifest)
+	fmt.Fprintf(stderr, "exported %d entries to stdout (sha256 %s); verified %s%s; manifest:\n%s\n",
+		m.Count, m.SHA256, verifiedSummary(m), windowHint(f, o.Keys), manifest)
 	return exitOK
 }
 
