@@ -198,12 +198,15 @@ func checkManifestChain(mc *ManifestChain, ring *keyRing) error {
 		// the gateway checked.
 		return errors.New("verified_from without signatures_checked")
 	}
-	for name, cp := range map[string]*Checkpoint{"latest_checkpoint": mc.LatestCheckpoint, "verified_from": mc.VerifiedFrom} {
-		if cp == nil {
+	for _, c := range []struct {
+		name string
+		cp   *Checkpoint
+	}{{"latest_checkpoint", mc.LatestCheckpoint}, {"verified_from", mc.VerifiedFrom}} {
+		if c.cp == nil {
 			continue
 		}
-		if err := checkManifestCheckpoint(mc, cp, ring); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		if err := checkManifestCheckpoint(mc, c.cp, ring); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
 		}
 	}
 	if !ring.empty() && (mc.LatestCheckpoint == nil || mc.LatestCheckpoint.Signature == "") {

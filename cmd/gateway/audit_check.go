@@ -36,7 +36,8 @@ func auditVerifyExport(file, manifest string, pubFiles []string, asJSON bool, st
 	if manifest == "" {
 		manifest = file + ".manifest.json"
 	}
-	for flag, path := range map[string]string{"--export": file, "--manifest": manifest} {
+	for _, fp := range [][2]string{{"--export", file}, {"--manifest", manifest}} { // in this order: the export first
+		flag, path := fp[0], fp[1]
 		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
 			if err == nil || errors.Is(err, fs.ErrNotExist) {
 				fmt.Fprintf(stderr, "gateway audit verify: %s %s: no such file\n", flag, path)
