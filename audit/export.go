@@ -52,8 +52,9 @@ type Manifest struct {
 	SHA256  string         `json:"sha256"` // of the export file
 	Filter  ManifestFilter `json:"filter"`
 	Count   int64          `json:"count"`
-	// Verified: every chain in the directory was recomputed from seq 1
-	// before the export (Export refuses a broken chain).
+	// Verified: every chain in the directory was verified before the
+	// export (Export refuses a broken chain): from seq 1, or from the
+	// chain's verified_from checkpoint.
 	Verified bool            `json:"verified"`
 	Chains   []ManifestChain `json:"chains"`
 }
@@ -84,6 +85,15 @@ type ManifestChain struct {
 	ChainLastHash string `json:"chain_last_hash"`
 	// LatestCheckpoint is the chain's latest checkpoint, signed or not.
 	LatestCheckpoint *Checkpoint `json:"latest_checkpoint"`
+	// VerifiedFrom is the signed checkpoint the chain was verified from
+	// before the export (one with --since and a public key: the last
+	// signed checkpoint before the window); null: verified from seq 1.
+	// EntriesVerified counts the entries checked, from there to the end.
+	VerifiedFrom    *Checkpoint `json:"verified_from"`
+	EntriesVerified int64       `json:"entries_verified"`
+	// SignaturesChecked: the chain's checkpoint signatures were verified
+	// under the public keys given to the export.
+	SignaturesChecked bool `json:"signatures_checked"`
 }
 
 // Export verifies dir (and refuses if a chain is broken), then writes the
@@ -91,9 +101,11 @@ type ManifestChain struct {
 // chain, then seq; each chain stays in seq order), and out.manifest.json.
 // format is "jsonl" (the original lines, byte for byte) or "csv" (the
 // columns of CSVColumns). A file already at out is left alone when the
-// export is refused.
-func Export(dir string, f Filter, format, out string) (Manifest, error) {
-	p, err := planExport(dir, f, format)
+// export is refused. With o.Keys, signatures are verified too, and a
+// filter with Since verifies each chain only from its last signed
+// checkpoint before Since (the manifest's verified_from).
+func Export(dir string, f Filter, format, out string, o Options) (Manifest, error) {
+	p, err := planExport(dir, f, format, o)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -126,8 +138,8 @@ func Export(dir string, f Filter, format, out string) (Manifest, error) {
 // dir, writes the selected entries to w and returns the manifest, with
 // File set to name, instead of writing a manifest file. Nothing is written
 // to w when the export is refused.
-func ExportTo(w io.Writer, dir string, f Filter, format, name string) (Manifest, error) {
-	p, err := planExport(dir, f, format)
+func ExportTo(w io.Writer, dir string, f Filter, format, name string, o Options) (Manifest, error) {
+	p, err := planExport(dir, f, format, o)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -140,21 +152,23 @@ func ExportTo(w io.Writer, dir string, f Filter, format, name string) (Manifest,
 
 // exportPlan is a verified directory's selected entries, ready to write.
 type exportPlan struct {
-	format  string
-	filter  Filter
-	chains  []*chainFiles
-	ends    map[string]ChainReport // each chain as verified
-	sources []iter.Seq2[lineEntry, error]
+	format   string
+	filter   Filter
+	chains   []*chainFiles
+	ends     map[string]ChainReport // each chain as verified
+	sources  []iter.Seq2[lineEntry, error]
+	progress *progress
 }
 
 // planExport checks the format and verifies dir; the entries are read only
 // up to each chain's end as verified, so entries appended meanwhile are
 // not exported unverified.
-func planExport(dir string, f Filter, format string) (*exportPlan, error) {
+func planExport(dir string, f Filter, format string, o Options) (*exportPlan, error) {
 	if format != "jsonl" && format != "csv" {
 		return nil, fmt.Errorf("export: format %q: want jsonl or csv", format)
 	}
-	rep, err := Verify(dir, nil)
+	o.Since = f.Since
+	rep, err := VerifyWith(dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("export refused: %w", err)
 	}
@@ -163,19 +177,19 @@ func planExport(dir string, f Filter, format string) (*exportPlan, error) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	p := &exportPlan{format: format, filter: f, chains: chains, ends: map[string]ChainReport{},
-		sources: make([]iter.Seq2[lineEntry, error], len(chains))}
+		sources: make([]iter.Seq2[lineEntry, error], len(chains)), progress: newProgress(o.Progress, "export")}
 	for _, cr := range rep.Chains {
 		p.ends[cr.Chain] = cr
 	}
 	for i, cf := range chains {
-		p.sources[i] = selected(entries(dir, cf, p.ends[cf.chain].LastSeq), f)
+		p.sources[i] = selected(entries(dir, cf, p.ends[cf.chain], p.progress), f)
 	}
 	return p, nil
 }
 
 // write writes the export to w and returns its manifest.
 func (p *exportPlan) write(w io.Writer, name string) (Manifest, error) {
-	m, err := writeExport(w, p.format, p.sources)
+	m, err := writeExport(w, p.format, p.sources, p.progress)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -194,14 +208,16 @@ func (p *exportPlan) write(w io.Writer, name string) (Manifest, error) {
 		c.Chain = cf.chain
 		c.Contiguous = c.Count > 0 && c.LastSeq-c.FirstSeq+1 == c.Count
 		c.ChainLastSeq, c.ChainLastHash = p.ends[cf.chain].LastSeq, p.ends[cf.chain].LastHash
-		c.LatestCheckpoint = p.ends[cf.chain].LastCheckpoint
+		end := p.ends[cf.chain]
+		c.LatestCheckpoint = end.LastCheckpoint
+		c.VerifiedFrom, c.EntriesVerified, c.SignaturesChecked = end.VerifiedFrom, end.Entries, end.SignaturesChecked
 	}
 	return m, nil
 }
 
 // writeExport merges sources by ts into w and fills in the manifest's
 // count, size, sha256 and per-chain first/last entries.
-func writeExport(w io.Writer, format string, sources []iter.Seq2[lineEntry, error]) (Manifest, error) {
+func writeExport(w io.Writer, format string, sources []iter.Seq2[lineEntry, error], p *progress) (Manifest, error) {
 	m := Manifest{Chains: make([]ManifestChain, len(sources))}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(w, h)}
@@ -223,6 +239,7 @@ func writeExport(w io.Writer, format string, sources []iter.Seq2[lineEntry, erro
 		c.Count++
 		c.LastSeq, c.LastHash = le.e.Seq, le.e.Hash
 		m.Count++
+		p.step()
 		if cv == nil {
 			_, _ = bw.Write(le.line)
 			return bw.WriteByte('\n')

@@ -69,7 +69,7 @@ func TestExportJSONL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "export.jsonl")
-			m, err := Export(dir, tc.f, "jsonl", out)
+			m, err := Export(dir, tc.f, "jsonl", out, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestExportManifestPerChain(t *testing.T) {
 	dir := t.TempDir()
 	all := twoChains(t, dir)
 	out := filepath.Join(t.TempDir(), "x.jsonl")
-	m, err := Export(dir, Filter{Since: all[4].e.TS, Until: all[20].e.TS}, "jsonl", out)
+	m, err := Export(dir, Filter{Since: all[4].e.TS, Until: all[20].e.TS}, "jsonl", out, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestExportManifestPerChain(t *testing.T) {
 			t.Errorf("chain %d = %+v", i, c)
 		}
 	}
-	m, err = Export(dir, Filter{Kind: KindAuthFailure}, "jsonl", out)
+	m, err = Export(dir, Filter{Kind: KindAuthFailure}, "jsonl", out, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestExportCSV(t *testing.T) {
 	dir := t.TempDir()
 	all := twoChains(t, dir)
 	out := filepath.Join(t.TempDir(), "export.csv")
-	m, err := Export(dir, Filter{}, "csv", out)
+	m, err := Export(dir, Filter{}, "csv", out, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestExportCSVColumns(t *testing.T) {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			if _, err := ExportTo(&buf, dir, Filter{}, "csv", "-"); err != nil {
+			if _, err := ExportTo(&buf, dir, Filter{}, "csv", "-", Options{}); err != nil {
 				t.Fatal(err)
 			}
 			rows := must(csv.NewReader(&buf).ReadAll())
@@ -248,13 +248,13 @@ func TestExportRefusesBrokenChain(t *testing.T) {
 	p := segments(t, dir, "gw-b")[0]
 	writeFile(t, p, bytes.Replace(must(os.ReadFile(p)), []byte(`"bob"`), []byte(`"eve"`), 1))
 	out := filepath.Join(t.TempDir(), "x.jsonl")
-	if _, err := Export(dir, Filter{}, "jsonl", out); !IsFailure(err) || !strings.Contains(err.Error(), "export refused") {
+	if _, err := Export(dir, Filter{}, "jsonl", out, Options{}); !IsFailure(err) || !strings.Contains(err.Error(), "export refused") {
 		t.Fatalf("Export = %v", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Error("an export file was written")
 	}
-	if _, err := Export(dir, Filter{}, "xml", out); err == nil {
+	if _, err := Export(dir, Filter{}, "xml", out, Options{}); err == nil {
 		t.Error("format xml accepted")
 	}
 }
@@ -272,7 +272,7 @@ func TestExportMergesByTime(t *testing.T) {
 	_ = a.Close()
 	_ = b.Close()
 	out := filepath.Join(t.TempDir(), "x.jsonl")
-	if _, err := Export(dir, Filter{}, "jsonl", out); err != nil {
+	if _, err := Export(dir, Filter{}, "jsonl", out, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	var order []string
@@ -295,12 +295,12 @@ func TestExportTo(t *testing.T) {
 	for _, format := range []string{"jsonl", "csv"} {
 		t.Run(format, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "x."+format)
-			fm, err := Export(dir, Filter{Agent: "bob"}, format, out)
+			fm, err := Export(dir, Filter{Agent: "bob"}, format, out, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			sm, err := ExportTo(&buf, dir, Filter{Agent: "bob"}, format, "-")
+			sm, err := ExportTo(&buf, dir, Filter{Agent: "bob"}, format, "-", Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -325,10 +325,10 @@ func TestExportRefusedWritesNothing(t *testing.T) {
 	p := segments(t, dir, "gw-a")[0]
 	writeFile(t, p, bytes.Replace(must(os.ReadFile(p)), []byte(`"alice"`), []byte(`"mallory"`), 1))
 	var buf bytes.Buffer
-	if _, err := ExportTo(&buf, dir, Filter{}, "jsonl", "-"); !IsFailure(err) || buf.Len() > 0 {
+	if _, err := ExportTo(&buf, dir, Filter{}, "jsonl", "-", Options{}); !IsFailure(err) || buf.Len() > 0 {
 		t.Errorf("ExportTo = %v, wrote %d bytes", err, buf.Len())
 	}
-	if _, err := Export(dir, Filter{}, "jsonl", out); !IsFailure(err) {
+	if _, err := Export(dir, Filter{}, "jsonl", out, Options{}); !IsFailure(err) {
 		t.Errorf("Export = %v", err)
 	}
 	if got := string(must(os.ReadFile(out))); got != "last month's export\n" {

@@ -45,9 +45,15 @@ type ChainReport struct {
 	// time the key changed: two after a key rotation; a return to an
 	// earlier key (a rollback, or a retired key in someone's hands) shows
 	// as a third. "" stands for checkpoints signed before key ids existed.
-	KeyIDs     []string   `json:"key_ids,omitempty"`
-	Recoveries []Recovery `json:"recoveries,omitempty"`
-	Failure    *Failure   `json:"failure,omitempty"`
+	KeyIDs []string `json:"key_ids,omitempty"`
+	// VerifiedFrom is the signed checkpoint the chain was verified from
+	// (VerifyWith with Since): its signature and the entries from its seq
+	// to the end were checked, and Entries counts those; nil means from
+	// seq 1. Torn files are then matched only against the recoveries in
+	// that part.
+	VerifiedFrom *Checkpoint `json:"verified_from,omitempty"`
+	Recoveries   []Recovery  `json:"recoveries,omitempty"`
+	Failure      *Failure    `json:"failure,omitempty"`
 }
 
 // Recovery is an audit.recovery entry: bytes a crash left torn, moved aside
@@ -83,6 +89,9 @@ func (f *Failure) Error() string {
 	if f.Seq > 0 {
 		loc = fmt.Sprintf("%s (seq %d)", loc, f.Seq)
 	}
+	if f.Chain == "" { // a problem of an export or its manifest as a whole
+		return fmt.Sprintf("audit export broken at %s: %s", loc, f.Reason)
+	}
 	return fmt.Sprintf("audit chain %q broken at %s: %s", f.Chain, loc, f.Reason)
 }
 
@@ -105,7 +114,14 @@ func (f *Failure) Error() string {
 // Run on a directory a gateway is writing, the entry being written at that
 // instant may show as a torn line; verify a copy or run it again.
 func Verify(dir string, keys ...ed25519.PublicKey) (Report, error) {
-	ring, err := newKeyRing(keys)
+	return VerifyWith(dir, Options{Keys: keys})
+}
+
+// VerifyWith is Verify with options: the keys, a start at the last signed
+// checkpoint before o.Since (the report's VerifiedFrom says where each
+// chain started), and progress reports.
+func VerifyWith(dir string, o Options) (Report, error) {
+	ring, err := newKeyRing(o.Keys)
 	if err != nil {
 		return Report{}, err
 	}
@@ -114,8 +130,9 @@ func Verify(dir string, keys ...ed25519.PublicKey) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Chains: make([]ChainReport, 0, len(chains))}
+	p := newProgress(o.Progress, "verify")
 	for _, cf := range chains {
-		cr, err := verifyChain(dir, cf, ring)
+		cr, err := verifyChain(dir, cf, ring, o.Since, p)
 		if err != nil {
 			return rep, err
 		}
@@ -194,7 +211,42 @@ type cpLine struct {
 	line int
 }
 
-func verifyChain(dir string, cf *chainFiles, ring *keyRing) (ChainReport, error) {
+// startCheckpoint is the last signed checkpoint of cps written before
+// since, the point a windowed verify starts from; nil when there is none
+// (or no signature could be checked, or no window).
+func startCheckpoint(cps []cpLine, ring *keyRing, since time.Time) *Checkpoint {
+	if since.IsZero() || ring.empty() {
+		return nil
+	}
+	var from *Checkpoint
+	for _, c := range cps {
+		// loadCheckpoints has checked every signed checkpoint's signature.
+		at, err := time.Parse(tsLayout, c.cp.TS)
+		if c.cp.Signature != "" && err == nil && at.Before(since) {
+			cp := c.cp
+			from = &cp
+		}
+	}
+	return from
+}
+
+// fromSegment returns the segments a verify starting at from reads (from
+// the one holding from.Seq on) and how many lines of the first to skip.
+func fromSegment(segs []segmentFile, from *Checkpoint) ([]segmentFile, int64) {
+	if from == nil {
+		return segs, 0
+	}
+	i := len(segs) - 1
+	for i > 0 && segs[i].firstSeq > from.Seq {
+		i--
+	}
+	if i < 0 || segs[i].firstSeq > from.Seq {
+		return segs, 0 // no segment holds it: verify everything, which reports why
+	}
+	return segs[i:], from.Seq - segs[i].firstSeq
+}
+
+func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *progress) (ChainReport, error) {
 	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: !ring.empty()}
 	fail := func(file string, line int, seq int64, format string, args ...any) (ChainReport, error) {
 		cr.Failure = &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
@@ -230,12 +282,29 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing) (ChainReport, error)
 	}
 
 	expect, prev := int64(1), GenesisHash
-	for _, seg := range cf.segments {
+	cr.VerifiedFrom = startCheckpoint(cps, ring, since)
+	segs, skip := fromSegment(cf.segments, cr.VerifiedFrom)
+	if skip > 0 || len(segs) < len(cf.segments) {
+		// The checkpoint's entry is the anchor: its hash is tied to the
+		// signature (the bySeq check below), so its prev_hash is taken
+		// as it is and every later link is checked.
+		expect, prev = segs[0].firstSeq, ""
+	} else {
+		cr.VerifiedFrom = nil // it starts at the first segment: a full verify
+	}
+	for _, seg := range segs {
 		if seg.firstSeq != expect {
 			return fail(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed", seg.firstSeq, expect)
 		}
+		p.at(cf.chain, seg.name)
 		var bad *Failure
 		err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+			if int64(num) <= skip {
+				return true // before the anchor: not read, let alone trusted
+			}
+			if skip > 0 && int64(num) == skip+1 {
+				expect = cr.VerifiedFrom.Seq
+			}
 			f := func(seq int64, format string, args ...any) bool {
 				bad = &Failure{Chain: cf.chain, File: seg.name, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 				return false
@@ -255,8 +324,10 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing) (ChainReport, error)
 				return f(e.Seq, "seq gap: expected seq %d, found seq %d (entries missing or reordered)", expect, e.Seq)
 			case e.Seq < expect:
 				return f(e.Seq, "seq %d repeated or out of order (expected seq %d)", e.Seq, expect)
-			case e.PrevHash != prev:
+			case prev != "" && e.PrevHash != prev:
 				return f(e.Seq, "broken link: prev_hash is not the hash of seq %d", e.Seq-1)
+			case prev == "" && e.Hash != cr.VerifiedFrom.Hash:
+				return f(e.Seq, "the entry at seq %d does not have the hash of the checkpoint verify started from", e.Seq)
 			}
 			for _, c := range bySeq[e.Seq] {
 				if c.cp.Hash != e.Hash {
@@ -274,8 +345,10 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing) (ChainReport, error)
 			cr.Entries++
 			cr.LastSeq, cr.LastHash, cr.LastTS = e.Seq, e.Hash, e.TS
 			expect, prev = e.Seq+1, e.Hash
+			p.step()
 			return true
 		})
+		skip = 0
 		if err != nil {
 			return cr, err
 		}
@@ -308,6 +381,9 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing) (ChainReport, error)
 			if r.TornFile == t.name {
 				i = j
 			}
+		}
+		if i < 0 && cr.VerifiedFrom != nil {
+			continue // its audit.recovery entry may be before the part verified
 		}
 		if i < 0 {
 			return fail(t.name, 0, 0, "torn file with no audit.recovery entry")
@@ -396,42 +472,58 @@ func eachLine(path string, fn func(num int, line []byte, complete bool) bool) er
 	}
 }
 
-// entries yields a chain's entries with their lines, in seq order, up to
-// and including seq upTo. It trusts files Verify has just checked.
-func entries(dir string, cf *chainFiles, upTo int64) iter.Seq2[lineEntry, error] {
+// entries yields a chain's entries with their lines, in seq order, from
+// where Verify started (end.VerifiedFrom's entry, else seq 1) up to and
+// including end.LastSeq. The files are read again, so it checks that they
+// still hold what was verified: each entry's hash, the seqs and links
+// from the start, the start's hash and the end's; any difference is an
+// error rather than an entry exported unverified.
+func entries(dir string, cf *chainFiles, end ChainReport, p *progress) iter.Seq2[lineEntry, error] {
 	return func(yield func(lineEntry, error) bool) {
-		for _, seg := range cf.segments {
+		from, upTo := end.VerifiedFrom, end.LastSeq
+		segs, skip := fromSegment(cf.segments, from)
+		next, prev := int64(1), GenesisHash
+		if from != nil {
+			next, prev = from.Seq, "" // the start's hash is checked instead of its link
+		}
+		changed := func(name string) { yield(lineEntry{}, fmt.Errorf("%s changed after it was verified", name)) }
+		for _, seg := range segs {
 			if seg.firstSeq > upTo {
-				return
+				break
 			}
-			var ierr error
-			stopped := false
-			err := eachLine(join(dir, seg.name), func(_ int, line []byte, complete bool) bool {
+			p.at(cf.chain, seg.name)
+			bad, stopped := false, false
+			err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+				if int64(num) <= skip {
+					return true
+				}
 				e, err := parseOwnEntry(line)
-				if err != nil || !complete {
-					ierr = fmt.Errorf("%s changed after it was verified", seg.name)
+				switch {
+				case err != nil || !complete || e.Seq != next,
+					prev != "" && e.PrevHash != prev,
+					prev == "" && e.Hash != from.Hash,
+					e.Seq == upTo && e.Hash != end.LastHash:
+					bad = true
 					return false
 				}
-				if e.Seq > upTo {
-					stopped = true
-					return false
-				}
-				if !yield(lineEntry{e: e, line: line}, nil) {
-					stopped = true
-					return false
-				}
-				return true
+				next, prev = e.Seq+1, e.Hash
+				stopped = !yield(lineEntry{e: e, line: line}, nil) || e.Seq == upTo
+				return !stopped
 			})
-			if err == nil {
-				err = ierr
-			}
-			if err != nil {
+			skip = 0
+			switch {
+			case err != nil:
 				yield(lineEntry{}, err)
 				return
-			}
-			if stopped {
+			case bad:
+				changed(seg.name)
+				return
+			case stopped:
 				return
 			}
+		}
+		if next <= upTo { // entries verified are gone
+			changed(cf.chain + "'s segments")
 		}
 	}
 }

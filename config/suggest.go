@@ -16,6 +16,10 @@ func didYouMean(got string, known []string) string {
 	return ""
 }
 
+// DidYouMean is didYouMean for the command line's own unknown names (an
+// audit --kind), so that both suggest by the same rule.
+func DidYouMean(got string, known []string) string { return didYouMean(got, known) }
+
 // closest returns the known name nearest to got, if it is near enough to be
 // a typo of it rather than another word: an edit distance (insertions,
 // deletions, substitutions and swaps of neighbours, letter case and '-'

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,13 +22,17 @@ const defaultAuditDir = "data/audit"
 
 const auditUsage = `usage:
   gateway audit verify [--config DIR] [--dir D] [--pubkey FILE]... [--json]
-  gateway audit export [--config DIR] [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE|-
+  gateway audit verify --export FILE [--manifest M] [--pubkey FILE]... [--json]
+  gateway audit export [--config DIR] [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] [--pubkey FILE]... --out FILE|-
   gateway audit keygen --out PREFIX | --private FILE --public FILE
 
 D defaults to the audit.dir of DIR/gateway.yaml (DIR: config), or data/audit
 without a config directory. --pubkey may be given once per signing key the
-trail has used. --out - writes the entries to stdout, the summary and the
-manifest to stderr. T is an RFC 3339 time, a date (UTC) or a duration ago (24h).
+trail has used. verify --export checks an export and its manifest (M defaults
+to FILE.manifest.json) as an auditor receives them. --out - writes the entries
+to stdout, the summary and the manifest to stderr. T is an RFC 3339 time, a
+date (UTC) or a duration ago (24h). With --pubkey, export checks signatures
+too, and --since verifies each chain from its last signed checkpoint before T. On a terminal, verify and export show their progress.
 Exit codes: 0 ok, 1 a check failed, 2 usage error.
 `
 
@@ -124,22 +127,32 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	asJSON := flags.Bool("json", false, "print the full report as JSON")
+	export := flags.String("export", "", "check this export file and its manifest instead of an audit directory")
+	manifest := flags.String("manifest", "", "the export's manifest (default: FILE.manifest.json)")
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
+	}
+	if *export != "" {
+		if *dir != "" {
+			fmt.Fprintln(stderr, "gateway audit verify: give either --export or --dir, not both")
+			return exitUsage
+		}
+		return auditVerifyExport(*export, *manifest, pubFiles, *asJSON, stdout, stderr)
+	}
+	if *manifest != "" {
+		fmt.Fprintln(stderr, "gateway audit verify: --manifest goes with --export")
+		return exitUsage
 	}
 	if !auditDirOf("verify", dir, flags, *cfgDir, stderr) || !checkDir("verify", *dir, stderr) {
 		return exitUsage
 	}
-	keys := make([]ed25519.PublicKey, 0, len(pubFiles))
-	for _, f := range pubFiles {
-		pub, err := audit.LoadPublicKey(f)
-		if err != nil {
-			fmt.Fprintf(stderr, "gateway audit verify: --pubkey: %v\n", err)
-			return exitUsage
-		}
-		keys = append(keys, pub)
+	keys, ok := loadPubkeys("verify", pubFiles, stderr)
+	if !ok {
+		return exitUsage
 	}
-	rep, err := audit.Verify(*dir, keys...)
+	pl := progressFor(stderr)
+	rep, err := audit.VerifyWith(*dir, audit.Options{Keys: keys, Progress: pl.fn()})
+	pl.done()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -226,6 +239,11 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	agent := flags.String("agent", "", "only entries of this agent_id")
 	kind := flags.String("kind", "", `only entries of this kind ("llm.*" for a prefix)`)
 	out := flags.String("out", "", "export file, the manifest going to FILE.manifest.json; - for stdout, the manifest going to stderr")
+	var pubFiles []string
+	flags.Func("pubkey", "ed25519 public key (PEM) to check checkpoint signatures with, once per key the trail was signed with; with --since, chains are then verified from their last signed checkpoint before T", func(f string) error {
+		pubFiles = append(pubFiles, f)
+		return nil
+	})
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
 	}
@@ -239,6 +257,9 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		return usage("--out is required")
 	}
+	if err := checkKind(*kind); err != nil {
+		return usage("%v", err)
+	}
 	f := audit.Filter{Agent: *agent, Kind: *kind}
 	var err error
 	if f.Since, err = parseTime(*since, time.Now()); err != nil {
@@ -250,23 +271,32 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	if !auditDirOf("export", dir, flags, *cfgDir, stderr) || !checkDir("export", *dir, stderr) {
 		return exitUsage
 	}
-	if *out == "-" {
-		return exportToStdout(*dir, f, *format, stdout, stderr)
+	keys, ok := loadPubkeys("export", pubFiles, stderr)
+	if !ok {
+		return exitUsage
 	}
-	m, err := audit.Export(*dir, f, *format, *out)
+	pl := progressFor(stderr)
+	o := audit.Options{Keys: keys, Progress: pl.fn()}
+	if *out == "-" {
+		return exportToStdout(*dir, f, *format, o, pl, stdout, stderr)
+	}
+	m, err := audit.Export(*dir, f, *format, *out, o)
+	pl.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "exported %d entries to %s (sha256 %s); manifest %s.manifest.json\n", m.Count, *out, m.SHA256, *out)
+	fmt.Fprintf(stdout, "exported %d entries to %s (sha256 %s); manifest %s.manifest.json; verified %s%s\n",
+		m.Count, *out, m.SHA256, *out, verifiedSummary(m), windowHint(f, keys))
 	return exitOK
 }
 
 // exportToStdout is export --out -: stdout carries the export and nothing
 // else, so it can be piped or redirected as is; the summary line and then
 // the manifest (as the .manifest.json file would hold it) go to stderr.
-func exportToStdout(dir string, f audit.Filter, format string, stdout, stderr io.Writer) int {
-	m, err := audit.ExportTo(stdout, dir, f, format, "-")
+func exportToStdout(dir string, f audit.Filter, format string, o audit.Options, pl *progressLine, stdout, stderr io.Writer) int {
+	m, err := audit.ExportTo(stdout, dir, f, format, "-", o)
+	pl.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
 		return exitFailed
@@ -276,7 +306,8 @@ func exportToStdout(dir string, f audit.Filter, format string, stdout, stderr io
 		fmt.Fprintf(stderr, "gateway audit export: manifest: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "exported %d entries to stdout (sha256 %s); manifest:\n%s\n", m.Count, m.SHA256, manifest)
+	fmt.Fprintf(stderr, "exported %d entries to stdout (sha256 %s); verified %s%s; manifest:\n%s\n",
+		m.Count, m.SHA256, verifiedSummary(m), windowHint(f, o.Keys), manifest)
 	return exitOK
 }
 
