@@ -976,3 +976,69 @@ func TestWorkflowBounds(t *testing.T) {
 		t.Errorf("the step took %s, its timeout is 1s", d)
 	}
 }
+
+// TestWorkflowSignedURLsInEveryString: a signed URL to a host the policy
+// does not allow fails the step wherever the answer carries it (inside a
+// sentence of message, thought or next_step_hint, deep in data, written
+// scheme-relative), so the next node is never given it; the allowed host
+// passes inside prose too.
+func TestWorkflowSignedURLsInEveryString(t *testing.T) {
+	policy := `package gateway.workflow
+
+default allow := false
+
+allow if input.agent.id in input.workflow.callers
+
+default signed_url_allowed := false
+
+signed_url_allowed if input.url.host == "bucket.example.com"
+`
+	const evil = "https://evil.example.net/a.pdf?X-Amz-Signature=c2VjcmV0"
+	answer := func(field, value string) map[string]any {
+		a := map[string]any{"thought": "t", "status": "success", "data": map[string]any{}, "message": "researched"}
+		switch field {
+		case "data":
+			a["data"] = map[string]any{"sources": []any{map[string]any{"note": value}}}
+		default:
+			a[field] = value
+		}
+		return a
+	}
+	cases := []struct {
+		name, field, value string
+		want               workflow.Status
+	}{
+		{"inside a sentence in message", "message", "The report is at " + evil + ", as asked.", workflow.Failed},
+		{"inside a sentence in thought", "thought", "I found it (" + evil + ") quickly", workflow.Failed},
+		{"inside a sentence in next_step_hint", "next_step_hint", "Download " + evil + " next", workflow.Failed},
+		{"nested data", "data", "see " + evil, workflow.Failed},
+		{"scheme-relative", "message", "The report is at //evil.example.net/a.pdf?X-Amz-Signature=c2VjcmV0 now", workflow.Failed},
+		{"scheme-relative to an allowed host is not https", "message", "at //bucket.example.com/a.pdf?X-Amz-Signature=c2VjcmV0", workflow.Failed},
+		{"an allowed host inside prose", "message", "The report is at https://bucket.example.com/a.pdf?X-Amz-Signature=c2VjcmV0.", workflow.Completed},
+	}
+	f := newFlow(t, flowOpts{workflows: ownerFlow, policy: policy})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(f.up.userMessages())
+			f.up.script(func(user string) map[string]any {
+				if strings.HasPrefix(user, "Research") {
+					return answer(c.field, c.value)
+				}
+				return sacpAnswer("success", map[string]any{}, "validated")
+			})
+			_, v, body := f.start("starter", "owners", `{"topic": "x"}`)
+			if v.Status != c.want {
+				t.Fatalf("run %s (%s), want %s: %s", v.Status, v.Error, c.want, body)
+			}
+			calls := f.up.userMessages()[before:]
+			if c.want == workflow.Failed {
+				if len(calls) != 1 {
+					t.Errorf("%d calls, want only the research node's: %q", len(calls), calls)
+				}
+				if !strings.Contains(v.Error, "signed URL") || strings.Contains(string(body), "c2VjcmV0") {
+					t.Errorf("error %q; the refused URL's signature must not be on record: %s", v.Error, body)
+				}
+			}
+		})
+	}
+}

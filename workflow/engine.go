@@ -581,7 +581,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if err != nil {
 		return stepFailed(err.Error())
 	}
-	if err := e.checkURLs(ctx, wf, node, a.Data); err != nil {
+	if err := e.checkURLs(ctx, wf, node, a); err != nil {
 		return stepFailed(err.Error())
 	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
@@ -608,11 +608,17 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	return st, mv
 }
 
-// checkURLs lets the signed URLs of an answer's data pass only where the
-// policy allows their host: a signed URL is a capability to read a
-// document, handed to every later agent of the run.
-func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, data map[string]any) error {
-	for _, u := range signedURLs(data) {
+// checkURLs lets the signed URLs of an answer (in any string a later node
+// may be given, urls.go) pass only where the policy allows their host: a
+// signed URL is a capability to read a document, handed to every later
+// agent of the run. One that is not https, scheme-relative ones included,
+// is refused before the policy is asked.
+func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, a Answer) error {
+	urls := signedURLs(a)
+	if len(urls) > maxSignedURLs {
+		return fmt.Errorf("the answer carries %d signed URLs, more than %d: refused", len(urls), maxSignedURLs)
+	}
+	for _, u := range urls {
 		if u.Scheme != "https" {
 			return fmt.Errorf("a signed URL to %s is not https: refused", u.Host)
 		}
