@@ -1042,3 +1042,79 @@ signed_url_allowed if input.url.host == "bucket.example.com"
 		})
 	}
 }
+
+// loopForever is a cycle allowed 1,000 steps, under a caller's step_limit
+// of 5 an hour.
+const loopForever = `step_limit: 5/hour
+workflows:
+  loop:
+    callers: [starter]
+    start: poll
+    max_steps: 1000
+    nodes:
+      poll:
+        agent: researcher
+        input: "Poll {{input.topic}}"
+    edges:
+      - {from: poll, to: end, when: 'response.data.done == true'}
+      - {from: poll, to: poll}
+`
+
+// TestWorkflowStepsAreChargedToTheCaller: one start of a workflow that may
+// take 1,000 steps makes only as many provider calls as the caller's
+// step_limit allows; the run then fails with a clear error on record, and
+// a start while the limit is spent is a 429 in the API's error shape. With
+// Redis the limit is shared: a start on another replica is refused too.
+func TestWorkflowStepsAreChargedToTheCaller(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			o := flowOpts{workflows: loopForever, up: newScripted(t), auditDir: t.TempDir()}
+			if backend == "redis" {
+				o.redisURL = testredis.Start(t).URL()
+			}
+			a := newFlow(t, o)
+			other := a
+			if backend == "redis" {
+				o.chain = "replica-b"
+				other = newFlow(t, o)
+			}
+			a.up.script(func(string) map[string]any { return sacpAnswer("success", map[string]any{"done": false}, "not yet") })
+			_, v, body := a.start("starter", "loop", `{"topic": "x"}`)
+			if v.Status != workflow.Failed || !strings.Contains(v.Error, "step_limit (5/hour") || len(v.Steps) != 5 {
+				t.Fatalf("run %s %q with %d steps, want FAILED on the step_limit after 5: %s", v.Status, v.Error, len(v.Steps), body)
+			}
+			if n := len(a.up.userMessages()); n != 5 {
+				t.Errorf("%d provider calls for one start, want 5", n)
+			}
+			found := false
+			for _, e := range a.entries(workflow.KindEnd) {
+				s := summaryOf(e)
+				found = found || (s["run_id"] == v.ID && s["status"] == "FAILED" && strings.Contains(str(s["error"]), "step_limit"))
+			}
+			if !found {
+				t.Error("no workflow.end entry says the run stopped on the step_limit")
+			}
+
+			status, body, h := other.do(http.MethodPost, "/workflows/loop/runs", "tok-starter", `{"input": {"topic": "x"}}`)
+			var e struct {
+				Error struct{ Type, Code, Message string }
+			}
+			_ = json.Unmarshal(body, &e)
+			if status != http.StatusTooManyRequests || e.Error.Code != "rate_limit_exceeded" || e.Error.Type != "rate_limit_error" ||
+				!strings.Contains(e.Error.Message, "step_limit") || h.Get("Retry-After") == "" {
+				t.Fatalf("a start over the step_limit: %d %s (Retry-After %q), want 429 rate_limit_exceeded", status, body, h.Get("Retry-After"))
+			}
+			if n := len(a.up.userMessages()); n != 5 {
+				t.Errorf("the refused start made calls: %d in all, want 5", n)
+			}
+			refused := false
+			for _, e := range other.entries(workflow.KindStart) {
+				s := summaryOf(e)
+				refused = refused || (s["allowed"] == false && s["limit"] == "step_limit")
+			}
+			if !refused {
+				t.Error("no workflow.start entry records the refused start")
+			}
+		})
+	}
+}
