@@ -122,3 +122,23 @@ func TestCheckRefusesZonedAddresses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHostAddr: reading a host never panics, a canonical address reads as
+// itself, and a host read as an address either has the IPv4 length or is an
+// IPv6 literal.
+func FuzzHostAddr(f *testing.F) {
+	for _, s := range []string{"127.1", "0x7f000001", "[fe80::1%eth0]:80", "1.2.3.4.", "example.com", "0x", "..", "[", "]:", "4294967295"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		addr, isAddr, err := hostAddr(host)
+		if canon, perr := netip.ParseAddr(host); perr == nil && canon.Is4() {
+			if err != nil || !isAddr || addr != canon {
+				t.Fatalf("%q read as %v, %v, %v; want %v", host, addr, isAddr, err, canon)
+			}
+		}
+		if isAddr && !addr.IsValid() {
+			t.Fatalf("%q: an invalid address reported as one", host)
+		}
+	})
+}
