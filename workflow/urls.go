@@ -145,7 +145,10 @@ func scanURLs(s string, depth int) []*url.URL {
 			raw = scheme + ":" + raw
 		}
 		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" {
+		if err != nil {
+			u = roughURL(scheme, tail)
+		}
+		if u.Host == "" {
 			continue
 		}
 		if depth < maxNesting {
@@ -162,6 +165,25 @@ func scanURLs(s string, depth int) []*url.URL {
 		out = append(out, u)
 	}
 	return out
+}
+
+// roughURL splits a URL that url.Parse refuses (a bad escape, a bad port)
+// the way a lenient client would still send it, so that it is checked
+// rather than skipped: the host is what follows the last '@' before the
+// path.
+func roughURL(scheme, tail string) *url.URL {
+	tail = strings.ReplaceAll(tail, `\`, "/")
+	authority, rest := tail, ""
+	if k := strings.IndexAny(tail, "/?#"); k >= 0 {
+		authority, rest = tail[:k], tail[k:]
+	}
+	if k := strings.LastIndex(authority, "@"); k >= 0 {
+		authority = authority[k+1:]
+	}
+	u := &url.URL{Scheme: scheme, Host: authority}
+	rest, _, _ = strings.Cut(rest, "#")
+	u.Path, u.RawQuery, _ = strings.Cut(rest, "?")
+	return u
 }
 
 func isSlash(c byte) bool { return c == '/' || c == '\\' }

@@ -44,6 +44,8 @@ func TestSignedURLsSeeEveryForwardedString(t *testing.T) {
 		{"two in one string, once each", Answer{Message: evil + " and " + evil + " and https://b.example.com/x?sig=1"}, []string{"https://evil.example.net", "https://b.example.com"}},
 		{"an unsigned URL is ordinary data", Answer{Message: "see https://www.example.org/about?q=1 // and a comment"}, nil},
 		{"no URL", Answer{Message: "a/b//c and http:// alone"}, nil},
+		{"a URL url.Parse refuses (bad escape)", Answer{Message: "see https://evil.example.net/a%zz?" + sig}, []string{"https://evil.example.net"}},
+		{"a URL url.Parse refuses (bad port)", Answer{Message: "see https://user@evil.example.net:x/a?" + sig}, []string{"https://evil.example.net:x"}},
 		{"a path with a double slash is one URL", Answer{Message: "https://b.example.com//a/b?sig=1 https://c.example.com/x//y?sig=1"}, []string{"https://b.example.com", "https://c.example.com"}},
 		{"scheme-relative in a redirect parameter", Answer{Message: "https://ok.example.org/r?to=//evil.example.net/a%3Fsig%3D1"}, []string{"://evil.example.net"}},
 	}
