@@ -441,7 +441,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		a.approval.Handle(approval.TypeSpawn, api.Resolve)
 		a.approval.Handle(approval.TypeMessage, a.messaging.Resolve)
 		a.workflows, err = workflow.New(workflow.Deps{
-			Definitions: cfg.Workflows, Store: st.runs, Caller: stepCaller{handler: a.Handler}, Policy: engine,
+			Definitions: cfg.Workflows, Store: st.runs, Caller: stepCaller{handler: a.Handler}, Policy: engine, Steps: limiter,
 			Escalator: a.approval, Audit: rec, Log: log, Owner: cfg.Gateway.Audit.Chain,
 			PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
 			Blobs:         st.blobs, MaxInlineBinary: int(cfg.Protocol.Limits.MaxInlineBinary),

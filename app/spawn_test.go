@@ -68,3 +68,33 @@ func TestSpawnedAgentLives(t *testing.T) {
 		t.Errorf("a retired agent's token: %d, want 401", status)
 	}
 }
+
+// A spawn's endpoint on loopback is refused at once (422), before any
+// person is asked, in every form that names the address: inet_aton's
+// short, decimal, hex and octal forms, a trailing dot, an IPv4-mapped or
+// bracketed IPv6 literal, and a zoned IPv6 literal. Each gets the same
+// answer as the canonical form.
+func TestSpawnEndpointLiteralFormsAreRefused(t *testing.T) {
+	g := newA2A(t, a2aOpts{publicOnly: true})
+	spawn := func(i int, endpoint string) (int, string) {
+		name := "LIT_AGENT_" + itoa(i)
+		body := `{"g":"SPAWN_AGENT","plan":[["define","LIT_Q_` + itoa(i) + `",{"description":"x"}],["instantiate","` + name +
+			`",{"tool":"LIT_Q_` + itoa(i) + `","verb":"check","endpoint":` + jsonQuote(endpoint) + `}]]}`
+		status, out, _ := g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", body)
+		return status, string(out)
+	}
+	wantStatus, want := spawn(0, "http://127.0.0.1:9000/in")
+	if wantStatus != http.StatusUnprocessableEntity {
+		t.Fatalf("the canonical loopback endpoint: %d %s, want 422", wantStatus, want)
+	}
+	for i, endpoint := range []string{
+		"http://127.1:9000/in", "http://2130706433:9000/in", "http://0x7f000001:9000/in", "http://0177.0.0.1:9000/in",
+		"http://127.0.0.1.:9000/in", "http://[::1]/in", "http://[::ffff:127.0.0.1]:9000/in",
+		"http://[fe80::1%25eth0]:9000/in", "http://[2606:4700::1111%25eth0]:9000/in", "http://127.0.0.999:9000/in",
+	} {
+		status, out := spawn(i+1, endpoint)
+		if status != wantStatus || out != want {
+			t.Errorf("%s: %d %s, want the canonical form's %d %s", endpoint, status, out, wantStatus, want)
+		}
+	}
+}

@@ -27,6 +27,10 @@ func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64((cpuTime(b)-start).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
+// benchSteps lifts the caller's step_limit above what a benchmark's
+// thousands of runs take.
+const benchSteps = "step_limit: 100000000/hour\n"
+
 // BenchmarkWorkflowOneStep is a one-node workflow run end to end: the
 // start (body, Rego workflow.allow, workflow.start entry), the step (the
 // governed call of the node's agent, in process), the edge, workflow.step
@@ -34,7 +38,7 @@ func reportCPU(b *testing.B, start time.Duration) {
 // BenchmarkAgentCallDirect, the same governed call made by the agent: the
 // difference is the engine's cost per step.
 func BenchmarkWorkflowOneStep(b *testing.B) {
-	f := newFlow(b, flowOpts{workflows: pauseFlow})
+	f := newFlow(b, flowOpts{workflows: benchSteps + pauseFlow})
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {
@@ -50,7 +54,7 @@ func BenchmarkWorkflowOneStep(b *testing.B) {
 // the official OpenAI client: the same prompt, protocol, validation and
 // audit.
 func BenchmarkAgentCallDirect(b *testing.B) {
-	f := newFlow(b, flowOpts{workflows: pauseFlow})
+	f := newFlow(b, flowOpts{workflows: benchSteps + pauseFlow})
 	client := openai.NewClient(option.WithBaseURL(f.srv.URL+"/v1"), option.WithAPIKey("tok-researcher"), option.WithMaxRetries(0))
 	b.ReportAllocs()
 	start := cpuTime(b)
@@ -70,7 +74,7 @@ func BenchmarkAgentCallDirect(b *testing.B) {
 // the difference between the two is what one more step costs, start and
 // wait aside.
 func BenchmarkWorkflowTwoSteps(b *testing.B) {
-	f := newFlow(b, flowOpts{workflows: negotiationFlow})
+	f := newFlow(b, flowOpts{workflows: benchSteps + negotiationFlow})
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {

@@ -976,3 +976,145 @@ func TestWorkflowBounds(t *testing.T) {
 		t.Errorf("the step took %s, its timeout is 1s", d)
 	}
 }
+
+// TestWorkflowSignedURLsInEveryString: a signed URL to a host the policy
+// does not allow fails the step wherever the answer carries it (inside a
+// sentence of message, thought or next_step_hint, deep in data, written
+// scheme-relative), so the next node is never given it; the allowed host
+// passes inside prose too.
+func TestWorkflowSignedURLsInEveryString(t *testing.T) {
+	policy := `package gateway.workflow
+
+default allow := false
+
+allow if input.agent.id in input.workflow.callers
+
+default signed_url_allowed := false
+
+signed_url_allowed if input.url.host == "bucket.example.com"
+`
+	const evil = "https://evil.example.net/a.pdf?X-Amz-Signature=c2VjcmV0"
+	answer := func(field, value string) map[string]any {
+		a := map[string]any{"thought": "t", "status": "success", "data": map[string]any{}, "message": "researched"}
+		switch field {
+		case "data":
+			a["data"] = map[string]any{"sources": []any{map[string]any{"note": value}}}
+		default:
+			a[field] = value
+		}
+		return a
+	}
+	cases := []struct {
+		name, field, value string
+		want               workflow.Status
+	}{
+		{"inside a sentence in message", "message", "The report is at " + evil + ", as asked.", workflow.Failed},
+		{"inside a sentence in thought", "thought", "I found it (" + evil + ") quickly", workflow.Failed},
+		{"inside a sentence in next_step_hint", "next_step_hint", "Download " + evil + " next", workflow.Failed},
+		{"nested data", "data", "see " + evil, workflow.Failed},
+		{"scheme-relative", "message", "The report is at //evil.example.net/a.pdf?X-Amz-Signature=c2VjcmV0 now", workflow.Failed},
+		{"scheme-relative to an allowed host is not https", "message", "at //bucket.example.com/a.pdf?X-Amz-Signature=c2VjcmV0", workflow.Failed},
+		{"an allowed host inside prose", "message", "The report is at https://bucket.example.com/a.pdf?X-Amz-Signature=c2VjcmV0.", workflow.Completed},
+	}
+	f := newFlow(t, flowOpts{workflows: ownerFlow, policy: policy})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(f.up.userMessages())
+			f.up.script(func(user string) map[string]any {
+				if strings.HasPrefix(user, "Research") {
+					return answer(c.field, c.value)
+				}
+				return sacpAnswer("success", map[string]any{}, "validated")
+			})
+			_, v, body := f.start("starter", "owners", `{"topic": "x"}`)
+			if v.Status != c.want {
+				t.Fatalf("run %s (%s), want %s: %s", v.Status, v.Error, c.want, body)
+			}
+			calls := f.up.userMessages()[before:]
+			if c.want == workflow.Failed {
+				if len(calls) != 1 {
+					t.Errorf("%d calls, want only the research node's: %q", len(calls), calls)
+				}
+				if !strings.Contains(v.Error, "signed URL") || strings.Contains(string(body), "c2VjcmV0") {
+					t.Errorf("error %q; the refused URL's signature must not be on record: %s", v.Error, body)
+				}
+			}
+		})
+	}
+}
+
+// loopForever is a cycle allowed 1,000 steps, under a caller's step_limit
+// of 5 an hour.
+const loopForever = `step_limit: 5/hour
+workflows:
+  loop:
+    callers: [starter]
+    start: poll
+    max_steps: 1000
+    nodes:
+      poll:
+        agent: researcher
+        input: "Poll {{input.topic}}"
+    edges:
+      - {from: poll, to: end, when: 'response.data.done == true'}
+      - {from: poll, to: poll}
+`
+
+// TestWorkflowStepsAreChargedToTheCaller: one start of a workflow that may
+// take 1,000 steps makes only as many provider calls as the caller's
+// step_limit allows; the run then fails with a clear error on record, and
+// a start while the limit is spent is a 429 in the API's error shape. With
+// Redis the limit is shared: a start on another replica is refused too.
+func TestWorkflowStepsAreChargedToTheCaller(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			o := flowOpts{workflows: loopForever, up: newScripted(t), auditDir: t.TempDir()}
+			if backend == "redis" {
+				o.redisURL = testredis.Start(t).URL()
+			}
+			a := newFlow(t, o)
+			other := a
+			if backend == "redis" {
+				o.chain = "replica-b"
+				other = newFlow(t, o)
+			}
+			a.up.script(func(string) map[string]any { return sacpAnswer("success", map[string]any{"done": false}, "not yet") })
+			_, v, body := a.start("starter", "loop", `{"topic": "x"}`)
+			if v.Status != workflow.Failed || !strings.Contains(v.Error, "step_limit (5/hour") || len(v.Steps) != 5 {
+				t.Fatalf("run %s %q with %d steps, want FAILED on the step_limit after 5: %s", v.Status, v.Error, len(v.Steps), body)
+			}
+			if n := len(a.up.userMessages()); n != 5 {
+				t.Errorf("%d provider calls for one start, want 5", n)
+			}
+			found := false
+			for _, e := range a.entries(workflow.KindEnd) {
+				s := summaryOf(e)
+				found = found || (s["run_id"] == v.ID && s["status"] == "FAILED" && strings.Contains(str(s["error"]), "step_limit"))
+			}
+			if !found {
+				t.Error("no workflow.end entry says the run stopped on the step_limit")
+			}
+
+			status, body, h := other.do(http.MethodPost, "/workflows/loop/runs", "tok-starter", `{"input": {"topic": "x"}}`)
+			var e struct {
+				Error struct{ Type, Code, Message string }
+			}
+			_ = json.Unmarshal(body, &e)
+			if status != http.StatusTooManyRequests || e.Error.Code != "rate_limit_exceeded" || e.Error.Type != "rate_limit_error" ||
+				!strings.Contains(e.Error.Message, "step_limit") || h.Get("Retry-After") == "" {
+				t.Fatalf("a start over the step_limit: %d %s (Retry-After %q), want 429 rate_limit_exceeded", status, body, h.Get("Retry-After"))
+			}
+			if n := len(a.up.userMessages()); n != 5 {
+				t.Errorf("the refused start made calls: %d in all, want 5", n)
+			}
+			refused := false
+			for _, e := range other.entries(workflow.KindStart) {
+				s := summaryOf(e)
+				refused = refused || (s["allowed"] == false && s["limit"] == "step_limit")
+			}
+			if !refused {
+				t.Error("no workflow.start entry records the refused start")
+			}
+		})
+	}
+}

@@ -192,6 +192,7 @@ func TestWorkflowsFile(t *testing.T) {
 			want: []string{"3: "}},
 		{name: "a node whose model cannot be known", workflows: "workflows:\n  w:\n    callers: [claude-3]\n    start: a\n    nodes:\n      a:\n        agent: gemini-pro\n        input: hi\n",
 			want: []string{"6: "}},
+		{name: "a step_limit that is not a rate", workflows: "step_limit: 5/fortnight\nworkflows: {}\n", want: []string{"1: "}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

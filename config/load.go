@@ -213,6 +213,13 @@ func (l *loader) workflows(agents map[string]*Agent) *definition.Set {
 		l.add(WorkflowsFile, 0, "%v", err)
 		return &definition.Set{}
 	}
+	if t := set.StepLimit.Text; t != "" {
+		r, err := ParseRate(t)
+		if err != nil {
+			l.add(WorkflowsFile, set.StepLimit.Line, "step_limit: %v", err)
+		}
+		set.StepLimit.N, set.StepLimit.Period = r.N, r.Period
+	}
 	for _, name := range set.Names() {
 		wf := set.Get(name)
 		for _, n := range wf.NodeOrder {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -284,42 +283,4 @@ func validSHA(s string) bool {
 		}
 	}
 	return true
-}
-
-// signatureParams mark a URL as signed (S3, GCS, CloudFront, Azure SAS):
-// a capability to read a document, passed between agents by reference.
-var signatureParams = []string{"x-amz-signature", "x-goog-signature", "signature", "sig"}
-
-// signedURLs returns the signed URLs among data's string values.
-func signedURLs(data map[string]any) []*url.URL {
-	var out []*url.URL
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, k := range slices.Sorted(maps.Keys(x)) {
-				walk(x[k])
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case string:
-			if !strings.HasPrefix(strings.ToLower(x), "http") {
-				return
-			}
-			u, err := url.Parse(x)
-			if err != nil || u.Host == "" {
-				return
-			}
-			for name := range u.Query() {
-				if slices.Contains(signatureParams, strings.ToLower(name)) {
-					out = append(out, u)
-					return
-				}
-			}
-		}
-	}
-	walk(data)
-	return out
 }

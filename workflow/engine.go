@@ -26,6 +26,7 @@ import (
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/workflow/definition"
@@ -75,6 +76,10 @@ type Deps struct {
 	Store       Store
 	Caller      Caller
 	Policy      Decider
+	// Steps counts the steps of each caller's runs against the
+	// definitions' step_limit (the limiter of the agents' rate_limit,
+	// memory or Redis, under StepsKey).
+	Steps limit.Limiter
 	// Escalator opens the reviews of suspended runs; nil: a run that asks
 	// for a person fails, as nobody could answer.
 	Escalator escalation.Opener
@@ -101,6 +106,7 @@ type Engine struct {
 	store         Store
 	caller        Caller
 	policy        Decider
+	steps         limit.Limiter
 	escalator     escalation.Opener
 	audit         *httpx.Recorder
 	log           *slog.Logger
@@ -127,10 +133,10 @@ type Engine struct {
 // New builds an engine; Run must be called for it to take over runs of
 // other replicas, and Close stops its drivers.
 func New(d Deps) (*Engine, error) {
-	if d.Store == nil || d.Caller == nil || d.Policy == nil || d.Log == nil {
-		return nil, errors.New("workflow: Store, Caller, Policy and Log are required")
+	if d.Store == nil || d.Caller == nil || d.Policy == nil || d.Steps == nil || d.Log == nil {
+		return nil, errors.New("workflow: Store, Caller, Policy, Steps and Log are required")
 	}
-	e := &Engine{store: d.Store, caller: d.Caller, policy: d.Policy, escalator: d.Escalator, audit: d.Audit, log: d.Log,
+	e := &Engine{store: d.Store, caller: d.Caller, policy: d.Policy, steps: d.Steps, escalator: d.Escalator, audit: d.Audit, log: d.Log,
 		owner: d.Owner, stepTimeout: d.StepTimeout, policyTimeout: d.PolicyTimeout, blobs: d.Blobs, maxInline: d.MaxInlineBinary,
 		now: time.Now, leaseTTL: 15 * time.Second,
 		running: map[string]context.CancelFunc{}, changed: map[string]chan struct{}{}}
@@ -248,6 +254,18 @@ func (e *Engine) Start(ctx context.Context, agent map[string]any, agentID, name 
 		e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Summary: map[string]any{
 			"workflow": name, "allowed": false, "decision_id": d.DecisionID, "policy_revision": d.Revision, "reason": reason}})
 		return nil, &StartError{Reason: reason}
+	}
+	// The run's first step is charged to its caller now, so a caller over
+	// its step_limit starts nothing; each later step is charged before its
+	// call (advance).
+	if err := e.chargeStep(ctx, agentID); err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Summary: map[string]any{
+				"workflow": name, "allowed": false, "decision_id": d.DecisionID, "policy_revision": d.Revision,
+				"limit": "step_limit", "reason": le.Reason}})
+		}
+		return nil, err
 	}
 	now := e.now().UTC()
 	id := "run-" + newID()
@@ -475,6 +493,11 @@ func (e *Engine) advance(ctx context.Context, id string) bool {
 		mv = failed(fmt.Sprintf("workflow %s (node %s) is no longer defined", run.Workflow, run.Current))
 	case len(run.Steps) >= wf.MaxSteps:
 		mv = failed(fmt.Sprintf("the run reached max_steps (%d) before node %s", wf.MaxSteps, run.Current))
+	case len(run.Steps) > 0 && !e.chargeLater(ctx, run, &mv):
+		// Over the caller's step_limit, mv fails the run.
+		if mv.status == "" {
+			return false // the limiter could not answer: the run waits, another pass continues it
+		}
 	default:
 		st = Step{Node: run.Current, Agent: node.Agent, StartedAt: e.now().UTC()}
 		st, mv = e.call(ctx, wf, node, run, st)
@@ -515,6 +538,54 @@ func (e *Engine) advance(ctx context.Context, id string) bool {
 		return true
 	}
 	e.writeEnd(uctx, updated)
+	return false
+}
+
+// StepsKey prefixes the limiter key of a caller's workflow steps.
+const StepsKey = "wfsteps:"
+
+// LimitError is a step its run's caller may not take now: its step_limit
+// is spent.
+type LimitError struct {
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *LimitError) Error() string { return e.Reason }
+
+// chargeStep counts one step against caller's step_limit. The node agents'
+// own limits count the same call too: a run spends its caller's allowance
+// as well as theirs, so one start cannot buy unbounded calls.
+func (e *Engine) chargeStep(ctx context.Context, caller string) error {
+	n, period := e.defs.Load().CallerSteps()
+	rule := config.Rate{N: n, Period: period}
+	res, err := e.steps.Allow(ctx, StepsKey+caller, limit.Rule{N: n, Period: period}, 1)
+	if err != nil {
+		return fmt.Errorf("workflow step limit: %w", err)
+	}
+	if !res.Allowed {
+		return &LimitError{RetryAfter: res.RetryAfter, Reason: fmt.Sprintf(
+			"Agent %s reached its workflow step_limit (%s steps of the runs it starts). Retry after %s.",
+			caller, rule, (res.RetryAfter + time.Second - 1).Truncate(time.Second))}
+	}
+	return nil
+}
+
+// chargeLater charges a step after the first (the start paid that one) and
+// reports whether the step may run. When it may not, mv is the run's
+// failure, or stays empty when the limiter could not answer: then no call
+// is made and the run is left as it is, for a later pass.
+func (e *Engine) chargeLater(ctx context.Context, run *Run, mv *move) bool {
+	err := e.chargeStep(ctx, run.Caller)
+	var le *LimitError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &le):
+		*mv = failed(fmt.Sprintf("the run stopped before node %s: %s", run.Current, le.Reason))
+	case ctx.Err() == nil:
+		e.log.Warn("workflow run: step not charged, the run waits", "run_id", run.ID, "error", err.Error())
+	}
 	return false
 }
 
@@ -581,7 +652,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if err != nil {
 		return stepFailed(err.Error())
 	}
-	if err := e.checkURLs(ctx, wf, node, a.Data); err != nil {
+	if err := e.checkURLs(ctx, wf, node, a); err != nil {
 		return stepFailed(err.Error())
 	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
@@ -608,11 +679,17 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	return st, mv
 }
 
-// checkURLs lets the signed URLs of an answer's data pass only where the
-// policy allows their host: a signed URL is a capability to read a
-// document, handed to every later agent of the run.
-func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, data map[string]any) error {
-	for _, u := range signedURLs(data) {
+// checkURLs lets the signed URLs of an answer (in any string a later node
+// may be given, urls.go) pass only where the policy allows their host: a
+// signed URL is a capability to read a document, handed to every later
+// agent of the run. One that is not https, scheme-relative ones included,
+// is refused before the policy is asked.
+func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, a Answer) error {
+	urls := signedURLs(a)
+	if len(urls) > maxSignedURLs {
+		return fmt.Errorf("the answer carries %d signed URLs, more than %d: refused", len(urls), maxSignedURLs)
+	}
+	for _, u := range urls {
 		if u.Scheme != "https" {
 			return fmt.Errorf("a signed URL to %s is not https: refused", u.Host)
 		}

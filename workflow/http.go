@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
 
@@ -66,7 +68,14 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := a.Engine.Start(r.Context(), policy.AgentInput(agent), agent.ID, r.PathValue("name"), body.Input)
 	var se *StartError
+	var le *LimitError
 	switch {
+	case errors.As(err, &le):
+		secs := int(math.Ceil(le.RetryAfter.Seconds()))
+		return apierror.RateLimited(le.Reason, http.Header{"Retry-After": {strconv.Itoa(max(1, secs))}})
+	case errors.Is(err, limit.ErrUnavailable):
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "state_unavailable",
+			Message: "The gateway's shared state is unavailable; retry shortly.", Header: http.Header{"Retry-After": {"1"}}, Err: err}
 	case errors.As(err, &se) && se.NotFound:
 		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "workflow_not_found", Message: se.Reason}
 	case errors.As(err, &se):

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,8 +43,13 @@ type Policy struct {
 	Allowed []netip.Prefix
 }
 
-// Check reports whether addr may be dialed.
+// Check reports whether addr may be dialed. A zoned address is refused:
+// it names an interface, which no listed network contains, so the ranges
+// below would not see it.
 func (p Policy) Check(addr netip.Addr) error {
+	if addr.Zone() != "" {
+		return fmt.Errorf("%w: %s names an interface (a zoned address)", ErrDestination, addr)
+	}
 	addr = addr.Unmap()
 	for _, a := range p.Allowed {
 		if a.Contains(addr) {
@@ -60,17 +67,106 @@ func (p Policy) Check(addr netip.Addr) error {
 	return nil
 }
 
-// CheckURLHost refuses a URL host that is a literal address outside
-// policy, for an early, clear answer; names are checked when dialed.
+// CheckURLHost refuses a URL host (with or without its port) that is a
+// literal address outside policy, for an early, clear answer; names are
+// checked when dialed. A literal counts in every form a resolver or a URL
+// parser reads as an address, not only the canonical one (see hostAddr).
 func (p Policy) CheckURLHost(host string) error {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	addr, err := netip.ParseAddr(host)
+	addr, isAddr, err := hostAddr(host)
 	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDestination, err)
+	}
+	if !isAddr {
 		return nil // a name: checked at dial time
 	}
 	return p.Check(addr)
+}
+
+// hostAddr reads host as the address it names, if it is one. IPv6 is the
+// bracketed literal (with its zone, which Check refuses). IPv4 is read as
+// inet_aton (what getaddrinfo applies to a name) and the URL standard do:
+// one to four parts, each decimal, 0x-hex or 0-octal, the last filling the
+// remaining bytes, so 127.1, 2130706433, 0x7f000001 and 0177.0.0.1 are all
+// 127.0.0.1; a trailing dot changes nothing. A host whose last label is a
+// number is an address or invalid, never a name to resolve.
+func hostAddr(host string) (addr netip.Addr, isAddr bool, err error) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	if strings.Contains(host, ":") {
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return netip.Addr{}, false, fmt.Errorf("%q is not a valid IPv6 address", host)
+		}
+		return a, true, nil
+	}
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	if !numericPart(labels[len(labels)-1]) {
+		return netip.Addr{}, false, nil
+	}
+	a, ok := legacyIPv4(labels)
+	if !ok {
+		return netip.Addr{}, false, fmt.Errorf("%q is neither a name nor a valid IPv4 address", host)
+	}
+	return a, true, nil
+}
+
+// numericPart reports whether a label is a number as the URL standard's
+// "ends in a number" sees it: decimal digits, or 0x followed by hex digits.
+func numericPart(s string) bool {
+	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		_, err := strconv.ParseUint("0"+s[2:], 16, 64)
+		return err == nil || errors.Is(err, strconv.ErrRange)
+	}
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// legacyIPv4 reads inet_aton's forms of an IPv4 address: every part but
+// the last is one byte, the last fills the bytes that remain.
+func legacyIPv4(parts []string) (netip.Addr, bool) {
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var v uint64
+	for i, s := range parts[:len(parts)-1] {
+		n, ok := ipv4Part(s)
+		if !ok || n > 0xff {
+			return netip.Addr{}, false
+		}
+		v |= n << (8 * (3 - i))
+	}
+	last, ok := ipv4Part(parts[len(parts)-1])
+	if !ok || last >= 1<<(8*(5-len(parts))) {
+		return netip.Addr{}, false
+	}
+	v |= last
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// ipv4Part reads one part: 0x-hex (0x alone is 0), 0-octal, or decimal.
+func ipv4Part(s string) (uint64, bool) {
+	base := 10
+	switch {
+	case len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		s, base = "0"+s[2:], 16
+	case len(s) >= 2 && s[0] == '0':
+		s, base = s[1:], 8
+	}
+	if s == "" || s[0] == '+' || s[0] == '-' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, base, 64)
+	return n, err == nil
 }
 
 // control is net.Dialer.Control: it sees the resolved address of each

@@ -92,9 +92,37 @@ func sortProblems(p Problems) {
 // SACP JSON protocol.
 type AgentInfo func(id string) (exists, protocol bool)
 
-// Set is every workflow of a file, by name.
+// Set is every workflow of a file, by name, and the file's step_limit.
 type Set struct {
 	Workflows map[string]*Workflow
+	// StepLimit caps the steps of all the runs one caller starts, across
+	// workflows, per window; zero: the default (CallerSteps).
+	StepLimit StepLimit
+}
+
+// StepLimit is step_limit: N steps per Period.
+type StepLimit struct {
+	N      int
+	Period time.Duration
+	// Text and Line are what the file wrote; the config loader, which owns
+	// the N/period syntax of every limit, reads Text into N and Period.
+	Text string
+	Line int
+}
+
+// The step limit of a file that sets none: ten runs of the default
+// max_steps an hour for each caller.
+const (
+	DefaultStepLimitN      = 200
+	DefaultStepLimitPeriod = time.Hour
+)
+
+// CallerSteps returns the step limit in force: the file's, or the default.
+func (s *Set) CallerSteps() (n int, period time.Duration) {
+	if s == nil || s.StepLimit.N <= 0 || s.StepLimit.Period <= 0 {
+		return DefaultStepLimitN, DefaultStepLimitPeriod
+	}
+	return s.StepLimit.N, s.StepLimit.Period
 }
 
 // Names returns the workflow names sorted.

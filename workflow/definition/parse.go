@@ -178,9 +178,14 @@ func (p *parser) top(root *yaml.Node, set *Set) {
 	if isNull(root) {
 		return
 	}
-	f, ok := p.fields(root, "top level", "workflows")
+	f, ok := p.fields(root, "top level", "workflows", "step_limit")
 	if !ok {
 		return
+	}
+	if e, ok := f["step_limit"]; ok {
+		if v, ok := p.nonEmpty(e.val, "step_limit"); ok {
+			set.StepLimit.Text, set.StepLimit.Line = v, e.val.Line
+		}
 	}
 	wfs, ok := f["workflows"]
 	if !ok || !p.kind(wfs.val, yaml.MappingNode, "workflows") {

@@ -373,3 +373,26 @@ func TestLoad(t *testing.T) {
 		t.Error("Load(directory) succeeded")
 	}
 }
+
+// step_limit is kept as written, with its line, for the config loader to
+// read as a rate; a value that is not a string is a problem on its line.
+func TestParseStepLimit(t *testing.T) {
+	set, err := Parse([]byte("step_limit: 50/hour\nworkflows: {}\n"), testAgents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.StepLimit.Text != "50/hour" || set.StepLimit.Line != 1 {
+		t.Errorf("step_limit = %+v, want 50/hour on line 1", set.StepLimit)
+	}
+	if n, p := set.CallerSteps(); n != DefaultStepLimitN || p != DefaultStepLimitPeriod {
+		t.Errorf("before the loader reads it: %d/%s, want the default", n, p)
+	}
+	if n, p := (*Set)(nil).CallerSteps(); n != DefaultStepLimitN || p != DefaultStepLimitPeriod {
+		t.Errorf("no file: %d/%s, want the default", n, p)
+	}
+	_, err = Parse([]byte("workflows: {}\nstep_limit: [5]\n"), testAgents)
+	var probs Problems
+	if !errors.As(err, &probs) || len(probs) != 1 || probs[0].Line != 2 || !strings.Contains(probs[0].Msg, "step_limit") {
+		t.Errorf("a list as step_limit: %v, want one problem on line 2", err)
+	}
+}
