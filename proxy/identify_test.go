@@ -2,13 +2,21 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 // TestIdentifyActing: an in-process caller (a workflow step) is the agent
@@ -65,5 +73,117 @@ func TestIdentifyActing(t *testing.T) {
 				t.Fatalf("identified %v, err %v: want %s", a, err, c.want)
 			}
 		})
+	}
+}
+
+// spawnedByToken is the registry of agents spawned at run time, as the
+// identifier sees it (registry.Registry in the gateway).
+type spawnedByToken map[[sha256.Size]byte]*config.Agent
+
+func (s spawnedByToken) AgentByToken(_ context.Context, sum [sha256.Size]byte) (*config.Agent, bool, error) {
+	a, ok := s[sum]
+	return a, ok, nil
+}
+
+func (s spawnedByToken) Touch(context.Context, string) error { return nil }
+
+// TestIdentifySidecarPlaceholderKeys: at a sidecar every request is the
+// sidecar's agent, whatever placeholder key its SDK sends and in whichever
+// header (OpenAI's bearer, Anthropic's x-api-key, Azure's api-key); only
+// the token of another known agent (configured or spawned) is refused,
+// with a 401 and an auth.failure entry. The agent's own token still works.
+func TestIdentifySidecarPlaceholderKeys(t *testing.T) {
+	agents := map[string]*config.Agent{
+		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")},
+		"claude-3":  {ID: "claude-3", TokenSHA256: "set", TokenHash: config.HashToken("tok-claude")},
+	}
+	spawned := spawnedByToken{config.HashToken("tok-spawned"): {ID: "helper-1"}}
+	const placeholder = "unused-the-sidecar-identifies-the-agent"
+	cases := []struct {
+		name, header, value string
+		origin              string
+		want                string // the agent identified; "" for a 401
+		method              string // the auth check's method
+	}{
+		{name: "OpenAI SDK placeholder", header: "Authorization", value: "Bearer " + placeholder, want: "copilot-2", method: "sidecar"},
+		{name: "Anthropic SDK placeholder", header: "X-Api-Key", value: placeholder, want: "copilot-2", method: "sidecar"},
+		{name: "Azure SDK placeholder", header: "Api-Key", value: placeholder, want: "copilot-2", method: "sidecar"},
+		{name: "a placeholder shaped like a key", header: "Authorization", value: "Bearer sk-proj-0123456789", want: "copilot-2", method: "sidecar"},
+		{name: "no key at all", want: "copilot-2", method: "sidecar"},
+		{name: "the agent's own token", header: "Authorization", value: "Bearer tok-copilot", want: "copilot-2", method: "token"},
+		{name: "its own token as x-api-key", header: "X-Api-Key", value: "tok-copilot", want: "copilot-2", method: "token"},
+		{name: "another agent's token", header: "Authorization", value: "Bearer tok-claude"},
+		{name: "another agent's token as x-api-key", header: "X-Api-Key", value: "tok-claude"},
+		{name: "another agent's token as api-key", header: "Api-Key", value: "tok-claude"},
+		{name: "a spawned agent's token", header: "Authorization", value: "Bearer tok-spawned"},
+		{name: "a placeholder from a web page", header: "Authorization", value: "Bearer " + placeholder, origin: "https://evil.example"},
+		{name: "a malformed Authorization header", header: "Authorization", value: "Basic " + placeholder},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id, err := NewIdentifier(agents, "copilot-2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			trail := &testkit.Trail{}
+			id.Audit = &httpx.Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}
+			id.Spawned = spawned
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{}`))
+			r.Header.Set("Content-Type", "application/json")
+			if c.header != "" {
+				r.Header.Set(c.header, c.value)
+			}
+			if c.origin != "" {
+				r.Header.Set("Origin", c.origin)
+			}
+			ex := &scope.Exchange{RequestID: "req-1"}
+			served := false
+			err = id.Serve(httptest.NewRecorder(), scope.Attach(r, ex), http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+			if c.want == "" {
+				if e := apierror.From(err); err == nil || e.Status != http.StatusUnauthorized || served {
+					t.Fatalf("served %v as %v, err %v: want a 401", served, ex.Agent, err)
+				}
+				if got := trail.Kinds(); !slices.Equal(got, []string{audit.KindAuthFailure}) {
+					t.Fatalf("audit kinds %v, want one %s", got, audit.KindAuthFailure)
+				}
+				for _, rec := range trail.Records() {
+					if b, _ := json.Marshal(rec); strings.Contains(string(b), "tok-") || strings.Contains(string(b), placeholder) {
+						t.Errorf("the audit entry holds the presented key: %s", b)
+					}
+				}
+				return
+			}
+			if err != nil || !served || ex.Agent == nil || ex.Agent.ID != c.want {
+				t.Fatalf("served %v as %v, err %v: want %s", served, ex.Agent, err, c.want)
+			}
+			if v, _ := ex.Verdict(scope.CheckAuth); v.Method != c.method {
+				t.Errorf("auth method %q, want %q", v.Method, c.method)
+			}
+			if got := trail.Kinds(); len(got) != 0 {
+				t.Errorf("audit kinds %v, want none", got)
+			}
+		})
+	}
+}
+
+// TestIdentifyCentralRefusesUnknownKeys: outside sidecar mode a key no agent
+// holds is refused, as before: the placeholder rule is the sidecar's only.
+func TestIdentifyCentralRefusesUnknownKeys(t *testing.T) {
+	agents := map[string]*config.Agent{"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")}}
+	id, err := NewIdentifier(agents, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"Authorization", "X-Api-Key", "Api-Key"} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		v := "unused-the-sidecar-identifies-the-agent"
+		if h == "Authorization" {
+			v = "Bearer " + v
+		}
+		r.Header.Set(h, v)
+		if a, err := id.Identify(r); apierror.From(err).Status != http.StatusUnauthorized {
+			t.Errorf("%s: identified %v, err %v: want a 401", h, a, err)
+		}
 	}
 }
