@@ -52,7 +52,8 @@ type tokenEntry struct {
 }
 
 // NewIdentifier builds the stage. A non-empty sidecar names the agent that
-// requests without a token are attributed to (sidecar mode).
+// every request is attributed to (sidecar mode): with no key, a placeholder
+// key, or that agent's own token; another agent's token is refused.
 func NewIdentifier(agents map[string]*config.Agent, sidecar string) (*Identifier, error) {
 	id := &Identifier{bySPIFFE: map[string]*config.Agent{}, byID: agents}
 	for _, a := range agents {
