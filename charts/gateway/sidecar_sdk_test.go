@@ -133,13 +133,18 @@ func TestSidecarExampleWithSDKs(t *testing.T) {
 		}
 	})
 
-	// The trail: the served requests are the sidecar's agent's, the two
-	// refusals are auth.failure entries, and no key is written anywhere.
+	// The trail: the served requests are the sidecar's agent's, the
+	// refusals are written as auth.failure (the second from the same
+	// address waits for the per-source summary, so one at least), and no
+	// key is written anywhere.
 	trail := readTrail(t, filepath.Join(p.root, "data", "audit"), func(es []trailEntry) bool {
-		return count(es, "llm.response", "") >= 5 && count(es, "auth.failure", "") >= 2
+		return count(es, "llm.response", "") >= 5 && count(es, "auth.failure", "") >= 1
 	})
 	if n := count(trail, "llm.request", "copilot-2"); n != 5 || count(trail, "llm.request", "") != n {
 		t.Errorf("llm.request entries: %d of copilot-2 among %d, want 5 of 5", n, count(trail, "llm.request", ""))
+	}
+	if count(trail, "auth.failure", "") == 0 {
+		t.Error("no auth.failure entry for another agent's token")
 	}
 	for _, e := range trail {
 		if e.Kind == "auth.failure" && !strings.Contains(fmt.Sprint(e.Summary["reason"]), "another agent's token") {
