@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -186,4 +187,85 @@ func TestIdentifyCentralRefusesUnknownKeys(t *testing.T) {
 			t.Errorf("%s: identified %v, err %v: want a 401", h, a, err)
 		}
 	}
+}
+
+// unreadableSpawned is a registry of spawned agents whose store is down.
+type unreadableSpawned struct{}
+
+func (unreadableSpawned) AgentByToken(context.Context, [sha256.Size]byte) (*config.Agent, bool, error) {
+	return nil, false, errors.New("redis: connection refused")
+}
+
+func (unreadableSpawned) Touch(context.Context, string) error { return nil }
+
+// TestIdentifySidecarSpawnedUnreadable: when the spawned agents cannot be
+// read, a key that matches no configured agent may be a spawned agent's:
+// the sidecar answers 503 rather than guess it is a placeholder. The
+// agent's own token needs no lookup and is served.
+func TestIdentifySidecarSpawnedUnreadable(t *testing.T) {
+	agents := map[string]*config.Agent{"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")}}
+	id, err := NewIdentifier(agents, "copilot-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Spawned = unreadableSpawned{}
+	for key, want := range map[string]int{"unused-placeholder": http.StatusServiceUnavailable, "tok-copilot": http.StatusOK} {
+		r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
+		r.Header.Set("Authorization", "Bearer "+key)
+		a, err := id.Identify(r)
+		got := http.StatusOK
+		if err != nil {
+			got = apierror.From(err).Status
+		}
+		if got != want || (want == http.StatusOK && a.ID != "copilot-2") {
+			t.Errorf("%s: identified %v, err %v: want %d", key, a, err, want)
+		}
+	}
+}
+
+// FuzzIdentifySidecar: whatever credential headers a request carries, a
+// sidecar identifies it as its own agent or refuses it; it never serves it
+// as another agent, and never refuses the agent's own token sent alone.
+func FuzzIdentifySidecar(f *testing.F) {
+	agents := map[string]*config.Agent{
+		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")},
+		"claude-3":  {ID: "claude-3", TokenSHA256: "set", TokenHash: config.HashToken("tok-claude")},
+	}
+	id, err := NewIdentifier(agents, "copilot-2")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("Bearer unused-the-sidecar-identifies-the-agent", "", "")
+	f.Add("Bearer tok-claude", "", "")
+	f.Add("", "tok-claude", "placeholder")
+	f.Add("bearer  tok-copilot ", "tok-copilot", "")
+	f.Add("Basic x", "", "")
+	f.Add("", "", "tok-copilot")
+	f.Fuzz(func(t *testing.T, authorization, xAPIKey, apiKey string) {
+		r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
+		for name, v := range map[string]string{"Authorization": authorization, "X-Api-Key": xAPIKey, "Api-Key": apiKey} {
+			if v != "" {
+				r.Header[name] = []string{v}
+			}
+		}
+		a, err := id.Identify(r)
+		switch {
+		case err != nil && a != nil:
+			t.Fatalf("both an agent %v and an error %v", a, err)
+		case err != nil:
+			if s := apierror.From(err).Status; s != http.StatusUnauthorized {
+				t.Fatalf("refused with %d: %v", s, err)
+			}
+			if tok, present, cerr := credential(r); cerr == nil && present && tok == "tok-copilot" {
+				t.Fatalf("the agent's own token refused: %v", err)
+			}
+		case a.ID != "copilot-2":
+			t.Fatalf("served as %s", a.ID)
+		}
+		for _, v := range []string{authorization, xAPIKey, apiKey} {
+			if err == nil && strings.Contains(v, "tok-claude") && strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), "Bearer")) == "tok-claude" {
+				t.Fatalf("another agent's token %q served", v)
+			}
+		}
+	})
 }
