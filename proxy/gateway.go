@@ -30,7 +30,8 @@ type Deps struct {
 	Log       *slog.Logger
 	// Audit is the audit trail; nil disables auditing (tests of other stages only).
 	Audit httpx.Appender
-	// SidecarAgent, when set, is the agent requests without a token act as.
+	// SidecarAgent, when set, is the agent every request acts as (sidecar
+	// mode; see Identifier).
 	SidecarAgent string
 	// KeepAlive is the SSE keep-alive interval while a protocol answer is
 	// gathered and validated. Zero: 5s.

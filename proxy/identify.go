@@ -52,7 +52,8 @@ type tokenEntry struct {
 }
 
 // NewIdentifier builds the stage. A non-empty sidecar names the agent that
-// requests without a token are attributed to (sidecar mode).
+// every request is attributed to (sidecar mode): with no key, a placeholder
+// key, or that agent's own token; another agent's token is refused.
 func NewIdentifier(agents map[string]*config.Agent, sidecar string) (*Identifier, error) {
 	id := &Identifier{bySPIFFE: map[string]*config.Agent{}, byID: agents}
 	for _, a := range agents {
@@ -82,7 +83,7 @@ func (e *unknownAgentError) Error() string {
 // Serve implements Stage.
 func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
-	a, err := s.Identify(r)
+	a, method, err := s.identify(r)
 	if err != nil {
 		e := apierror.From(err)
 		summary := map[string]any{"route": r.URL.Path, "method": r.Method, "reason": e.Message, "remote": clientIP(r)}
@@ -92,20 +93,6 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return err
 	}
 	ex.Agent = a
-	method := "token"
-	if acting, ok := scope.ActingOf(r.Context()); ok {
-		// The gateway's own call as the agent: a workflow step, or the
-		// registry embedding the agent's profile or query.
-		method = "in_process"
-		if acting.RunID != "" {
-			method = "workflow"
-		}
-	} else if _, present, _ := credential(r); !present {
-		method = "sidecar"
-		if _, spiffe := s.fromCertificate(r); spiffe != "" {
-			method = "mtls"
-		}
-	}
 	ex.Check(scope.Verdict{Check: scope.CheckAuth, Verdict: "pass", Method: method})
 	ex.Authenticated()
 	next.ServeHTTP(w, r)
@@ -116,39 +103,69 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 // by the SPIFFE ID of a verified client certificate, or as the sidecar's
 // agent. A token and a certificate that name different agents are refused.
 func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
+	a, _, err := s.identify(r)
+	return a, err
+}
+
+// identify is Identify, also returning how the agent was identified (the
+// auth check's method: token, sidecar, mtls, workflow or in_process).
+//
+// At a sidecar one rule holds for every front door: the request is the
+// sidecar's agent, with no key or with any key that is not a known
+// agent's token (the placeholder an SDK insists on sending: OpenAI's and
+// Azure's SDKs refuse to run without one), and with the agent's own
+// token. The token of another known agent, configured or spawned, is
+// refused: a pod holding it is misconfigured or has a token it should not,
+// and either is worth a refusal and an audit entry rather than a silent
+// attribution to the sidecar's agent.
+func (s *Identifier) identify(r *http.Request) (*config.Agent, string, error) {
 	if acting, ok := scope.ActingOf(r.Context()); ok {
-		return s.acting(acting.AgentID)
+		// The gateway's own call as the agent: a workflow step, or the
+		// registry embedding the agent's profile or query.
+		method := "in_process"
+		if acting.RunID != "" {
+			method = "workflow"
+		}
+		a, err := s.acting(acting.AgentID)
+		return a, method, err
 	}
 	certAgent, spiffe := s.fromCertificate(r)
 	tok, present, err := credential(r)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if present {
-		a, err := s.byToken(r.Context(), tok)
+		a, method, err := s.byToken(r, tok)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if spiffe != "" && a != certAgent {
-			return nil, apierror.Unauthorized("The token and the client certificate name different agents.")
+			return nil, "", apierror.Unauthorized("The token and the client certificate name different agents.")
 		}
-		return a, nil
+		return a, method, nil
 	}
 	switch {
 	case certAgent != nil:
-		return certAgent, nil
+		return certAgent, "mtls", nil
 	case spiffe != "":
-		return nil, apierror.Unauthorized("The client certificate's SPIFFE ID is not registered to any agent.")
+		return nil, "", apierror.Unauthorized("The client certificate's SPIFFE ID is not registered to any agent.")
 	case s.sidecar != nil:
-		if browserContext(r) {
-			// A web page can make a browser send a token-less request to a
-			// loopback sidecar (a text/plain POST needs no preflight): only a
-			// local process, never a page, speaks for the agent.
-			return nil, apierror.Unauthorized("A request from a browser context (an Origin header, or a body that is not application/json) needs the agent's token, even at a sidecar.")
-		}
-		return s.sidecar, nil
+		a, err := s.sidecarAgent(r)
+		return a, "sidecar", err
 	}
-	return nil, apierror.Unauthorized("You didn't provide an API key. Send your gateway token as 'Authorization: Bearer <token>'.")
+	return nil, "", apierror.Unauthorized("You didn't provide an API key. Send your gateway token as 'Authorization: Bearer <token>'.")
+}
+
+// sidecarAgent is the sidecar's agent for a request that carries no token
+// of it (none, or a placeholder).
+func (s *Identifier) sidecarAgent(r *http.Request) (*config.Agent, error) {
+	if browserContext(r) {
+		// A web page can make a browser send a token-less request to a
+		// loopback sidecar (a text/plain POST needs no preflight): only a
+		// local process, never a page, speaks for the agent.
+		return nil, apierror.Unauthorized("A request from a browser context (an Origin header, or a body that is not application/json) needs the agent's token, even at a sidecar.")
+	}
+	return s.sidecar, nil
 }
 
 // acting returns the agent of an in-process caller (a workflow step): one
@@ -179,9 +196,12 @@ func (s *Identifier) fromCertificate(r *http.Request) (*config.Agent, string) {
 	return nil, ""
 }
 
-// byToken finds the agent whose token hash matches: a configured agent,
-// else one spawned at run time.
-func (s *Identifier) byToken(ctx context.Context, tok string) (*config.Agent, error) {
+// byToken finds the agent whose token hash matches, a configured agent
+// else one spawned at run time, and returns it with the auth method. A
+// token no agent holds is refused, except at a sidecar, where it is a
+// placeholder and the request the sidecar's agent (see identify).
+func (s *Identifier) byToken(r *http.Request, tok string) (*config.Agent, string, error) {
+	ctx := r.Context()
 	h := sha256.Sum256([]byte(tok))
 	var match *config.Agent
 	for i := range s.agents {
@@ -189,28 +209,36 @@ func (s *Identifier) byToken(ctx context.Context, tok string) (*config.Agent, er
 			match = s.agents[i].agent
 		}
 	}
-	if match == nil && s.Spawned != nil && s.sidecar == nil {
+	spawned := false
+	if match == nil && s.Spawned != nil {
+		// Looked up at a sidecar too: a spawned agent's token is a known
+		// agent's, to refuse there, not a placeholder.
 		a, ok, err := s.Spawned.AgentByToken(ctx, h)
 		switch {
 		case ok:
-			match = a
-			if terr := s.Spawned.Touch(ctx, a.ID); terr != nil && s.Log != nil {
-				s.Log.Warn("spawned agent: use not recorded (it may expire early)", "agent", a.ID, "error", terr.Error())
-			}
+			match, spawned = a, true
 		case err != nil:
 			// The registry could not be read: no answer about the token,
 			// so no identity, but not "incorrect" either.
-			return nil, apierror.StateUnavailable(err)
+			return nil, "", apierror.StateUnavailable(err)
 		}
 	}
 	switch {
+	case match == nil && s.sidecar != nil:
+		a, err := s.sidecarAgent(r)
+		return a, "sidecar", err
 	case match == nil:
-		return nil, apierror.Unauthorized("Incorrect API key provided.")
+		return nil, "", apierror.Unauthorized("Incorrect API key provided.")
 	case s.sidecar != nil && match != s.sidecar:
 		// A sidecar speaks for exactly one agent.
-		return nil, apierror.Unauthorized("This sidecar gateway serves agent " + s.sidecar.ID + " only.")
+		return nil, "", apierror.Unauthorized("This sidecar gateway serves agent " + s.sidecar.ID + " only; the request carries another agent's token.")
 	}
-	return match, nil
+	if spawned {
+		if err := s.Spawned.Touch(ctx, match.ID); err != nil && s.Log != nil {
+			s.Log.Warn("spawned agent: use not recorded (it may expire early)", "agent", match.ID, "error", err.Error())
+		}
+	}
+	return match, "token", nil
 }
 
 // browserContext reports whether a request bears the marks of a browser

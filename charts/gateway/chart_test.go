@@ -823,6 +823,10 @@ func checkSidecar(docs []obj, w sidecarWant) problems {
 			if got := str(e, "value"); got != wantURL {
 				p.add("Deployment %s container %s: OPENAI_BASE_URL %q, want %q", w.deployment, str(ac, "name"), got, wantURL)
 			}
+			// Anthropic's SDKs add /v1 to their base URL themselves.
+			if got, want := str(byName(list(ac, "env"), "ANTHROPIC_BASE_URL"), "value"), strings.TrimSuffix(wantURL, "/v1"); got != want {
+				p.add("Deployment %s container %s: ANTHROPIC_BASE_URL %q, want %q", w.deployment, str(ac, "name"), got, want)
+			}
 		}
 	}
 	if !found {

@@ -91,7 +91,7 @@ func serveMain(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("config", "config", "configuration directory")
 	listen := fs.String("listen", "", "listen address (overrides gateway.yaml listen)")
-	sidecar := fs.String("sidecar-agent", "", "sidecar mode: attribute requests without a token to this agent; requires a loopback listen address")
+	sidecar := fs.String("sidecar-agent", "", "sidecar mode: attribute every request to this agent (no key or any placeholder key; another agent's token is refused); requires a loopback listen address")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}

@@ -8,6 +8,8 @@ mode: sidecar) adds the gateway to its agent pods:
         env:
           - name: OPENAI_BASE_URL
             value: {{ include "gateway.sidecar.baseURL" (dict "Values" .Values.gateway "Release" .Release) }}
+          - name: ANTHROPIC_BASE_URL
+            value: {{ include "gateway.sidecar.anthropicBaseURL" (dict "Values" .Values.gateway "Release" .Release) }}
       {{- include "gateway.sidecar" (dict "Values" .Values.gateway "Release" .Release) | nindent 6 }}
     volumes:
       {{- include "gateway.sidecar.volumes" (dict "Values" .Values.gateway "Release" .Release) | nindent 6 }}
@@ -16,8 +18,10 @@ The context is a dict with the gateway chart's values ("Values") and the
 release ("Release"); inside this chart it is simply ".". The ConfigMaps and
 Secrets it refers to are those this chart renders (in either mode) under the
 same release, so names match. The agent's container talks to
-http://127.0.0.1:<sidecar.port>/v1 without a token: the gateway attributes
-every request to sidecar.agent (it must exist in config.agents).
+http://127.0.0.1:<sidecar.port>/v1 and needs no token: the gateway attributes
+every request to sidecar.agent (it must exist in config.agents), whatever
+placeholder key the SDK sends (OpenAI's and Anthropic's SDKs insist on one).
+Only another agent's token is refused.
 
 The pod's securityContext should keep runAsNonRoot and fsGroup 65532 so the
 gateway can write the audit volume; the container sets its own securityContext.
@@ -26,6 +30,11 @@ gateway can write the audit volume; the container sets its own securityContext.
 {{/* OPENAI_BASE_URL for the agent container. */}}
 {{- define "gateway.sidecar.baseURL" -}}
 http://127.0.0.1:{{ .Values.sidecar.port }}/v1
+{{- end }}
+
+{{/* ANTHROPIC_BASE_URL for the agent container (Anthropic's SDKs add /v1 themselves). */}}
+{{- define "gateway.sidecar.anthropicBaseURL" -}}
+http://127.0.0.1:{{ .Values.sidecar.port }}
 {{- end }}
 
 {{/* The gateway container (one list item for the pod's containers). */}}
