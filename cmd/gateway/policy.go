@@ -33,11 +33,14 @@ func policyMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgDir := fs.String("config", "config", "configuration directory whose gateway.yaml names the policy dir")
+	cfgDir := fs.String("config", "", "configuration directory whose gateway.yaml names the policy dir "+configDefault)
 	run := fs.String("run", "", "run only the tests whose package.name matches this regular expression")
 	verbose := fs.Bool("v", false, "also list the cases of passing table tests")
 	timeout := fs.Duration("timeout", 5*time.Second, "limit for each test")
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if fs.NArg() > 1 {
