@@ -105,6 +105,10 @@ func initFiles() (map[string][]byte, map[string]string, error) {
 	if err := rewriteAgentsYAML(files); err != nil {
 		return nil, nil, err
 	}
+	// The workflow example's curl, as the person who ran init would type it.
+	if err := replaceOnce(files, config.WorkflowsFile, "Bearer gw-demo-claude-3", "Bearer <the token gateway init printed for claude-3>"); err != nil {
+		return nil, nil, err
+	}
 	tokens := map[string]string{}
 	for _, name := range []string{config.GatewayFile, config.AgentsFile} {
 		files[name] = tokenHash.ReplaceAllFunc(files[name], func(m []byte) []byte {
@@ -116,7 +120,9 @@ func initFiles() (map[string][]byte, map[string]string, error) {
 			}
 			return []byte(`token_sha256: "` + sum + `"`)
 		})
-		if bytes.Contains(files[name], []byte("gw-demo-")) || bytes.Contains(files[name], []byte("DEMO")) {
+	}
+	for name, b := range files {
+		if bytes.Contains(b, []byte("gw-demo-")) || bytes.Contains(b, []byte("DEMO")) {
 			return nil, nil, fmt.Errorf("%s still names a demo token after init's rewrite: update cmd/gateway/init.go for the shipped file", name)
 		}
 	}
