@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -432,4 +433,64 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("complete %v = %q, want %q", tc.words, got, tc.want)
 		}
 	}
+}
+
+// A second gateway on the first one's audit chain says which setting to
+// change; neither it nor a start whose port is taken leaves a chain (a
+// file or an entry) behind.
+func TestStartsThatDoNotServe(t *testing.T) {
+	c := newCLI(t)
+	cfg := filepath.Join(c.dir, "cfg")
+	writeConfigDir(t, cfg, "audit: {dir: trail, chain: c1}\n")
+	trail := filepath.Join(cfg, "trail")
+
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	code, _, errb := c.run("serve", "--config", "cfg", "--listen", held.Addr().String())
+	if code != exitUsage || !strings.Contains(errb, "listen "+held.Addr().String()) {
+		t.Fatalf("port taken: exit %d %q", code, errb)
+	}
+	if _, err := os.Stat(trail); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a start on a taken port left %s behind (%v)", trail, err)
+	}
+	other := filepath.Join(c.dir, "cfg-health")
+	writeConfigDir(t, other, "audit: {dir: trail, chain: c1}\nhealth_listen: "+held.Addr().String()+"\n")
+	if code, _, errb := c.run("serve", "--config", "cfg-health", "--listen", "127.0.0.1:0"); code != exitUsage || !strings.Contains(errb, "health_listen") {
+		t.Errorf("health port taken: exit %d %q", code, errb)
+	}
+	if _, err := os.Stat(filepath.Join(other, "trail")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a start on a taken health port left a trail behind (%v)", err)
+	}
+
+	serveCLI(t, c, "--config", "cfg")
+	before := chainFiles(t, trail)
+	code, _, errb = c.run("serve", "--config", "cfg", "--listen", "127.0.0.1:0")
+	if code != exitUsage || strings.Count(errb, "\n") != 1 || !strings.Contains(errb, `audit.chain "c1"`) ||
+		!strings.Contains(errb, "another gateway is writing this chain") || !strings.Contains(errb, "its own audit.chain") {
+		t.Errorf("second gateway on the chain: exit %d %q", code, errb)
+	}
+	if after := chainFiles(t, trail); !slices.Equal(before, after) {
+		t.Errorf("the refused gateway changed the trail: %v -> %v", before, after)
+	}
+}
+
+// chainFiles lists the trail's files with their sizes.
+func chainFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s:%d", e.Name(), fi.Size()))
+	}
+	return out
 }
