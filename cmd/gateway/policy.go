@@ -123,7 +123,10 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 		}
 		return a.Row < b.Row
 	})
-	var passed, failed, skipped int
+	// opa test counts cases: each leaf case of a table test, each other
+	// test once. Both counts are printed, so ours is not read as a
+	// different number of checks.
+	var passed, failed, skipped, cases int
 	for _, r := range results {
 		name := strings.TrimPrefix(r.Package, "data.") + "." + r.Name
 		switch {
@@ -133,12 +136,15 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 			continue
 		case r.Pass():
 			passed++
+			cases += caseCount(r)
 			fmt.Fprintf(stdout, "PASS  %s (%s)\n", name, r.Duration.Round(time.Microsecond))
 		case r.Error != nil:
 			failed++
+			cases++
 			fmt.Fprintf(stdout, "ERROR %s (%s): %v\n", name, location(r.Location), r.Error)
 		default:
 			failed++
+			cases += caseCount(r)
 			fmt.Fprintf(stdout, "FAIL  %s (%s)\n", name, location(r.Location))
 		}
 		for path, sr := range r.SubResults.Iter {
@@ -152,9 +158,12 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 			}
 		}
 	}
-	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	summary := fmt.Sprintf("%d tests passed, %d failed", passed, failed)
 	if skipped > 0 {
 		summary += fmt.Sprintf(", %d skipped", skipped)
+	}
+	if cases != passed+failed {
+		summary += fmt.Sprintf(" (%d cases, the count opa test shows: it counts each case of a table test)", cases)
 	}
 	fmt.Fprintln(stdout, summary)
 	if len(results) == 0 {
@@ -165,6 +174,18 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 		return exitFailed
 	}
 	return exitOK
+}
+
+// caseCount is how many results opa test counts for r: its leaf cases,
+// or 1 for a test without cases.
+func caseCount(r *tester.Result) int {
+	n := 0
+	for _, sr := range r.SubResults.Iter {
+		if len(sr.SubResults) == 0 {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 func subOutcome(sr *tester.SubResult) string {
