@@ -219,6 +219,21 @@ func TestInitWritesAWorkingConfig(t *testing.T) {
 	if got := chat("gw-demo-copilot-2"); got != 401 {
 		t.Errorf("chat with the published demo token: %d, want 401", got)
 	}
+	// The address in a browser: the front page, and /review leads to the queue.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for path, want := range map[string]int{"/": 200, "/review": http.StatusSeeOther} {
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Accept", "text/html")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 200 && !strings.Contains(string(b), `href="/review/queue"`)) {
+			t.Errorf("GET %s: %d %q", path, resp.StatusCode, b)
+		}
+	}
 }
 
 func lastLine(s string) string {

@@ -277,4 +277,6 @@ func printInit(w io.Writer, cfg *config.Config, tokens map[string]string) {
 		start = "gateway   (from this folder; elsewhere: gateway serve --config " + cfg.Dir + ")"
 	}
 	fmt.Fprintf(w, "start it: %s\n", start)
+	url := app.LocalURL(cfg.Gateway.Listen, cfg.Gateway.TLS.CertFile != "")
+	fmt.Fprintf(w, "then open %s/ in a browser; agents use %s/v1 with their token as the API key\n", url, url)
 }
