@@ -3,6 +3,7 @@ package approval
 import (
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"testing"
@@ -120,4 +121,23 @@ func TestHomePageInABrowser(t *testing.T) {
 	if p := b.problems(); len(p) > 0 {
 		t.Errorf("console: %v", p)
 	}
+}
+
+// wantsJSON reads a client's Accept header: whatever it holds, a list that
+// names text/html never gets JSON, and reading never panics.
+func FuzzWantsJSON(f *testing.F) {
+	for _, s := range []string{"application/json", "text/html", "*/*", "application/json;q=0, text/html", "application/json; charset=utf-8", `a/b; x="`, ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		got := wantsJSON([]string{accept})
+		if got && strings.Contains(strings.ToLower(accept), "text/html") && !strings.Contains(accept, "q=0") {
+			// A text/html part that did not parse is not a named type.
+			for part := range strings.SplitSeq(accept, ",") {
+				if mt, params, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/html" && params["q"] != "0" {
+					t.Errorf("wantsJSON(%q) = true with text/html named", accept)
+				}
+			}
+		}
+	})
 }

@@ -48,12 +48,14 @@ func initMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway init: %v\n", err)
 		return exitFailed
 	}
+	_, statErr := os.Stat(dir)
+	existed := statErr == nil
 	files, tokens, err := initFiles()
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway init: %v\n", err)
 		return exitFailed
 	}
-	if err := writeTree(dir, files); err != nil {
+	if err := writeTree(dir, files, existed); err != nil {
 		fmt.Fprintf(stderr, "gateway init: %v\n", err)
 		return exitFailed
 	}
@@ -64,7 +66,7 @@ func initMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		// Never leave a configuration that does not start behind.
 		reportConfig(stderr, err)
-		removeTree(dir, slices.Collect(maps.Keys(files)))
+		removeTree(dir, slices.Collect(maps.Keys(files)), existed)
 		fmt.Fprintf(stderr, "gateway init: the written configuration does not check; nothing was kept in %s\n", dir)
 		return exitFailed
 	}
@@ -206,8 +208,8 @@ func rewriteAgentsYAML(files map[string][]byte) error {
 }
 
 // writeTree writes files under dir, never over an existing file; on a
-// failure it removes what it wrote.
-func writeTree(dir string, files map[string][]byte) error {
+// failure it removes what it wrote (and dir, unless it existed).
+func writeTree(dir string, files map[string][]byte, existed bool) error {
 	names := slices.Sorted(maps.Keys(files))
 	for i, name := range names {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -216,7 +218,7 @@ func writeTree(dir string, files map[string][]byte) error {
 			err = writeNew(p, files[name])
 		}
 		if err != nil {
-			removeTree(dir, names[:i])
+			removeTree(dir, names[:i], existed)
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 	}
@@ -236,8 +238,8 @@ func writeNew(p string, b []byte) error {
 }
 
 // removeTree removes the written files and then every directory that is
-// left empty, dir included (it was empty or absent before).
-func removeTree(dir string, names []string) {
+// left empty, dir too unless it existed before.
+func removeTree(dir string, names []string, existed bool) {
 	dirs := map[string]bool{}
 	for _, name := range names {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -249,7 +251,10 @@ func removeTree(dir string, names []string) {
 	// Deepest first, so a parent is empty by the time it is tried.
 	ds := slices.Collect(maps.Keys(dirs))
 	slices.SortFunc(ds, func(a, b string) int { return len(b) - len(a) })
-	for _, d := range append(ds, dir) {
+	if !existed {
+		ds = append(ds, dir)
+	}
+	for _, d := range ds {
 		_ = os.Remove(d) // fails, harmlessly, on a directory that is not empty
 	}
 }
