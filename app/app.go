@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -280,6 +281,13 @@ func openAudit(cfg *config.Config, log *slog.Logger) (*audit.Log, error) {
 		CommitDelay:        commitDelay(a.CommitDelay),
 		Logger:             log,
 	})
+	if errors.Is(err, audit.ErrChainInUse) {
+		// The usual cause: a second gateway started with the first one's
+		// gateway.yaml, in the same folder or on a shared volume.
+		return nil, &UsageError{fmt.Sprintf("audit.chain %q in %s is in use: another gateway is writing this chain (%s is locked); "+
+			"stop that gateway, or give this one its own audit.chain in gateway.yaml (empty means $POD_NAME, else the host name) or its own audit.dir",
+			a.Chain, a.Dir, filepath.Join(a.Dir, a.Chain+".lock"))}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("audit trail (%s): %w", a.Dir, err)
 	}
@@ -654,6 +662,19 @@ func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer)
 	if _, ok := cfg.Agents[sidecar]; sidecar != "" && !ok {
 		return &UsageError{fmt.Sprintf("--sidecar-agent %q: no such agent in %s/agents.yaml", sidecar, cfg.Dir)}
 	}
+	// The ports come first: a start that cannot serve (the port is taken)
+	// must leave no audit chain behind, not even a startup entry an
+	// auditor would ask about.
+	ln, healthLn, err := listen(cfg.Gateway.Listen, cfg.Gateway.HealthListen)
+	if err != nil {
+		return err
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			closeListeners(ln, healthLn)
+		}
+	}()
 	auditLog, err := openAudit(cfg, log)
 	if err != nil {
 		return err
@@ -686,18 +707,12 @@ func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer)
 		return fmt.Errorf("audit trail: first entry: %w", err)
 	}
 	warnings(cfg, log)
-	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
-	if err != nil {
-		return &UsageError{fmt.Sprintf("listen %s: %v", cfg.Gateway.Listen, err)}
-	}
+	serving = true
 	// health_listen (app/health.go); deferred here, it stops once the main
 	// server has drained.
-	stopHealth, err := a.listenHealth(cfg.Gateway.HealthListen)
-	if err != nil {
-		_ = ln.Close()
-		return err
+	if healthLn != nil {
+		defer a.serveHealth(healthLn)()
 	}
-	defer stopHealth()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "agents", len(cfg.Agents),
 		"upstreams", len(cfg.Gateway.Upstreams), "sidecar_agent", sidecar, "version", o.Version)
 	fmt.Fprint(stderr, quickstartBanner(cfg, ln.Addr().String(), cfg.Gateway.TLS.CertFile != ""))

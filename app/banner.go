@@ -20,7 +20,7 @@ func quickstartBanner(cfg *config.Config, addr string, tls bool) string {
 	if len(demo) == 0 {
 		return ""
 	}
-	url := baseURL(addr, tls)
+	url := LocalURL(addr, tls)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\ngateway ready: %s (config directory %s: %d agents, %d upstreams)\n", url, cfg.Dir, len(cfg.Agents), len(cfg.Gateway.Upstreams))
 	b.WriteString("demo tokens (published in README: replace them before exposing this gateway):\n")
@@ -103,8 +103,8 @@ func triableModel(cfg *config.Config, a *config.Agent) string {
 	return ""
 }
 
-// baseURL is the URL a local client reaches addr at.
-func baseURL(addr string, tls bool) string {
+// LocalURL is the URL a client on this machine reaches addr at (tls: https).
+func LocalURL(addr string, tls bool) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr

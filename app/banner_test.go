@@ -43,8 +43,8 @@ func TestBaseURL(t *testing.T) {
 		":8080":          "http://localhost:8080",
 		"127.0.0.1:8443": "https://127.0.0.1:8443",
 	} {
-		if got := baseURL(addr, strings.HasSuffix(addr, "8443")); got != want {
-			t.Errorf("baseURL(%q) = %q, want %q", addr, got, want)
+		if got := LocalURL(addr, strings.HasSuffix(addr, "8443")); got != want {
+			t.Errorf("LocalURL(%q) = %q, want %q", addr, got, want)
 		}
 	}
 }

@@ -10,24 +10,39 @@ import (
 	"time"
 )
 
-// listenHealth opens gateway.yaml's health_listen ("" = none: stop is a
-// no-op) and serves the server's health handler (/healthz and /readyz
-// only) on it in plain HTTP, even when the main port is TLS or mutual TLS:
-// that is its purpose, the kubelet's probes have no client certificate.
+// listen binds the main address and gateway.yaml's health_listen (""
+// = none: a nil listener). The health port serves the server's health
+// handler (/healthz and /readyz only) in plain HTTP, even when the main
+// port is TLS or mutual TLS: that is its purpose, the kubelet's probes have
+// no client certificate.
 //
-// The caller calls stop after the main server has drained, not when the
-// shutdown begins: during the drain liveness must keep answering and
-// readiness must say "draining", else the kubelet would see a dead
-// container instead of one leaving the Service.
-func (a *App) listenHealth(addr string) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	ln, err := net.Listen("tcp", addr)
+// The caller stops the health server after the main server has drained,
+// not when the shutdown begins: during the drain liveness must keep
+// answering and readiness must say "draining", else the kubelet would see
+// a dead container instead of one leaving the Service.
+func listen(addr, healthAddr string) (main, health net.Listener, err error) {
+	main, err = net.Listen("tcp", addr)
 	if err != nil {
-		return nil, &UsageError{fmt.Sprintf("health_listen %s: %v", addr, err)}
+		return nil, nil, &UsageError{fmt.Sprintf("listen %s: %v", addr, err)}
 	}
-	return a.serveHealth(ln), nil
+	if healthAddr == "" {
+		return main, nil, nil
+	}
+	health, err = net.Listen("tcp", healthAddr)
+	if err != nil {
+		_ = main.Close()
+		return nil, nil, &UsageError{fmt.Sprintf("health_listen %s: %v", healthAddr, err)}
+	}
+	return main, health, nil
+}
+
+// closeListeners closes the listeners of a start that does not serve.
+func closeListeners(lns ...net.Listener) {
+	for _, ln := range lns {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 }
 
 // serveHealth serves the health handler on ln until stop is called.

@@ -317,7 +317,12 @@ func (r Route) Pattern() string {
 			parts[i] = "{" + name + "}"
 		}
 	}
-	return r.Method + " " + strings.Join(parts, "/")
+	p := strings.Join(parts, "/")
+	if strings.HasSuffix(p, "/") {
+		// Exact, as in echo: "GET /" would be every GET path to a ServeMux.
+		p += "{$}"
+	}
+	return r.Method + " " + p
 }
 
 // Routes lists every endpoint of the service.

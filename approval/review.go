@@ -39,7 +39,12 @@ var reviewHTML string
 //go:embed ops.html
 var opsHTML string
 
-var pages = template.Must(template.Must(template.New("review").Funcs(template.FuncMap{
+// homeHTML is the front page (home.go), in the review pages' style.
+//
+//go:embed home.html
+var homeHTML string
+
+var pages = template.Must(template.Must(template.Must(template.New("review").Funcs(template.FuncMap{
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
@@ -48,7 +53,7 @@ var pages = template.Must(template.Must(template.New("review").Funcs(template.Fu
 	},
 	"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"lower": strings.ToLower,
-}).Parse(reviewHTML)).Parse(opsHTML))
+}).Parse(reviewHTML)).Parse(opsHTML)).Parse(homeHTML))
 
 func randomToken() string {
 	var b [32]byte

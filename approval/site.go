@@ -17,7 +17,8 @@ import (
 // is no page for people).
 
 // SiteRoutes are the review site's pages beyond Routes: GET /review/queue,
-// POST /review/logout and, when ops is not nil, GET /review/ops (ops.go).
+// POST /review/logout, the front page GET / with GET /review leading to
+// the queue (home.go) and, when ops is not nil, GET /review/ops (ops.go).
 // The shell mounts them like Routes' review pages, without agent
 // identification. They are apart from Routes because the operator page
 // needs what only the wiring has (limits, policies, the audit trail).
@@ -26,6 +27,7 @@ func (s *Service) SiteRoutes(ops OpsSource) []Route {
 		{http.MethodGet, "/review/queue", endpoint(s.reviewQueue), false},
 		{http.MethodPost, "/review/logout", endpoint(s.reviewLogout), false},
 	}
+	rs = append(rs, s.homeRoutes(ops != nil)...)
 	if ops != nil {
 		rs = append(rs, Route{http.MethodGet, "/review/ops", endpoint(func(w http.ResponseWriter, r *http.Request) error {
 			return s.reviewOps(w, r, ops)

@@ -63,6 +63,9 @@ var (
 	// resumed safely (damage that is not a torn tail, or entries missing
 	// behind a checkpoint). Run `gateway audit verify` to locate it.
 	ErrCorrupt = errors.New("audit chain corrupt")
+	// ErrChainInUse is returned by Open when another process holds the
+	// chain's lock: two writers of one chain would interleave entries.
+	ErrChainInUse = errors.New("audit chain in use by another process")
 )
 
 // Record is what a caller appends. The writer adds seq, ts, chain,

@@ -20,7 +20,7 @@ func lockChain(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("in use by another process (%s is locked)", path)
+			return nil, fmt.Errorf("%w (%s is locked)", ErrChainInUse, path)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -55,3 +55,14 @@ func (c *Config) DemoTokens() []DemoCredential {
 	}
 	return out
 }
+
+// IsDemoHash reports whether hexHash (a token_sha256) is the hash of a
+// published demo token.
+func IsDemoHash(hexHash string) bool {
+	for _, t := range demoTokens {
+		if HashTokenHex(t) == hexHash {
+			return true
+		}
+	}
+	return false
+}

@@ -127,7 +127,9 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 	ag := l.decode(AgentsFile, &agentsDoc)
 	pr := l.decode(ProtocolFile, &protocolDoc)
 	var rg *yaml.Node
-	if _, err := os.Stat(filepath.Join(dir, RegistryFile)); err == nil {
+	_, err = os.Stat(filepath.Join(dir, RegistryFile))
+	hasRegistry := err == nil
+	if hasRegistry {
 		rg = l.decode(RegistryFile, &registryDoc)
 	}
 	cfg.Agents = agentsDoc.Agents
@@ -146,6 +148,11 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 		l.protocol(pr, &cfg.Protocol)
 	}
 	verbs, tools := l.registry(rg, &cfg.Registry)
+	if hasRegistry && rg == nil {
+		// registry.yaml did not parse: its problems are reported, and
+		// every agent's verb and tool would be reported missing too.
+		verbs, tools = nil, nil
+	}
 	l.registryEmbeddings(rg, &cfg.Registry, cfg.Gateway.Upstreams)
 	if cfg.Registry.Spawn.TTL == 0 {
 		cfg.Registry.Spawn.TTL = Duration(7 * 24 * time.Hour)
@@ -159,7 +166,9 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 			l.agentMCP(ag, cfg.Agents, cfg.Gateway.MCP)
 		}
 	}
-	cfg.Workflows = l.workflows(cfg.Agents)
+	// Without a parsed agents.yaml, every workflow's agents would be
+	// reported missing: its own problems say what to fix.
+	cfg.Workflows = l.workflows(cfg.Agents, ag != nil)
 	if len(l.problems) > 0 {
 		sort.SliceStable(l.problems, func(i, j int) bool {
 			a, b := l.problems[i], l.problems[j]
@@ -189,7 +198,9 @@ type loader struct {
 
 // workflows reads the optional workflows.yaml against the agents: every
 // problem the definitions have, plus a node whose model cannot be known.
-func (l *loader) workflows(agents map[string]*Agent) *definition.Set {
+// workflows parses workflows.yaml; its agents are checked against agents
+// when agentsKnown (agents.yaml parsed).
+func (l *loader) workflows(agents map[string]*Agent, agentsKnown bool) *definition.Set {
 	raw, err := os.ReadFile(filepath.Join(l.dir, WorkflowsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return &definition.Set{}
@@ -199,6 +210,9 @@ func (l *loader) workflows(agents map[string]*Agent) *definition.Set {
 		return &definition.Set{}
 	}
 	set, err := definition.Parse(raw, func(id string) (bool, bool) {
+		if !agentsKnown {
+			return true, true
+		}
 		a, ok := agents[id]
 		return ok, ok && a.StandardProtocol()
 	})
@@ -223,6 +237,9 @@ func (l *loader) workflows(agents map[string]*Agent) *definition.Set {
 	for _, name := range set.Names() {
 		wf := set.Get(name)
 		for _, n := range wf.NodeOrder {
+			if !agentsKnown {
+				break
+			}
 			node := wf.Nodes[n]
 			if node.Model == "" {
 				// The default is filled in here, where the agents are known.
@@ -843,12 +860,12 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 		a := agents[id]
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
 		for i, v := range a.SupportedVerbs {
-			if !verbs[v] {
+			if verbs != nil && !verbs[v] {
 				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, didYouMean(v, sortedKeys(verbs)))
 			}
 		}
 		for i, t := range a.SupportedTools {
-			if !tools[t] {
+			if tools != nil && !tools[t] {
 				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, didYouMean(t, sortedKeys(tools)))
 			}
 		}

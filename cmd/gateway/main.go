@@ -37,66 +37,49 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run dispatches by the command table (commands.go) and returns the exit
+// code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		return serveMain(nil, stderr)
-	}
-	switch args[0] {
-	case "serve":
-		return serveMain(args[1:], stderr)
-	case "config":
-		if len(args) < 2 || args[1] != "check" {
-			fmt.Fprintln(stderr, "usage: gateway config check [--config DIR] [--explain]")
-			return exitUsage
-		}
-		return checkMain(args[2:], stdout, stderr)
-	case "audit":
-		return auditMain(args[1:], stdout, stderr)
-	case "policy":
-		return policyMain(args[1:], stdout, stderr)
-	case "workflow":
-		return workflowMain(args[1:], stdout, stderr)
-	case "version", "--version", "-version":
-		fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
-		return exitOK
-	case "help", "-h", "--help":
-		usage(stdout)
-		return exitOK
-	default:
-		if len(args[0]) > 0 && args[0][0] == '-' {
-			// "gateway --config DIR" is "gateway serve --config DIR".
-			return serveMain(args, stderr)
-		}
-		fmt.Fprintf(stderr, "gateway: unknown command %q\n", args[0])
-		usage(stderr)
-		return exitUsage
-	}
+	return dispatch(args, stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  gateway [serve] [--config DIR] [--listen ADDR] [--sidecar-agent ID]
-  gateway config check [--config DIR] [--explain]
-  gateway audit verify [--config DIR | --dir D] [--pubkey FILE]... [--json]
-  gateway audit export [--config DIR | --dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] --out FILE|-
-  gateway audit keygen --out PREFIX | --private FILE --public FILE
-  gateway policy test [--config DIR] [-run REGEX] [-v] [--timeout D] [POLICYDIR]
-  gateway workflow graph NAME [--config DIR]
-  gateway version
-`)
+func versionMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if code, ok := parseCommand(fs, args, stderr); !ok {
+		return code
+	}
+	fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
+	return exitOK
+}
+
+// parseCommand parses a command's flags and refuses arguments after them;
+// it returns false with the exit code when the command should stop (-help
+// is exit 0: the dispatch prints the help).
+func parseCommand(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gateway %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return exitOK, true
 }
 
 func serveMain(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("config", "config", "configuration directory")
+	dir := fs.String("config", "", configHelp)
 	listen := fs.String("listen", "", "listen address (overrides gateway.yaml listen)")
 	sidecar := fs.String("sidecar-agent", "", "sidecar mode: attribute every request to this agent (no key or any placeholder key; another agent's token is refused); requires a loopback listen address")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseCommand(fs, args, stderr); !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gateway serve: unexpected argument %q\n", fs.Arg(0))
+	if !needConfig(dir, stderr) {
 		return exitUsage
 	}
 	cfg, err := config.Load(*dir)
@@ -121,13 +104,12 @@ func serveMain(args []string, stderr io.Writer) int {
 func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("config", "config", "configuration directory")
+	dir := fs.String("config", "", configHelp)
 	explain := fs.Bool("explain", false, "print the effective configuration, defaults applied, each value with its source (file:line, env ${VAR} or default)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseCommand(fs, args, stderr); !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gateway config check: unexpected argument %q\n", fs.Arg(0))
+	if !needConfig(dir, stderr) {
 		return exitUsage
 	}
 	cfg, settings, err := config.Explain(*dir)

@@ -84,7 +84,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, exitUsage, "unknown command"},
-		{[]string{"config"}, exitUsage, "usage: gateway config check"},
+		{[]string{"config"}, exitUsage, "usage: gateway config COMMAND"},
 		{[]string{"config", "check", "--config", "../../config", "extra"}, exitUsage, "unexpected argument"},
 		{[]string{"serve", "--nope"}, exitUsage, "flag provided but not defined"},
 		{[]string{"serve", "--config", "../../config/testdata/multi"}, exitUsage, "problem(s)"},

@@ -33,11 +33,14 @@ func policyMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgDir := fs.String("config", "config", "configuration directory whose gateway.yaml names the policy dir")
+	cfgDir := fs.String("config", "", "configuration directory whose gateway.yaml names the policy dir "+configDefault)
 	run := fs.String("run", "", "run only the tests whose package.name matches this regular expression")
 	verbose := fs.Bool("v", false, "also list the cases of passing table tests")
 	timeout := fs.Duration("timeout", 5*time.Second, "limit for each test")
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if fs.NArg() > 1 {
@@ -120,7 +123,10 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 		}
 		return a.Row < b.Row
 	})
-	var passed, failed, skipped int
+	// opa test counts cases: each leaf case of a table test, each other
+	// test once. Both counts are printed, so ours is not read as a
+	// different number of checks.
+	var passed, failed, skipped, cases int
 	for _, r := range results {
 		name := strings.TrimPrefix(r.Package, "data.") + "." + r.Name
 		switch {
@@ -130,12 +136,15 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 			continue
 		case r.Pass():
 			passed++
+			cases += caseCount(r)
 			fmt.Fprintf(stdout, "PASS  %s (%s)\n", name, r.Duration.Round(time.Microsecond))
 		case r.Error != nil:
 			failed++
+			cases++
 			fmt.Fprintf(stdout, "ERROR %s (%s): %v\n", name, location(r.Location), r.Error)
 		default:
 			failed++
+			cases += caseCount(r)
 			fmt.Fprintf(stdout, "FAIL  %s (%s)\n", name, location(r.Location))
 		}
 		for path, sr := range r.SubResults.Iter {
@@ -149,9 +158,12 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 			}
 		}
 	}
-	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	summary := fmt.Sprintf("%d tests passed, %d failed", passed, failed)
 	if skipped > 0 {
 		summary += fmt.Sprintf(", %d skipped", skipped)
+	}
+	if cases != passed+failed {
+		summary += fmt.Sprintf(" (%d cases, the count opa test shows: it counts each case of a table test)", cases)
 	}
 	fmt.Fprintln(stdout, summary)
 	if len(results) == 0 {
@@ -162,6 +174,18 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 		return exitFailed
 	}
 	return exitOK
+}
+
+// caseCount is how many results opa test counts for r: its leaf cases,
+// or 1 for a test without cases.
+func caseCount(r *tester.Result) int {
+	n := 0
+	for _, sr := range r.SubResults.Iter {
+		if len(sr.SubResults) == 0 {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 func subOutcome(sr *tester.SubResult) string {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/tester"
 )
 
 func writeRego(t *testing.T, files map[string]string) string {
@@ -76,20 +80,20 @@ test_table[tc.note] if {
 		wantNotOut []string
 	}{
 		{name: "default policies", args: []string{"test", "../../rego"}, want: exitOK,
-			wantOut: []string{"PASS  gateway.approval_test.test_seed_example_is_approved", " failed\n"}},
+			wantOut: []string{"PASS  gateway.approval_test.test_seed_example_is_approved", " tests passed, 0 failed"}},
 		{name: "passing", args: []string{"test", passing}, want: exitOK,
-			wantOut: []string{"PASS  demo_test.test_alice", "PASS  demo_test.test_table", "2 passed, 0 failed\n"}, wantNotOut: []string{"bob: PASS"}},
+			wantOut: []string{"PASS  demo_test.test_alice", "PASS  demo_test.test_table", "2 tests passed, 0 failed (3 cases, the count opa test shows: it counts each case of a table test)\n"}, wantNotOut: []string{"bob: PASS"}},
 		{name: "verbose lists cases", args: []string{"test", "-v", passing}, want: exitOK,
 			wantOut: []string{"  bob: PASS", "  eve: PASS"}},
 		{name: "failing case", args: []string{"test", failing}, want: exitFailed,
-			wantOut: []string{"PASS  demo_test.test_alice", "FAIL  demo_test.test_table", "  alice: FAIL", "1 passed, 1 failed\n"}, wantNotOut: []string{"bob:"}},
+			wantOut: []string{"PASS  demo_test.test_alice", "FAIL  demo_test.test_table", "  alice: FAIL", "1 tests passed, 1 failed ("}, wantNotOut: []string{"bob:"}},
 		{name: "filter", args: []string{"test", "-run", "alice", failing}, want: exitOK,
-			wantOut: []string{"1 passed, 0 failed\n"}, wantNotOut: []string{"test_table"}},
+			wantOut: []string{"1 tests passed, 0 failed\n"}, wantNotOut: []string{"test_table"}},
 		{name: "parse error", args: []string{"test", broken}, want: exitUsage,
 			wantErr: []string{filepath.Join(broken, "demo.rego") + ":"}},
 		{name: "compile error", args: []string{"test", unsafe}, want: exitUsage,
 			wantErr: []string{filepath.Join(unsafe, "sub", "demo.rego") + ":3: rego_unsafe_var_error"}},
-		{name: "no tests", args: []string{"test", empty}, want: exitFailed, wantOut: []string{"0 passed, 0 failed\n"}, wantErr: []string{"no tests found"}},
+		{name: "no tests", args: []string{"test", empty}, want: exitFailed, wantOut: []string{"0 tests passed, 0 failed\n"}, wantErr: []string{"no tests found"}},
 		{name: "missing dir", args: []string{"test", filepath.Join(empty, "nope")}, want: exitUsage, wantErr: []string{"is not a directory"}},
 		{name: "no subcommand", args: nil, want: exitUsage, wantErr: []string{"usage: gateway policy test"}},
 		{name: "unknown subcommand", args: []string{"lint"}, want: exitUsage, wantErr: []string{"usage: gateway policy test"}},
@@ -122,7 +126,8 @@ test_table[tc.note] if {
 	}
 }
 
-// The summary of the default policies is the plain closing line CI reads.
+// The summary of the default policies is the plain closing line CI reads;
+// its count of cases is the one opa test's own reporter shows.
 func TestPolicyTestSummaryLine(t *testing.T) {
 	var out, errb bytes.Buffer
 	if got := policyMain([]string{"test", "../../rego"}, &out, &errb); got != exitOK {
@@ -130,10 +135,43 @@ func TestPolicyTestSummaryLine(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	last := lines[len(lines)-1]
-	if !regexp.MustCompile(`^[1-9][0-9]* passed, 0 failed$`).MatchString(last) {
+	m := regexp.MustCompile(`^([1-9][0-9]*) tests passed, 0 failed \(([0-9]+) cases, the count opa test shows: it counts each case of a table test\)$`).FindStringSubmatch(last)
+	if m == nil {
 		t.Fatalf("last line %q", last)
 	}
 	if strings.Count(out.String(), "PASS  ") != len(lines)-1 {
 		t.Errorf("every line but the summary should be a PASS:\n%s", out.String())
 	}
+	if opa := opaTestCount(t, "../../rego"); m[2] != opa {
+		t.Errorf("%s cases, opa test's reporter counts %s", m[2], opa)
+	}
+}
+
+// opaTestCount runs dir's tests as opa test does and returns the N of its
+// "PASS: N/N" line.
+func opaTestCount(t *testing.T, dir string) string {
+	t.Helper()
+	ctx := context.Background()
+	modules, store, err := tester.Load([]string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn, err := store.NewTransaction(ctx, storage.WriteParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Abort(ctx, txn)
+	ch, err := tester.NewRunner().SetStore(store).SetModules(modules).RunTests(ctx, txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := (tester.PrettyReporter{Output: &out}).Report(ch); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`PASS: ([0-9]+)/([0-9]+)`).FindStringSubmatch(out.String())
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("opa's reporter: %q", out.String())
+	}
+	return m[1]
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("workflow graph", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("config", "config", "configuration directory")
+	dir := fs.String("config", "", configHelp)
 	// The name may come before or after the flags.
 	rest := args[1:]
 	var name string
@@ -26,6 +27,9 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 		name, rest = rest[0], rest[1:]
 	}
 	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if name == "" && fs.NArg() > 0 {
@@ -33,6 +37,9 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if name == "" || fs.NArg() > 1 || (fs.NArg() == 1 && fs.Arg(0) != name) {
 		fmt.Fprintln(stderr, "usage: gateway workflow graph NAME [--config DIR]")
+		return exitUsage
+	}
+	if !needConfig(dir, stderr) {
 		return exitUsage
 	}
 	cfg, err := config.Load(*dir)
