@@ -275,7 +275,7 @@ type reviewPage struct {
 	CurrentNote string
 	// Diff is a modify's change to Current, marked (<del>, <ins>).
 	Diff template.HTML
-	Open        bool
+	Open bool
 	// Approve and Reject say what each button does to this request.
 	Approve, Reject string
 	// WorkflowPause is a workflow run waiting for a person's answer (the
