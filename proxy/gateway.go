@@ -58,10 +58,10 @@ type Gateway struct {
 	// Messages and the OpenAI Responses dialects; count is the Messages
 	// API's token count (count.go).
 	messages, responses, count http.Handler
-	upstreams           *upstream.Set
-	audit               *httpx.Recorder
-	ident               *Identifier
-	lim                 *Limits
+	upstreams                  *upstream.Set
+	audit                      *httpx.Recorder
+	ident                      *Identifier
+	lim                        *Limits
 
 	// azure is the chat and embeddings chains under Azure OpenAI's
 	// deployments routes (azure.go).
