@@ -152,8 +152,12 @@ func TestCountTokens(t *testing.T) {
 	})
 
 	t.Run("unknown paths under /v1/messages", func(t *testing.T) {
-		for _, path := range []string{"/v1/messages/batches", "/v1/messages/count_token", "/v1/messages/x/y"} {
-			status, body, _ := g.do(http.MethodPost, path, "tok-coder", `{}`)
+		for _, c := range []struct{ method, path string }{
+			{http.MethodPost, "/v1/messages/batches"}, {http.MethodPost, "/v1/messages/count_token"},
+			{http.MethodPost, "/v1/messages/x/y"}, {http.MethodGet, "/v1/messages/count_tokens"},
+		} {
+			method, path := c.method, c.path
+			status, body, _ := g.do(method, path, "tok-coder", `{}`)
 			var e struct {
 				Type  string `json:"type"`
 				Error struct {
@@ -162,7 +166,7 @@ func TestCountTokens(t *testing.T) {
 				} `json:"error"`
 			}
 			if status != http.StatusNotFound || json.Unmarshal(body, &e) != nil || e.Type != "error" || e.Error.Type != "not_found_error" || e.Error.Message == "" {
-				t.Errorf("POST %s: %d %s, want Anthropic's 404", path, status, body)
+				t.Errorf("%s %s: %d %s, want Anthropic's 404", method, path, status, body)
 			}
 		}
 	})
