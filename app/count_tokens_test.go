@@ -42,6 +42,11 @@ audit:
     token_sha256: "` + config.HashTokenHex("tok-coder") + `"
     rate_limit: 100000/minute
     models: ["claude-*", "mock-*"]
+  sacp:
+    type: code-generator
+    response_format: json_standard
+    token_sha256: "` + config.HashTokenHex("tok-sacp") + `"
+    models: ["claude-*", "mock-*"]
   slow:
     type: code-generator
     token_sha256: "` + config.HashTokenHex("tok-slow") + `"
@@ -100,6 +105,12 @@ func TestCountTokens(t *testing.T) {
 		if strings.Contains(got.raw, "ceo@example.com") || !strings.Contains(got.raw, "outage of last night") {
 			t.Errorf("the prompt was not redacted before it left: %s", got.raw)
 		}
+		if _, err := client("tok-sacp").Messages.CountTokens(ctx, params("claude-sonnet-4-5")); err != nil {
+			t.Fatal(err)
+		}
+		if sys := str(fake.requests()[1].body["system"]); !strings.Contains(sys, "SYSTEM PROTOCOL") {
+			t.Errorf("a protocol agent's count was asked without the protocol prompt: system %q", sys)
+		}
 		for _, k := range []string{"max_tokens", "stream", "temperature"} {
 			if _, ok := got.body[k]; ok {
 				t.Errorf("the count request carries %s: %s", k, got.raw)
@@ -122,6 +133,15 @@ func TestCountTokens(t *testing.T) {
 		}
 		if len(fake.requests()) != before {
 			t.Error("an estimate asked the anthropic upstream")
+		}
+		// A protocol agent's messages carry the protocol prompt: its count
+		// does too.
+		withProtocol, err := client("tok-sacp").Messages.CountTokens(ctx, params("mock-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withProtocol.InputTokens < n.InputTokens+100 {
+			t.Errorf("a protocol agent's count %d, a plain agent's %d: the protocol prompt is not counted", withProtocol.InputTokens, n.InputTokens)
 		}
 	})
 

@@ -24,7 +24,8 @@ import (
 // translated into the neutral form by the Messages dialect, the model
 // checked against its allow-list, one request of its rate_limit spent
 // (no tokens: nothing is generated), the prompt redacted when requests are,
-// and one llm.request and one llm.response entry written. The count is
+// and one llm.request and one llm.response entry written; a protocol
+// agent's prompt gets the protocol prompt its messages get. The count is
 // then the provider's when the model is served by an anthropic upstream,
 // or the gateway's own estimate (the one its token limits reserve)
 // otherwise. The answer is Anthropic's, {"input_tokens": N}, and its
@@ -107,6 +108,13 @@ func (f *Forwarder) CountTokens(w http.ResponseWriter, r *http.Request) error {
 		// No provider of this model can count: the estimate, which no
 		// upstream is asked for.
 		ex.Route, ex.Upstream, ex.Candidates = nil, "", nil
+		// Estimated on what a message would send: the prompt as the
+		// stages left it (redacted, the protocol prompt added).
+		req, err := DecodeRequest(KindChat, ex.Body)
+		if err != nil {
+			return err
+		}
+		ex.TokenEstimate = EstimateTokens(KindChat, req)
 		c.j.begin(r.Context(), r)
 		if err := c.j.requested(); err != nil {
 			return err

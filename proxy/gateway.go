@@ -154,6 +154,9 @@ func New(d Deps) (*Gateway, error) {
 	if d.Config.Protocol.Redaction.Requests && red != nil {
 		countStages = append(countStages, RedactRequests(red))
 	}
+	// A protocol agent's messages carry the protocol prompt: so does what
+	// is counted.
+	countStages = append(countStages, StageFunc(proto.Inject))
 	g.count = countDialect.edge(Chain(fwd.CountTokens, countStages...))
 	rd := newResponsesDialect(d.Responses, d.Config, d.Log)
 	respStages := append([]Stage{StageFunc(g.journalStage), ident, rd.readRequest()}, chatStages[2:]...)
