@@ -500,6 +500,10 @@ func TestWorkflowHumanPause(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(list), v.EscalationID) || !strings.Contains(string(list), "Which Acme") {
 		t.Fatalf("escalations %d: %s", status, list)
 	}
+	// The review's copy of the Global Context says what the API says.
+	if !strings.Contains(string(list), `\"status\":\"WAITING_FOR_HUMAN\"`) {
+		t.Errorf("the escalation's context does not say WAITING_FOR_HUMAN: %s", list)
+	}
 	status, out, _ := f.do(http.MethodPost, "/admin/escalations/"+v.EscalationID+"/decision", "tok-reviewer",
 		`{"decision": "approve", "reviewer": "security-lead", "comment": "Acme Corp"}`)
 	if status != http.StatusOK {

@@ -212,3 +212,73 @@ func TestOpsPageInChromium(t *testing.T) {
 		t.Errorf("the page reported problems:\n%s", strings.Join(p, "\n"))
 	}
 }
+
+// TestReviewDiffInChromium: the change a modify makes to a catalogue entry
+// is shown in a real Chromium as marked text, without JavaScript: the
+// removed words struck through on red, the added ones underlined on green,
+// the kept lines plain, and the agent's markup shown as text. With
+// UPDATE_SCREENSHOTS=1 it writes docs/img/review-diff.png.
+func TestReviewDiffInChromium(t *testing.T) {
+	path := skipWithoutChromium(t)
+	h := newHarness(t, func(d *Deps) { d.BaseURL = "" })
+	cat, err := LoadCatalogue("../config/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch, _ := cat.Get("arch-001")
+	proposed := strings.Replace(arch.Body, "Each stage is small and testable alone.", "Each stage is small, testable alone and timed.", 1) +
+		"\n4. Reviewers see <img src=x> marked changes.\n"
+	id := escalateChange(t, h, ActionModify, "arch-001", proposed, nil)
+
+	b := startChromium(t, path)
+	b.signInAt(t, h, "/review/"+id, tokReviewer, "diff")
+	type mark struct{ Text, Decoration, Background string }
+	type marks struct {
+		Del, Ins        []mark
+		Images, Scripts int
+		Kept            bool
+	}
+	m, err := chromedp.Run(b.ctx, chromedp.Evaluate[marks](`(() => {
+		const d = document.getElementById("diff");
+		const read = (sel) => [...d.querySelectorAll(sel)].map((e) => {
+			const cs = getComputedStyle(e);
+			return {text: e.textContent, decoration: cs.textDecorationLine, background: cs.backgroundColor};
+		});
+		return {del: read("del"), ins: read("ins"), images: d.querySelectorAll("img").length,
+			scripts: document.scripts.length, kept: d.textContent.includes("# Gateway architecture")};
+	})()`))
+	if err != nil {
+		t.Fatalf("read the diff: %v", err)
+	}
+	var del, ins []string
+	for _, x := range m.Del {
+		del = append(del, x.Text)
+		if x.Decoration != "line-through" || x.Background != "rgb(253, 231, 230)" {
+			t.Errorf("removed %q painted %s on %s", x.Text, x.Decoration, x.Background)
+		}
+	}
+	for _, x := range m.Ins {
+		ins = append(ins, x.Text)
+		if x.Decoration != "underline" || x.Background != "rgb(220, 245, 220)" {
+			t.Errorf("added %q painted %s on %s", x.Text, x.Decoration, x.Background)
+		}
+	}
+	if strings.Join(del, "|") != " and" || strings.Join(ins, "|") != ",| and timed|\n4. Reviewers see <img src=x> marked changes.\n" {
+		t.Errorf("removed %q, added %q", del, ins)
+	}
+	if m.Images != 0 || m.Scripts != 0 || !m.Kept {
+		t.Errorf("images %d scripts %d, kept lines shown %v", m.Images, m.Scripts, m.Kept)
+	}
+	if p := b.problems(); len(p) > 0 {
+		t.Errorf("the page reported problems:\n%s", strings.Join(p, "\n"))
+	}
+	// The screenshot: the page scrolled to the change's heading.
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(() => { document.getElementById("diff-title").scrollIntoView(); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	saveScreenshot(t, "review-diff.png", png)
+}

@@ -221,6 +221,14 @@ func TestWorkflowReviewPageInChromium(t *testing.T) {
 	if d.Current < 1 || d.CurrentNode != "validate" || d.Taken < 1 || d.TakenFrom != "research" || d.Scripts != 0 || d.Notes != 0 {
 		t.Errorf("drawing %+v", d)
 	}
+	// The run's status as the workflows API says it, and the heading says
+	// who waits, in words.
+	if got := b.text(t, "wf-status"); got != "WAITING_FOR_HUMAN" {
+		t.Errorf("run status %q while the escalation is open, want WAITING_FOR_HUMAN", got)
+	}
+	if got := b.text(t, "summary"); !strings.HasPrefix(got, "Workflow find-ceo: email-validator waits for a person's answer at node validate") {
+		t.Errorf("heading %q", got)
+	}
 	if label := b.text(t, "comment-label"); !strings.Contains(label, "answer") {
 		t.Errorf("comment label %q does not say the comment is the answer", label)
 	}
@@ -239,6 +247,19 @@ func TestWorkflowReviewPageInChromium(t *testing.T) {
 	}
 	if s, r := b.text(t, "state"), b.text(t, "review"); s != "APPROVED" || !strings.Contains(r, answer) {
 		t.Errorf("after approving: state %q review %q", s, r)
+	}
+	// Decided, the page no longer says the run waits.
+	if got := b.text(t, "wf-status"); got != "IN_PROGRESS" {
+		t.Errorf("run status %q after the approval, want IN_PROGRESS", got)
+	}
+	page, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stale := range []string{"waiting for a person", "waits for a person", "WAITING_FOR_HUMAN"} {
+		if strings.Contains(page, stale) {
+			t.Errorf("after the approval the page still says %q", stale)
+		}
 	}
 	stored, err := h.store.Get(t.Context(), rec.ID)
 	if err != nil {

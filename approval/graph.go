@@ -193,7 +193,6 @@ type workflowReview struct {
 	Agent    string
 	Question string
 	Path     []string
-	Status   string
 	Entities string
 	Answer   string
 }
@@ -211,7 +210,6 @@ func parseWorkflowContent(content string) *workflowReview {
 		Answer   json.RawMessage `json:"answer"`
 		Path     []string        `json:"path"`
 		Context  struct {
-			Status   string          `json:"status"`
 			Entities json.RawMessage `json:"entities"`
 		} `json:"context"`
 	}
@@ -219,7 +217,7 @@ func parseWorkflowContent(content string) *workflowReview {
 		return nil
 	}
 	return &workflowReview{RunID: c.RunID, Workflow: c.Workflow, Node: c.Node, Agent: c.Agent, Question: c.Question,
-		Path: c.Path, Status: c.Context.Status, Entities: indentJSON(c.Context.Entities), Answer: indentJSON(c.Answer)}
+		Path: c.Path, Entities: indentJSON(c.Context.Entities), Answer: indentJSON(c.Answer)}
 }
 
 // indentJSON formats raw JSON for a <pre>; "" for none (absent or null).

@@ -180,7 +180,7 @@ func TestParseWorkflowContent(t *testing.T) {
 		t.Fatal("not read")
 	}
 	if w.RunID != "run-1" || w.Workflow != "find-ceo" || w.Node != "validate" || w.Agent != "email-validator" ||
-		w.Question != "Which address?" || strings.Join(w.Path, ",") != "research,validate" || w.Status != "WAITING_FOR_HUMAN" {
+		w.Question != "Which address?" || strings.Join(w.Path, ",") != "research,validate" {
 		t.Fatalf("%+v", w)
 	}
 	if want := "{\n  \"vendor\": {\n    \"name\": \"ACME <Corp>\"\n  }\n}"; w.Entities != want {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/textdiff"
 )
 
 // The review pages are server-rendered HTML without JavaScript. A reviewer
@@ -261,8 +262,11 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 }
 
 type reviewPage struct {
-	Nav       navBar
-	Rec       *Record
+	Nav navBar
+	Rec *Record
+	// Headline is what is asked, in words, as the page's heading (the
+	// request id is shown small beside it: nobody decides by an id).
+	Headline  string
 	ExpiresAt time.Time
 	// ExpiresIn is the time left before the escalation expires (rejected
 	// by expiry), in words: "in 5 h 12 min", "overdue by 3 min".
@@ -274,13 +278,19 @@ type reviewPage struct {
 	// names a target the catalogue does not hold.
 	Current     *Spec
 	CurrentNote string
-	Open        bool
+	// Diff is a modify's change to Current, marked (<del>, <ins>).
+	Diff template.HTML
+	Open bool
 	// Approve and Reject say what each button does to this request.
 	Approve, Reject string
 	// WorkflowPause is a workflow run waiting for a person's answer (the
 	// comment); Workflow is its content, when it could be read.
 	WorkflowPause bool
 	Workflow      *workflowReview
+	// Run is where the workflow run stands as the workflows API says it
+	// (WAITING_FOR_HUMAN while the escalation is open), and what the
+	// decision did to it.
+	Run runStatus
 	// MCP is a tool call's summary (review_mcp.go); MCPUnreadable says an
 	// MCP_TOOL_CALL's content could not be read strictly, so only the raw
 	// content is shown.
@@ -317,6 +327,9 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	cat := s.cur().cat
 	page := reviewPage{Nav: navOf(sess), Rec: rec, Refs: refsOf(cat, rec.Request.References), Open: rec.State == StateEscalated && rec.Escalation != nil}
 	page.Current, page.CurrentNote = currentOf(cat, &rec.Request)
+	if page.Current != nil && rec.Request.Action == ActionModify {
+		page.Diff = textdiff.HTML(page.Current.Body, rec.Request.Content)
+	}
 	page.Approve, page.Reject = outcomes(rec)
 	if rec.Escalation != nil {
 		page.ExpiresAt = rec.Escalation.At.Add(s.cur().cfg.Protocol.Timeouts.Escalation.D())
@@ -333,6 +346,7 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	if rec.Request.RequestType == TypeWorkflow {
 		page.WorkflowPause = true
 		page.Workflow = parseWorkflowContent(rec.Request.Content)
+		page.Run = runStatusOf(rec)
 	}
 	if rec.Request.RequestType == TypeMCP {
 		m, err := parseMCPContent(rec.Request.Content)
@@ -345,7 +359,57 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 			page.Approve, page.Reject = mcpOutcomes()
 		}
 	}
+	page.Headline = headline(rec, page.Workflow)
 	return render(w, http.StatusOK, "review", page)
+}
+
+// headline says what a request asks, for the page's heading: who asks to
+// do what, or, for a workflow run, who waits (or waited) for a person.
+func headline(rec *Record, wf *workflowReview) string {
+	r := &rec.Request
+	if wf != nil {
+		if rec.State == StateEscalated {
+			return fmt.Sprintf("Workflow %s: %s waits for a person's answer at node %s", wf.Workflow, wf.Agent, wf.Node)
+		}
+		return fmt.Sprintf("Workflow %s: %s asked a person at node %s", wf.Workflow, wf.Agent, wf.Node)
+	}
+	what := r.Action
+	if what == "" {
+		what = r.RequestType
+	}
+	parts := []string{rec.AgentID, "asks to", what}
+	for _, p := range []string{r.TargetType, r.TargetPath} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if r.TargetID != "" {
+		parts = append(parts, "("+r.TargetID+")")
+	}
+	return strings.Join(parts, " ")
+}
+
+// runStatus is a workflow run's status as the workflows API names it, and
+// a note on how it got there.
+type runStatus struct {
+	Status, Note string
+}
+
+// runStatusOf says where the run of a WORKFLOW_PAUSE stands, from its
+// escalation: the engine suspends the run (WAITING_FOR_HUMAN) while the
+// escalation is open, resumes it (IN_PROGRESS) on an approval and fails
+// it on a rejection or expiry. After the decision the run goes on on its
+// own: the note says where to follow it.
+func runStatusOf(rec *Record) runStatus {
+	switch {
+	case rec.State == StateEscalated:
+		return runStatus{"WAITING_FOR_HUMAN", "suspended until a person answers here"}
+	case rec.State == StateApproved:
+		return runStatus{"IN_PROGRESS", "resumed with the person's answer when it was approved; GET /workflows/{name}/runs/{id} follows it from there"}
+	case rec.State.Terminal():
+		return runStatus{"FAILED", "the run failed when its review was " + strings.ToLower(string(rec.State))}
+	}
+	return runStatus{Status: string(rec.State)}
 }
 
 // ReviewSubmit serves POST /review/{id}: the reviewer's decision from the

@@ -174,6 +174,58 @@ func TestReviewPageShowsCurrentContent(t *testing.T) {
 	}
 }
 
+// A modify's change to the catalogue entry is marked on the page, server
+// side: the words replaced struck through (<del>) and the new ones marked
+// (<ins>), the lines kept as they are, and the agent's text escaped. The
+// heading says what is asked; the request id is small print.
+func TestReviewPageMarksTheChange(t *testing.T) {
+	h := newHarness(t)
+	cat, err := LoadCatalogue("../config/specs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch, _ := cat.Get("arch-001")
+	proposed := strings.Replace(arch.Body, "live in memory for\n  one replica", "live in Redis for\n  every replica", 1) +
+		"\n4. Reviewers see <b>marked</b> changes.\n"
+	if proposed == arch.Body+"\n4. Reviewers see <b>marked</b> changes.\n" {
+		t.Fatal("the catalogue's arch-001 no longer has the sentence this test edits")
+	}
+	id := escalateChange(t, h, ActionModify, "arch-001", proposed, nil)
+	b := newBrowser(t, h)
+	b.post("/review/login", url.Values{"token": {tokReviewer}}, "")
+	_, body := b.get("/review/" + id)
+
+	start := strings.Index(body, `<pre id="diff" class="diff">`)
+	if start < 0 {
+		t.Fatalf("no marked diff on the page:\n%s", body)
+	}
+	diff := body[start : start+strings.Index(body[start:], "</pre>")]
+	for _, want := range []string{
+		"live in <del>memory</del><ins>Redis</ins> for\n  <del>one</del><ins>every</ins> replica",
+		"<ins>\n4. Reviewers see &lt;b&gt;marked&lt;/b&gt; changes.\n</ins>",
+		"# Gateway architecture\n", // kept lines are plain
+	} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, diff)
+		}
+	}
+	if strings.Contains(diff, "<b>") {
+		t.Error("the agent's markup reached the page unescaped")
+	}
+	if strings.Count(diff, "<del>")+strings.Count(diff, "<ins>") != 5 {
+		t.Errorf("more marks than changes (a line diff shown as all-new?):\n%s", diff)
+	}
+	heading := `<h1 id="summary">claude-3 asks to modify architecture docs/architecture/gateway.md (arch-001) <span id="state"`
+	if !strings.Contains(body, heading) || !strings.Contains(body, `<p class="muted small" id="request-id">Request <code>`+id+`</code></p>`) {
+		t.Errorf("heading: want %q and the id in small print:\n%s", heading, body)
+	}
+	// A create has nothing to compare; nor has a delete.
+	created := escalate(t, h, "A new design.")
+	if _, body := b.get("/review/" + created); strings.Contains(body, `id="diff"`) {
+		t.Error("a create shows a diff")
+	}
+}
+
 func TestSpan(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		30 * time.Second:                 "less than a minute",

@@ -56,12 +56,13 @@ type Deps struct {
 type Gateway struct {
 	chat, embeddings, models http.Handler
 	// messages and responses are the chat chain under the Anthropic
-	// Messages and the OpenAI Responses dialects.
-	messages, responses http.Handler
-	upstreams           *upstream.Set
-	audit               *httpx.Recorder
-	ident               *Identifier
-	lim                 *Limits
+	// Messages and the OpenAI Responses dialects; count is the Messages
+	// API's token count (count.go).
+	messages, responses, count http.Handler
+	upstreams                  *upstream.Set
+	audit                      *httpx.Recorder
+	ident                      *Identifier
+	lim                        *Limits
 
 	// azure is the chat and embeddings chains under Azure OpenAI's
 	// deployments routes (azure.go).
@@ -144,6 +145,20 @@ func New(d Deps) (*Gateway, error) {
 	// at the edge.
 	msgStages := append([]Stage{StageFunc(g.journalStage), ident, messagesDialect.readRequest()}, chatStages[2:]...)
 	g.messages = messagesDialect.edge(Chain(complete, msgStages...))
+	// The count: identified, read and checked as a message, one request of
+	// the rate spent (no tokens: nothing is generated), the policy asked,
+	// the prompt redacted as a message's would be before it may leave.
+	countStages := []Stage{StageFunc(g.journalStage), ident, readCount(), StageFunc(g.allowModel), StageFunc(lim.rateStage)}
+	if d.Policies != nil {
+		countStages = append(countStages, ChatPolicy(d.Policies, agentInputs))
+	}
+	if d.Config.Protocol.Redaction.Requests && red != nil {
+		countStages = append(countStages, RedactRequests(red))
+	}
+	// A protocol agent's messages carry the protocol prompt: so does what
+	// is counted.
+	countStages = append(countStages, StageFunc(proto.Inject))
+	g.count = countDialect.edge(Chain(fwd.CountTokens, countStages...))
 	rd := newResponsesDialect(d.Responses, d.Config, d.Log)
 	respStages := append([]Stage{StageFunc(g.journalStage), ident, rd.readRequest()}, chatStages[2:]...)
 	g.responses = rd.edge(Chain(complete, respStages...))

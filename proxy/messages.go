@@ -7,6 +7,7 @@ import (
 
 	"github.com/sacpgw/gateway/dialect/anthropic"
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
 )
 
 // DialectMessages is the dialect name of the Anthropic Messages API
@@ -37,6 +38,18 @@ var messagesDialect = &dialect{
 
 // Messages serves POST /v1/messages.
 func (g *Gateway) Messages() http.Handler { return g.messages }
+
+// CountTokens serves POST /v1/messages/count_tokens.
+func (g *Gateway) CountTokens() http.Handler { return g.count }
+
+// MessagesNotFound answers any other path under /v1/messages/ with
+// Anthropic's 404, as an Anthropic client expects on that API's paths.
+func (g *Gateway) MessagesNotFound() http.Handler { return messagesNotFound }
+
+var messagesNotFound = countDialect.edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	httpx.Fail(w, r, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found",
+		Message: "No such endpoint: " + r.Method + " " + r.URL.Path + ". Under /v1/messages the gateway serves POST /v1/messages and POST /v1/messages/count_tokens."})
+}))
 
 // supportedVersion reports whether an anthropic-version header (a date,
 // YYYY-MM-DD) is 2023-06-01 or later.

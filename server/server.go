@@ -119,6 +119,9 @@ func New(o Options) (*Server, error) {
 	e.POST("/v1/chat/completions", s.current((*proxy.Gateway).ChatCompletions))
 	e.POST("/v1/embeddings", s.current((*proxy.Gateway).Embeddings))
 	e.POST("/v1/messages", s.current((*proxy.Gateway).Messages))
+	e.POST("/v1/messages/count_tokens", s.current((*proxy.Gateway).CountTokens))
+	// Anthropic's clients read Anthropic's error shape on its API's paths.
+	e.Any("/v1/messages/*", s.current((*proxy.Gateway).MessagesNotFound))
 	e.POST("/v1/responses", s.current((*proxy.Gateway).Responses))
 	e.GET("/v1/models", s.current((*proxy.Gateway).Models))
 	e.GET("/v1/models/*", s.currentWithPath((*proxy.Gateway).Model))

@@ -59,6 +59,9 @@ func (t *anthropicTransport) CloseIdleConnections() {
 }
 
 func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/messages/count_tokens") {
+		return t.countTokens(req)
+	}
 	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") {
 		name := req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]
 		return openAIError(req, http.StatusNotFound, "not_found_error", nil, nil, "The model's provider (Anthropic) has no "+name+" endpoint."), nil
@@ -112,6 +115,38 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 		return openAIError(req, http.StatusBadGateway, "server_error", nil, nil, "The provider's (Anthropic) answer cannot be translated: "+err.Error()), nil
 	}
 	return replaced(resp, completion), nil
+}
+
+// countTokens asks Anthropic to count a prompt: the neutral body (the
+// gateway's count request, checked and redacted) said as a count_tokens
+// request, translated as a message's prompt would be. Its answer passes
+// as it came (the proxy reads it strictly); its errors are said in
+// OpenAI's shape, as a message's are.
+func (t *anthropicTransport) countTokens(req *http.Request) (*http.Response, error) {
+	chat, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := anthropic.ProviderCountRequest(chat, t.opts)
+	if err != nil {
+		return openAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
+	}
+	out := req.Clone(req.Context())
+	out.Header.Del("Openai-Beta")
+	out.Header.Set("Anthropic-Version", t.version)
+	out.Header.Set("Content-Type", "application/json")
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	resp, err := t.next.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return t.errorAnswer(resp)
+	}
+	resp.Header = answerHeader(resp.Header, mediaType(resp.Header.Get("Content-Type")))
+	return resp, nil
 }
 
 // maxAnswer bounds a JSON answer read here, as the proxy bounds its own.

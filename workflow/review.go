@@ -34,6 +34,10 @@ func (e *Engine) openReview(ctx context.Context, run *Run, st Step, mv move) mov
 	}
 	c := reviewContent{RunID: run.ID, Workflow: run.Workflow, Node: st.Node, Agent: st.Agent, Question: mv.reason,
 		Answer: st.Answer, Path: append(append([]string{}, run.Path...), st.Node), Context: run.Context}
+	// The run is suspended by this review: its Global Context says so as
+	// GET /workflows/{name}/runs/{id} will (the run itself is updated
+	// after the escalation is open).
+	c.Context.Status = WaitingForHuman
 	var svg []byte
 	if wf := e.defs.Load().Get(run.Workflow); wf != nil {
 		c.Graph = wf.Mermaid()
