@@ -89,6 +89,11 @@ func auditDirOf(cmd string, dir *string, flags *flag.FlagSet, cfgDir string, std
 	}
 	explicit := false
 	flags.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	if cfgDir == "" {
+		// No configuration was given or found by the search (the
+		// dispatcher passes what it found as --config).
+		cfgDir, explicit = "config", false
+	}
 	if _, err := os.Stat(cfgDir); err != nil && !explicit {
 		*dir = defaultAuditDir
 		return true
@@ -120,7 +125,7 @@ func checkDir(cmd, dir string, stderr io.Writer) bool {
 func auditVerify(args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("verify", stderr)
 	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
-	cfgDir := flags.String("config", "config", "configuration directory whose gateway.yaml names the audit dir")
+	cfgDir := flags.String("config", "", "configuration directory whose gateway.yaml names the audit dir "+configDefault+"; with none found, data/audit")
 	var pubFiles []string
 	flags.Func("pubkey", "ed25519 public key (PEM) to check checkpoint signatures with; repeat it for each key the trail was signed with (after a key rotation)", func(f string) error {
 		pubFiles = append(pubFiles, f)
@@ -232,7 +237,7 @@ func verifySummary(rep audit.Report) string {
 func auditExport(args []string, stdout, stderr io.Writer) int {
 	flags := newFlagSet("export", stderr)
 	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
-	cfgDir := flags.String("config", "config", "configuration directory whose gateway.yaml names the audit dir")
+	cfgDir := flags.String("config", "", "configuration directory whose gateway.yaml names the audit dir "+configDefault+"; with none found, data/audit")
 	format := flags.String("format", "", "jsonl (the original lines) or csv (fixed columns, docs/compliance.md)")
 	since := flags.String("since", "", "only entries at or after T")
 	until := flags.String("until", "", "only entries before T")
