@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -20,7 +21,7 @@ func canonicalSummary(s map[string]any) ([]byte, error) {
 	if b, ok := appendCanonical(make([]byte, 0, 512), s, 0); ok {
 		return b, nil
 	}
-	raw, err := json.Marshal(s)
+	raw, err := json.Marshal(bigIntsAsStrings(s))
 	if err != nil {
 		return nil, fmt.Errorf("encode summary: %w", err)
 	}
@@ -29,6 +30,47 @@ func canonicalSummary(s map[string]any) ([]byte, error) {
 		return nil, fmt.Errorf("canonicalize summary: %w", err)
 	}
 	return out, nil
+}
+
+// bigIntsAsStrings returns v with each integer beyond ±(2^53-1) replaced
+// by its decimal string (appendInt's rule), for the general path: after
+// encoding/json an integer and a float64 that holds an integer look alike,
+// so the types are told apart here. Maps and slices other than these, and
+// structs, are passed on as they are.
+func bigIntsAsStrings(v any) any {
+	switch x := v.(type) {
+	case int:
+		return bigIntsAsStrings(int64(x))
+	case int64:
+		if x > maxSafeInt || x < -maxSafeInt {
+			return strconv.FormatInt(x, 10)
+		}
+	case uint:
+		return bigIntsAsStrings(uint64(x))
+	case uint64:
+		if x > maxSafeInt {
+			return strconv.FormatUint(x, 10)
+		}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = bigIntsAsStrings(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = bigIntsAsStrings(e)
+		}
+		return out
+	case map[string]int:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = bigIntsAsStrings(e)
+		}
+		return out
+	}
+	return v
 }
 
 // maxCanonicalDepth bounds recursion; deeper trees take the general path.
@@ -54,11 +96,15 @@ func appendCanonical(b []byte, v any, depth int) ([]byte, bool) {
 		}
 		return append(b, "false"...), true
 	case int:
-		return appendNumber(b, float64(x), int64(x) == int64(float64(x)))
+		return appendInt(b, int64(x)), true
 	case int64:
-		return appendNumber(b, float64(x), x == int64(float64(x)))
+		return appendInt(b, x), true
+	case uint:
+		return appendUint(b, uint64(x)), true
+	case uint64:
+		return appendUint(b, x), true
 	case float64:
-		return appendNumber(b, x, true)
+		return appendNumber(b, x)
 	case []string:
 		return appendArray(b, x, depth)
 	case []any:
@@ -76,13 +122,37 @@ func appendCanonical(b []byte, v any, depth int) ([]byte, bool) {
 	}
 }
 
-// appendNumber formats like ECMAScript (RFC 8785 3.2.2.3); exact=false (an
-// integer beyond 2^53) takes the general path, which rounds the same way
-// encoding/json does.
-func appendNumber(b []byte, f float64, exact bool) ([]byte, bool) {
-	if !exact {
-		return b, false
+// maxSafeInt is I-JSON's largest integer every reader holds exactly
+// (RFC 7493 2.2): 2^53-1.
+const maxSafeInt = 1<<53 - 1
+
+// appendInt writes an integer within ±(2^53-1) as a JSON number (its
+// ECMAScript form is its decimal digits) and one beyond as a string of its
+// decimal digits. As a number it would be written, hashed and read as the
+// nearest double: an upstream's error_code of 2^60+1 would be recorded as
+// 2^60, a value nobody observed. Object.Int follows the same rule.
+func appendInt(b []byte, n int64) []byte {
+	if n >= -maxSafeInt && n <= maxSafeInt {
+		return strconv.AppendInt(b, n, 10)
 	}
+	b = append(b, '"')
+	b = strconv.AppendInt(b, n, 10)
+	return append(b, '"')
+}
+
+// appendUint is appendInt for an unsigned integer.
+func appendUint(b []byte, n uint64) []byte {
+	if n <= maxSafeInt {
+		return strconv.AppendUint(b, n, 10)
+	}
+	b = append(b, '"')
+	b = strconv.AppendUint(b, n, 10)
+	return append(b, '"')
+}
+
+// appendNumber formats like ECMAScript (RFC 8785 3.2.2.3); a float64 is
+// its own double, so nothing is rounded.
+func appendNumber(b []byte, f float64) ([]byte, bool) {
 	s, err := jcs.NumberToJSON(f)
 	if err != nil {
 		return b, false

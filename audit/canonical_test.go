@@ -8,8 +8,11 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
+// viaJCS is the summary's RFC 8785 form by the general route: integers
+// beyond ±(2^53-1) as their decimal strings (the writer's rule), then
+// encoding/json, then jcs.Transform.
 func viaJCS(t testing.TB, s map[string]any) string {
-	raw, err := json.Marshal(s)
+	raw, err := json.Marshal(bigIntsAsStrings(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,9 @@ func TestCanonicalSummaryMatchesJCS(t *testing.T) {
 		{"redactions": map[string]int{"email": 2, "credit_card": 1}},
 		{"é": 1, "z": 2, "a": 3, "\u00e9\u0301": 4, "\U0001F600": 5, "\uff61": 6},
 		{"control": "\x00\x1f\u2028\t\n", "big": int64(1) << 60, "neg": -42},
+		{"edges": []any{1<<53 - 1, -(1<<53 - 1), 1 << 53, int64(-1 << 53), int64(math.MinInt64), uint64(math.MaxUint64), uint(7)}},
 		{"nested": map[string]any{"deeper": []any{map[string]any{"k": []string{}}}}},
+		{"invalid \xff name": map[string]any{"big": int64(1)<<60 + 1}, "counts": map[string]int{"n": 1<<60 + 1}}, // the general path
 	}
 	for i, s := range cases {
 		got, err := canonicalSummary(s)
@@ -43,6 +48,10 @@ func TestCanonicalSummaryMatchesJCS(t *testing.T) {
 	if _, err := canonicalSummary(map[string]any{"x": math.NaN()}); err == nil {
 		t.Error("NaN accepted")
 	}
+	// The general path (an invalid name here) does not round either.
+	if got, err := canonicalSummary(map[string]any{"\xff": []any{int64(1)<<60 + 1}}); err != nil || string(got) != "{\"\uFFFD\":[\"1152921504606846977\"]}" {
+		t.Errorf("general path, big integer: %s %v", got, err)
+	}
 	type custom struct{ A int }
 	if got, err := canonicalSummary(map[string]any{"c": custom{A: 1}}); err != nil || string(got) != `{"c":{"A":1}}` {
 		t.Errorf("general path: %s %v", got, err)
@@ -55,7 +64,7 @@ func FuzzCanonicalSummary(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k, v string, x float64, n int64, b bool) {
 		s := map[string]any{k: v, k + "x": x, "n": n, "b": b, "list": []any{v, x, map[string]any{v: k}}}
 		got, err := canonicalSummary(s)
-		raw, merr := json.Marshal(s)
+		raw, merr := json.Marshal(bigIntsAsStrings(s))
 		if merr != nil {
 			if err == nil {
 				t.Fatalf("encoded what encoding/json refuses: %v", merr)

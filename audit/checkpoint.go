@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -160,6 +161,12 @@ func parseCheckpoint(line []byte) (Checkpoint, error) {
 		if c.Signature == "" {
 			return Checkpoint{}, errors.New("key_id without a signature")
 		}
+	}
+	// One spelling per checkpoint, as for entries (errNotCanonical): the
+	// line must be what line() writes for what was read, so no number or
+	// string in it can be re-spelled behind the signature.
+	if want := c.line(); !bytes.Equal(line, want[:len(want)-1]) {
+		return Checkpoint{}, errors.New("checkpoint is not in canonical form")
 	}
 	return c, nil
 }

@@ -175,10 +175,19 @@ func appendEscaped(dst []byte, s string) []byte {
 // content; Verify reports it as "hash mismatch".
 var errHashMismatch = errors.New("hash mismatch")
 
+// errNotCanonical marks a line whose hash holds but whose bytes are not
+// the canonical form the hash covers. The hash is taken over the RFC 8785
+// form, which writes every number as its nearest double: without this
+// check a number could be re-spelled (9007199254740993 for
+// 9007199254740992, 0.10000000000000000001 for 0.1) and still verify, and
+// a reader of the line would see a value the trail never recorded.
+var errNotCanonical = errors.New("entry is not in canonical form")
+
 // parseEntry parses one line (without its newline) strictly, as Verify and
 // an independent verifier would: the line must be I-JSON without duplicate
-// keys, carry exactly the entry fields with the right types, and its hash
-// must be the SHA-256 of the RFC 8785 form of the line without "hash".
+// keys, carry exactly the entry fields with the right types, its hash
+// must be the SHA-256 of the RFC 8785 form of the line without "hash", and
+// the line must be that form with the hash inserted, byte for byte.
 func parseEntry(line []byte) (Entry, error) {
 	canon, err := jcs.Transform(line)
 	if err != nil {
@@ -219,7 +228,32 @@ func parseEntry(line []byte) (Entry, error) {
 	if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != e.Hash {
 		return e, fmt.Errorf("%w: recorded %s, computed %x", errHashMismatch, e.Hash, sum)
 	}
+	if at := writtenFormDiff(line, body, e.Hash); at >= 0 {
+		return e, fmt.Errorf("%w: from byte %d on, the line differs from the RFC 8785 form its hash covers", errNotCanonical, at)
+	}
 	return e, nil
+}
+
+// writtenFormDiff returns -1 when line is exactly what the writer makes of
+// the canonical body and its hash (appendLine: the body with the hash
+// member inserted before its closing brace), else the offset of the first
+// byte that differs. The writer has only ever written that form.
+func writtenFormDiff(line, body []byte, hash string) int {
+	n := len(body) - 1 // the body without its closing brace
+	want := make([]byte, 0, n+hashSuffixLen)
+	want = append(want, body[:n]...)
+	want = append(want, hashKey...)
+	want = append(want, hash...)
+	want = append(want, `"}`...)
+	for i := range min(len(line), len(want)) {
+		if line[i] != want[i] {
+			return i
+		}
+	}
+	if len(line) != len(want) {
+		return min(len(line), len(want))
+	}
+	return -1
 }
 
 // parseOwnEntry is the fast parse Open uses on the tail of its own segment.

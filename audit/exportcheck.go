@@ -323,7 +323,7 @@ func (c *exportCheck) entry(num int, line []byte) (Entry, error) {
 	c.lastLine = num
 	e, err := parseEntry(line)
 	switch {
-	case errors.Is(err, errHashMismatch):
+	case errors.Is(err, errHashMismatch), errors.Is(err, errNotCanonical):
 		return e, c.fail(num, e.Seq, e.Chain, "%v", err)
 	case err != nil:
 		return e, c.fail(num, 0, "", "malformed entry: %v", err)

@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzParseEntry feeds arbitrary lines to the parser Verify uses: it must
-// not panic, and whatever it accepts must hold the entry invariants.
+// not panic, and whatever it accepts must hold the entry invariants and be
+// spelled exactly as the writer spells it.
 func FuzzParseEntry(f *testing.F) {
 	p, _ := prepare(appendCanonicalString(nil, "gw"), Record{Kind: "k", AgentID: "a", Summary: map[string]any{"x": []any{1.5, "y"}}})
 	good, _ := p.appendLine(nil, 3, GenesisHash, time.Unix(1, 2))
@@ -30,6 +31,12 @@ func FuzzParseEntry(f *testing.F) {
 		}
 		if _, err := parseOwnEntry(line); err != nil {
 			t.Fatalf("parseEntry accepts but parseOwnEntry rejects: %v", err)
+		}
+		// What it accepts is the writer's form, the one spelling its hash
+		// stands for: the canonical body with the hash member appended.
+		body := append(bytes.Clone(line[:len(line)-hashSuffixLen]), '}')
+		if canon, err := jcs.Transform(body); err != nil || !bytes.Equal(canon, body) || sha256Hex(body) != e.Hash {
+			t.Fatalf("accepted a line that is not its canonical body and hash: %s", line)
 		}
 	})
 }

@@ -85,15 +85,11 @@ func (o *Object) Str(key, v string) {
 	o.add(key, start)
 }
 
-// Int adds an integer member; one beyond 2^53 is rounded to the nearest
-// double, as every JSON reader of the entry will read it.
+// Int adds an integer member; one beyond ±(2^53-1) is written as a string
+// of its decimal digits, never rounded to a double (appendInt).
 func (o *Object) Int(key string, v int64) {
 	start := o.at()
-	if v == int64(float64(v)) && v > -1<<53 && v < 1<<53 {
-		o.buf = strconv.AppendInt(o.buf, v, 10)
-	} else {
-		o.buf = o.number(float64(v))
-	}
+	o.buf = appendInt(o.buf, v)
 	o.add(key, start)
 }
 

@@ -323,6 +323,9 @@ func TestParseCheckpointKeyID(t *testing.T) {
 		{"key id not a string", head + `"key_id":12,` + tail, "bad field", ""},
 		{"key id unsigned", head + `"key_id":"0123456789abcdef",` + strings.Replace(tail, "c2ln", "", 1), "key_id without a signature", ""},
 		{"another field", head + `"kid":"0123456789abcdef",` + tail, "unknown field", ""},
+		{"seq re-spelled", head + strings.Replace(tail, `"seq":1`, `"seq":1.0`, 1), "not in canonical form", ""},
+		{"string re-spelled", head + strings.Replace(tail, `"c2ln"`, `"c2l\u006e"`, 1), "not in canonical form", ""},
+		{"whitespace", head + " " + tail, "not in canonical form", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseCheckpoint([]byte(tc.line))

@@ -314,7 +314,7 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 			}
 			e, err := parseEntry(line)
 			switch {
-			case errors.Is(err, errHashMismatch):
+			case errors.Is(err, errHashMismatch), errors.Is(err, errNotCanonical):
 				return f(e.Seq, "%v", err)
 			case err != nil:
 				return f(0, "malformed entry where seq %d was expected: %v", expect, err)
