@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -281,4 +284,48 @@ func TestReviewDiffInChromium(t *testing.T) {
 		t.Fatalf("screenshot: %v", err)
 	}
 	saveScreenshot(t, "review-diff.png", png)
+}
+
+// TestPagesOnAPhone: the queue, a review page with a modify's side-by-side
+// comparison and the operator page fit a 390px phone screen without
+// JavaScript: nothing makes the page scroll sideways (a wide table scrolls
+// inside itself).
+func TestPagesOnAPhone(t *testing.T) {
+	path := skipWithoutChromium(t)
+	h := newHarness(t, func(d *Deps) { d.BaseURL = "" })
+	sampleOps(h.ops, h.clock.Now())
+	id := escalateChange(t, h, ActionModify, "arch-001", "# Gateway architecture\n\nA new pipeline.", []string{"arch-001"})
+	b := startChromium(t, path)
+	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("turn JavaScript off: %v", err)
+	}
+	if err := chromedp.Do(b.ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(h.srv.URL+"/review/queue"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), tokAdmin),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("queue")),
+	); err != nil {
+		t.Fatalf("sign in on a phone: %v", err)
+	}
+	for _, p := range []struct{ path, waitFor string }{
+		{"/review/queue", "queue"},
+		{"/review/" + id, "summary"},
+		{"/review/ops", "agents"},
+	} {
+		if err := chromedp.Do(b.ctx, chromedp.Navigate(h.srv.URL+p.path), chromedp.WaitVisible(chromedp.ID(p.waitFor))); err != nil {
+			t.Fatalf("open %s: %v", p.path, err)
+		}
+		m, err := chromedp.Call(b.ctx, page.GetLayoutMetrics, cdp.Empty{})
+		if err != nil {
+			t.Fatalf("layout of %s: %v", p.path, err)
+		}
+		if w := m.CSSContentSize.Width; w > 390 {
+			t.Errorf("%s is %vpx wide: it scrolls sideways on a 390px phone", p.path, w)
+		}
+	}
+	if p := b.problems(); len(p) > 0 {
+		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
+	}
 }
