@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sacpgw/gateway/internal/jsonlex"
 	"github.com/sacpgw/gateway/internal/scope"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
@@ -256,6 +258,11 @@ type chunkScanner struct {
 	// id, model and created of the last chunk, for the chunks it writes.
 	id, model string
 	created   int64
+	// hideUsage: the gateway asked for the stream's usage on the client's
+	// behalf, so the client gets the stream it would have had without
+	// asking: no usage member (the null OpenAI then adds to every chunk,
+	// or a usage beside the last choices). The usage is still read.
+	hideUsage bool
 }
 
 func newChunkScanner(r *redact.Redactor) *chunkScanner {
@@ -377,8 +384,43 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	if blockedChoice >= 0 {
 		return chunkResult{out: s.blockedEnd(blockedChoice), blocked: true}, nil
 	}
+	if s.hideUsage {
+		if out, err = withoutMember(out, "usage"); err != nil {
+			return chunkResult{}, &shapeError{reason: err.Error()}
+		}
+	}
 	res.out = append(pre, sseEvent(out)...)
 	return res, nil
+}
+
+// withoutMember returns the object data without its top-level member name
+// (at most one: the strict reading refuses duplicate names). It is cut
+// out, not decoded and encoded again, so every other byte stays as it was
+// checked: with its comma, the whitespace that led to it goes too.
+func withoutMember(data []byte, name string) ([]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, fmt.Errorf("chunk is not an object: %w", err)
+	}
+	for first := true; dec.PeekKind() == '"'; first = false {
+		start := dec.InputOffset() // after '{' or the previous value
+		got, _, ok := nextMember(dec)
+		if !ok {
+			return nil, fmt.Errorf("chunk member unreadable")
+		}
+		if got != name {
+			continue
+		}
+		end := dec.InputOffset()
+		if first {
+			// The first member: its following comma goes instead, if any.
+			if i := jsonlex.Space(data, int(end)); i < len(data) && data[i] == ',' {
+				end = int64(i) + 1
+			}
+		}
+		return slices.Concat(data[:start], data[end:]), nil
+	}
+	return data, nil
 }
 
 // choiceSet is the indexes of the choices that finish in one chunk: one or
