@@ -29,8 +29,8 @@ type usageUpstream struct {
 	// beside: the usage comes in the last chunk, beside its choices, not
 	// in a chunk of its own (as some OpenAI-compatible providers send it).
 	beside bool
-	mu      sync.Mutex
-	bodies  []string
+	mu     sync.Mutex
+	bodies []string
 }
 
 func (up *usageUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
