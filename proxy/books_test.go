@@ -294,3 +294,44 @@ func TestStreamUsageMembersHidden(t *testing.T) {
 		}
 	}
 }
+
+// toolCallUpstream streams a tool-call turn as OpenAI does, usage asked
+// for or not: "usage": null in each chunk then, and (as some providers
+// send it) the usage beside the last choices.
+func toolCallUpstream(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	asked := strings.Contains(string(b), `"include_usage":true`)
+	null, last := "", ""
+	if asked {
+		null, last = `,"usage":null`, `,"usage":`+goodUsage
+	}
+	const head = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,`
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, head+`"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},"finish_reason":null}]`+null+"}\n\n")
+	_, _ = io.WriteString(w, head+`"delta":{},"finish_reason":"tool_calls"}]`+last+"}\n\n")
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// The protocol path passes a streamed tool-call turn on as it came: a
+// client that did not ask for the usage gets no usage member in it; one
+// that asked gets the provider's.
+func TestStreamUsageHiddenInToolTurn(t *testing.T) {
+	for _, ask := range []bool{false, true} {
+		gw, _ := newCostGateway(t, toolCallUpstream)
+		opts := ""
+		if ask {
+			opts = `"stream_options":{"include_usage":true},`
+		}
+		w := chat(gw, "tok-sacp", `{"model":"gpt-4o-mini","stream":true,`+opts+`"messages":[{"role":"user","content":"hi"}]}`)
+		got := w.Body.String()
+		if w.Code != http.StatusOK || !strings.Contains(got, `"finish_reason":"tool_calls"`) || !strings.HasSuffix(got, "data: [DONE]\n\n") {
+			t.Fatalf("ask %v: %d %q", ask, w.Code, got)
+		}
+		if !ask && strings.Contains(got, "usage") {
+			t.Errorf("a client that did not ask got a usage member: %q", got)
+		}
+		if ask && !strings.Contains(got, `"usage":`+goodUsage) {
+			t.Errorf("the client that asked got no usage: %q", got)
+		}
+	}
+}
