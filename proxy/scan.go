@@ -3,8 +3,8 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -393,34 +393,51 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	return res, nil
 }
 
-// withoutMember returns the object data without its top-level member name
-// (at most one: the strict reading refuses duplicate names). It is cut
-// out, not decoded and encoded again, so every other byte stays as it was
-// checked: with its comma, the whitespace that led to it goes too.
+// withoutMember returns the object data without its top-level members
+// called name. They are cut out, not decoded and encoded again, so every
+// other byte stays as it was checked: a member goes with the comma and
+// whitespace before it, or, while no member is kept yet, with the comma
+// after it. The whole object is read, so a duplicate name is an error.
 func withoutMember(data []byte, name string) ([]byte, error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, fmt.Errorf("chunk is not an object: %w", err)
 	}
-	for first := true; dec.PeekKind() == '"'; first = false {
+	var cuts [][2]int64
+	kept, from := false, dec.InputOffset()
+	for dec.PeekKind() == '"' {
 		start := dec.InputOffset() // after '{' or the previous value
 		got, _, ok := nextMember(dec)
 		if !ok {
-			return nil, fmt.Errorf("chunk member unreadable")
-		}
-		if got != name {
-			continue
+			return nil, errors.New("chunk member unreadable")
 		}
 		end := dec.InputOffset()
-		if first {
-			// The first member: its following comma goes instead, if any.
+		if got != name {
+			kept, from = true, end
+			continue
+		}
+		if !kept {
+			start = from
 			if i := jsonlex.Space(data, int(end)); i < len(data) && data[i] == ',' {
 				end = int64(i) + 1
 			}
 		}
-		return slices.Concat(data[:start], data[end:]), nil
+		cuts = append(cuts, [2]int64{start, end})
+		from = end
 	}
-	return data, nil
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, fmt.Errorf("chunk unreadable: %w", err)
+	}
+	if len(cuts) == 0 {
+		return data, nil
+	}
+	out := make([]byte, 0, len(data))
+	last := int64(0)
+	for _, c := range cuts {
+		out = append(out, data[last:c[0]]...)
+		last = c[1]
+	}
+	return append(out, data[last:]...), nil
 }
 
 // choiceSet is the indexes of the choices that finish in one chunk: one or

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -55,4 +57,31 @@ func TestSSEFilterHidesUsageNotAskedFor(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withoutMember cuts the member out of any object and leaves valid JSON
+// that is the object less that member, nothing else changed.
+func FuzzWithoutMember(f *testing.F) {
+	for _, s := range []string{`{"usage":null}`, `{"a":1,"usage":{"x":[1,2]},"b":"c"}`, `{ "us\u0061ge" : 1 , "b" : 2 }`,
+		`{"b":2 , "usage":3 }`, `{}`, `{"a":{"usage":1}}`, `[1]`, `{"usage":1,"usage":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var in map[string]any
+		if json.Unmarshal(data, &in) != nil {
+			return
+		}
+		out, err := withoutMember(data, "usage")
+		if err != nil {
+			return // duplicate names and the like: the strict reading refuses those first
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("withoutMember(%s) = %s: not JSON: %v", data, out, err)
+		}
+		delete(in, "usage")
+		if !reflect.DeepEqual(got, in) {
+			t.Fatalf("withoutMember(%s) = %s", data, out)
+		}
+	})
 }
