@@ -23,7 +23,7 @@ import (
 
 // openAIWithUsage is a provider in OpenAI's form that reports usage as
 // OpenAI does (in a stream only when asked, in a last chunk without
-// choices), and lies about it (a negative prompt count) when the prompt
+// choices, the other chunks then carrying "usage": null), and lies about it (a negative prompt count) when the prompt
 // says "lie".
 func openAIWithUsage(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,11 +49,16 @@ func openAIWithUsage(t *testing.T) *httptest.Server {
 			_, _ = fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":%s}`, u)
 			return
 		}
+		asked := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		null := ""
+		if asked {
+			null = `,"usage":null`
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, c := range []string{`{"index":0,"delta":{"role":"assistant","content":"o"},"finish_reason":null}`, `{"index":0,"delta":{"content":"k"},"finish_reason":"stop"}`} {
-			_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[%s]}\n\n", c)
+			_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[%s]%s}\n\n", c, null)
 		}
-		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		if asked {
 			_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":%s}\n\n", u)
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
@@ -99,6 +104,9 @@ audit:
 		s := oc.Chat.Completions.NewStreaming(ctx, p)
 		for s.Next() {
 			c := s.Current()
+			if !p.StreamOptions.IncludeUsage.Valid() && strings.Contains(c.RawJSON(), "usage") {
+				t.Errorf("a client that did not ask got a usage member: %s", c.RawJSON())
+			}
 			if len(c.Choices) > 0 {
 				content += c.Choices[0].Delta.Content
 			}

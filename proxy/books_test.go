@@ -26,8 +26,11 @@ import (
 type usageUpstream struct {
 	u       string
 	content string // the answer's text; "ok" when empty
-	mu      sync.Mutex
-	bodies  []string
+	// beside: the usage comes in the last chunk, beside its choices, not
+	// in a chunk of its own (as some OpenAI-compatible providers send it).
+	beside bool
+	mu     sync.Mutex
+	bodies []string
 }
 
 func (up *usageUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,14 +52,17 @@ func (up *usageUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	asked := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	null := ""
+	null, last := "", ""
 	if asked {
-		null = `,"usage":null`
+		null, last = `,"usage":null`, `,"usage":null`
+		if up.beside {
+			last = `,"usage":` + up.u
+		}
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%s},\"finish_reason\":null}]%s}\n\n", content, null)
-	_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]%s}\n\n", null)
-	if asked {
+	_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]%s}\n\n", last)
+	if asked && !up.beside {
 		_, _ = fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":%s}\n\n", up.u)
 	}
 	_, _ = io.WriteString(w, "data: [DONE]\n\n")
@@ -239,5 +245,93 @@ func TestUnreadableUsageProtocol(t *testing.T) {
 			}
 			checkUnreadable(t, p, "sacp", "prompt_tokens is negative")
 		})
+	}
+}
+
+// direct is what up answers body with no gateway in between.
+func direct(up http.Handler, body string) string {
+	w := httptest.NewRecorder()
+	up.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
+	return w.Body.String()
+}
+
+// A client that did not ask for the stream's usage gets, byte for byte,
+// the stream the provider would have sent it had the gateway not asked:
+// no "usage": null in its chunks, no usage beside the last choices (and
+// with redaction on, which re-frames held-back text, no usage member
+// either). The books still have the usage. A client that asked gets the
+// provider's stream as it was.
+func TestStreamUsageMembersHidden(t *testing.T) {
+	plain := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	asked := `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	noRedaction := func(d *proxy.Deps) { d.Config.Protocol.Redaction.Detectors = nil }
+	for _, redacting := range []bool{false, true} {
+		for _, beside := range []bool{false, true} {
+			for _, body := range []string{plain, asked} {
+				up := &usageUpstream{u: goodUsage, beside: beside}
+				p := &bookParts{budget: &recBudget{Budget: limit.NewMemoryBudget()}, spend: proxy.NewSpend()}
+				opts := []func(*proxy.Deps){func(d *proxy.Deps) { d.Tokens, d.Spend = p.budget, p.spend }}
+				if !redacting {
+					opts = append(opts, noRedaction)
+				}
+				gw, trail := newCostGateway(t, up.ServeHTTP, opts...)
+				w := chat(gw, "tok-free", body)
+				got := w.Body.String()
+				if want := direct(up, body); w.Code != http.StatusOK || (!redacting && got != want) {
+					t.Errorf("redacting %v, beside %v, asked %v: the client got\n%s\nwant what the provider sends it\n%s", redacting, beside, body == asked, got, want)
+				}
+				if body == plain && strings.Contains(got, "usage") {
+					t.Errorf("redacting %v, beside %v: a client that did not ask got a usage member: %q", redacting, beside, got)
+				}
+				if body == asked && !strings.Contains(got, goodUsage) {
+					t.Errorf("redacting %v, beside %v: the client that asked got no usage: %q", redacting, beside, got)
+				}
+				cost, _ := trail.Last("llm.response")["cost"].(map[string]any)
+				if cost["priced"] != true || cost["micro_usd"] != 5 || p.spend.MicroUSD("free") != 5 {
+					t.Errorf("redacting %v, beside %v, asked %v: cost %v, spend %d µ$; want priced at 5 µ$", redacting, beside, body == asked, cost, p.spend.MicroUSD("free"))
+				}
+			}
+		}
+	}
+}
+
+// toolCallUpstream streams a tool-call turn as OpenAI does, usage asked
+// for or not: "usage": null in each chunk then, and (as some providers
+// send it) the usage beside the last choices.
+func toolCallUpstream(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	asked := strings.Contains(string(b), `"include_usage":true`)
+	null, last := "", ""
+	if asked {
+		null, last = `,"usage":null`, `,"usage":`+goodUsage
+	}
+	const head = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,`
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, head+`"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},"finish_reason":null}]`+null+"}\n\n")
+	_, _ = io.WriteString(w, head+`"delta":{},"finish_reason":"tool_calls"}]`+last+"}\n\n")
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// The protocol path passes a streamed tool-call turn on as it came: a
+// client that did not ask for the usage gets no usage member in it; one
+// that asked gets the provider's.
+func TestStreamUsageHiddenInToolTurn(t *testing.T) {
+	for _, ask := range []bool{false, true} {
+		gw, _ := newCostGateway(t, toolCallUpstream)
+		opts := ""
+		if ask {
+			opts = `"stream_options":{"include_usage":true},`
+		}
+		w := chat(gw, "tok-sacp", `{"model":"gpt-4o-mini","stream":true,`+opts+`"messages":[{"role":"user","content":"hi"}]}`)
+		got := w.Body.String()
+		if w.Code != http.StatusOK || !strings.Contains(got, `"finish_reason":"tool_calls"`) || !strings.HasSuffix(got, "data: [DONE]\n\n") {
+			t.Fatalf("ask %v: %d %q", ask, w.Code, got)
+		}
+		if !ask && strings.Contains(got, "usage") {
+			t.Errorf("a client that did not ask got a usage member: %q", got)
+		}
+		if ask && !strings.Contains(got, `"usage":`+goodUsage) {
+			t.Errorf("the client that asked got no usage: %q", got)
+		}
 	}
 }

@@ -449,6 +449,7 @@ func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j
 	var res redact.Result
 	if out != nil && ans.raw == nil {
 		scan := newChunkScanner(p.Redactor)
+		scan.hideUsage = dropUsage
 		for _, data := range ans.events {
 			cr, err := scan.event(data)
 			if err != nil {

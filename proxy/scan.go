@@ -3,12 +3,14 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sacpgw/gateway/internal/jsonlex"
 	"github.com/sacpgw/gateway/internal/scope"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 	"github.com/sacpgw/gateway/redact"
@@ -256,6 +258,11 @@ type chunkScanner struct {
 	// id, model and created of the last chunk, for the chunks it writes.
 	id, model string
 	created   int64
+	// hideUsage: the gateway asked for the stream's usage on the client's
+	// behalf, so the client gets the stream it would have had without
+	// asking: no usage member (the null OpenAI then adds to every chunk,
+	// or a usage beside the last choices). The usage is still read.
+	hideUsage bool
 }
 
 func newChunkScanner(r *redact.Redactor) *chunkScanner {
@@ -377,8 +384,60 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	if blockedChoice >= 0 {
 		return chunkResult{out: s.blockedEnd(blockedChoice), blocked: true}, nil
 	}
+	if s.hideUsage {
+		if out, err = withoutMember(out, "usage"); err != nil {
+			return chunkResult{}, &shapeError{reason: err.Error()}
+		}
+	}
 	res.out = append(pre, sseEvent(out)...)
 	return res, nil
+}
+
+// withoutMember returns the object data without its top-level members
+// called name. They are cut out, not decoded and encoded again, so every
+// other byte stays as it was checked: a member goes with the comma and
+// whitespace before it, or, while no member is kept yet, with the comma
+// after it. The whole object is read, so a duplicate name is an error.
+func withoutMember(data []byte, name string) ([]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, fmt.Errorf("chunk is not an object: %w", err)
+	}
+	var cuts [][2]int64
+	kept, from := false, dec.InputOffset()
+	for dec.PeekKind() == '"' {
+		start := dec.InputOffset() // after '{' or the previous value
+		got, _, ok := nextMember(dec)
+		if !ok {
+			return nil, errors.New("chunk member unreadable")
+		}
+		end := dec.InputOffset()
+		if got != name {
+			kept, from = true, end
+			continue
+		}
+		if !kept {
+			start = from
+			if i := jsonlex.Space(data, int(end)); i < len(data) && data[i] == ',' {
+				end = int64(i) + 1
+			}
+		}
+		cuts = append(cuts, [2]int64{start, end})
+		from = end
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, fmt.Errorf("chunk unreadable: %w", err)
+	}
+	if len(cuts) == 0 {
+		return data, nil
+	}
+	out := make([]byte, 0, len(data))
+	last := int64(0)
+	for _, c := range cuts {
+		out = append(out, data[last:c[0]]...)
+		last = c[1]
+	}
+	return append(out, data[last:]...), nil
 }
 
 // choiceSet is the indexes of the choices that finish in one chunk: one or

@@ -39,7 +39,8 @@ import (
 type sseFilter struct {
 	src    *sseReader
 	closer io.Closer
-	// dropUsage removes usage-only chunks the client did not ask for.
+	// dropUsage removes usage-only chunks the client did not ask for (and
+	// scan the usage members of the others).
 	dropUsage bool
 	onUsage   func(scope.Usage)
 	// scan checks and redacts each chunk (its Redactor may be nil: check only).
@@ -97,6 +98,7 @@ type sseItem struct {
 }
 
 func newSSEFilter(body io.ReadCloser, dropUsage bool, onUsage func(scope.Usage), scan *chunkScanner) *sseFilter {
+	scan.hideUsage = dropUsage
 	return &sseFilter{src: newSSEReader(body), closer: body, dropUsage: dropUsage, onUsage: onUsage, scan: scan,
 		hash: sha256.New(), items: make(chan sseItem, 4), done: make(chan struct{}), quit: make(chan struct{})}
 }
