@@ -3,10 +3,8 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -142,22 +140,9 @@ func (f *Forwarder) CountTokens(w http.ResponseWriter, r *http.Request) error {
 		// Anthropic's.
 		return c.whole(ctx, w, r, resp)
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxCountAnswer+1))
-	resp.Body.Close()
-	switch {
-	case err != nil:
-		return c.fail(ctx, w, r, fmt.Errorf("read answer: %w", err))
-	case len(raw) > maxCountAnswer:
-		return c.fail(ctx, w, r, &upstreamStatusError{tooLarge: true})
-	}
-	if err := c.stopTimer(); err != nil {
+	raw, err := c.readJSON(resp, maxCountAnswer)
+	if err != nil {
 		return c.fail(ctx, w, r, err)
-	}
-	if err := c.j.requested(); err != nil {
-		return c.fail(ctx, w, r, err)
-	}
-	if media := mediaType(resp.Header.Get("Content-Type")); media != "application/json" {
-		return c.fail(ctx, w, r, c.unknownShape("an answer of type "+strconv.Quote(media)))
 	}
 	n, err := anthropic.CountResponse(raw)
 	if err != nil {

@@ -242,25 +242,37 @@ func (f *Forwarder) copyStream(w http.ResponseWriter, src *sseFilter) {
 	}
 }
 
+// readJSON reads a whole answer of at most limit bytes, stops the answer
+// timer, makes the request durable in the journal (closed mode: before
+// anything of the answer is used) and refuses a media type other than
+// JSON. Its error goes to fail.
+func (c *call) readJSON(resp *http.Response, limit int) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if len(body) > limit {
+		return nil, &upstreamStatusError{tooLarge: true}
+	}
+	if err := c.stopTimer(); err != nil {
+		return nil, err
+	}
+	if err := c.j.requested(); err != nil {
+		return nil, err
+	}
+	if media := mediaType(resp.Header.Get("Content-Type")); media != "application/json" {
+		return nil, c.unknownShape("an answer of type " + strconv.Quote(media))
+	}
+	return body, nil
+}
+
 // whole reads a JSON answer, checks and redacts it, records it and only
 // then releases it.
 func (c *call) whole(ctx context.Context, w http.ResponseWriter, r *http.Request, resp *http.Response) error {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerSize+1))
-	resp.Body.Close()
+	body, err := c.readJSON(resp, maxAnswerSize)
 	if err != nil {
-		return c.fail(ctx, w, r, fmt.Errorf("read answer: %w", err))
-	}
-	if len(body) > maxAnswerSize {
-		return c.fail(ctx, w, r, &upstreamStatusError{tooLarge: true})
-	}
-	if err := c.stopTimer(); err != nil {
 		return c.fail(ctx, w, r, err)
-	}
-	if err := c.j.requested(); err != nil {
-		return c.fail(ctx, w, r, err)
-	}
-	if media := mediaType(resp.Header.Get("Content-Type")); media != "application/json" {
-		return c.fail(ctx, w, r, c.unknownShape("an answer of type "+strconv.Quote(media)))
 	}
 	out, sh, res, err := checkAnswer(c.f.Redactor, body, resp.StatusCode == http.StatusOK && c.kind == KindChat)
 	if err != nil {

@@ -79,13 +79,7 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 	u.Path = strings.TrimSuffix(u.Path, "/chat/completions") + "/messages"
 	u.RawPath = ""
 	out.URL = &u
-	out.Header.Del("Openai-Beta")
-	out.Header.Set("Anthropic-Version", t.version)
-	out.Header.Set("Content-Type", "application/json")
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
-	resp, err := t.next.RoundTrip(out)
+	resp, err := t.send(out, body)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +111,18 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 	return replaced(resp, completion), nil
 }
 
+// send sends out with body as Anthropic's API takes it: its version
+// header, JSON, and no header of OpenAI's.
+func (t *anthropicTransport) send(out *http.Request, body []byte) (*http.Response, error) {
+	out.Header.Del("Openai-Beta")
+	out.Header.Set("Anthropic-Version", t.version)
+	out.Header.Set("Content-Type", "application/json")
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	return t.next.RoundTrip(out)
+}
+
 // countTokens asks Anthropic to count a prompt: the neutral body (the
 // gateway's count request, checked and redacted) said as a count_tokens
 // request, translated as a message's prompt would be. Its answer passes
@@ -132,13 +138,7 @@ func (t *anthropicTransport) countTokens(req *http.Request) (*http.Response, err
 		return openAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
 	}
 	out := req.Clone(req.Context())
-	out.Header.Del("Openai-Beta")
-	out.Header.Set("Anthropic-Version", t.version)
-	out.Header.Set("Content-Type", "application/json")
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
-	resp, err := t.next.RoundTrip(out)
+	resp, err := t.send(out, body)
 	if err != nil {
 		return nil, err
 	}

@@ -163,19 +163,29 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	}
-	var f *audit.Failure
-	switch {
-	case errors.As(err, &f):
-		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s: %s\n", failureAt(f), f.Reason)
-		return exitFailed
-	case err != nil:
-		fmt.Fprintf(stderr, "gateway audit verify: %v\n", err)
+	if verifyFailed(err, stderr) {
 		return exitFailed
 	}
 	if !*asJSON {
 		fmt.Fprintln(stdout, verifySummary(rep))
 	}
 	return exitOK
+}
+
+// verifyFailed says on stderr why a verify (of a trail or of an export)
+// failed, the first bad entry named where there is one; false when err is
+// nil.
+func verifyFailed(err error, stderr io.Writer) bool {
+	var f *audit.Failure
+	switch {
+	case errors.As(err, &f):
+		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s: %s\n", failureAt(f), f.Reason)
+	case err != nil:
+		fmt.Fprintf(stderr, "gateway audit verify: %v\n", err)
+	default:
+		return false
+	}
+	return true
 }
 
 // failureAt is where a verify failure is: the file, and the line and seq

@@ -54,13 +54,7 @@ func auditVerifyExport(file, manifest string, pubFiles []string, asJSON bool, st
 	pl := progressFor(stderr)
 	rep, err := audit.VerifyExport(file, manifest, audit.Options{Keys: keys, Progress: pl.fn()})
 	pl.done()
-	var f *audit.Failure
-	switch {
-	case errors.As(err, &f):
-		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s: %s\n", failureAt(f), f.Reason)
-		return exitFailed
-	case err != nil:
-		fmt.Fprintf(stderr, "gateway audit verify: %v\n", err)
+	if verifyFailed(err, stderr) {
 		return exitFailed
 	}
 	if asJSON {
