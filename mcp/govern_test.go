@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -199,5 +200,46 @@ func TestNotificationsAreMetered(t *testing.T) {
 	}
 	if n := len(trail.kind(KindMessage)); n != 50 {
 		t.Errorf("%d mcp.message records for 50 notifications (the guard in front of the trail summarizes them)", n)
+	}
+}
+
+// TestRefusedInitializeIsAudited: an initialize the gateway refuses (its
+// clientInfo carries a blocked value, or the agent is past its limit) is
+// in the trail as an mcp.call entry saying why, before the refusal is
+// answered; no session is opened.
+func TestRefusedInitializeIsAudited(t *testing.T) {
+	const blockedInit = `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"eve@example.com","version":"1"}}}`
+	const plainInit = `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tc := range []struct {
+		note     string
+		block    bool
+		rate     config.Rate
+		body     string
+		status   int
+		decision string
+	}{
+		{"blocked", true, config.Rate{}, blockedInit, http.StatusBadRequest, "blocked"},
+		{"limited", false, config.Rate{N: 1, Period: time.Hour}, plainInit, http.StatusTooManyRequests, "limited"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			dt, trail := newGovernTest(t, tc.block, tc.rate) // its own initialize passed (and spent the one request)
+			before := len(trail.kind(KindCall))
+			dt.sess = "" // a new session: initialize goes alone
+			status, body, h := dt.post(tc.body)
+			if status != tc.status || h.Get("Mcp-Session-Id") != "" {
+				t.Fatalf("%d %s (session %q), want %d and no session", status, body, h.Get("Mcp-Session-Id"), tc.status)
+			}
+			recs := trail.kind(KindCall)
+			if len(recs) != before+1 {
+				t.Fatalf("%d mcp.call entries after the refused initialize, want %d", len(recs), before+1)
+			}
+			sum := recs[len(recs)-1].Summary
+			if sum["method"] != "initialize" || sum["decision"] != tc.decision || sum["server"] != "files" {
+				t.Errorf("entry %+v", sum)
+			}
+			if strings.Contains(fmt.Sprint(sum), "eve@example.com") {
+				t.Errorf("the entry holds the blocked value: %+v", sum)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -190,17 +191,18 @@ func (t *turn) initialize(w http.ResponseWriter, r *http.Request, m *message) {
 	// An initialize is metered and redacted (clientInfo, _meta) like any
 	// other request; it opens no session when refused.
 	if code, msg, data := t.spend(r.Context(), ""); code != 0 {
-		refuseWith(w, r, &refusal{code, msg, data})
+		t.refuseInit(w, r, m, &refusal{code, msg, data}, map[string]any{"decision": "limited"}, "limit")
 		return
 	}
 	body, res, err := t.redactMessage(m)
 	switch {
 	case err != nil:
-		refuseWith(w, r, &refusal{codeInvalidParams, "initialize cannot be scanned for redaction.", nil})
+		t.refuseInit(w, r, m, &refusal{codeInvalidParams, "initialize cannot be scanned for redaction.", nil},
+			map[string]any{"decision": "invalid", "reason": "unscannable"}, "invalid")
 		return
 	case res.Blocked != "":
-		refuseWith(w, r, &refusal{codeBlocked, "initialize was refused: it contains data that may not leave (" + res.Blocked + ").",
-			map[string]any{"detector": res.Blocked}})
+		t.refuseInit(w, r, m, &refusal{codeBlocked, "initialize was refused: it contains data that may not leave (" + res.Blocked + ").",
+			map[string]any{"detector": res.Blocked}}, map[string]any{"decision": "blocked", "blocked": res.Blocked}, "block")
 		return
 	}
 	a := &answer{w: w, gather: true}
@@ -228,6 +230,19 @@ func (t *turn) initialize(w http.ResponseWriter, r *http.Request, m *message) {
 		return t.plain(resp, um)
 	})
 	a.finish(r)
+}
+
+// refuseInit audits a refused initialize as an mcp.call entry (there is
+// no session yet, so none is named) and then answers the refusal; a trail
+// that cannot take the entry turns it into 503, as for a refused call.
+func (t *turn) refuseInit(w http.ResponseWriter, r *http.Request, m *message, rf *refusal, why map[string]any, outcome string) {
+	sum := map[string]any{"server": t.srv.name, "method": "initialize", "jsonrpc_id": string(compact(m.id))}
+	maps.Copy(sum, why)
+	t.d.metrics.call(t.srv.name, methodLabel(m.method), outcome)
+	if err := t.write(r.Context(), KindCall, sum, m.raw); err != nil {
+		rf = &refusal{codeUnavailable, "The audit trail is unavailable.", nil}
+	}
+	refuseWith(w, r, rf)
 }
 
 // maxListen bounds the server's stream the gateway holds open for an
