@@ -15,6 +15,8 @@ import (
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/server"
+	"github.com/sacpgw/gateway/workflow"
+	"github.com/sacpgw/gateway/workflow/definition"
 )
 
 // opsTailBytes bounds the read of the audit chain's end on each load of
@@ -32,6 +34,7 @@ func (a *App) reviewSite(cfg *config.Config) []server.Route {
 	src := &opsSource{
 		requests: a.state.limiter, budget: a.state.budget, spend: a.spend, policies: a.policies,
 		auditDir: cfg.Gateway.Audit.Dir, chain: a.audit.Chain(), tailBytes: opsTailBytes, log: a.log,
+		workflows: cfg.Workflows,
 	}
 	var out []server.Route
 	for _, rt := range a.approval.SiteRoutes(src) {
@@ -56,6 +59,9 @@ type opsSource struct {
 	chain     string
 	tailBytes int64
 	log       *slog.Logger
+	// workflows names the callers whose runs' steps count against
+	// step_limit (on the requests limiter, under workflow.StepsKey).
+	workflows *definition.Set
 }
 
 var _ approval.OpsSource = (*opsSource)(nil)
@@ -81,9 +87,29 @@ func (s *opsSource) Usage(ctx context.Context, agents []*config.Agent) []approva
 			res, err := peekBudget(ctx, s.budget, proxy.DollarsKey+a.ID, rule)
 			u.Limits = append(u.Limits, s.use(a.ID, "USD", rule, 1e-6, res, err))
 		}
+		if s.startsWorkflows(a.ID) {
+			n, period := s.workflows.CallerSteps()
+			rule := limit.Rule{N: n, Period: period}
+			res, err := peekRate(ctx, s.requests, workflow.StepsKey+a.ID, rule)
+			u.Limits = append(u.Limits, s.use(a.ID, "workflow steps", rule, 1, res, err))
+		}
 		out = append(out, u)
 	}
 	return out
+}
+
+// startsWorkflows reports whether agent is a caller of some workflow: only
+// those have a step_limit to show.
+func (s *opsSource) startsWorkflows(agent string) bool {
+	if s.workflows == nil {
+		return false
+	}
+	for _, w := range s.workflows.Workflows {
+		if slices.Contains(w.Callers, agent) {
+			return true
+		}
+	}
+	return false
 }
 
 func peekRate(ctx context.Context, l limit.Limiter, key string, rule limit.Rule) (limit.Result, error) {

@@ -14,8 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/workflow"
+	"github.com/sacpgw/gateway/workflow/definition"
 )
 
 // The operator page of a gateway built by Build: the use it shows is what
@@ -218,5 +223,38 @@ func TestOpsSourceTrail(t *testing.T) {
 	gone := &opsSource{auditDir: filepath.Join(dir, "missing"), chain: "gw-1", tailBytes: opsTailBytes, log: slog.New(slog.DiscardHandler)}
 	if st := gone.Trail(t.Context()); st.Error == "" || st.Chain != "gw-1" {
 		t.Errorf("an unreadable trail: %+v", st)
+	}
+}
+
+// TestOpsSourceShowsWorkflowSteps: an agent that starts workflows has its
+// step_limit on the operator page, read from the very key the workflow
+// engine charges; an agent that starts none has no such row.
+func TestOpsSourceShowsWorkflowSteps(t *testing.T) {
+	lim := limit.NewMemory()
+	set := &definition.Set{
+		Workflows: map[string]*definition.Workflow{"review": {Name: "review", Callers: []string{"coder"}}},
+		StepLimit: definition.StepLimit{N: 10, Period: time.Hour},
+	}
+	rule := limit.Rule{N: 10, Period: time.Hour}
+	for range 3 {
+		if _, err := lim.Allow(t.Context(), workflow.StepsKey+"coder", rule, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := &opsSource{requests: lim, spend: proxy.NewSpend(), workflows: set, log: slog.New(slog.DiscardHandler)}
+	got := src.Usage(t.Context(), []*config.Agent{{ID: "coder"}, {ID: "reader"}})
+	var steps []approval.LimitUse
+	for _, l := range got[0].Limits {
+		if l.Dimension == "workflow steps" {
+			steps = append(steps, l)
+		}
+	}
+	if len(steps) != 1 || steps[0].Used != 3 || steps[0].Limit != 10 || steps[0].Period != time.Hour || steps[0].Error != "" {
+		t.Errorf("coder's workflow steps %+v", steps)
+	}
+	for _, l := range got[1].Limits {
+		if l.Dimension == "workflow steps" {
+			t.Errorf("reader starts no workflow, yet shows %+v", l)
+		}
 	}
 }
