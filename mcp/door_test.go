@@ -92,6 +92,14 @@ func newDoorTest(t *testing.T, p Decider) *doorTest {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dt := serveDoor(t, d, agent, up)
+	return dt
+}
+
+// serveDoor serves d to agent (as the front door's identity stage would
+// leave the request) and opens a session: the test harnesses' one start.
+func serveDoor(t *testing.T, d *Door, agent *config.Agent, up *fakeServer) *doorTest {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = scope.Attach(r, &scope.Exchange{RequestID: "req-1", Agent: agent})
 		r.SetPathValue("server", strings.TrimPrefix(r.URL.Path, "/mcp/"))
@@ -99,9 +107,9 @@ func newDoorTest(t *testing.T, p Decider) *doorTest {
 	}))
 	t.Cleanup(srv.Close)
 	dt := &doorTest{t: t, srv: srv, up: up}
-	status, _, h := dt.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	status, body, h := dt.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	if dt.sess = h.Get("Mcp-Session-Id"); status != http.StatusOK || dt.sess == "" {
-		t.Fatalf("initialize: %d", status)
+		t.Fatalf("initialize: %d %s", status, body)
 	}
 	return dt
 }

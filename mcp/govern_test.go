@@ -13,7 +13,6 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/config"
 	"github.com/sacpgw/gateway/internal/httpx"
-	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -63,17 +62,7 @@ func newGovernTest(t *testing.T, block bool, rate config.Rate) (*doorTest, *memT
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = scope.Attach(r, &scope.Exchange{RequestID: "req-1", Agent: agent})
-		r.SetPathValue("server", strings.TrimPrefix(r.URL.Path, "/mcp/"))
-		d.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	dt := &doorTest{t: t, srv: srv, up: up}
-	status, body, h := dt.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	if dt.sess = h.Get("Mcp-Session-Id"); status != http.StatusOK || dt.sess == "" {
-		t.Fatalf("initialize: %d %s", status, body)
-	}
+	dt := serveDoor(t, d, agent, up)
 	return dt, trail
 }
 

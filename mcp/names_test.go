@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/config"
-	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -52,17 +51,7 @@ func newRedactingDoor(t *testing.T, block ...string) (*doorTest, *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = scope.Attach(r, &scope.Exchange{RequestID: "req-1", Agent: agent})
-		r.SetPathValue("server", strings.TrimPrefix(r.URL.Path, "/mcp/"))
-		d.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	dt := &doorTest{t: t, srv: srv, up: up}
-	status, _, h := dt.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	if dt.sess = h.Get("Mcp-Session-Id"); status != http.StatusOK || dt.sess == "" {
-		t.Fatalf("initialize: %d", status)
-	}
+	dt := serveDoor(t, d, agent, up)
 	return dt, rec
 }
 
