@@ -382,8 +382,12 @@ type State struct {
 // Agent is one entry of config/agents.yaml.
 type Agent struct {
 	// ID is the key of the entry in agents.yaml.
-	ID           string   `yaml:"-"`
-	Type         string   `yaml:"type"`
+	ID   string `yaml:"-"`
+	Type string `yaml:"type"`
+	// Roles are the roles the agent may claim in a message (sender_type,
+	// SAM sender.role) besides its Type: SAM roles such as initiator or
+	// validator belong to a conversation, not to the agent. Empty: Type only.
+	Roles        []string `yaml:"roles"`
 	Capabilities []string `yaml:"capabilities"`
 	// RateLimit bounds requests. Zero: unlimited.
 	RateLimit Rate `yaml:"rate_limit"`

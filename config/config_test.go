@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +91,10 @@ func TestLoadProblems(t *testing.T) {
 		{"empty env in unit", okGateway, okAgents + "    rate_limit: ${RATE}\n", okProtocol, `agents.yaml:4: invalid rate ""`},
 		{"reserved agent id", okGateway, "agents:\n  gateway:\n    token_sha256: \"" + strings.Repeat("c", 64) + "\"\n", okProtocol, `agents.yaml:2: agents: "gateway" is reserved`},
 		{"markup in an agent id", okGateway, "agents:\n  \"<b>x</b>\":\n    token_sha256: \"" + strings.Repeat("c", 64) + "\"\n", okProtocol, `agents.yaml:2: agents: "<b>x</b>" is not a valid agent name`},
+		{"empty role", okGateway, okAgents + "    roles: [initiator, \"\"]\n", okProtocol, `agents.yaml:4: agent "a1": roles: an empty role`},
+		{"blank role", okGateway, okAgents + "    roles:\n      - \" \"\n", okProtocol, `agents.yaml:5: agent "a1": roles: an empty role`},
+		{"duplicate role", okGateway, okAgents + "    roles:\n      - initiator\n      - validator\n      - initiator\n", okProtocol, `agents.yaml:7: agent "a1": roles: duplicate role "initiator"`},
+		{"roles not a list", okGateway, okAgents + "    roles: initiator\n", okProtocol, `agents.yaml:4:`},
 		{"commit delay too long", okGateway + "audit:\n  commit_delay: 2s\n", okAgents, okProtocol, `gateway.yaml:6: audit.commit_delay 2s: want between 0s and 1s`},
 		{"bad messaging network", okGateway + "messaging:\n  allowed_networks: [10.0.0.0/33]\n", okAgents, okProtocol, `gateway.yaml:6: messaging.allowed_networks: "10.0.0.0/33" is not a CIDR`},
 	}
@@ -103,6 +108,17 @@ func TestLoadProblems(t *testing.T) {
 				t.Errorf("problems:\n%v\nwant one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAgentRoles: the roles an agent declares are loaded as given.
+func TestAgentRoles(t *testing.T) {
+	cfg, err := loadFiles(t, okGateway, okAgents+"    roles: [initiator, validator]\n", okProtocol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Agents["a1"].Roles; !slices.Equal(got, []string{"initiator", "validator"}) {
+		t.Errorf("roles = %q", got)
 	}
 }
 

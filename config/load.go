@@ -848,6 +848,21 @@ func compactLibrary(r Registry) (*compact.Library, error) {
 // Library is the compact SACP verb and tool library of registry.yaml.
 func (r Registry) Library() (*compact.Library, error) { return compactLibrary(r) }
 
+// agentRoles checks an agent's roles: each a name an envelope can carry
+// (what a role is checked against must be one), none twice.
+func (l *loader) agentRoles(at func(p ...string) int, id string, roles []string) {
+	seen := map[string]bool{}
+	for i, r := range roles {
+		switch {
+		case strings.TrimSpace(r) == "":
+			l.add(AgentsFile, at("roles", strconv.Itoa(i)), "agent %q: roles: an empty role", id)
+		case seen[r]:
+			l.add(AgentsFile, at("roles", strconv.Itoa(i)), "agent %q: roles: duplicate role %q", id, r)
+		}
+		seen[r] = true
+	}
+}
+
 // agentRegistry checks the agents' compact SACP registry fields against the
 // registry and the other agents.
 func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, tools map[string]bool) {
@@ -952,6 +967,7 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 		if err := names.Check(id); err != nil {
 			l.add(f, at(), "agents: %v", err)
 		}
+		l.agentRoles(at, id, a.Roles)
 		if a.TokenSHA256 == "" && a.SPIFFEID == "" {
 			l.add(f, at(), "agent %q: token_sha256 or spiffe_id is required", id)
 		}

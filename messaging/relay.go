@@ -215,15 +215,15 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 
 // checkAnswer holds a recipient's answer to what the requester's envelope
 // was held to: the types it claims (its sender's must be the recipient's
-// registered type, its recipient's the requester's) and its plan, if it
+// registered type or one of its roles, its recipient's the requester's) and its plan, if it
 // carries one (the library, and the requester's verbs and tools: the
 // answer is relayed to the requester as any message is).
 func (s *Service) checkAnswer(ctx context.Context, in *send, reply *envelope.Message) error {
-	if role := reply.Sender.Role; role != "" && role != in.recipient.Type {
-		return &attemptError{msg: fmt.Sprintf("answer claims %s %q, not the registered type %s of %q", senderRoleField(reply), clip(role), typeName(in.recipient.Type), in.recipient.AgentName)}
+	if role := reply.Sender.Role; role != "" && !in.recipient.MayClaim(role) {
+		return &attemptError{msg: fmt.Sprintf("answer claims %s %q, not the registered type %s of %q%s", senderRoleField(reply), clip(role), typeName(in.recipient.Type), in.recipient.AgentName, orRoles(in.recipient.Roles))}
 	}
-	if reply.Recipient != nil && reply.Recipient.Role != "" && reply.Recipient.Role != in.senderType {
-		return &attemptError{msg: fmt.Sprintf("answer names %s %q, not the registered type %s of the requester %q", recipientRoleField(reply), clip(reply.Recipient.Role), typeName(in.senderType), in.msg.Sender.ID)}
+	if reply.Recipient != nil && reply.Recipient.Role != "" && !in.sender.MayClaim(reply.Recipient.Role) {
+		return &attemptError{msg: fmt.Sprintf("answer names %s %q, not the registered type %s of the requester %q%s", recipientRoleField(reply), clip(reply.Recipient.Role), typeName(in.sender.Type), in.msg.Sender.ID, orRoles(in.sender.Roles))}
 	}
 	if !carriesPlan(reply.Payload) {
 		return nil

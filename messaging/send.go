@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
@@ -29,8 +30,9 @@ type send struct {
 	conf      *conf
 	// chosenID: the sender chose the message_id (the gateway did not).
 	chosenID bool
-	// senderType is the sender's registered type.
-	senderType string
+	// sender is the sender's registry entry: its registered type and the
+	// roles it may claim.
+	sender registry.Entry
 	// suspended is the suspension this message made (WAITING_FOR_HUMAN),
 	// lifted again if the message is refused after all.
 	suspended *mailbox.Suspension
@@ -146,27 +148,40 @@ func (s *Service) readEnvelope(r *http.Request, in *send) error {
 }
 
 // checkSender: an agent may only send as itself, and may claim no other
-// type (sender_type, SAM sender.role) than the one it is registered with:
-// recipients and policies read the type to decide what a message may ask.
+// type (sender_type, SAM sender.role) than the one it is registered with or
+// a role it declares (agents.yaml roles): recipients and policies read the
+// type to decide what a message may ask.
 func (s *Service) checkSender(r *http.Request, in *send) error {
 	m := in.msg
 	if m.Sender.ID != in.ex.Agent.ID {
 		in.checks["sender"] = "spoofed"
 		return apierror.Forbidden(fmt.Sprintf("The envelope's sender %q is not the authenticated agent %q: an agent may only send as itself.", clip(m.Sender.ID), in.ex.Agent.ID))
 	}
-	in.senderType = in.ex.Agent.Type
+	in.sender = registry.Entry{AgentName: in.ex.Agent.ID, Type: in.ex.Agent.Type, Roles: in.ex.Agent.Roles}
 	if e, ok, _ := s.reg.Lookup(r.Context(), in.ex.Agent.ID); ok {
-		in.senderType = e.Type
+		in.sender = e
 	}
-	if role := m.Sender.Role; role != "" && role != in.senderType {
+	if role := m.Sender.Role; role != "" && !in.sender.MayClaim(role) {
 		in.checks["sender"] = "role_spoofed"
-		e := apierror.Forbidden(fmt.Sprintf("The envelope's %s %q is not the registered type %s of agent %q: an agent may not claim another role.",
-			senderRoleField(m), clip(role), typeName(in.senderType), in.ex.Agent.ID))
+		e := apierror.Forbidden(fmt.Sprintf("The envelope's %s %q is not the registered type %s of agent %q%s: an agent may not claim another role.",
+			senderRoleField(m), clip(role), typeName(in.sender.Type), in.ex.Agent.ID, orRoles(in.sender.Roles)))
 		e.Param = senderRoleField(m)
 		return e
 	}
 	in.checks["sender"] = "pass"
 	return nil
+}
+
+// orRoles names the roles an agent declares, if any, after its type.
+func orRoles(roles []string) string {
+	if len(roles) == 0 {
+		return ""
+	}
+	q := make([]string, len(roles))
+	for i, r := range roles {
+		q[i] = fmt.Sprintf("%q", r)
+	}
+	return " nor one of its roles " + strings.Join(q, ", ")
 }
 
 // typeName quotes a registered type, or says there is none.
@@ -409,10 +424,10 @@ func (s *Service) resolveRecipient(r *http.Request, in *send) error {
 		return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.TypeInvalidRequest, Code: "recipient_unreachable", Param: recipientField(m),
 			Message: fmt.Sprintf("Agent %q has no endpoint in agents.yaml: it does not receive messages.", e.AgentName)}
 	}
-	if role := m.Recipient.Role; role != "" && role != e.Type {
+	if role := m.Recipient.Role; role != "" && !e.MayClaim(role) {
 		in.checks["recipient"] = "type_mismatch"
-		fe := apierror.Forbidden(fmt.Sprintf("The envelope's %s %q is not the registered type %s of agent %q.",
-			recipientRoleField(m), clip(role), typeName(e.Type), e.AgentName))
+		fe := apierror.Forbidden(fmt.Sprintf("The envelope's %s %q is not the registered type %s of agent %q%s.",
+			recipientRoleField(m), clip(role), typeName(e.Type), e.AgentName, orRoles(e.Roles)))
 		fe.Param = recipientRoleField(m)
 		return fe
 	}

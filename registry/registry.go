@@ -49,6 +49,10 @@ type Entry struct {
 	// Endpoint is where the agent receives messages. It is never shown to
 	// agents: they reach each other through the gateway.
 	Endpoint string `json:"-"`
+	// Roles are the roles a configured agent may claim in a message
+	// besides its Type (agents.yaml roles). Not shown: what an agent may
+	// claim is the gateway's to check.
+	Roles []string `json:"-"`
 	// TokenSHA256 is the lowercase hex SHA-256 of a spawned agent's bearer
 	// token ("" when it has none). The token itself is never kept; the hash
 	// is never shown either: no one outside the gateway needs it.
@@ -223,7 +227,7 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 			AgentName: id, Type: a.Type, SupportedVerbs: nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
 			Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
 			ConfidenceScore: clonePtr(a.ConfidenceScore), Version: a.Version, AgentLocation: a.AgentLocation,
-			Embedding: slices.Clone(a.Embedding), Endpoint: a.Endpoint,
+			Embedding: slices.Clone(a.Embedding), Endpoint: a.Endpoint, Roles: slices.Clone(a.Roles),
 		})
 	}
 	return func() {
@@ -231,6 +235,12 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 		r.static, r.byName, r.lib, r.embedModel, r.spawnTTL, r.cached = static, byName, lib, embedModel, spawnTTL, nil
 		r.mu.Unlock()
 	}, nil
+}
+
+// MayClaim reports whether a message may name role for the agent: its
+// registered type, or a role it declares in agents.yaml.
+func (e Entry) MayClaim(role string) bool {
+	return role == e.Type || slices.Contains(e.Roles, role)
 }
 
 // Library converts registry.yaml into a compact library.

@@ -2,8 +2,10 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sacpgw/gateway/config"
@@ -139,5 +141,41 @@ func TestLibraryRefusesUnknownVerb(t *testing.T) {
 	_, err := Library(config.Registry{Tools: []config.Tool{{ID: "T", SupportedVerbs: []string{"nope"}}}})
 	if err == nil {
 		t.Fatal("a tool naming an unknown verb was accepted")
+	}
+}
+
+// TestRolesReload: the roles an agent may claim are agents.yaml's as
+// reloaded, like its other fields, and are not shown to agents.
+func TestRolesReload(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.Agents["plain"].Type, cfg.Agents["plain"].Roles = "vendor", []string{"initiator"}
+	r, err := New(cfg, NewMemoryStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := func(role string) bool {
+		t.Helper()
+		e, ok, err := r.Lookup(ctx, "plain")
+		if !ok || err != nil {
+			t.Fatalf("lookup: %v %v", ok, err)
+		}
+		return e.MayClaim(role)
+	}
+	if !claims("vendor") || !claims("initiator") || claims("validator") || claims("") {
+		t.Fatal("roles as configured are not what the agent may claim")
+	}
+	cfg.Agents["plain"].Roles = []string{"validator"}
+	apply, err := r.Prepare(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	if !claims("vendor") || claims("initiator") || !claims("validator") {
+		t.Fatal("a reload did not change the roles")
+	}
+	e, _, _ := r.Lookup(ctx, "plain")
+	if b, _ := json.Marshal(e); strings.Contains(string(b), "validator") {
+		t.Errorf("entry shows its roles: %s", b)
 	}
 }
