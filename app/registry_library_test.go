@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sacpgw/gateway/config"
 )
 
 // listBody decodes a {"object": "list", "data": [...]} answer of path as
@@ -119,5 +121,34 @@ func TestRegistryLibraryUnauthenticated(t *testing.T) {
 				t.Errorf("GET %s with token %q: %d %s, want 401 and nothing of the library", path, token, status, body)
 			}
 		}
+	}
+}
+
+// TestRegistryListsSpawned: an agent spawned at run time is listed with
+// the tool it defined, at once, without its token or its token's hash.
+func TestRegistryListsSpawned(t *testing.T) {
+	g := newA2A(t, a2aOpts{})
+	status, body, _ := g.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","VISA_Q",{"description":"Visa rules","inputs":["nationality"],"outputs":["visa_required"]}],["instantiate","VISA_AGENT",{"tool":"VISA_Q","verb":"check"}]]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("spawn: %d %s", status, body)
+	}
+	var spawned struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(body, &spawned); err != nil || spawned.Token == "" {
+		t.Fatalf("spawn answer %s: want a token", body)
+	}
+	tool := byKey(t, listBody(t, g, "/registry/tools", "tok-outsider"), "id", "VISA_Q")
+	if !slices.Equal(strs(tool["supported_verbs"]), []string{"check"}) {
+		t.Errorf("the spawned tool: %v", tool)
+	}
+	byKey(t, listBody(t, g, "/registry/verbs", "tok-outsider"), "name", "check")
+	agent := byKey(t, listBody(t, g, "/registry/agents", "tok-outsider"), "agent_name", "VISA_AGENT")
+	if agent["spawned"] != true || agent["spawned_by"] != "agent:orch_1" {
+		t.Errorf("the spawned agent: %v", agent)
+	}
+	_, list, _ := g.do(http.MethodGet, "/registry/agents", "tok-outsider", "")
+	if strings.Contains(string(list), spawned.Token) || strings.Contains(string(list), config.HashTokenHex(spawned.Token)) {
+		t.Errorf("the agent list shows the spawned agent's token or its hash: %s", list)
 	}
 }
