@@ -117,8 +117,8 @@ func TestRegistryLibraryUnauthenticated(t *testing.T) {
 	for _, path := range []string{"/registry/verbs", "/registry/tools", "/registry/agents"} {
 		for _, token := range []string{"", "tok-nobody"} {
 			status, body, _ := g.do(http.MethodGet, path, token, "")
-			if status != http.StatusUnauthorized || strings.Contains(string(body), "search") || strings.Contains(string(body), "planner_1") {
-				t.Errorf("GET %s with token %q: %d %s, want 401 and nothing of the library", path, token, status, body)
+			if status != http.StatusUnauthorized || !strings.Contains(string(body), `"invalid_api_key"`) || strings.Contains(string(body), "search") || strings.Contains(string(body), "planner_1") {
+				t.Errorf("GET %s with token %q: %d %s, want 401 invalid_api_key and nothing of the library", path, token, status, body)
 			}
 		}
 	}
