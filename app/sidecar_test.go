@@ -66,6 +66,7 @@ func TestSidecarFrontDoorsOneRule(t *testing.T) {
 		{"GET", "/relay/messages?workflow_id=w-1", "Authorization", "", 404, `"invalid_api_key"`},
 		{"GET", "/workflows", "Authorization", "", 200, `"invalid_api_key"`},
 		{"POST", "/registry/query", "Authorization", `{"verb":"PLAN","inputs":["goal"],"output_type":"plan"}`, 200, `"invalid_api_key"`},
+		{"GET", "/registry/agents", "Authorization", "", 200, `"invalid_api_key"`},
 	}
 	for i, d := range doors {
 		t.Run(d.method+" "+d.path, func(t *testing.T) {

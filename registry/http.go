@@ -43,7 +43,8 @@ type Escalator interface {
 	Open(ctx context.Context, req escalation.Request) (escalation.Opened, error)
 }
 
-// API serves POST /sacp/validate, /registry/query and /registry/spawn.
+// API serves POST /sacp/validate, /registry/query and /registry/spawn, and
+// GET /registry/verbs, /registry/tools and /registry/agents.
 // Every route runs behind identity (the agent is in the request scope).
 type API struct {
 	Registry  *Registry
