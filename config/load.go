@@ -365,13 +365,13 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	}
 	logLevels := []string{"debug", "info", "warn", "error"}
 	if !oneOf(g.Log.Level, logLevels...) {
-		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error%s", g.Log.Level, didYouMean(g.Log.Level, logLevels))
+		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error%s", g.Log.Level, DidYouMean(g.Log.Level, logLevels))
 	}
 	if g.Log.Format == "" {
 		g.Log.Format = "json"
 	}
 	if !oneOf(g.Log.Format, "json", "text") {
-		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, didYouMean(g.Log.Format, []string{"json", "text"}))
+		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, DidYouMean(g.Log.Format, []string{"json", "text"}))
 	}
 	if g.Admin.TokenSHA256 != "" {
 		if _, err := decodeHash(g.Admin.TokenSHA256); err != nil {
@@ -407,7 +407,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		}
 		seen[u.Name] = true
 		if !oneOf(u.Type, upstreamTypes[:]...) {
-			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), didYouMean(u.Type, upstreamTypes[:]))
+			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), DidYouMean(u.Type, upstreamTypes[:]))
 		}
 		if u.Type == "openai" || u.Type == "anthropic" {
 			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -472,7 +472,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.TLS.MinVersion = "1.3"
 	}
 	if !oneOf(g.TLS.MinVersion, "1.2", "1.3") {
-		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3%s", g.TLS.MinVersion, didYouMean(g.TLS.MinVersion, []string{"1.2", "1.3"}))
+		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3%s", g.TLS.MinVersion, DidYouMean(g.TLS.MinVersion, []string{"1.2", "1.3"}))
 	}
 	if g.Approval.CatalogueDir == "" {
 		// The default may be absent (an empty catalogue); a configured one must exist.
@@ -504,7 +504,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.Audit.FailMode = "closed"
 	}
 	if !oneOf(g.Audit.FailMode, "closed", "open") {
-		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, didYouMean(g.Audit.FailMode, []string{"closed", "open"}))
+		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, DidYouMean(g.Audit.FailMode, []string{"closed", "open"}))
 	}
 	l.fileExists(f, at("audit", "signing_key_file"), "audit.signing_key_file", g.Audit.SigningKeyFile)
 	if g.Audit.Chain == "" {
@@ -535,7 +535,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.State.Backend = "memory"
 	}
 	if !oneOf(g.State.Backend, "memory", "redis") {
-		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, didYouMean(g.State.Backend, []string{"memory", "redis"}))
+		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, DidYouMean(g.State.Backend, []string{"memory", "redis"}))
 	}
 	if g.State.Backend == "redis" && g.State.RedisURL == "" {
 		l.add(f, at("state", "redis_url"), "state.redis_url is required with backend redis (is REDIS_URL set?)")
@@ -544,7 +544,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.State.OnFailure = "local"
 	}
 	if !oneOf(g.State.OnFailure, "closed", "local") {
-		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local%s", g.State.OnFailure, didYouMean(g.State.OnFailure, []string{"closed", "local"}))
+		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local%s", g.State.OnFailure, DidYouMean(g.State.OnFailure, []string{"closed", "local"}))
 	}
 	if g.State.Timeout == 0 {
 		g.State.Timeout = Duration(50 * time.Millisecond)
@@ -715,7 +715,7 @@ func (l *loader) agentMCP(n *yaml.Node, agents map[string]*Agent, m MCP) {
 		for _, server := range sortedKeys(a.MCPTools) {
 			at := func(p ...string) int { return lineOf(n, append([]string{"agents", id, "mcp_tools", server}, p...)...) }
 			if !oneOf(server, servers...) {
-				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, didYouMean(server, servers))
+				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, DidYouMean(server, servers))
 			}
 			for i, g := range a.MCPTools[server] {
 				if _, err := path.Match(g, ""); err != nil || g == "" {
@@ -795,7 +795,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		for j, in := range v.Inputs {
 			name, typ, typed := strings.Cut(in, ":")
 			if name == "" || (typed && !oneOf(typ, verbInputTypes...)) {
-				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), didYouMean(typ, verbInputTypes))
+				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), DidYouMean(typ, verbInputTypes))
 			}
 		}
 	}
@@ -818,7 +818,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			case aliases[v] != "":
 				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names %q, an alias of verb %q: supported_verbs takes the verb's name", t.ID, v, aliases[v])
 			default:
-				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, didYouMean(v, sortedKeys(verbs)))
+				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, DidYouMean(v, sortedKeys(verbs)))
 			}
 		}
 	}
@@ -876,12 +876,12 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
 		for i, v := range a.SupportedVerbs {
 			if verbs != nil && !verbs[v] {
-				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, didYouMean(v, sortedKeys(verbs)))
+				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, DidYouMean(v, sortedKeys(verbs)))
 			}
 		}
 		for i, t := range a.SupportedTools {
 			if tools != nil && !tools[t] {
-				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, didYouMean(t, sortedKeys(tools)))
+				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, DidYouMean(t, sortedKeys(tools)))
 			}
 		}
 		if a.Endpoint != "" {
@@ -922,7 +922,7 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 			}
 			for j, to := range r.To {
 				if to != "*" && to != "broadcast" && agents[to] == nil {
-					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, didYouMean(to, append(sortedKeys(agents), "broadcast")))
+					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, DidYouMean(to, append(sortedKeys(agents), "broadcast")))
 				}
 			}
 			for j, act := range r.Actions {
@@ -997,7 +997,7 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 			}
 		}
 		if !oneOf(a.ResponseFormat, responseFormats[:]...) {
-			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), didYouMean(a.ResponseFormat, responseFormats[:]))
+			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), DidYouMean(a.ResponseFormat, responseFormats[:]))
 		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
 			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
 		}
@@ -1012,7 +1012,7 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 		}
 		for i, t := range a.AllowedTargets {
 			if targets := append(TargetTypes(), "all"); !oneOf(t, targets...) {
-				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), didYouMean(t, targets))
+				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), DidYouMean(t, targets))
 			}
 		}
 		for i, m := range a.Models {
@@ -1105,12 +1105,12 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	for i, d := range r.Detectors {
 		if !oneOf(d, redact.Names()...) {
-			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), didYouMean(d, redact.Names()))
+			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), DidYouMean(d, redact.Names()))
 		}
 	}
 	for i, d := range r.Block {
 		if !oneOf(d, r.Detectors...) {
-			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, didYouMean(d, r.Detectors))
+			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, DidYouMean(d, r.Detectors))
 		}
 	}
 	if r.Replacement == "" {
@@ -1123,7 +1123,7 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	}
 	for i, a := range r.ApplyTo {
 		if !oneOf(a, sacp.Fields()...) {
-			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), didYouMean(a, sacp.Fields()))
+			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), DidYouMean(a, sacp.Fields()))
 		}
 	}
 }

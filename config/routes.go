@@ -53,7 +53,7 @@ func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*Agent, ups []Up
 				continue
 			}
 			l.add(AgentsFile, line, "agent %q: models: %q is served by no upstream in %s (their models: %s)%s",
-				id, m, GatewayFile, strings.Join(globs, ", "), didYouMean(m, literals))
+				id, m, GatewayFile, strings.Join(globs, ", "), DidYouMean(m, literals))
 		}
 	}
 }

@@ -5,20 +5,18 @@ import (
 	"strings"
 )
 
-// didYouMean is the hint the loader appends to an "unknown X" problem whose
-// known set it has: ` (did you mean "listen"?)` when one known name is close
-// to what was written, else "". A typo is fixed in the file the operator is
-// already looking at, instead of in a reading of the reference.
-func didYouMean(got string, known []string) string {
+// DidYouMean is the hint appended to an "unknown X" problem whose known set
+// is at hand: ` (did you mean "listen"?)` when one known name is close to
+// what was written, else "". A typo is fixed in the file the operator is
+// already looking at, instead of in a reading of the reference. The loader
+// and the command line's own unknown names (an audit --kind) suggest by
+// this one rule.
+func DidYouMean(got string, known []string) string {
 	if s, ok := closest(got, known); ok {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
 }
-
-// DidYouMean is didYouMean for the command line's own unknown names (an
-// audit --kind), so that both suggest by the same rule.
-func DidYouMean(got string, known []string) string { return didYouMean(got, known) }
 
 // closest returns the known name nearest to got, if it is near enough to be
 // a typo of it rather than another word: an edit distance (insertions,

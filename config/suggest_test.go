@@ -51,17 +51,17 @@ func TestDidYouMean(t *testing.T) {
 		{"", ""},
 	}
 	for _, c := range cases {
-		got := didYouMean(c.got, keys)
+		got := DidYouMean(c.got, keys)
 		want := ""
 		if c.want != "" {
 			want = ` (did you mean "` + c.want + `"?)`
 		}
 		if got != want {
-			t.Errorf("didYouMean(%q) = %q, want %q", c.got, got, want)
+			t.Errorf("DidYouMean(%q) = %q, want %q", c.got, got, want)
 		}
 	}
 	// The nearest wins over the first listed.
-	if got := didYouMean("jwtt", []string{"jw", "jwt"}); got != ` (did you mean "jwt"?)` {
+	if got := DidYouMean("jwtt", []string{"jw", "jwt"}); got != ` (did you mean "jwt"?)` {
 		t.Errorf("nearest: %q", got)
 	}
 }

@@ -74,7 +74,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 			seen[k.Value] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
-				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), didYouMean(k.Value, sortedKeys(fields))))
+				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), DidYouMean(k.Value, sortedKeys(fields))))
 				continue
 			}
 			checkKeys(v, ft, join(where, k.Value), report)
