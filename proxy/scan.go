@@ -30,13 +30,7 @@ func redactDoc(r *redact.Redactor, body []byte, fields *sj.Fields, structural fu
 		return body, res, sj.Check(body, fields)
 	}
 	scan := func(p sj.Path, s string, arguments bool) (string, bool) {
-		var o string
-		var rr redact.Result
-		if arguments {
-			o, rr = redactArguments(r, s)
-		} else {
-			o, rr = r.String(s)
-		}
+		o, rr := redactText(r, s, arguments)
 		res.Add(rr)
 		if rr.Blocked != "" && onBlock != nil {
 			onBlock(p)
@@ -52,6 +46,15 @@ func redactDoc(r *redact.Redactor, body []byte, fields *sj.Fields, structural fu
 		return scan(p, name, false)
 	})
 	return out, res, err
+}
+
+// redactText redacts one string or member name: a tool call's arguments
+// inside (redactArguments), anything else as a whole text.
+func redactText(r *redact.Redactor, s string, arguments bool) (string, redact.Result) {
+	if arguments {
+		return redactArguments(r, s)
+	}
+	return r.String(s)
 }
 
 // redactArguments redacts a tool call's arguments: every string and member
@@ -340,13 +343,7 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	blockedChoice := -1
 	// whole redacts a string or a member name that is not a fragment.
 	whole := func(p sj.Path, str string, arguments bool) (string, bool) {
-		var o string
-		var rr redact.Result
-		if arguments {
-			o, rr = redactArguments(s.r, str)
-		} else {
-			o, rr = s.r.String(str)
-		}
+		o, rr := redactText(s.r, str, arguments)
 		s.res.Add(rr)
 		if rr.Blocked != "" && blockedChoice < 0 {
 			blockedChoice = 0
