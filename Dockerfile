@@ -60,7 +60,7 @@ RUN cd /tmp/healthcheck && GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
 # Defaults for a plain `docker run`: the shipped config and policies, and a
 # writable audit directory owned by the non-root user.
 RUN mkdir -p /out/app/data/audit && cp -r config /out/app/config && cp -r rego /out/app/rego \
-    && rm -f /out/app/config/*.go /out/app/rego/*.go && rm -rf /out/app/config/testdata
+    && rm -f /out/app/rego/*.go
 
 FROM gcr.io/distroless/static-debian12:nonroot
 LABEL org.opencontainers.image.title="gateway" \

@@ -19,7 +19,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // fakeAnthropic is a provider speaking Anthropic's Messages API: it checks

@@ -20,7 +20,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // azureOptions are, option for option, what openai-go's

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/proxy"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // The shipped config/ is the quickstart: its banner names the URL a local

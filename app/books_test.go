@@ -18,7 +18,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // openAIWithUsage is a provider in OpenAI's form that reports usage as

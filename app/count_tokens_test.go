@@ -14,7 +14,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/proxy"
 )
 

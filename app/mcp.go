@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/sacpgw/gateway/approval"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/mcp"

@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // toolServer is an MCP server made with the official Go SDK, served over

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/workflow"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // listBody decodes a {"object": "list", "data": [...]} answer of path as

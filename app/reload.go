@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // restartOnly are the settings read once, when the gateway starts: a

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // TestReloadReportsRestartOnlySettings: a reload that changes a setting

@@ -3,7 +3,7 @@ package app
 import (
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/proxy"
 )

@@ -3,7 +3,7 @@ package approval
 import (
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/policy"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // fakeOps is an OpsSource with set answers; it records the agents the

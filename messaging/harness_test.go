@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/httpx"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/envelope"
 	"github.com/sacpgw/gateway/mailbox"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	policyfs "github.com/sacpgw/gateway/rego"
 )
 

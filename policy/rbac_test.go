@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // modelFile is the shipped model; the built-in DefaultRBACModel must

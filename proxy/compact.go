@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/compact"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"

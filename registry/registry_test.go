@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/compact"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // Spawned agents get a bearer token of their own, made by the gateway: the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/dialect/anthropic"
 )
 

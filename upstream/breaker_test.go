@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
 

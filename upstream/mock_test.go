@@ -17,7 +17,7 @@ import (
 	"github.com/openai/openai-go/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // callMock sends one request to the mock as the gateway does, through the

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // Upstream is one configured provider.

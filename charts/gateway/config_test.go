@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // mount is one volumeMount of the gateway container, as laid out under root.

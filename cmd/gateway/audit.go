@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // defaultAuditDir is the audit directory when neither --dir nor a config

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // loadPubkeys reads the --pubkey files of cmd; false when one is not a key

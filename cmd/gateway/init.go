@@ -18,8 +18,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	gateway "github.com/sacpgw/gateway"
 	"github.com/sacpgw/gateway/app"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	policyfs "github.com/sacpgw/gateway/rego"
 )
 
@@ -95,7 +96,7 @@ func emptyOrAbsent(dir string) error {
 // keeps, as the shipped workflow agents' are.
 func initFiles() (map[string][]byte, map[string]string, error) {
 	files := map[string][]byte{}
-	if err := copyFS(files, config.Shipped, ".", ""); err != nil {
+	if err := copyFS(files, gateway.ShippedConfig(), ".", ""); err != nil {
 		return nil, nil, err
 	}
 	if err := copyFS(files, policyfs.FS, "gateway", "rego/gateway"); err != nil {

@@ -17,7 +17,7 @@ import (
 	"syscall"
 
 	"github.com/sacpgw/gateway/app"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=...".

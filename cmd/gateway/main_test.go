@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 func TestConfigCheck(t *testing.T) {
@@ -29,7 +29,7 @@ func TestConfigCheck(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := run([]string{"config", "check", "--config", "../../config/testdata/multi"}, &out, &errb); code != exitFailed {
+	if code := run([]string{"config", "check", "--config", "../../internal/config/testdata/multi"}, &out, &errb); code != exitFailed {
 		t.Fatalf("bad config: exit %d, want 1", code)
 	}
 	if !strings.Contains(errb.String(), "gateway.yaml:2: unknown key \"lisen\" (did you mean \"listen\"?)") || !strings.Contains(errb.String(), "agents.yaml:4:") {
@@ -72,7 +72,7 @@ func TestConfigCheckExplain(t *testing.T) {
 	// A broken configuration: the problems, no explanation.
 	out.Reset()
 	errb.Reset()
-	if code := run([]string{"config", "check", "--explain", "--config", "../../config/testdata/multi"}, &out, &errb); code != exitFailed || out.Len() != 0 {
+	if code := run([]string{"config", "check", "--explain", "--config", "../../internal/config/testdata/multi"}, &out, &errb); code != exitFailed || out.Len() != 0 {
 		t.Errorf("broken config: exit %d, stdout %q; want 1 and nothing", code, out.String())
 	}
 }
@@ -87,7 +87,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"config"}, exitUsage, "usage: gateway config COMMAND"},
 		{[]string{"config", "check", "--config", "../../config", "extra"}, exitUsage, "unexpected argument"},
 		{[]string{"serve", "--nope"}, exitUsage, "flag provided but not defined"},
-		{[]string{"serve", "--config", "../../config/testdata/multi"}, exitUsage, "problem(s)"},
+		{[]string{"serve", "--config", "../../internal/config/testdata/multi"}, exitUsage, "problem(s)"},
 		{[]string{"serve", "--config", "../../config", "--sidecar-agent", "claude-3", "--listen", ":0"}, exitUsage, "loopback"},
 		{[]string{"serve", "--config", "../../config", "--sidecar-agent", "nobody", "--listen", "127.0.0.1:0"}, exitUsage, "no such agent"},
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // writeConfigDir writes a minimal configuration whose gateway.yaml adds

@@ -17,7 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/tester"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // policyMain runs "gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]":

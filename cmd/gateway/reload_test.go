@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // TestConfigHotReload runs the real binary: a new agent in agents.yaml can

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // workflowMain is "gateway workflow graph NAME [--config DIR]": the

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )

@@ -20,7 +20,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // Usage is what one call consumed, as the provider reported it.

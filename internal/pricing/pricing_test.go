@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 func TestCost(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/config"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/usage"
 	"github.com/sacpgw/gateway/upstream"
 )

@@ -11,7 +11,7 @@ import (
 // against the registry.yaml the gateway ships, loaded as the gateway loads
 // it; so are the benchmark plan and the example answers.
 func TestShippedRegistryValidatesFormatExamples(t *testing.T) {
-	cfg, err := Load(".", Options{LookupEnv: noEnv})
+	cfg, err := Load(shippedDir, Options{LookupEnv: noEnv})
 	if err != nil {
 		t.Fatalf("load the shipped config: %v", err)
 	}
@@ -19,7 +19,7 @@ func TestShippedRegistryValidatesFormatExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("library of the shipped registry: %v", err)
 	}
-	const dir = "../compact/testdata"
+	const dir = "../../compact/testdata"
 	examples, err := filepath.Glob(filepath.Join(dir, "format_examples", "*.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func FuzzParseDuration(f *testing.F) {
 // FuzzLoadAgents feeds arbitrary bytes as agents.yaml: the loader must
 // never panic, and must either load or name at least one located problem.
 func FuzzLoadAgents(f *testing.F) {
-	shipped, _ := os.ReadFile("agents.yaml")
+	shipped, _ := os.ReadFile(filepath.Join(shippedDir, "agents.yaml"))
 	f.Add(string(shipped))
 	f.Add(okAgents)
 	f.Add("agents:\n  a: {rate_limit: 1/x, max_request_size: [1]}\n")

@@ -160,7 +160,7 @@ func TestRegistryEmbeddingsChecked(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for _, f := range []string{GatewayFile, AgentsFile, ProtocolFile, RegistryFile} {
-				b, err := os.ReadFile(f)
+				b, err := os.ReadFile(filepath.Join(shippedDir, f))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,7 +172,7 @@ func TestRegistryEmbeddingsChecked(t *testing.T) {
 				}
 			}
 			for _, d := range []string{"schemas", "specs"} {
-				abs, _ := filepath.Abs(d)
+				abs, _ := filepath.Abs(filepath.Join(shippedDir, d))
 				if err := os.Symlink(abs, filepath.Join(dir, d)); err != nil {
 					t.Fatal(err)
 				}

@@ -91,7 +91,7 @@ func TestParseMoney(t *testing.T) {
 func TestUpstreamPriorityDefault(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{AgentsFile, ProtocolFile, RegistryFile} {
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(shippedDir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestUpstreamPriorityDefault(t *testing.T) {
 		}
 	}
 	for _, d := range []string{"schemas", "specs"} {
-		abs, _ := filepath.Abs(d)
+		abs, _ := filepath.Abs(filepath.Join(shippedDir, d))
 		if err := os.Symlink(abs, filepath.Join(dir, d)); err != nil {
 			t.Fatal(err)
 		}

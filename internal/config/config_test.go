@@ -16,7 +16,7 @@ func noEnv(string) (string, bool) { return "", false }
 // TestShippedConfigLoads guards the quickstart: the files in this directory
 // are what `go run ./cmd/gateway` serves.
 func TestShippedConfigLoads(t *testing.T) {
-	cfg, err := Load(".", Options{LookupEnv: noEnv})
+	cfg, err := Load(shippedDir, Options{LookupEnv: noEnv})
 	if err != nil {
 		t.Fatalf("shipped config does not load:\n%v", err)
 	}
@@ -214,7 +214,7 @@ func TestWorkflowsFile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for _, f := range []string{GatewayFile, AgentsFile, ProtocolFile, RegistryFile} {
-				b, err := os.ReadFile(f)
+				b, err := os.ReadFile(filepath.Join(shippedDir, f))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -226,10 +226,10 @@ func TestWorkflowsFile(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := os.Symlink(filepath.Join(mustAbs(t, "."), "schemas"), filepath.Join(dir, "schemas")); err != nil {
+			if err := os.Symlink(filepath.Join(mustAbs(t, shippedDir), "schemas"), filepath.Join(dir, "schemas")); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(filepath.Join(mustAbs(t, "."), "specs"), filepath.Join(dir, "specs")); err != nil {
+			if err := os.Symlink(filepath.Join(mustAbs(t, shippedDir), "specs"), filepath.Join(dir, "specs")); err != nil {
 				t.Fatal(err)
 			}
 			if c.workflows != "" {
@@ -275,3 +275,7 @@ func mustAbs(t *testing.T, p string) string {
 	}
 	return a
 }
+
+// shippedDir is the configuration directory the repository ships: data
+// only, beside the code that reads it.
+const shippedDir = "../../config"

@@ -14,11 +14,12 @@ import (
 func shippedCopy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	err := fs.WalkDir(Shipped, ".", func(p string, d fs.DirEntry, err error) error {
+	shipped := os.DirFS(shippedDir)
+	err := fs.WalkDir(shipped, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(Shipped, p)
+		b, err := fs.ReadFile(shipped, p)
 		if err != nil {
 			return err
 		}
