@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/envelope"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/mailbox"
 )
 
