@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/browsertest"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // deleteArgs are delete_file's arguments.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/dialect/anthropic"
+	"github.com/sacpgw/gateway/internal/config"
 )
 
 // anthropicTransport is a native Anthropic upstream: it is asked in the
