@@ -184,7 +184,7 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 		// Guardrails judge what the model said (they run on every validated
 		// answer: README, "Behaviour", Policy); the fallback wrapper is the
 		// gateway's own words.
-		guard(ctx, p.Policies, p.AgentInputs, ex, &resp)
+		guard(ctx, p.Policies, p.AgentInputs, p.Redactor, ex, &resp)
 	} else {
 		resp = sacp.Fallback(content)
 	}
