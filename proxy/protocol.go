@@ -189,7 +189,11 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 		resp = sacp.Fallback(content)
 	}
 	blocked := p.redactResponse(ex, &resp)
-	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: p.auditTexts(outcome.Errors),
+	from := ""
+	if outcome.Valid {
+		from = outcome.StatusFrom
+	}
+	ex.SACP = &scope.SACPOutcome{Status: resp.Status, StatusFrom: from, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: p.auditTexts(outcome.Errors),
 		Thought: p.auditText(resp.Thought), Message: resp.Message}
 	return settled{content: string(resp.Compact()), status: resp.Status, valid: outcome.Valid, blocked: blocked != ""}
 }
