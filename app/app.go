@@ -526,6 +526,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			{"gateway_messages_delivered_total", "Messages handed to their recipient.", func(s messaging.Stats) int64 { return s.Delivered }},
 			{"gateway_messages_failed_total", "Messages not delivered after every attempt.", func(s messaging.Stats) int64 { return s.Failed }},
 			{"gateway_messages_escalated_total", "Escalations opened for agent-to-agent errors and failed deliveries.", func(s messaging.Stats) int64 { return s.Escalated }},
+			{"gateway_messages_expired_total", "Queued messages not delivered because their metadata.ttl_ms passed first.", func(s messaging.Stats) int64 { return s.Expired }},
 		} {
 			m.Counter(c.name, c.help, func() float64 { return float64(c.f(svc.Stats())) })
 		}

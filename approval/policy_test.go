@@ -36,8 +36,9 @@ func TestShippedPolicyJudgesFacts(t *testing.T) {
 		// in the first violation's description
 		says string
 	}{
-		{"a compliant create", map[string]any{"content": valid}, StatusApproved, nil, 1, ""},
-		{"a modify of a target that exists", map[string]any{"action": "modify", "target_id": "design-001", "content": valid}, StatusApproved, nil, 1, ""},
+		// Citing no specification, an approval is a tenth less sure.
+		{"a compliant create", map[string]any{"content": valid}, StatusApproved, nil, 0.9, ""},
+		{"a modify of a target that exists", map[string]any{"action": "modify", "target_id": "design-001", "content": valid}, StatusApproved, nil, 0.9, ""},
 		{"a modify of a target that does not", map[string]any{"action": "modify", "target_id": "design-999", "content": valid},
 			StatusRejected, []string{"target.missing"}, 1, `design "design-999" does not exist`},
 		{"content off its template", map[string]any{"content": `{"title": "x"}`},

@@ -3,6 +3,7 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -140,11 +141,15 @@ func (s *scanner) decodeACL(top []member) (*Message, error) {
 	}
 	if m.Metadata != nil {
 		for _, mb := range s.subs[subMetadata] {
-			if string(mb.key) == "timeout_ms" {
-				var fe *FieldError
-				if m.TimeoutMS, fe = decodeTimeout(mb.val); fe != nil {
-					return nil, fe
-				}
+			var fe *FieldError
+			switch string(mb.key) {
+			case "timeout_ms":
+				m.TimeoutMS, fe = decodeTimeout(mb.val)
+			case "ttl_ms":
+				m.TTLMS, fe = decodeTTL(mb.val)
+			}
+			if fe != nil {
+				return nil, fe
 			}
 		}
 	}
@@ -296,6 +301,8 @@ func (m *Message) samMetadata(md []member) *FieldError {
 			m.Priority, fe = decodePriority("metadata.priority", mb.val)
 		case "timeout_ms":
 			m.TimeoutMS, fe = decodeTimeout(mb.val)
+		case "ttl_ms":
+			m.TTLMS, fe = decodeTTL(mb.val)
 		case "in_reply_to":
 			if mb.val[0] != '"' {
 				return &FieldError{Field: "metadata.in_reply_to", Reason: "must be a string"}
@@ -512,18 +519,38 @@ func decodePriority(field string, v []byte) (Priority, *FieldError) {
 // decodeTimeout accepts a plain JSON integer only: 1.5, 5e3 and "5" are
 // refused rather than rounded or coerced.
 func decodeTimeout(v []byte) (int, *FieldError) {
+	n, ok := decodeMillis(v, maxTimeout)
+	if !ok {
+		return 0, badTimeout(string(v))
+	}
+	return n, nil
+}
+
+// decodeTTL reads metadata.ttl_ms: how long a queued message stays worth
+// delivering, 1 ms to a day.
+func decodeTTL(v []byte) (int, *FieldError) {
+	n, ok := decodeMillis(v, maxTTL)
+	if !ok {
+		return 0, &FieldError{Field: "metadata.ttl_ms", Reason: fmt.Sprintf("must be an integer from 1 to %d, got %s", maxTTL, truncate(string(v)))}
+	}
+	return n, nil
+}
+
+// decodeMillis reads a JSON integer of milliseconds from 1 to max, digits
+// only (no fraction, exponent or sign but a refused minus).
+func decodeMillis(v []byte, max int) (int, bool) {
 	digits := v
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
 	}
 	if len(digits) == 0 || len(digits) > 8 || bytes.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
-		return 0, badTimeout(string(v))
+		return 0, false
 	}
 	n, err := strconv.Atoi(string(v))
-	if err != nil || n < 1 || n > maxTimeout {
-		return 0, badTimeout(string(v))
+	if err != nil || n < 1 || n > max {
+		return 0, false
 	}
-	return n, nil
+	return n, true
 }
 
 func unknownField(prefix string, key []byte) *FieldError {

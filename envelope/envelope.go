@@ -133,6 +133,9 @@ type Message struct {
 	// It includes the keys mirrored in Priority, TimeoutMS and (SAM) InReplyTo.
 	Metadata  json.RawMessage
 	TimeoutMS int // metadata.timeout_ms; 0 when absent
+	// TTLMS is metadata.ttl_ms, 0 when absent: a queued message not handed
+	// over within it from its acceptance is not delivered.
+	TTLMS int
 }
 
 // FieldError is a validation failure: Field is the JSON path of the offending

@@ -18,7 +18,9 @@ const (
 	maxSource  = 128  // SAM error.source
 	maxMessage = 4096 // error message
 	maxTimeout = 3_600_000
-	maxEcho    = 64 // bytes of an input value an error may quote
+	// maxTTL bounds metadata.ttl_ms: a day.
+	maxTTL  = 86_400_000
+	maxEcho = 64 // bytes of an input value an error may quote
 )
 
 // names maps the normalised fields to each format's JSON paths, so that one

@@ -69,7 +69,11 @@ type Delivery struct {
 	Priority   int    // 0 (critical) is served first ... 3 (low); values outside 0..3 are clamped
 	Body       []byte // the exact bytes to POST to the recipient
 	EnqueuedAt time.Time
-	Reclaimed  bool // true when this delivery was taken over from a consumer that stopped without Ack
+	// ExpiresAt, when set, is when the delivery stops being worth making
+	// (the envelope's metadata.ttl_ms from its acceptance): a worker that
+	// pops it later records it expired instead of handing it over.
+	ExpiresAt time.Time
+	Reclaimed bool // true when this delivery was taken over from a consumer that stopped without Ack
 	// Deliveries is how many times the queue has handed this delivery
 	// out, this time included (1 on its first Pop). It survives reclaims:
 	// that is how a delivery that makes every worker fail is recognised.

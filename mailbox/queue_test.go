@@ -144,7 +144,7 @@ func queueFields(t *testing.T, newQ newQueueFunc) {
 	at := time.Date(2025, 11, 23, 10, 0, 0, 123456789, time.UTC)
 	body := []byte("{\"x\": \"<&>\"}\x00\xff\n")
 	in := Delivery{ID: "ignored", MessageID: "msg-1", Sender: "executor_1", Recipient: "orch_1",
-		Priority: 1, Body: body, EnqueuedAt: at, Reclaimed: true}
+		Priority: 1, Body: body, EnqueuedAt: at, ExpiresAt: at.Add(90 * time.Second), Reclaimed: true}
 	pushed := mustPush(t, q, in)
 	if pushed.ID == "" || pushed.ID == "ignored" {
 		t.Fatalf("push ID = %q, want a new id", pushed.ID)
@@ -162,11 +162,11 @@ func queueFields(t *testing.T, newQ newQueueFunc) {
 	}
 	got := popWithin(t, q, 5*time.Second)
 	if got.ID != pushed.ID || got.MessageID != "msg-1" || got.Sender != "executor_1" || got.Recipient != "orch_1" ||
-		got.Priority != 1 || !bytes.Equal(got.Body, body) || !got.EnqueuedAt.Equal(at) || got.Reclaimed {
+		got.Priority != 1 || !bytes.Equal(got.Body, body) || !got.EnqueuedAt.Equal(at) || !got.ExpiresAt.Equal(at.Add(90*time.Second)) || got.Reclaimed {
 		t.Fatalf("popped %+v\nwant %+v", got, pushed)
 	}
 	got2 := popWithin(t, q, 5*time.Second)
-	if got2.ID != second.ID || len(got2.Body) != 0 || !got2.EnqueuedAt.Equal(second.EnqueuedAt) {
+	if got2.ID != second.ID || len(got2.Body) != 0 || !got2.EnqueuedAt.Equal(second.EnqueuedAt) || !got2.ExpiresAt.IsZero() {
 		t.Fatalf("second popped %+v, want %+v", got2, second)
 	}
 }

@@ -36,6 +36,7 @@ const (
 	fieldSender     = "from"
 	fieldRecipient  = "to"
 	fieldEnqueued   = "at" // Unix nanoseconds
+	fieldExpires    = "ex" // Unix nanoseconds; absent: no expiry
 	fieldBody       = "body"
 )
 
@@ -202,15 +203,18 @@ func (q *RedisQueue) Push(ctx context.Context, d Delivery) (Delivery, error) {
 	}
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	id, err := pushScript.Run(ctx, q.client, q.keys[:],
-		q.maxLen, d.Priority+1,
+	args := []any{q.maxLen, d.Priority + 1,
 		fieldDeliveryID, d.DeliveryID,
 		fieldMessageID, d.MessageID,
 		fieldSender, d.Sender,
 		fieldRecipient, d.Recipient,
 		fieldEnqueued, d.EnqueuedAt.UnixNano(),
 		fieldBody, d.Body,
-	).Text()
+	}
+	if !d.ExpiresAt.IsZero() {
+		args = append(args, fieldExpires, d.ExpiresAt.UnixNano())
+	}
+	id, err := pushScript.Run(ctx, q.client, q.keys[:], args...).Text()
 	if errors.Is(err, redis.Nil) {
 		return Delivery{}, fmt.Errorf("%w: %d deliveries queued", ErrFull, q.maxLen)
 	}
@@ -575,5 +579,9 @@ func setField(d *Delivery, name, val string) {
 		}
 	case fieldBody:
 		d.Body = []byte(val)
+	case fieldExpires:
+		if ns, err := strconv.ParseInt(val, 10, 64); err == nil {
+			d.ExpiresAt = time.Unix(0, ns)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/envelope"
@@ -217,8 +218,12 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 	queued := make([]string, 0, len(outs))
 	deliveries := make([]QueuedDelivery, 0, len(outs))
 	for _, o := range outs {
+		now := s.now().UTC()
 		d := mailbox.Delivery{DeliveryID: o.deliveryID, MessageID: in.msg.ID, Sender: in.msg.Sender.ID, Recipient: o.to.AgentName,
-			Priority: in.msg.Priority.Rank(), Body: o.body, EnqueuedAt: s.now().UTC()}
+			Priority: in.msg.Priority.Rank(), Body: o.body, EnqueuedAt: now}
+		if ttl := in.msg.TTLMS; ttl > 0 {
+			d.ExpiresAt = now.Add(time.Duration(ttl) * time.Millisecond)
+		}
 		if _, err := s.queue.Push(ctx, d); err != nil {
 			s.log.Error("message not queued", "message_id", in.msg.ID, "recipient", o.to.AgentName, "error", err.Error())
 			// Refused: the sender retries it, and recipients it reached

@@ -163,20 +163,13 @@ func (p *planRefusal) Unwrap() error {
 	return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.TypeInvalidRequest, Code: p.code, Param: param, Message: p.reason}
 }
 
-// planErr is the ERR answer to a refused plan: compact SACP's shape, with
-// the refused message's id as reply_to.
+// planErr is the ERR answer to a refused plan: the one ERR shape of
+// compact SACP, as POST /sacp/validate answers it ({"status":"ERR","code",
+// "details","path"}), with the refused message's id as reply_to so that the
+// sender can tie it to what it sent.
 type planErr struct {
-	G       string     `json:"g"`
-	ReplyTo string     `json:"reply_to,omitempty"`
-	Ctx     planErrCtx `json:"ctx"`
-}
-
-type planErrCtx struct {
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-	// Path is the JSON path of the fault inside the payload, as POST
-	// /sacp/validate gives it.
-	Path string `json:"path,omitempty"`
+	compact.Result
+	ReplyTo string `json:"reply_to,omitempty"`
 }
 
 // writePlanRefusal answers 422 with the ERR object.
@@ -184,7 +177,10 @@ func writePlanRefusal(w http.ResponseWriter, r *http.Request, msgID string, p *p
 	if ex := scope.Lookup(r.Context()); ex != nil {
 		ex.Status, ex.ErrCode = http.StatusUnprocessableEntity, p.code
 	}
-	httpx.WriteJSON(w, r, http.StatusUnprocessableEntity, planErr{G: "ERR", ReplyTo: msgID, Ctx: planErrCtx{Code: p.code, Reason: p.reason, Path: p.path}})
+	httpx.WriteJSON(w, r, http.StatusUnprocessableEntity, planErr{
+		Result:  compact.Result{Status: compact.StatusErr, Code: p.code, Details: p.reason, Path: p.path},
+		ReplyTo: msgID,
+	})
 }
 
 // library is the registry's verb and tool library. A registry whose

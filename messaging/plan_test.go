@@ -77,13 +77,11 @@ func aclEvent(sender, receiver, wf, payload string) string {
 
 // planErrBody is the ERR answer to a refused plan.
 type planErrBody struct {
-	G       string `json:"g"`
+	Status  string `json:"status"`
+	Code    string `json:"code"`
+	Details string `json:"details"`
+	Path    string `json:"path"`
 	ReplyTo string `json:"reply_to"`
-	Ctx     struct {
-		Code   string `json:"code"`
-		Reason string `json:"reason"`
-		Path   string `json:"path"`
-	} `json:"ctx"`
 }
 
 // TestPlanChecked: an envelope whose payload is a compact SACP message is
@@ -152,7 +150,7 @@ func TestPlanChecked(t *testing.T) {
 			}
 			var raw map[string]any
 			_ = json.Unmarshal(w.Body.Bytes(), &raw)
-			if e.G != "ERR" || e.ReplyTo == "" || e.Ctx.Code != tc.code || e.Ctx.Path != tc.path || !strings.Contains(e.Ctx.Reason, tc.reason) || len(raw) != 3 {
+			if e.Status != "ERR" || e.ReplyTo == "" || e.Code != tc.code || e.Path != tc.path || !strings.Contains(e.Details, tc.reason) || len(raw) != 4+btoi(tc.path != "") {
 				t.Errorf("ERR %s, want code %s path %s reason ~%q", w.Body, tc.code, tc.path, tc.reason)
 			}
 			if sent := decode(t, []byte(tc.body))["message_id"]; sent != nil && e.ReplyTo != sent {
@@ -163,7 +161,7 @@ func TestPlanChecked(t *testing.T) {
 				t.Fatalf("%d message.reject entries, want %d", len(rs), rejects+1)
 			}
 			sum := rs[len(rs)-1].Summary
-			if sum["status"] != 422 || sum["error_code"] != tc.code || sum["reason"] != e.Ctx.Reason || sum["message_id"] != e.ReplyTo {
+			if sum["status"] != 422 || sum["error_code"] != tc.code || sum["reason"] != e.Details || sum["message_id"] != e.ReplyTo {
 				t.Errorf("message.reject %v", sum)
 			}
 			if v, _ := sum["checks"].(map[string]any)["plan"].(map[string]any); v["code"] != tc.code {
@@ -238,7 +236,14 @@ func TestGroupPlanLeavesOut(t *testing.T) {
 	}
 	w = h.send("orch", `{"message_type":"notification","sender_id":"orch","receiver_type":"executor","workflow_id":"wf_gp2","action":"run","payload":{"g":"x","plan":[["predict","PRC_EST",{}]]}}`)
 	var e planErrBody
-	if w.Code != http.StatusUnprocessableEntity || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Ctx.Code != "UNKNOWN_VERB" {
+	if w.Code != http.StatusUnprocessableEntity || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Code != "UNKNOWN_VERB" {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

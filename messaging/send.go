@@ -44,6 +44,9 @@ type send struct {
 	// names in the library (aliases resolved), for the policy; nil when
 	// the payload carries no plan with steps.
 	planVerbs []string
+	// testMode: the payload asks for a dry run (ctx.test_mode); checked
+	// and audited, delivered to nobody.
+	testMode bool
 }
 
 // refusal marks an error found after the checks (the history refusing a
@@ -61,6 +64,10 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	in := &send{ex: ex, checks: map[string]any{}}
 	if err := s.accept(r, in); err != nil {
 		s.reject(w, r, in, err)
+		return
+	}
+	if in.testMode {
+		s.dryRun(w, r, in)
 		return
 	}
 	esc, err := s.suspendThread(r.Context(), in)
@@ -111,7 +118,7 @@ func (s *Service) reject(w http.ResponseWriter, r *http.Request, in *send, err e
 // records its verdict in in.checks for the audit entry.
 func (s *Service) accept(r *http.Request, in *send) error {
 	for _, step := range []func(*http.Request, *send) error{
-		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.checkSuspended, s.redact, s.checkPlan,
+		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.checkSuspended, s.redact, s.checkPlan, s.checkTestMode,
 	} {
 		if err := step(r, in); err != nil {
 			return err

@@ -162,7 +162,7 @@ func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
 
 // counters are the service's totals for /metrics.
 type counters struct {
-	accepted, refused, delivered, failed, escalated atomic.Int64
+	accepted, refused, delivered, failed, escalated, expired atomic.Int64
 }
 
 // Stats are the service's totals since start.
@@ -174,12 +174,15 @@ type Stats struct {
 	Delivered, Failed int64
 	// Escalated counts escalations opened.
 	Escalated int64
+	// Expired counts queued deliveries dropped because their
+	// metadata.ttl_ms passed before a worker got to them.
+	Expired int64
 }
 
 // Stats returns the totals.
 func (s *Service) Stats() Stats {
 	return Stats{Accepted: s.stats.accepted.Load(), Refused: s.stats.refused.Load(), Delivered: s.stats.delivered.Load(),
-		Failed: s.stats.failed.Load(), Escalated: s.stats.escalated.Load()}
+		Failed: s.stats.failed.Load(), Escalated: s.stats.escalated.Load(), Expired: s.stats.expired.Load()}
 }
 
 // QueueLen is the number of queued deliveries (waiting or in flight).

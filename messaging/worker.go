@@ -51,6 +51,10 @@ func (s *Service) work(ctx context.Context) {
 // MaxDeliveries times in all.
 func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 	start := s.now()
+	if !d.ExpiresAt.IsZero() && start.After(d.ExpiresAt) {
+		s.expire(ctx, d, start)
+		return
+	}
 	e, ok, _ := s.reg.Lookup(ctx, d.Recipient)
 	var (
 		attempts int
@@ -90,6 +94,21 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 		return
 	}
 	s.bury(ctx, d, fmt.Sprintf("delivery_failed: %s after %d attempt(s)", failureKind(err), attempts))
+}
+
+// expire records a delivery whose metadata.ttl_ms passed before a worker
+// got to it, and drops it: the sender said it is not worth making late.
+// Unrecorded, it stays in flight and the next worker decides again.
+func (s *Service) expire(ctx context.Context, d mailbox.Delivery, now time.Time) {
+	sum := map[string]any{"message_id": d.MessageID, "recipient": d.Recipient, "status": "expired", "attempts": 0,
+		"queued_ms": now.Sub(d.EnqueuedAt).Milliseconds(), "expired_ms": now.Sub(d.ExpiresAt).Milliseconds(), "priority": d.Priority,
+		"reclaimed": d.Reclaimed, "delivery_id": d.DeliveryID, "deliveries": d.Deliveries}
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: d.Sender, RequestID: d.MessageID, PayloadSHA256: sha256Hex(d.Body), Summary: sum}); err != nil {
+		s.log.Error("expiry not audited: it will be decided again", "message_id", d.MessageID, "error", err.Error())
+		return
+	}
+	s.stats.expired.Add(1)
+	s.ack(ctx, d)
 }
 
 // errRecipientGone: the recipient of a queued delivery left the registry,

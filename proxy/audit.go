@@ -113,6 +113,9 @@ func responseSummary(ex *scope.Exchange, status int) *audit.Object {
 	if o := ex.SACP; o != nil {
 		s.Begin("sacp")
 		s.Str("status", o.Status)
+		if o.StatusFrom != "" {
+			s.Str("status_from", o.StatusFrom)
+		}
 		s.Bool("valid", o.Valid)
 		s.Int("attempts", int64(o.Attempts))
 		s.Bool("tool_calls", o.ToolCalls)

@@ -2,14 +2,17 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 )
 
@@ -73,7 +76,7 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 // guard applies data.gateway.guardrails.response to a validated answer
 // (SACP's guardrails; docs/policy-authoring.md, guardrails.response): it may
 // force status "failure" and withhold the message.
-func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchange, resp *sacp.Response) {
+func guard(ctx context.Context, p Policies, agents AgentInputs, red *redact.Redactor, ex *scope.Exchange, resp *sacp.Response) {
 	if p == nil {
 		return
 	}
@@ -86,6 +89,7 @@ func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchan
 	if resp.NextStepHint != "" {
 		obj["next_step_hint"] = resp.NextStepHint
 	}
+	obj["sensitive_data"] = sensitive(red, resp.Data)
 	d, _ := p.Guardrails(ctx, map[string]any{"agent": agents.of(ex.Agent), "response": obj})
 	verdict := scope.Verdict{Check: scope.CheckGuardrails, Verdict: "pass", DecisionID: d.DecisionID, Revision: d.Revision,
 		RedactMessage: d.RedactMessage, Reason: d.Reason, FailClosed: d.FailClosed}
@@ -97,4 +101,30 @@ func guard(ctx context.Context, p Policies, agents AgentInputs, ex *scope.Exchan
 		resp.Message = fmt.Sprintf("[REDACTED:guardrail] %s", d.Reason)
 	}
 	ex.Check(verdict)
+}
+
+// sensitive names, sorted, the redaction detectors that find something in
+// an answer's data (member names and values): what SACP's redaction
+// guardrail means by a failure that "contains sensitive data", so that a
+// failure carrying only an error code keeps its message. Empty, never nil:
+// a rule reads it with count().
+func sensitive(red *redact.Redactor, data json.RawMessage) []string {
+	found := []string{}
+	if red == nil || len(data) == 0 {
+		return found
+	}
+	_, res, err := red.JSON(data)
+	if err != nil {
+		// Validated data is JSON; a reading error is counted as sensitive
+		// so that the guardrail errs on the side of withholding.
+		return []string{"unreadable"}
+	}
+	for name := range res.Counts {
+		found = append(found, name)
+	}
+	if res.Blocked != "" && res.Counts[res.Blocked] == 0 {
+		found = append(found, res.Blocked)
+	}
+	slices.Sort(found)
+	return found
 }

@@ -184,12 +184,16 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 		// Guardrails judge what the model said (they run on every validated
 		// answer: README, "Behaviour", Policy); the fallback wrapper is the
 		// gateway's own words.
-		guard(ctx, p.Policies, p.AgentInputs, ex, &resp)
+		guard(ctx, p.Policies, p.AgentInputs, p.Redactor, ex, &resp)
 	} else {
 		resp = sacp.Fallback(content)
 	}
 	blocked := p.redactResponse(ex, &resp)
-	ex.SACP = &scope.SACPOutcome{Status: resp.Status, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: p.auditTexts(outcome.Errors),
+	from := ""
+	if outcome.Valid {
+		from = outcome.StatusFrom
+	}
+	ex.SACP = &scope.SACPOutcome{Status: resp.Status, StatusFrom: from, Valid: outcome.Valid, Attempts: ex.Attempts, Errors: p.auditTexts(outcome.Errors),
 		Thought: p.auditText(resp.Thought), Message: resp.Message}
 	return settled{content: string(resp.Compact()), status: resp.Status, valid: outcome.Valid, blocked: blocked != ""}
 }

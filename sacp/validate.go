@@ -26,6 +26,13 @@ const (
 
 var statuses = []string{StatusSuccess, StatusFailure, StatusClarificationNeeded, StatusCompleted, StatusRetryWithInstruction, StatusWaitingForHuman}
 
+// StatusNeedsInput is the protocol's own name, in its description of
+// workflow control flow (success, failure, needs_input), for what its answer
+// format calls clarification_needed. An answer that uses it is read as
+// clarification_needed, not refused: asking the model again (and paying for
+// it) over a synonym the protocol itself uses would be the gateway's fault.
+const StatusNeedsInput = "needs_input"
+
 // maxErrors caps Outcome.Errors: a data payload with thousands of violations
 // must not turn the re-ask prompt into a second payload. The model gets the
 // first ones and a count of the rest.
@@ -61,6 +68,10 @@ type Outcome struct {
 	// could be found it is the single entry "response is not a JSON object:
 	// <reason>".
 	Errors []string
+	// StatusFrom is the status the answer wrote when the gateway read it
+	// as another: "needs_input" read as clarification_needed. Empty when
+	// the status was taken as written.
+	StatusFrom string
 }
 
 // Validator checks answers against the SACP envelope and, optionally, an
@@ -128,6 +139,9 @@ func (v *Validator) Check(content string) Outcome {
 	)
 	r.Thought, errs = stringField(&obj, "thought", true, errs)
 	r.Status, errs = stringField(&obj, "status", true, errs)
+	if r.Status == StatusNeedsInput {
+		r.Status, out.StatusFrom = StatusClarificationNeeded, StatusNeedsInput
+	}
 	if raw, _ := obj.get("status"); kindOf(raw) == "string" && !slices.Contains(statuses, r.Status) {
 		errs = append(errs, "/status: must be one of "+strings.Join(statuses, ", "))
 	}

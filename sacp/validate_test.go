@@ -78,6 +78,9 @@ func TestCheck(t *testing.T) {
 		{name: "null next_step_hint counts as absent", content: answer(with("next_step_hint", nil))},
 		{name: "status completed", content: answer(with("status", "completed")), wantStatus: "completed"},
 		{name: "status clarification_needed", content: answer(with("status", "clarification_needed"))},
+		// The protocol's own synonym, read as what the answer format calls it.
+		{name: "status needs_input", content: answer(with("status", "needs_input")), wantStatus: "clarification_needed"},
+		{name: "status Needs_Input is not a synonym", content: answer(with("status", "Needs_Input")), wantErrs: []string{statusErr}, wantStatus: "Needs_Input"},
 		// Control statuses of workflows: their data is not the agent's
 		// payload, so the schema (amount, currency) does not apply.
 		{name: "retry_with_instruction with an instruction", content: answer(withStatus("retry_with_instruction", map[string]any{"instruction": "use the domain acme.com"})), wantStatus: "retry_with_instruction"},

@@ -86,6 +86,8 @@ func TestProtocolAnswers(t *testing.T) {
 		{"garbage then valid", []string{"I think the total is 12.5", validSACP}, 2, "true", "success", "2"},
 		{"garbage always", []string{"no JSON here, sorry"}, 3, "false", "failure", "3"},
 		{"schema-invalid data then valid", []string{`{"thought":"t","status":"success","data":{"amount":"12.5"},"message":"m"}`, validSACP}, 2, "true", "success", "2"},
+		// The protocol's own synonym costs no second call.
+		{"needs_input", []string{`{"thought":"t","status":"needs_input","data":{"amount":0},"message":"Done for March; which month next? Ask bob@example.com"}`}, 1, "true", "clarification_needed", "1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

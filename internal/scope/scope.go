@@ -235,9 +235,12 @@ type Failover struct {
 
 // SACPOutcome is what the protocol stage decided about an answer.
 type SACPOutcome struct {
-	Status   string
-	Valid    bool
-	Attempts int
+	Status string
+	// StatusFrom is the status as the model wrote it, when the gateway read
+	// it as Status (needs_input as clarification_needed).
+	StatusFrom string
+	Valid      bool
+	Attempts   int
 	// ToolCalls is set when the answer was a tool call, passed unchanged.
 	ToolCalls bool
 	// Thought and Message are the (redacted) fields, for the audit trail.

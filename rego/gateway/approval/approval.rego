@@ -124,16 +124,45 @@ _fact_escalations contains "the references could not all be followed to rule out
 # METADATA
 # title: Confidence
 # description: |
-#   By status, 1 for a verdict the rules settle (approved, rejected) and
-#   0.5 for one they hand to a person (escalated); a rule package may lower
-#   it with confidence (a number 0..1), the lowest wins.
-_confidence(status) := min({_default_confidence[status]} | {c |
+#   By status: 1 for a rejection (a violation settles it) and 0.5 for an
+#   escalation (a person settles it). An approval starts at 1 and loses a
+#   tenth for each thing that could not be checked (_gaps: no references
+#   cited, content or target the gateway could not check, a moderate risk
+#   the agent declared), down to 0.6, so that an approval on little
+#   evidence says so. A rule package may lower any of them with
+#   confidence (a number 0..1); the lowest wins.
+_confidence(status) := min({_status_confidence(status)} | {c |
 	c := rules[_].confidence
 	is_number(c)
 	c >= 0 # above 1 never wins the min
 })
 
-_default_confidence := {"approved": 1, "rejected": 1, "escalated": 0.5}
+_status_confidence("approved") := max([0.6, 1 - (0.1 * count(_gaps))])
+
+_status_confidence("rejected") := 1
+
+_status_confidence("escalated") := 0.5
+
+# What an approval could not check. Each fact counts only when the gateway
+# says it looked (checked == false), never when it is absent.
+_gaps contains "no references cited" if {
+	input.request.request_type in {"APPROVAL", "VALIDATE"}
+	count(object.get(input.request, "references", [])) == 0
+}
+
+_gaps contains "content not checked against a template" if {
+	input.request.action in {"create", "modify"}
+	input.content_check.checked == false
+}
+
+_gaps contains "target not checked" if {
+	_changes_existing
+	input.target.checked == false
+}
+
+_gaps contains "moderate risk declared" if {
+	regex.match(`(?i)\b(medium|moderate)\b`, object.get(input.request, "risk_assessment", ""))
+}
 
 # Each outcome is built only when it is the decision.
 

@@ -9,6 +9,7 @@ test_clean_answers_keep_their_status[tc.note] if {
 		{"note": "success", "response": {"thought": "t", "status": "success", "data": {"a": 1}, "message": "done"}},
 		{"note": "clarification", "response": {"thought": "t", "status": "clarification_needed", "data": {}, "message": "which one?"}},
 		{"note": "failure without data", "response": {"thought": "t", "status": "failure", "data": {}, "message": "could not"}},
+		{"note": "failure with data nothing sensitive in", "response": {"thought": "t", "status": "failure", "data": {"code": "TIMEOUT"}, "message": "timed out", "sensitive_data": []}},
 	]
 	r := guardrails.response with input as {"agent": _agent, "response": tc.response}
 	r == {"status": tc.response.status, "redact_message": false, "reason": ""}
@@ -18,8 +19,8 @@ test_findings_force_failure[tc.note] if {
 	some tc in [
 		{
 			"note": "failure with data",
-			"response": {"thought": "t", "status": "failure", "data": {"card": "4111"}, "message": "card 4111 declined"},
-			"want": "failure with data: message redacted (SACP)",
+			"response": {"thought": "t", "status": "failure", "data": {"card": "4111 1111 1111 1111"}, "message": "card declined", "sensitive_data": ["credit_card"]},
+			"want": "failure with sensitive data: message redacted (SACP)",
 		},
 		{
 			"note": "injection echo in a success",
@@ -28,8 +29,8 @@ test_findings_force_failure[tc.note] if {
 		},
 		{
 			"note": "two findings",
-			"response": {"thought": "t", "status": "failure", "data": {"k": 1}, "message": "-----BEGIN PRIVATE KEY-----\nMII..."},
-			"want": "failure with data: message redacted (SACP); message contains a private key",
+			"response": {"thought": "t", "status": "failure", "data": {"k": "a@b.example"}, "message": "-----BEGIN PRIVATE KEY-----\nMII...", "sensitive_data": ["email"]},
+			"want": "failure with sensitive data: message redacted (SACP); message contains a private key",
 		},
 	]
 	r := guardrails.response with input as {"agent": _agent, "response": tc.response}

@@ -1,9 +1,12 @@
 # METADATA
 # title: rationale
 # description: |
-#   With compliance.require_rationale, APPROVAL and VALIDATE requests must
-#   say why (at least 10 characters besides blanks). An APPROVAL without any
-#   rationale is already reported by required_fields.
+#   With compliance.require_rationale, an APPROVAL must say why (at least
+#   10 characters besides blanks); an APPROVAL without any rationale is
+#   already reported by required_fields. A VALIDATE (a dry run of an
+#   APPROVAL) needs none, as the protocol's required fields say, but a
+#   rationale it does give is held to the same length, so that the dry run
+#   answers what the APPROVAL would.
 package gateway.rules.approval.rationale
 
 import data.gateway.lib.approval as lib
@@ -20,7 +23,7 @@ violations contains {
 	"description": sprintf("%s requests need a rationale of at least %d characters (got %d)", [input.request.request_type, _min_length, _length]),
 	"suggestion": "explain why the change is needed, e.g. the user story or defect it serves",
 } if {
-	input.request.request_type in {"APPROVAL", "VALIDATE"}
+	_checked
 	_length < _min_length
 	lib.protocol.compliance.require_rationale == true
 	not _reported_by_required_fields
@@ -30,3 +33,13 @@ _reported_by_required_fields if {
 	input.request.request_type == "APPROVAL"
 	_length == 0
 }
+
+_checked if input.request.request_type == "APPROVAL"
+
+_checked if {
+	input.request.request_type == "VALIDATE"
+	_given
+}
+
+# A rationale that is present, even blank or of the wrong type, is checked.
+_given if not object.get(input.request, "rationale", null) in {null, ""}
