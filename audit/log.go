@@ -101,11 +101,11 @@ type segmentWriter interface {
 }
 
 type request struct {
-	p   *prepared
-	e   Entry
-	res chan result // buffered; nil for entries the log writes on its own
-	leaf []byte     // the Merkle leaf hash of the entry's line, set by write
-	at  time.Time   // when the append was handed to the writer
+	p    *prepared
+	e    Entry
+	res  chan result // buffered; nil for entries the log writes on its own
+	leaf []byte      // the Merkle leaf hash of the entry's line, set by write
+	at   time.Time   // when the append was handed to the writer
 }
 
 type result struct {
