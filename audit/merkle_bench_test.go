@@ -34,4 +34,14 @@ func BenchmarkEntryCPU(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/entry")
 		})
 	}
+	b.Run("tree", func(b *testing.B) {
+		line, _ := p.appendLine(nil, 1, GenesisHash, ts)
+		line = line[:len(line)-1]
+		t := newTree(1)
+		b.ReportAllocs()
+		for b.Loop() {
+			t.add(leafHash(line))
+		}
+		b.ReportMetric(float64(len(line)), "line-bytes")
+	})
 }
