@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	tdlog "github.com/transparency-dev/formats/log"
+	tdproof "github.com/transparency-dev/formats/proof"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // provedChain writes n entries on chain gw-test in a new directory, with
@@ -309,4 +313,33 @@ func TestVerifyChecksTheTree(t *testing.T) {
 			t.Fatalf("Verify = %v", err)
 		}
 	})
+}
+
+// TestProofReadByC2SPTools: the proof file and its checkpoint are read by
+// transparency-dev's implementations of the C2SP formats, another reader
+// than the package's, with the public key as a signed-note verifier key.
+func TestProofReadByC2SPTools(t *testing.T) {
+	dir, k := provedChain(t, 13)
+	file := must(Prove(dir, "", 6, nil)).Marshal()
+	var p tdproof.TLogProof
+	if err := p.Unmarshal(file); err != nil {
+		t.Fatalf("tlog-proof Unmarshal: %v", err)
+	}
+	vkey := must(VerifierKey("gw-test", k.pub))
+	v := must(note.NewVerifier(vkey))
+	cp, _, _, err := tdlog.ParseCheckpoint(p.Checkpoint, Origin("gw-test"), v)
+	if err != nil {
+		t.Fatalf("ParseCheckpoint: %v", err)
+	}
+	path := make([][]byte, len(p.Hashes))
+	for i := range p.Hashes {
+		path[i] = p.Hashes[i][:]
+	}
+	leaf := rfcLeaf(p.ExtraData)
+	if cp.Size != 13 || p.Index != 5 || !rfcVerifyInclusion(p.Index, cp.Size, leaf, path, cp.Hash) {
+		t.Fatalf("size %d, index %d: the proof read by the C2SP tools does not verify", cp.Size, p.Index)
+	}
+	if !bytes.Equal(p.Marshal(), file) {
+		t.Errorf("the C2SP tools write the proof differently:\n%s\n%s", p.Marshal(), file)
+	}
 }
