@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -89,4 +90,34 @@ func treeCrashWriter(dir, key string) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestTreeResumeAcrossSegments: the state a crash leaves (the directory as
+// it is while the log is open, every entry fsynced) with the entries after
+// the last checkpoint spread over several segments: Open replays them all,
+// and the root it signs is the RFC 6962 root of every line.
+func TestTreeResumeAcrossSegments(t *testing.T) {
+	dir, k := t.TempDir(), newKeyPair(t)
+	l := openLog(t, Config{Dir: dir, SigningKeyFile: k.priv, SegmentMaxBytes: 2000, CheckpointEvery: 40, CheckpointInterval: -1})
+	appendN(t, l, 97) // checkpoints at 40 and 80; 17 entries after, over several segments
+	crashed := t.TempDir()
+	for _, p := range segments(t, dir, "gw-test") {
+		writeFile(t, filepath.Join(crashed, filepath.Base(p)), must(os.ReadFile(p)))
+	}
+	cps := must(os.ReadFile(filepath.Join(dir, checkpointName("gw-test"))))
+	writeFile(t, filepath.Join(crashed, checkpointName("gw-test")), cps)
+	if n := len(segments(t, crashed, "gw-test")); n < 4 {
+		t.Fatalf("only %d segments: the test needs the replay to cross segments", n)
+	}
+	r := openLog(t, Config{Dir: crashed, SigningKeyFile: k.priv, CheckpointInterval: -1})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := allLines(t, crashed, "gw-test")
+	if len(lines) != 97 || !bytes.Equal(mustRoot(t, must(LatestCheckpointNote(crashed, "gw-test", -1)), k.pub), rfcMTH(lines)) {
+		t.Fatalf("after resuming %d lines, the signed root is not the RFC 6962 root", len(lines))
+	}
+	if _, err := Verify(crashed, k.pub); err != nil {
+		t.Fatal(err)
+	}
 }
