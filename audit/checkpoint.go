@@ -32,6 +32,11 @@ type Checkpoint struct {
 	TS        string `json:"ts"` // RFC 3339 UTC, nine fraction digits, as signed
 	Signature string `json:"signature"`
 	KeyID     string `json:"key_id,omitempty"`
+	// Merkle is the chain's Merkle tree at Seq (merkle.go), on every
+	// checkpoint from the one that marks the tree's start; Note is that
+	// tree as a C2SP checkpoint signed with the same key, on signed ones.
+	Merkle *TreeHead `json:"merkle,omitempty"`
+	Note   string    `json:"note,omitempty"`
 }
 
 // keyIDLen is the length of a key id in hex digits (64 bits): enough to
@@ -82,6 +87,13 @@ func (c Checkpoint) line() []byte {
 	if c.KeyID != "" { // "key_id" sorts between "hash" and "seq"
 		b = append(b, `,"key_id":`...)
 		b = appendCanonicalString(b, c.KeyID)
+	}
+	if c.Merkle != nil { // "merkle" and "note" sort between "key_id" and "seq"
+		b = c.Merkle.appendCanonical(append(b, `,"merkle":`...))
+	}
+	if c.Note != "" {
+		b = append(b, `,"note":`...)
+		b = appendCanonicalString(b, c.Note)
 	}
 	b = append(b, `,"seq":`...)
 	b = fmt.Appendf(b, "%d", c.Seq)
@@ -138,10 +150,16 @@ func parseCheckpoint(line []byte) (Checkpoint, error) {
 			return Checkpoint{}, fmt.Errorf("missing field %q", k)
 		}
 	}
-	_, hasKeyID := fields["key_id"]
-	if n := len(checkpointFields); len(fields) != n && !(hasKeyID && len(fields) == n+1) {
+	n := len(checkpointFields)
+	for _, k := range []string{"key_id", "merkle", "note"} {
+		if _, ok := fields[k]; ok {
+			n++
+		}
+	}
+	if len(fields) != n {
 		return Checkpoint{}, errors.New("unknown field")
 	}
+	_, hasKeyID := fields["key_id"]
 	var c Checkpoint
 	if err := json.Unmarshal(canon, &c); err != nil {
 		return Checkpoint{}, fmt.Errorf("bad field: %w", err)
@@ -161,6 +179,9 @@ func parseCheckpoint(line []byte) (Checkpoint, error) {
 		if c.Signature == "" {
 			return Checkpoint{}, errors.New("key_id without a signature")
 		}
+	}
+	if err := c.checkTreeFields(); err != nil {
+		return Checkpoint{}, err
 	}
 	// One spelling per checkpoint, as for entries (errNotCanonical): the
 	// line must be what line() writes for what was read, so no number or

@@ -68,6 +68,8 @@ type Log struct {
 	cpSize      int64 // durable size of the checkpoints file
 	cpDirty     bool  // a checkpoint write failed after cpSize
 	cp          Checkpoint
+	tree        *tree       // over the entries from the marked checkpoint on (merkle.go)
+	noteKey     *noteSigner // signs the tree's checkpoint notes; nil without a key
 	finalErr    error
 
 	entries, batches, fsyncs, fsyncNanos, lost, checkpoints, checkpointErrors atomic.Uint64
@@ -99,10 +101,11 @@ type segmentWriter interface {
 }
 
 type request struct {
-	p   *prepared
-	e   Entry
-	res chan result // buffered; nil for entries the log writes on its own
-	at  time.Time   // when the append was handed to the writer
+	p    *prepared
+	e    Entry
+	res  chan result // buffered; nil for entries the log writes on its own
+	leaf []byte      // the Merkle leaf hash of the entry's line, set by write
+	at   time.Time   // when the append was handed to the writer
 }
 
 type result struct {
@@ -176,6 +179,9 @@ func Open(cfg Config) (*Log, error) {
 			l.log.Warn("audit signing key is readable by group or others", "file", cfg.SigningKeyFile, "mode", fi.Mode().Perm().String())
 		}
 		l.key = key
+		if l.noteKey, err = newNoteSigner(Origin(l.chain), key); err != nil {
+			return nil, fmt.Errorf("open audit log: %w", err)
+		}
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
@@ -530,6 +536,7 @@ func (l *Log) write(batch []*request) error {
 		before := len(buf)
 		var hash string
 		buf, hash = r.p.appendLine(buf, seq, prev, ts)
+		r.leaf = leafHash(buf[before : len(buf)-1])
 		r.e = r.p.entry(l.chain, seq, prev, hash, ts)
 		prev = hash
 		if size := l.segSize + int64(before); size > 0 && size+int64(len(buf)-before) > l.segMax {
@@ -623,6 +630,7 @@ func (l *Log) ack(reqs []*request) {
 	l.seq, l.prev = last.Seq, last.Hash
 	l.entries.Add(uint64(len(reqs)))
 	for _, r := range reqs {
+		l.tree.add(r.leaf)
 		if r.res != nil {
 			r.res <- result{e: r.e}
 		}
@@ -645,7 +653,8 @@ func (l *Log) checkpoint() error {
 	if l.seq == 0 || l.seq == l.cp.Seq || l.broken != nil {
 		return nil
 	}
-	cp := signCheckpoint(Checkpoint{Chain: l.chain, Seq: l.seq, Hash: l.prev, TS: time.Now().UTC().Format(tsLayout)}, l.key)
+	cp := Checkpoint{Chain: l.chain, Seq: l.seq, Hash: l.prev, TS: time.Now().UTC().Format(tsLayout)}
+	cp = signCheckpoint(l.withTree(cp), l.key)
 	if err := l.writeCheckpoint(cp); err != nil {
 		l.checkpointErrors.Add(1)
 		l.log.Error("audit checkpoint failed", "seq", cp.Seq, "err", err)

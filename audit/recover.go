@@ -44,6 +44,7 @@ func (l *Log) resume() error {
 
 	cpName := checkpointName(l.chain)
 	cpTorn := int64(-1)
+	var treeCP *Checkpoint // the last checkpoint with a tree
 	if cf.checkpoints != "" {
 		f, err := os.OpenFile(join(l.dir, cpName), os.O_RDWR|os.O_APPEND, 0)
 		if err != nil {
@@ -59,6 +60,9 @@ func (l *Log) resume() error {
 				return true, fmt.Errorf("checkpoint of chain %q seq %d does not follow seq %d", cp.Chain, cp.Seq, l.cp.Seq)
 			}
 			l.cp = cp
+			if cp.Merkle != nil {
+				treeCP = &cp
+			}
 			return true, nil
 		}); err != nil {
 			return fmt.Errorf("%s: %w", cpName, err)
@@ -134,6 +138,9 @@ func (l *Log) resume() error {
 	}
 	for _, r := range recs {
 		recorded[r["torn_file"].(string)] = true
+	}
+	if err := l.resumeTree(cf, treeCP); err != nil {
+		return err
 	}
 	for _, t := range cf.torn {
 		if recorded[t.name] {

@@ -52,8 +52,12 @@ type ChainReport struct {
 	// seq 1. Torn files are then matched only against the recoveries in
 	// that part.
 	VerifiedFrom *Checkpoint `json:"verified_from,omitempty"`
-	Recoveries   []Recovery  `json:"recoveries,omitempty"`
-	Failure      *Failure    `json:"failure,omitempty"`
+	// MerkleStart is the seq of the first entry of the chain's Merkle tree
+	// (0: none yet); every checkpoint's tree in the part verified was
+	// recomputed from the entries.
+	MerkleStart int64      `json:"merkle_start,omitempty"`
+	Recoveries  []Recovery `json:"recoveries,omitempty"`
+	Failure     *Failure   `json:"failure,omitempty"`
 }
 
 // Recovery is an audit.recovery entry: bytes a crash left torn, moved aside
@@ -284,6 +288,16 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 	expect, prev := int64(1), GenesisHash
 	cr.VerifiedFrom = startCheckpoint(cps, ring, since)
 	segs, skip := fromSegment(cf.segments, cr.VerifiedFrom)
+	tc, badCP, err := newTreeCheck(cps, cr.VerifiedFrom)
+	if badCP != nil {
+		return fail(cf.checkpoints, badCP.line, badCP.cp.Seq, "%v", err)
+	}
+	if err != nil {
+		return fail(cf.checkpoints, 0, cr.VerifiedFrom.Seq, "%v", err)
+	}
+	if tc.t != nil {
+		cr.MerkleStart = tc.t.start
+	}
 	if skip > 0 || len(segs) < len(cf.segments) {
 		// The checkpoint's entry is the anchor: its hash is tied to the
 		// signature (the bySeq check below), so its prev_hash is taken
@@ -329,10 +343,15 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 			case prev == "" && e.Hash != cr.VerifiedFrom.Hash:
 				return f(e.Seq, "the entry at seq %d does not have the hash of the checkpoint verify started from", e.Seq)
 			}
+			tc.add(e.Seq, line)
 			for _, c := range bySeq[e.Seq] {
 				if c.cp.Hash != e.Hash {
 					bad = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: c.line, Seq: e.Seq,
 						Reason: fmt.Sprintf("checkpoint hash does not match the hash of seq %d in %s line %d", e.Seq, seg.name, num)}
+					return false
+				}
+				if err := tc.check(c.cp); err != nil {
+					bad = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: c.line, Seq: e.Seq, Reason: err.Error()}
 					return false
 				}
 			}
@@ -432,6 +451,9 @@ func loadCheckpoints(dir string, cf *chainFiles, ring *keyRing) (cps []cpLine, f
 			switch {
 			case cp.Signature != "":
 				if err := ring.check(cp); err != nil {
+					return f(cp.Seq, "%v", err)
+				}
+				if err := ring.checkNote(cp); err != nil {
 					return f(cp.Seq, "%v", err)
 				}
 			case firstSigned.line > 0:

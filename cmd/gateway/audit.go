@@ -25,6 +25,10 @@ const auditUsage = `usage:
   gateway audit verify --export FILE [--manifest M] [--pubkey FILE]... [--json]
   gateway audit export [--config DIR] [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] [--pubkey FILE]... --out FILE|-
   gateway audit keygen --out PREFIX | --private FILE --public FILE
+  gateway audit prove [--config DIR] [--dir D] [--chain C] --seq N [--checkpoint FILE] [--out FILE|-]
+  gateway audit prove [--config DIR] [--dir D] [--out FILE|-] --consistency OLD NEW
+  gateway audit checkpoint [--config DIR] [--dir D] [--chain C] [--size N] [--out FILE|-]
+  gateway audit verify-proof --pubkey FILE [--pubkey FILE]... [--json] PROOF
 
 D defaults to the audit.dir of DIR/gateway.yaml (DIR: config), or data/audit
 without a config directory. --pubkey may be given once per signing key the
@@ -50,11 +54,17 @@ func auditMain(args []string, stdout, stderr io.Writer) int {
 		return auditExport(args[1:], stdout, stderr)
 	case "keygen":
 		return auditKeygen(args[1:], stdout, stderr)
+	case "prove":
+		return auditProve(args[1:], stdout, stderr)
+	case "checkpoint":
+		return auditCheckpoint(args[1:], stdout, stderr)
+	case "verify-proof":
+		return auditVerifyProof(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, auditUsage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "gateway audit: unknown command %q (want verify, export or keygen)\n", args[0])
+	fmt.Fprintf(stderr, "gateway audit: unknown command %q (want verify, export, keygen, prove, checkpoint or verify-proof)\n", args[0])
 	return exitUsage
 }
 

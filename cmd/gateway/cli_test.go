@@ -436,7 +436,7 @@ func TestCompletion(t *testing.T) {
 		want  string
 	}{
 		{[]string{"gateway", "au"}, "audit"},
-		{[]string{"gateway", "audit", "v"}, "verify"},
+		{[]string{"gateway", "audit", "v"}, "verify verify-proof"},
 		{[]string{"gateway", "serve", "--l"}, "--listen"},
 		{[]string{"gateway", "config", "check", "--e"}, "--explain"},
 		{[]string{"gateway", "completion", "f"}, "fish"},
