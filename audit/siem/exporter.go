@@ -128,6 +128,13 @@ func (e *Exporter) Stats() Stats {
 func (e *Exporter) Run(ctx context.Context) {
 	defer func() { _ = e.send.close() }()
 	cur := e.loadCursor()
+	if end := e.src.Durable(); cur.Seq > end {
+		// At the start the durable seq is the chain's end: a cursor past
+		// it belongs to another trail, and waiting for it would send nothing.
+		e.log.Error("the OTLP cursor is past the end of the audit chain; sending the chain from its start", "cursor_seq", cur.Seq, "last_seq", end)
+		cur = cursor{Chain: e.src.Chain}
+		e.acked.Store(0)
+	}
 	f := audit.NewFollower(e.src.Dir, e.src.Chain, cur.Seq, cur.Hash)
 	var pending []audit.Line
 	var backoff time.Duration

@@ -215,7 +215,7 @@ func TestEveryEntryArrivesAsTheTrailHasIt(t *testing.T) {
 // A restart resumes after the last acknowledged entry: nothing is lost,
 // and after a clean stop nothing is sent twice. A cursor the chain does
 // not hold (copied from another trail) sends the chain again from its
-// start rather than skipping anything.
+// start rather than skipping anything, and so does one past its end.
 func TestRestartResumesFromTheAcknowledgedEntry(t *testing.T) {
 	col := testotlp.New(t)
 	dir := t.TempDir()
@@ -235,10 +235,19 @@ func TestRestartResumesFromTheAcknowledgedEntry(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, CursorName("gw-1")), []byte(`{"chain":"gw-1","seq":5,"hash":"`+strings.Repeat("ab", 32)+`"}`), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	start(t, tr, config(col.URL, "http"), loopbackOK, nil)
+	r = start(t, tr, config(col.URL, "http"), loopbackOK, nil)
 	rs = col.WaitFor(t, 10*time.Second, func(rs []testotlp.Record) bool { return len(rs) >= 2*13 })
 	if _, dups := testotlp.BySeq(rs); dups != 13 {
 		t.Fatalf("a foreign cursor: %d entries resent, want the whole chain (13)", dups)
+	}
+	r.stop()
+	if err := os.WriteFile(filepath.Join(dir, CursorName("gw-1")), []byte(`{"chain":"gw-1","seq":99,"hash":"`+strings.Repeat("ab", 32)+`"}`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	start(t, tr, config(col.URL, "http"), loopbackOK, nil)
+	rs = col.WaitFor(t, 10*time.Second, func(rs []testotlp.Record) bool { return len(rs) >= 3*13 })
+	if _, dups := testotlp.BySeq(rs); dups != 2*13 {
+		t.Fatalf("a cursor past the chain's end: %d entries resent in all, want the whole chain twice (26)", dups)
 	}
 }
 
