@@ -160,7 +160,7 @@ func (e *Exporter) Run(ctx context.Context) {
 				backoff = min(max(2*backoff, e.cfg.Interval), maxBackoff)
 				wait = backoff
 			} else {
-				cur = e.acknowledge(cur, pending)
+				cur = e.acknowledge(pending)
 				if failing {
 					e.log.Info("audit entries reach the collector again", "acked_seq", cur.Seq)
 				}
@@ -170,7 +170,7 @@ func (e *Exporter) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			e.drain(f, cur, pending)
+			e.drain(f, pending)
 			return
 		case <-time.After(wait):
 		}
@@ -215,9 +215,9 @@ func (e *Exporter) export(ctx context.Context, lines []audit.Line) error {
 }
 
 // acknowledge records an acknowledged batch: counters, then the cursor.
-func (e *Exporter) acknowledge(cur cursor, lines []audit.Line) cursor {
+func (e *Exporter) acknowledge(lines []audit.Line) cursor {
 	last := lines[len(lines)-1].Entry
-	cur = cursor{Chain: e.src.Chain, Seq: last.Seq, Hash: last.Hash}
+	cur := cursor{Chain: e.src.Chain, Seq: last.Seq, Hash: last.Hash}
 	e.exported.Add(uint64(len(lines)))
 	e.acked.Store(last.Seq)
 	e.lastSuccess.Store(time.Now().UnixNano())
@@ -230,7 +230,7 @@ func (e *Exporter) acknowledge(cur cursor, lines []audit.Line) cursor {
 
 // drain is Run's last attempt at shutdown: what is pending and what was
 // committed since, one export at a time, all within one timeout.
-func (e *Exporter) drain(f *audit.Follower, cur cursor, pending []audit.Line) {
+func (e *Exporter) drain(f *audit.Follower, pending []audit.Line) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.Timeout)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -245,7 +245,7 @@ func (e *Exporter) drain(f *audit.Follower, cur cursor, pending []audit.Line) {
 			e.log.Warn("audit entries not sent before shutdown; they are sent after the restart", "from_seq", pending[0].Entry.Seq, "error", err.Error())
 			return
 		}
-		cur = e.acknowledge(cur, pending)
+		e.acknowledge(pending)
 		pending = nil
 	}
 }
