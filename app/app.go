@@ -23,6 +23,7 @@ import (
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/audit/siem"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/httpx"
@@ -85,6 +86,7 @@ type App struct {
 	// trail and limits them per source address (nil without a trail).
 	sources   *sourceguard.Guard
 	tracer    *tracing.Tracer
+	siem      *siem.Exporter // audit.otlp; nil when off
 	keepAlive time.Duration
 	// embedModel is the registry's embeddings model (registry.embeddings),
 	// swapped on reload.
@@ -150,6 +152,9 @@ func (a *App) Run(ctx context.Context) {
 		wg.Go(func() { a.workflows.Run(ctx) })
 	}
 	wg.Go(func() { a.sweepSpawned(ctx) })
+	if a.siem != nil {
+		wg.Go(func() { a.siem.Run(ctx) })
+	}
 	if a.sources != nil {
 		wg.Go(func() { a.sources.Run(ctx) })
 	}
@@ -512,6 +517,9 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	}
 	if auditLog != nil {
 		m.AuditStats(auditLog.Stats)
+	}
+	if err := a.wireSIEM(cfg, auditLog, egressPolicy, m, o.Version); err != nil {
+		return fail(err)
 	}
 	if g := a.sources; g != nil {
 		m.Gauge("gateway_unauthenticated_sources", "Source addresses tracked for failed authentications (summarized and limited per address).", func() float64 { return float64(g.Sources()) })

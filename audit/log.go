@@ -78,6 +78,8 @@ type Log struct {
 	active atomic.Int64
 	// unwritable mirrors broken for other goroutines (Ready).
 	unwritable atomic.Pointer[string]
+	// durable mirrors seq for other goroutines (Durable).
+	durable atomic.Int64
 }
 
 // Ready reports whether the log can make entries durable: it fails from
@@ -195,6 +197,7 @@ func Open(cfg Config) (*Log, error) {
 		l.closeFiles()
 		return nil, fmt.Errorf("open audit log %s: %w", cfg.Dir, err)
 	}
+	l.durable.Store(l.seq)
 	go l.run()
 	return l, nil
 }
@@ -368,6 +371,11 @@ func (l *Log) Stats() Stats {
 		CheckpointErrors: l.checkpointErrors.Load(),
 	}
 }
+
+// Durable is the seq of the chain's last durable entry: a reader of the
+// files (a Follower) goes no further, since a line past it may still be
+// cut back by a failed write's repair.
+func (l *Log) Durable() int64 { return l.durable.Load() }
 
 // Chain returns the chain id this log writes.
 func (l *Log) Chain() string { return l.chain }
@@ -628,6 +636,7 @@ func (l *Log) ack(reqs []*request) {
 	}
 	last := reqs[len(reqs)-1].e
 	l.seq, l.prev = last.Seq, last.Hash
+	l.durable.Store(last.Seq)
 	l.entries.Add(uint64(len(reqs)))
 	for _, r := range reqs {
 		l.tree.add(r.leaf)

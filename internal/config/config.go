@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/audit/siem"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -360,6 +361,9 @@ type Audit struct {
 	// progress that have no entry in it yet, so one fsync serves many.
 	// Default 1ms; "0s" turns it off.
 	CommitDelay *Duration `yaml:"commit_delay"`
+	// OTLP sends every entry to a SIEM's OpenTelemetry collector as well
+	// (audit/siem). Absent: nothing is sent.
+	OTLP *siem.Config `yaml:"otlp"`
 }
 
 // State selects where rate limits and approval states live.

@@ -531,6 +531,13 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	case *d < 0 || *d > Duration(time.Second):
 		l.add(f, at("audit", "commit_delay"), "audit.commit_delay %s: want between 0s and 1s", d.D())
 	}
+	if o := g.Audit.OTLP; o != nil {
+		l.resolve(&o.CAFile)
+		l.fileExists(f, at("audit", "otlp", "ca_file"), "audit.otlp.ca_file", o.CAFile)
+		for _, p := range o.Check() {
+			l.add(f, at(append([]string{"audit", "otlp"}, p.Key...)...), "%s", p.Msg)
+		}
+	}
 	if g.State.Backend == "" {
 		g.State.Backend = "memory"
 	}
