@@ -90,7 +90,7 @@ const (
 )
 
 // reject audits a 429 of the budgets and returns it.
-func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error) error {
+func (l *Limits) reject(r *http.Request, dim string, e error) error {
 	return door.RejectLimit(r, l.Audit, dim, e)
 }
 
@@ -125,7 +125,7 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		}
 		door.SetLimitHeaders(h, "tokens", res)
 		if !res.Allowed {
-			return l.reject(r, ex, "tokens", apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
+			return l.reject(r, "tokens", apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
 				a.ID, a.TokenLimit, reserved, door.RoundUp(res.RetryAfter)), door.RetryAfter(h, res)))
 		}
 		verdict.TokensReserved = reserved
@@ -227,7 +227,7 @@ func (l *Limits) reserveBudget(h http.Header, r *http.Request, ex *scope.Exchang
 		msg = fmt.Sprintf("This request may cost up to %s USD, more than agent %s's whole budget of %s; lower max_tokens.",
 			pricing.FormatUSD(usd), a.ID, budgetString(a.Budget))
 	}
-	return 0, l.reject(r, ex, "budget", &apierror.Error{Status: http.StatusTooManyRequests, Type: apierror.TypeRateLimit,
+	return 0, l.reject(r, "budget", &apierror.Error{Status: http.StatusTooManyRequests, Type: apierror.TypeRateLimit,
 		Code: "budget_exceeded", Message: msg, Header: door.RetryAfter(h, res)})
 }
 
