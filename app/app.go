@@ -25,8 +25,8 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/audit/siem"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/internal/sourceguard"
 	"github.com/sacpgw/gateway/internal/tracing"
@@ -71,7 +71,6 @@ type Options struct {
 
 // App is every component, built from one config.
 type App struct {
-	upstreams *upstream.Set
 	server    *server.Server
 	audit     *audit.Log
 	policies  *policy.Engine
@@ -84,7 +83,19 @@ type App struct {
 	log       *slog.Logger
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
-	sources   *sourceguard.Guard
+	sources *sourceguard.Guard
+	// rec is the one audit recorder every door writes through: the trail
+	// behind sources, with audit.fail_mode (nil without a trail).
+	rec *door.Recorder
+	// frame identifies and meters the callers of every door's agent
+	// routes; doors are the front doors (doors.go), openai among them.
+	frame   *door.Frame
+	doors   []door.Door
+	openai  *proxy.Door
+	metrics *metrics.Metrics
+	checks  []server.Check
+	// egress is where the gateway's own outbound calls may go.
+	egress    egress.Policy
 	tracer    *tracing.Tracer
 	siem      *siem.Exporter // audit.otlp; nil when off
 	keepAlive time.Duration
@@ -94,7 +105,6 @@ type App struct {
 	// upstreamStats (failovers, breakers) and spend count across reloads.
 	upstreamStats *upstream.Stats
 	spend         *proxy.Spend
-	mu            sync.Mutex // guards upstreams across reloads
 	// running is the configuration the gateway started with, and
 	// fileListen the listen address its gateway.yaml gave; pending is
 	// what the last successful reload changed of the restart-only
@@ -102,30 +112,8 @@ type App struct {
 	running    *config.Config
 	fileListen string
 	pending    atomic.Pointer[[]string]
-	// reloads counts config reloads by result, for /metrics.
+	// reloadsOK and reloadsFailed count config reloads by result, for /metrics.
 	reloadsOK, reloadsFailed atomic.Int64
-	// mcpDoor is the MCP front door (app/mcp.go).
-	mcpDoor Reconfigurer
-}
-
-// gateway builds the OpenAI front door for cfg; limits, audit trail and
-// policies are the app's own, shared across config reloads.
-func (a *App) gateway(cfg *config.Config, ups *upstream.Set) (*proxy.Gateway, error) {
-	return proxy.New(proxy.Deps{
-		Config:       cfg,
-		Upstreams:    ups,
-		Requests:     a.state.limiter,
-		Tokens:       a.state.budget,
-		Log:          a.log,
-		SidecarAgent: a.sidecar,
-		KeepAlive:    a.keepAlive,
-		Audit:        a.trail(),
-		Policies:     a.policies,
-		Library:      a.registry,
-		Spawned:      a.registry,
-		Spend:        a.spend,
-		Responses:    a.state.responses,
-	})
 }
 
 // Handler is the gateway's HTTP handler, for a server the caller runs.
@@ -187,7 +175,7 @@ func (a *App) sweepSpawned(ctx context.Context) {
 
 // trail is where the front doors write: the audit trail behind the
 // failed-authentication summarizer.
-func (a *App) trail() httpx.Appender {
+func (a *App) trail() door.Appender {
 	if a.sources == nil {
 		return appender(a.audit)
 	}
@@ -203,9 +191,9 @@ func (a *App) Close() {
 		a.workflows.Close()
 	}
 	a.policies.Close()
-	a.mu.Lock()
-	a.upstreams.Close()
-	a.mu.Unlock()
+	if a.openai != nil {
+		a.openai.Close()
+	}
 	if a.state != nil && a.state.redis != nil {
 		_ = a.state.redis.Close()
 	}
@@ -355,8 +343,11 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		ups.Close()
 		return nil, &UsageError{err.Error()}
 	}
-	a := &App{upstreams: ups, upstreamStats: upStats, spend: proxy.NewSpend(), audit: auditLog, policies: engine, keepAlive: o.KeepAlive,
-		running: cfg, fileListen: cfg.Gateway.Listen}
+	a := &App{upstreamStats: upStats, spend: proxy.NewSpend(), audit: auditLog, policies: engine, keepAlive: o.KeepAlive,
+		running: cfg, fileListen: cfg.Gateway.Listen, sidecar: sidecar, log: log,
+		// Outbound calls of the gateway's own (endpoints, webhooks) reach
+		// only what messaging.allowed_networks adds to the public addresses.
+		egress: egress.Policy{Allowed: cfg.Gateway.Messaging.AllowedPrefixes}}
 	if auditLog != nil {
 		un := cfg.Gateway.HTTP.Unauthenticated
 		a.sources = sourceguard.New(auditLog, sourceguard.Options{
@@ -366,33 +357,93 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			Folds: []sourceguard.Fold{mcp.MessageFold},
 		})
 	}
+	a.rec = door.NewRecorder(a.trail(), cfg.Gateway.Audit, log)
 	fail := func(err error) (*App, error) {
+		if a.openai == nil {
+			ups.Close() // else the OpenAI door's to close
+		}
 		a.Close()
 		return nil, err
 	}
-	rbac, err := policy.RBACFor(cfg)
-	if err != nil {
+	if a.state, err = newState(cfg, log); err != nil {
 		return fail(&UsageError{err.Error()})
 	}
-	catalogue, err := approval.CatalogueFor(cfg)
-	if err != nil {
+	a.state.responses = newResponseState(cfg, a.state.redis)
+	a.metrics, a.checks = a.newMetrics(), a.baseChecks()
+	a.embedModel.Store(embeddingsModel(cfg))
+	if a.registry, err = a.newRegistry(cfg); err != nil {
 		return fail(&UsageError{err.Error()})
 	}
-	st, err := newState(cfg, log)
-	if err != nil {
-		return fail(&UsageError{err.Error()})
+	if a.frame, err = door.NewFrame(cfg, door.GateDeps{Sidecar: sidecar, Spawned: a.registry, Requests: a.state.limiter, Audit: a.rec, Log: log}); err != nil {
+		return fail(err)
 	}
-	a.state = st
-	st.responses = newResponseState(cfg, st.redis)
-	limiter := st.limiter
-	// Outbound calls of the gateway's own (endpoints, webhooks) reach only
-	// what messaging.allowed_networks adds to the public addresses.
-	egressPolicy := egress.Policy{Allowed: cfg.Gateway.Messaging.AllowedPrefixes}
+	for _, build := range a.doorList(ups) {
+		d, err := build(cfg)
+		if err != nil {
+			return fail(err)
+		}
+		if d != nil {
+			a.doors = append(a.doors, d)
+		}
+	}
+	a.stateMetrics()
+	if err := a.wireSIEM(cfg, auditLog, a.egress, a.metrics, o.Version); err != nil {
+		return fail(err)
+	}
+	if a.server, err = a.newServer(cfg, o.Tracer); err != nil {
+		return fail(err)
+	}
+	return a, nil
+}
+
+// newServer is the HTTP shell with every door's routes.
+func (a *App) newServer(cfg *config.Config, tracer *tracing.Tracer) (*server.Server, error) {
+	tlsConfig, err := server.TLSConfig(cfg.Gateway.TLS, a.log)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	if a.tracer = tracer; a.tracer == nil {
+		a.tracer, err = tracing.New(cfg.Gateway.Tracing.OTLPEndpoint, cfg.Gateway.Tracing.ServiceName, 0)
+		if err != nil {
+			return nil, &UsageError{err.Error()}
+		}
+	}
+	var routes []door.Route
+	for _, d := range a.doors {
+		routes = append(routes, d.Routes()...)
+	}
+	return server.New(server.Options{
+		TLS:             tlsConfig,
+		Tracer:          a.tracer,
+		Frame:           a.frame,
+		Routes:          routes,
+		Log:             a.log,
+		Metrics:         a.metrics,
+		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
+		Checks:          a.checks,
+		Bounds:          bounds(cfg.Gateway.HTTP, a.sources),
+	})
+}
+
+// newRegistry builds the registry of agents, verbs and tools, with the
+// spawned agents of the state backend.
+func (a *App) newRegistry(cfg *config.Config) (*registry.Registry, error) {
+	opts := []registry.Option{registry.WithLogger(a.log),
+		registry.WithEmbedder(embedder{handler: a.Handler, model: func() string { return *a.embedModel.Load() }})}
+	if a.state.redis != nil {
+		opts = append(opts, registry.WithVectorCache(registry.NewRedisVectorCache(a.state.redis,
+			registry.RedisVectorCacheOptions{Timeout: cfg.Gateway.State.Timeout.D()})))
+	}
+	return registry.New(cfg, a.state.spawned, opts...)
+}
+
+// newMetrics is /metrics with what outlives reloads: the policies, spend,
+// upstreams, config reloads and the Responses API's state.
+func (a *App) newMetrics() *metrics.Metrics {
 	m := metrics.New(metrics.Options{})
-	m.PolicyStats(engine.Stats)
+	m.PolicyStats(a.policies.Stats)
 	m.Registry().MustRegister(a.spend)
-	ust := a.upstreamStats
-	m.UpstreamStats(ust.ByUpstream)
+	m.UpstreamStats(a.upstreamStats.ByUpstream)
 	m.Counter("gateway_config_reloads_total", "Config reloads applied (a refused one is gateway_config_reload_failures_total).", func() float64 { return float64(a.reloadsOK.Load()) })
 	m.Counter("gateway_config_reload_failures_total", "Config reloads refused: the last good configuration keeps serving.", func() float64 { return float64(a.reloadsFailed.Load()) })
 	m.Gauge("gateway_config_restart_pending", "Settings a config reload changed that take effect only after a restart (0: the running configuration is the files').", func() float64 {
@@ -401,91 +452,20 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		}
 		return 0
 	})
-	responsesMetrics(m, st.responses)
+	responsesMetrics(m, a.state.responses)
 	m.Gauge("gateway_upstream_breakers_open", "Upstreams whose circuit breaker is open or half-open now, in this replica.", func() float64 {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return float64(a.upstreams.OpenBreakers())
+		if a.openai == nil {
+			return 0
+		}
+		return float64(a.openai.OpenBreakers())
 	})
-	if auditLog != nil {
-		a.approval, err = approval.New(approval.Deps{
-			Config: cfg, Decider: engine, Authorizer: rbac, Store: st.store,
-			Limiter: limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
-			Audit: a.sources, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Catalogue: catalogue,
-			BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: log,
-			HTTPClient: egressPolicy.Client(5 * time.Second), Metrics: m,
-		})
-		if err != nil {
-			return fail(err)
-		}
-	}
-	a.sidecar, a.log = sidecar, log
-	a.embedModel.Store(embeddingsModel(cfg))
-	regOpts := []registry.Option{registry.WithLogger(log),
-		registry.WithEmbedder(embedder{handler: a.Handler, model: func() string { return *a.embedModel.Load() }})}
-	if st.redis != nil {
-		regOpts = append(regOpts, registry.WithVectorCache(registry.NewRedisVectorCache(st.redis,
-			registry.RedisVectorCacheOptions{Timeout: cfg.Gateway.State.Timeout.D()})))
-	}
-	reg, err := registry.New(cfg, st.spawned, regOpts...)
-	if err != nil {
-		return fail(&UsageError{err.Error()})
-	}
-	a.registry = reg
-	gw, err := a.gateway(cfg, ups)
-	if err != nil {
-		return fail(err)
-	}
-	var agentRoutes []server.Route
-	if a.approval != nil {
-		rec := &httpx.Recorder{Log: auditLog, FailClosed: cfg.Gateway.Audit.FailMode == "closed", Logger: log}
-		client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS, egressPolicy)
-		if err != nil {
-			return fail(&UsageError{err.Error()})
-		}
-		a.messaging, err = messaging.New(messaging.Deps{
-			Config: cfg, Registry: reg, RBAC: rbac, Policy: engine, Queue: st.queue, History: st.history,
-			Audit: rec, Escalator: a.approval, Log: log, Client: client,
-		})
-		if err != nil {
-			return fail(err)
-		}
-		api := &registry.API{Registry: reg, Policy: engine, Audit: rec, Escalator: a.approval, Log: log, Egress: egressPolicy}
-		a.approval.Handle(approval.TypeSpawn, api.Resolve)
-		a.approval.Handle(approval.TypeMessage, a.messaging.Resolve)
-		a.workflows, err = workflow.New(workflow.Deps{
-			Definitions: cfg.Workflows, Store: st.runs, Caller: stepCaller{handler: a.Handler}, Policy: engine, Steps: limiter,
-			Escalator: a.approval, Audit: rec, Log: log, Owner: cfg.Gateway.Audit.Chain,
-			PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
-			Blobs:         st.blobs, MaxInlineBinary: int(cfg.Protocol.Limits.MaxInlineBinary),
-		})
-		if err != nil {
-			return fail(err)
-		}
-		a.approval.Handle(approval.TypeWorkflow, a.workflows.Resolve)
-		flows := &workflow.API{Engine: a.workflows}
-		agentRoutes = []server.Route{
-			{Method: http.MethodPost, Path: "/workflows/:name/runs", Handler: flows.Start(), Metered: true},
-			{Method: http.MethodGet, Path: "/workflows/:name/runs/:id", Handler: flows.Get()},
-			{Method: http.MethodPost, Path: "/workflows/:name/runs/:id/cancel", Handler: flows.Cancel()},
-			{Method: http.MethodGet, Path: "/workflows/:name/runs/:id/graph.svg", Handler: flows.Graph()},
-			{Method: http.MethodGet, Path: "/workflows", Handler: flows.List()},
-			{Method: http.MethodGet, Path: "/workflows/:name", Handler: flows.Describe()},
-			{Method: http.MethodGet, Path: "/blobs/:sha256", Handler: flows.Blob()},
-			{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(api.Validate), Metered: true},
-			{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(api.Query), Metered: true},
-			{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(api.Spawn), Metered: true},
-			{Method: http.MethodGet, Path: "/registry/verbs", Handler: http.HandlerFunc(api.Verbs)},
-			{Method: http.MethodGet, Path: "/registry/tools", Handler: http.HandlerFunc(api.Tools)},
-			{Method: http.MethodGet, Path: "/registry/agents", Handler: http.HandlerFunc(api.Agents)},
-			{Method: http.MethodDelete, Path: "/registry/agents/:id", Handler: api.Retire(a.approval), People: true},
-			{Method: http.MethodPost, Path: "/relay/messages", Handler: http.HandlerFunc(a.messaging.Send), Metered: true},
-			{Method: http.MethodGet, Path: "/relay/messages", Handler: http.HandlerFunc(a.messaging.History)},
-			{Method: http.MethodGet, Path: "/admin/messages", Handler: a.messaging.AdminHistory(a.approval), People: true},
-		}
-	}
-	agentRoutes = append(agentRoutes, a.reviewSite(cfg)...) // the review site's queue, sign-out and operator page (ops.go)
-	checks := []server.Check{
+	return m
+}
+
+// baseChecks are the /readyz checks of the config and the policies.
+func (a *App) baseChecks() []server.Check {
+	engine := a.policies
+	return []server.Check{
 		{Name: "config", Ready: func(context.Context) error { return nil }, Detail: func() string {
 			if p := a.pending.Load(); p != nil && len(*p) > 0 {
 				return "reloaded, but these settings take effect only after a restart: " + strings.Join(*p, ", ")
@@ -499,17 +479,20 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 			return ""
 		}},
 	}
-	if err := a.wireMCP(cfg, m, &agentRoutes, &checks); err != nil {
-		return fail(err)
-	}
-	if auditLog != nil && cfg.Gateway.Audit.FailMode == "closed" {
+}
+
+// stateMetrics adds the audit trail's and the shared state's checks and
+// metrics, after the doors'.
+func (a *App) stateMetrics() {
+	m, auditLog := a.metrics, a.audit
+	if auditLog != nil && a.running.Gateway.Audit.FailMode == "closed" {
 		// Closed mode cannot answer without the trail: out of the Service.
-		checks = append(checks, server.Check{Name: "audit", Ready: func(context.Context) error { return auditLog.Ready() }})
+		a.checks = append(a.checks, server.Check{Name: "audit", Ready: func(context.Context) error { return auditLog.Ready() }})
 	}
-	if fb := st.fallback; fb != nil {
+	if fb := a.state.fallback; fb != nil {
 		m.Counter("gateway_state_redis_fallbacks_total", "Limit decisions served by the local limiter because Redis failed.", func() float64 { return float64(fb.Fallbacks()) })
 		m.Counter("gateway_state_redis_errors_total", "Redis errors of the shared limits.", func() float64 { return float64(fb.Errors()) })
-		checks = append(checks, server.Check{Name: "state", Ready: func(ctx context.Context) error {
+		a.checks = append(a.checks, server.Check{Name: "state", Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			return fb.Ready(ctx)
@@ -518,62 +501,9 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	if auditLog != nil {
 		m.AuditStats(auditLog.Stats)
 	}
-	if err := a.wireSIEM(cfg, auditLog, egressPolicy, m, o.Version); err != nil {
-		return fail(err)
-	}
 	if g := a.sources; g != nil {
 		m.Gauge("gateway_unauthenticated_sources", "Source addresses tracked for failed authentications (summarized and limited per address).", func() float64 { return float64(g.Sources()) })
 	}
-	if svc := a.messaging; svc != nil {
-		for _, c := range []struct {
-			name, help string
-			f          func(messaging.Stats) int64
-		}{
-			{"gateway_messages_accepted_total", "Agent-to-agent envelopes accepted.", func(s messaging.Stats) int64 { return s.Accepted }},
-			{"gateway_messages_refused_total", "Agent-to-agent envelopes refused (invalid, spoofed, denied, too large...).", func(s messaging.Stats) int64 { return s.Refused }},
-			{"gateway_messages_delivered_total", "Messages handed to their recipient.", func(s messaging.Stats) int64 { return s.Delivered }},
-			{"gateway_messages_failed_total", "Messages not delivered after every attempt.", func(s messaging.Stats) int64 { return s.Failed }},
-			{"gateway_messages_escalated_total", "Escalations opened for agent-to-agent errors and failed deliveries.", func(s messaging.Stats) int64 { return s.Escalated }},
-			{"gateway_messages_expired_total", "Queued messages not delivered because their metadata.ttl_ms passed first.", func(s messaging.Stats) int64 { return s.Expired }},
-		} {
-			m.Counter(c.name, c.help, func() float64 { return float64(c.f(svc.Stats())) })
-		}
-		m.Gauge("gateway_messages_queued", "Queued deliveries, waiting or in flight.", func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			defer cancel()
-			n, err := svc.QueueLen(ctx)
-			if err != nil {
-				return -1
-			}
-			return float64(n)
-		})
-	}
-	tlsConfig, err := server.TLSConfig(cfg.Gateway.TLS, log)
-	if err != nil {
-		return fail(&UsageError{err.Error()})
-	}
-	if a.tracer = o.Tracer; a.tracer == nil {
-		a.tracer, err = tracing.New(cfg.Gateway.Tracing.OTLPEndpoint, cfg.Gateway.Tracing.ServiceName, 0)
-		if err != nil {
-			return fail(&UsageError{err.Error()})
-		}
-	}
-	a.server, err = server.New(server.Options{
-		TLS:             tlsConfig,
-		Tracer:          a.tracer,
-		Gateway:         gw,
-		Log:             log,
-		Approval:        a.approval,
-		AgentRoutes:     agentRoutes,
-		Metrics:         m,
-		ShutdownTimeout: cfg.Gateway.ShutdownTimeout.D(),
-		Checks:          checks,
-		Bounds:          bounds(cfg.Gateway.HTTP, a.sources),
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return a, nil
 }
 
 // embeddingsModel is the model of registry.embeddings ("" when unset: the
@@ -635,7 +565,7 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 }
 
 // appender keeps a nil *audit.Log from becoming a non-nil interface.
-func appender(l *audit.Log) httpx.Appender {
+func appender(l *audit.Log) door.Appender {
 	if l == nil {
 		return nil
 	}
@@ -801,29 +731,22 @@ func (a *App) Reload(dir string, current *config.Config) *config.Config {
 // Reconfigurer is a component that takes a new configuration without a
 // restart, all or nothing: Prepare builds and checks everything cfg needs
 // and returns apply, which swaps it in and cannot fail. Requests in flight
-// finish under the configuration they began with.
+// finish under the configuration they began with. Every door is one
+// (door.Door), and so is the door frame.
 type Reconfigurer interface {
 	Prepare(cfg *config.Config) (apply func(), err error)
 }
 
-var (
-	_ Reconfigurer = (*approval.Service)(nil)
-	_ Reconfigurer = (*messaging.Service)(nil)
-	_ Reconfigurer = (*registry.Registry)(nil)
-	_ Reconfigurer = (*workflow.Engine)(nil)
-)
+var _ Reconfigurer = (*door.Frame)(nil)
 
-// reconfigure prepares every reloadable component for cfg, then a new
-// OpenAI front door (last: it holds the new upstream pools), and applies
-// them all only when every one is ready: a config that fails anywhere
-// keeps the last good one everywhere.
+// reconfigure prepares the frame and every door for cfg, in the order of
+// doorList (the OpenAI door last: it holds the new upstream pools), and
+// applies them all only when every one is ready: a config that fails
+// anywhere keeps the last good one everywhere.
 func (a *App) reconfigure(cfg *config.Config) error {
-	rs := []Reconfigurer{a.registry}
-	if a.approval != nil {
-		rs = append(rs, a.approval, a.messaging, a.workflows)
-	}
-	if a.mcpDoor != nil {
-		rs = append(rs, a.mcpDoor)
+	rs := []Reconfigurer{a.frame}
+	for _, d := range a.doors {
+		rs = append(rs, d)
 	}
 	applies := make([]func(), 0, len(rs))
 	for _, r := range rs {
@@ -833,26 +756,10 @@ func (a *App) reconfigure(cfg *config.Config) error {
 		}
 		applies = append(applies, apply)
 	}
-	ups, err := upstream.New(cfg.Gateway.Upstreams, a.log, upstream.WithStats(a.upstreamStats))
-	if err != nil {
-		return err
-	}
-	gw, err := a.gateway(cfg, ups)
-	if err != nil {
-		ups.Close()
-		return err
-	}
 	for _, apply := range applies {
 		apply()
 	}
 	a.embedModel.Store(embeddingsModel(cfg))
-	a.mu.Lock()
-	old := a.upstreams
-	a.upstreams = ups
-	a.mu.Unlock()
-	a.server.SwapGateway(gw)
-	// Requests in flight keep the old pool until they finish.
-	time.AfterFunc(time.Minute, old.Close)
 	return nil
 }
 

@@ -11,10 +11,10 @@ import (
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
-	"github.com/sacpgw/gateway/server"
 	"github.com/sacpgw/gateway/workflow"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
@@ -23,24 +23,20 @@ import (
 // the operator page: about a thousand entries, a few milliseconds of work.
 const opsTailBytes = 1 << 20
 
-// reviewSite is the review site's pages beyond the approval API (the
+// reviewDoor is the review site's pages beyond the approval API (the
 // queue, sign-out, the operator page), mounted like /admin routes: their
 // handlers authenticate people themselves. Nil without the approval
 // service (config check builds no trail).
-func (a *App) reviewSite(cfg *config.Config) []server.Route {
+func (a *App) reviewDoor(cfg *config.Config) (door.Door, error) {
 	if a.approval == nil {
-		return nil
+		return nil, nil
 	}
 	src := &opsSource{
 		requests: a.state.limiter, budget: a.state.budget, spend: a.spend, policies: a.policies,
 		auditDir: cfg.Gateway.Audit.Dir, chain: a.audit.Chain(), tailBytes: opsTailBytes, log: a.log,
 		workflows: cfg.Workflows,
 	}
-	var out []server.Route
-	for _, rt := range a.approval.SiteRoutes(src) {
-		out = append(out, server.Route{Method: rt.Method, Path: rt.Path, Handler: rt.Handler, People: true})
-	}
-	return out
+	return pages(a.approval.SiteRoutes(src)), nil
 }
 
 // opsSource is the operator page's data (approval.OpsSource), read from
@@ -73,12 +69,12 @@ func (s *opsSource) Usage(ctx context.Context, agents []*config.Agent) []approva
 		u := approval.AgentUsage{Agent: a.ID}
 		u.SpentMicroUSD, u.UnknownCost = s.spend.MicroUSD(a.ID), s.spend.UnknownCost(a.ID)
 		if !a.RateLimit.IsZero() {
-			rule := proxy.RateRule(a.RateLimit)
-			res, err := peekRate(ctx, s.requests, proxy.RequestsKey+a.ID, rule)
+			rule := door.RateRule(a.RateLimit)
+			res, err := peekRate(ctx, s.requests, door.RequestsKey+a.ID, rule)
 			u.Limits = append(u.Limits, s.use(a.ID, "requests", rule, 1, res, err))
 		}
 		if !a.TokenLimit.IsZero() {
-			rule := proxy.RateRule(a.TokenLimit)
+			rule := door.RateRule(a.TokenLimit)
 			res, err := peekBudget(ctx, s.budget, proxy.TokensKey+a.ID, rule)
 			u.Limits = append(u.Limits, s.use(a.ID, "tokens", rule, 1, res, err))
 		}

@@ -35,9 +35,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
@@ -70,11 +70,6 @@ type AuthorizerFunc func(agentID, action, target string) Authz
 // Authorize implements Authorizer.
 func (f AuthorizerFunc) Authorize(agentID, action, target string) Authz {
 	return f(agentID, action, target)
-}
-
-// Appender is what the service needs of the audit trail (audit.Log).
-type Appender interface {
-	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 }
 
 // Metrics receives the service's measurements; *metrics.Metrics (package
@@ -114,13 +109,12 @@ type Deps struct {
 	// Rate is the per-agent limit of POST /agent/request. Zero: the approval
 	// protocol's 60/minute.
 	Rate limit.Rule
-	// Audit receives agent.request, agent.decision and escalation.decision.
-	Audit Appender
-	// FailClosed: an entry that cannot be written stops the request (503
-	// audit_unavailable) and nothing is approved. Otherwise the failure is
-	// logged and the request served.
-	FailClosed bool
-	Catalogue  *Catalogue
+	// Audit receives agent.request, agent.decision and escalation.decision;
+	// in closed fail mode an entry that cannot be written stops the
+	// request (503 audit_unavailable) and nothing is approved, otherwise
+	// the failure is logged and the request served.
+	Audit     *door.Recorder
+	Catalogue *Catalogue
 	// BaseURL is the gateway's external URL (https://gw.example.org), used in
 	// human_review_url and webhook messages. Empty: relative URLs.
 	BaseURL string
@@ -153,8 +147,7 @@ type Service struct {
 	decider    Decider
 	store      Store
 	limiter    limit.Limiter
-	audit      Appender
-	failClosed bool
+	audit      *door.Recorder
 	client     *http.Client
 	log        *slog.Logger
 	now        func() time.Time
@@ -262,7 +255,7 @@ func New(d Deps) (*Service, error) {
 	}
 	s := &Service{
 		decider: d.Decider, store: d.Store,
-		limiter: d.Limiter, audit: d.Audit, failClosed: d.FailClosed,
+		limiter: d.Limiter, audit: d.Audit,
 		client: d.HTTPClient, log: d.Log, now: d.Now, retention: d.Retention,
 		metrics: d.Metrics, keepAlive: d.EventKeepAlive,
 		notifySlots: make(chan struct{}, 8), callbacks: map[string]*queue{}, stop: make(chan struct{}),
@@ -297,48 +290,22 @@ func New(d Deps) (*Service, error) {
 	return s, nil
 }
 
-// Route is one endpoint for the HTTP shell to mount.
-type Route struct {
-	Method string
-	// Path is in echo's syntax; every parameter is named "id" and the
-	// handler reads it with r.PathValue("id").
-	Path    string
-	Handler http.Handler
-	// AgentAuth routes must run behind the identify stage; the others
-	// authenticate admin and reviewer tokens themselves.
-	AgentAuth bool
-}
-
-// Pattern is the route as a net/http ServeMux pattern ("GET /review/{id}").
-func (r Route) Pattern() string {
-	parts := strings.Split(r.Path, "/")
-	for i, p := range parts {
-		if name, ok := strings.CutPrefix(p, ":"); ok {
-			parts[i] = "{" + name + "}"
-		}
-	}
-	p := strings.Join(parts, "/")
-	if strings.HasSuffix(p, "/") {
-		// Exact, as in echo: "GET /" would be every GET path to a ServeMux.
-		p += "{$}"
-	}
-	return r.Method + " " + p
-}
-
-// Routes lists every endpoint of the service.
-func (s *Service) Routes() []Route {
-	return []Route{
-		{http.MethodPost, "/agent/request", s.Submit(), true},
-		{http.MethodGet, "/agent/status/:id", s.Status(), true},
-		{http.MethodGet, "/agent/events", s.Events(), true},
-		{http.MethodPost, "/agent/context", s.Context(), true},
-		{http.MethodGet, "/agent/capabilities", s.Capabilities(), true},
-		{http.MethodGet, "/admin/escalations", s.Escalations(), false},
-		{http.MethodPost, "/admin/escalations/:id/decision", s.Decide(), false},
-		{http.MethodGet, "/review/login", s.ReviewLogin(), false},
-		{http.MethodPost, "/review/login", s.ReviewLogin(), false},
-		{http.MethodGet, "/review/:id", s.ReviewPage(), false},
-		{http.MethodPost, "/review/:id", s.ReviewSubmit(), false},
+// Routes lists every endpoint of the service: the agents' approval API
+// behind the identify stage, the escalations API and the review pages for
+// people, who authenticate to the handlers themselves.
+func (s *Service) Routes() []door.Route {
+	return []door.Route{
+		{Method: http.MethodPost, Path: "/agent/request", Handler: s.Submit(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/agent/status/:id", Handler: s.Status(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/agent/events", Handler: s.Events(), Access: door.Agent},
+		{Method: http.MethodPost, Path: "/agent/context", Handler: s.Context(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/agent/capabilities", Handler: s.Capabilities(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/admin/escalations", Handler: s.Escalations(), Access: door.People},
+		{Method: http.MethodPost, Path: "/admin/escalations/:id/decision", Handler: s.Decide(), Access: door.People},
+		{Method: http.MethodGet, Path: "/review/login", Handler: s.ReviewLogin(), Access: door.People},
+		{Method: http.MethodPost, Path: "/review/login", Handler: s.ReviewLogin(), Access: door.People},
+		{Method: http.MethodGet, Path: "/review/:id", Handler: s.ReviewPage(), Access: door.People},
+		{Method: http.MethodPost, Path: "/review/:id", Handler: s.ReviewSubmit(), Access: door.People},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 )
@@ -29,7 +30,7 @@ func BenchmarkSubmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	svc, err := New(Deps{Config: cfg, Decider: &testDecider{}, Authorizer: testAuthorizer(cfg), Store: NewMemoryStore(),
-		Limiter: limit.NewMemory(), Rate: limit.Rule{N: 1 << 30, Period: 1}, Audit: nopAudit{}, FailClosed: true,
+		Limiter: limit.NewMemory(), Rate: limit.Rule{N: 1 << 30, Period: 1}, Audit: &door.Recorder{Log: nopAudit{}, FailClosed: true, Logger: slog.New(slog.DiscardHandler)},
 		Catalogue: cat, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -214,7 +215,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	h := &harness{t: t, cfg: cfg, store: NewMemoryStore(), audit: &testkit.Trail{}, decider: &testDecider{},
 		clock: testkit.NewClock(time.Date(2025, 11, 2, 9, 0, 0, 0, time.UTC)), ops: &fakeOps{}}
 	d := Deps{Config: cfg, Decider: h.decider, Authorizer: testAuthorizer(cfg), Store: h.store, Limiter: limit.NewMemory(),
-		Audit: h.audit, FailClosed: true, Catalogue: cat, BaseURL: "https://gw.example.test", Now: h.clock.Now,
+		Audit: &door.Recorder{Log: h.audit, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}, Catalogue: cat, BaseURL: "https://gw.example.test", Now: h.clock.Now,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, o := range opts {
 		o(&d)
@@ -238,7 +239,7 @@ func mux(svc *Service, cfg *config.Config, ops OpsSource) http.Handler {
 	m := http.NewServeMux()
 	for _, rt := range append(svc.Routes(), svc.SiteRoutes(ops)...) {
 		h := rt.Handler
-		if rt.AgentAuth {
+		if rt.Access == door.Agent {
 			h = identify(cfg, h)
 		}
 		m.Handle(rt.Pattern(), withScope(h))

@@ -5,6 +5,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/sacpgw/gateway/internal/door"
 )
 
 // The front page (GET /): what this server is and where to go, for the
@@ -35,7 +37,7 @@ type homePage struct {
 // ships it as docs/reference.md.
 const apiReference = "docs/reference.md in the gateway's source"
 
-func (s *Service) homeRoutes(withOps bool) []Route {
+func (s *Service) homeRoutes(withOps bool) []door.Route {
 	links := homeLinks{OpenAI: "/v1", Review: "/review/queue", Health: "/healthz", Ready: "/readyz", Metrics: "/metrics", Reference: apiReference}
 	if withOps {
 		links.Operations = "/review/ops"
@@ -43,10 +45,10 @@ func (s *Service) homeRoutes(withOps bool) []Route {
 	toQueue := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/review/queue", http.StatusSeeOther)
 	})
-	return []Route{
-		{http.MethodGet, "/", endpoint(func(w http.ResponseWriter, r *http.Request) error { return s.home(w, r, links) }), false},
-		{http.MethodGet, "/review", toQueue, false},
-		{http.MethodGet, "/review/", toQueue, false},
+	return []door.Route{
+		{Method: http.MethodGet, Path: "/", Handler: endpoint(func(w http.ResponseWriter, r *http.Request) error { return s.home(w, r, links) }), Access: door.Public},
+		{Method: http.MethodGet, Path: "/review", Handler: toQueue, Access: door.Public},
+		{Method: http.MethodGet, Path: "/review/", Handler: toQueue, Access: door.Public},
 	}
 }
 

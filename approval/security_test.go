@@ -3,6 +3,7 @@ package approval
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -320,7 +322,7 @@ func TestAuditFailClosed(t *testing.T) {
 	// The receipt is written but the decision is not: nothing is approved.
 	h2 := newHarness(t)
 	failAfter := &failingAfter{Trail: h2.audit, ok: 1}
-	h2.svc.audit = failAfter
+	h2.svc.audit = &door.Recorder{Log: failAfter, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}
 	res, _ = h2.submit(tokClaude, approvalRequest())
 	mustStatus(t, res, http.StatusServiceUnavailable)
 	recs := h2.svc.store.(*MemoryStore)
@@ -332,7 +334,7 @@ func TestAuditFailClosed(t *testing.T) {
 	}
 
 	// Open mode serves and logs.
-	h3 := newHarness(t, func(d *Deps) { d.FailClosed = false })
+	h3 := newHarness(t, func(d *Deps) { d.Audit.FailClosed = false })
 	h3.audit.SetFail(true)
 	res, resp := h3.submit(tokClaude, approvalRequest())
 	mustStatus(t, res, http.StatusOK)

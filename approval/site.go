@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/door"
 )
 
 // The review site around the decision page: the queue of pending
@@ -22,16 +23,16 @@ import (
 // The shell mounts them like Routes' review pages, without agent
 // identification. They are apart from Routes because the operator page
 // needs what only the wiring has (limits, policies, the audit trail).
-func (s *Service) SiteRoutes(ops OpsSource) []Route {
-	rs := []Route{
-		{http.MethodGet, "/review/queue", endpoint(s.reviewQueue), false},
-		{http.MethodPost, "/review/logout", endpoint(s.reviewLogout), false},
+func (s *Service) SiteRoutes(ops OpsSource) []door.Route {
+	rs := []door.Route{
+		{Method: http.MethodGet, Path: "/review/queue", Handler: endpoint(s.reviewQueue), Access: door.People},
+		{Method: http.MethodPost, Path: "/review/logout", Handler: endpoint(s.reviewLogout), Access: door.People},
 	}
 	rs = append(rs, s.homeRoutes(ops != nil)...)
 	if ops != nil {
-		rs = append(rs, Route{http.MethodGet, "/review/ops", endpoint(func(w http.ResponseWriter, r *http.Request) error {
+		rs = append(rs, door.Route{Method: http.MethodGet, Path: "/review/ops", Handler: endpoint(func(w http.ResponseWriter, r *http.Request) error {
 			return s.reviewOps(w, r, ops)
-		}), false})
+		}), Access: door.People})
 	}
 	return rs
 }

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -91,9 +90,7 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchan
 		return fmt.Errorf("approval rate limiter: %w", err)
 	}
 	h := w.Header()
-	h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(res.Limit))
-	h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(res.Remaining))
-	h.Set("X-Ratelimit-Reset-Requests", roundUp(res.Reset).String())
+	door.SetLimitHeaders(h, "requests", res)
 	if res.Allowed {
 		return nil
 	}
@@ -102,23 +99,8 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchan
 	if err := s.record(r.Context(), rec); err != nil {
 		return err
 	}
-	hdr := http.Header{}
-	for k, v := range h {
-		if strings.HasPrefix(k, "X-Ratelimit-") {
-			hdr[k] = v
-		}
-	}
-	hdr.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(res.RetryAfter.Seconds())))))
 	return apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s on /agent/request: %d per %s. Retry after %s.",
-		ex.Agent.ID, s.cur().rate.N, s.cur().rate.Period, roundUp(res.RetryAfter)), hdr)
-}
-
-// roundUp rounds d up to whole milliseconds, so "retry after" is never early.
-func roundUp(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+		ex.Agent.ID, s.cur().rate.N, s.cur().rate.Period, door.RoundUp(res.RetryAfter)), door.RetryAfter(h, res))
 }
 
 // auditReceipt writes the agent.request entry. body is nil when it could

@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/redact"
@@ -54,7 +54,7 @@ type Deps struct {
 	Log     *slog.Logger
 	// Audit writes mcp.call and mcp.result; nil writes nothing (config
 	// check builds the door without a trail).
-	Audit *httpx.Recorder
+	Audit *door.Recorder
 	// Opener opens the human reviews of escalated calls (the approval
 	// service); nil: an escalated call is refused, as no person can
 	// approve it.
@@ -75,7 +75,7 @@ type Door struct {
 	conf     atomic.Pointer[conf]
 	policy   Decider
 	limiter  limit.Limiter
-	audit    *httpx.Recorder
+	audit    *door.Recorder
 	opener   escalation.Opener
 	grants   Grants
 	sessions Sessions
@@ -219,3 +219,16 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, http.StatusMethodNotAllowed, codeInvalidRequest, "Use POST, GET or DELETE.")
 	}
 }
+
+// Routes are /mcp/{server} (POST, GET, DELETE) behind the identify stage;
+// not metered there: each message an agent sends spends its rate_limit in
+// the door, a tools/call the tool's limit too.
+func (d *Door) Routes() []door.Route {
+	var rs []door.Route
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent})
+	}
+	return rs
+}
+
+var _ door.Door = (*Door)(nil)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -58,7 +58,7 @@ func newGovernTest(t *testing.T, block bool, rate config.Rate) (*doorTest, *memT
 	}
 	trail := &memTrail{}
 	d, err := New(Deps{Config: cfg, Policy: fakePolicy{policy.MCPDecision{Decision: policy.MCPAllow}}, Limiter: limit.NewMemory(), Log: discard(),
-		Audit: &httpx.Recorder{Log: trail, FailClosed: true, Logger: discard()}})
+		Audit: &door.Recorder{Log: trail, FailClosed: true, Logger: discard()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/escalation"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/testredis"
@@ -330,7 +330,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	d := Deps{
 		Config: h.cfg, Registry: h.reg, RBAC: rbac, Policy: policies(t), Queue: h.queue, History: h.history,
-		Audit:     &httpx.Recorder{Log: h.trail, FailClosed: h.cfg.Gateway.Audit.FailMode == "closed", Logger: log},
+		Audit:     &door.Recorder{Log: h.trail, FailClosed: h.cfg.Gateway.Audit.FailMode == "closed", Logger: log},
 		Escalator: h.esc, Log: log, Client: client, Now: o.now,
 	}
 	if o.deps != nil {

@@ -29,8 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
-	"github.com/sacpgw/gateway/internal/httpx"
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
@@ -87,9 +87,11 @@ type Deps struct {
 	Policy    Decider
 	Queue     mailbox.Queue
 	History   mailbox.History
-	Audit     *httpx.Recorder
+	Audit     *door.Recorder
 	Escalator Escalator
-	Log       *slog.Logger
+	// People authenticates the admin and reviewers of GET /admin/messages.
+	People People
+	Log    *slog.Logger
 	// Client calls recipients' endpoints. Nil: a client with no timeout of
 	// its own (each call carries its deadline).
 	Client *http.Client
@@ -103,8 +105,9 @@ type Service struct {
 	policy    Decider
 	queue     mailbox.Queue
 	history   mailbox.History
-	audit     *httpx.Recorder
+	audit     *door.Recorder
 	escalator Escalator
+	people    People
 	log       *slog.Logger
 	client    *http.Client
 	now       func() time.Time
@@ -196,7 +199,7 @@ func New(d Deps) (*Service, error) {
 	}
 	s := &Service{
 		reg: d.Registry, policy: d.Policy, queue: d.Queue, history: d.History,
-		audit: d.Audit, escalator: d.Escalator, log: d.Log, client: d.Client, now: d.Now,
+		audit: d.Audit, escalator: d.Escalator, people: d.People, log: d.Log, client: d.Client, now: d.Now,
 	}
 	c, err := newConf(d.Config, d.RBAC)
 	if err != nil {
@@ -236,3 +239,16 @@ func (s *Service) timeout(ms int) time.Duration {
 
 // errorf wraps an internal failure with context.
 func errorf(format string, args ...any) error { return fmt.Errorf("messaging: "+format, args...) }
+
+// Routes are the relay's endpoints: sending spends one request of the
+// sender's rate_limit; an agent reads its own history; the admin and
+// reviewers read everyone's (People).
+func (s *Service) Routes() []door.Route {
+	return []door.Route{
+		{Method: http.MethodPost, Path: "/relay/messages", Handler: http.HandlerFunc(s.Send), Access: door.Metered},
+		{Method: http.MethodGet, Path: "/relay/messages", Handler: http.HandlerFunc(s.History), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/admin/messages", Handler: s.AdminHistory(s.people), Access: door.People},
+	}
+}
+
+var _ door.Door = (*Service)(nil)

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
@@ -35,7 +35,7 @@ func TestNewRequiresDeps(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	full := func() Deps {
 		return Deps{Config: cfg, Registry: reg, RBAC: rbac, Policy: policies(t), Queue: mailbox.NewMemoryQueue(0),
-			History: mailbox.NewMemoryHistory(mailbox.HistoryOptions{}), Audit: &httpx.Recorder{Log: &testkit.Trail{}, Logger: log},
+			History: mailbox.NewMemoryHistory(mailbox.HistoryOptions{}), Audit: &door.Recorder{Log: &testkit.Trail{}, Logger: log},
 			Escalator: &escalator{}, Log: log}
 	}
 	for _, tc := range []struct {

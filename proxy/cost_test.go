@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
@@ -340,7 +340,7 @@ func TestLimitsDollarBudgetExceeded(t *testing.T) {
 			trail := &testkit.Trail{}
 			b := &recBudget{Budget: limit.NewMemoryBudget()}
 			l := &proxy.Limits{Requests: limit.NewMemory(), Tokens: b, Prices: testPrices,
-				Audit: &httpx.Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}}
+				Audit: &door.Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}}
 			a := agentWith(100_000)
 			a.TokenLimit = config.Rate{N: 1_000_000, Period: time.Hour}
 			for range tc.spent {
@@ -554,7 +554,7 @@ audit: {dir: ` + strconv.Quote(filepath.Join(dir, "audit")) + `, chain: t, fail_
 	}
 	t.Cleanup(ups.Close)
 	trail := &testkit.Trail{}
-	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, Audit: trail}
+	deps := proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log, Audit: door.NewRecorder(trail, cfg.Gateway.Audit, log)}
 	for _, o := range opts {
 		o(&deps)
 	}

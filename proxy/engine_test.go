@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -112,7 +113,7 @@ audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
 	}
 	t.Cleanup(pol.Close)
 	e.gw, err = proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(),
-		Log: log, Audit: e.audit, Policies: pol, KeepAlive: time.Hour})
+		Log: log, Audit: door.NewRecorder(e.audit, cfg.Gateway.Audit, log), Policies: pol, KeepAlive: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

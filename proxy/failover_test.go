@@ -24,6 +24,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -128,7 +129,7 @@ func newFleet(t *testing.T, ps []*provider, o fleetOpts) *fleet {
 	}
 	t.Cleanup(f.ups.Close)
 	gw, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: f.ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(),
-		Log: log, Audit: f.audit, KeepAlive: time.Hour})
+		Log: log, Audit: door.NewRecorder(f.audit, cfg.Gateway.Audit, log), KeepAlive: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

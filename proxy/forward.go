@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/tracing"
@@ -43,7 +44,7 @@ type Forwarder struct {
 	// Log receives warnings (an answer refused).
 	Log *slog.Logger
 	// Audit writes the llm.request and llm.response entries.
-	Audit *httpx.Recorder
+	Audit *door.Recorder
 	// Redactor, if set, redacts answers (whole or streamed).
 	Redactor *redact.Redactor
 	// KeepAlive is the interval of SSE comments sent while an upstream
@@ -60,7 +61,7 @@ type Forwarder struct {
 type call struct {
 	f         *Forwarder
 	ex        *scope.Exchange
-	j         *journal
+	j         journal
 	kind      Kind
 	dropUsage bool
 	timer     *time.Timer

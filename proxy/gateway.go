@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
@@ -28,10 +27,11 @@ type Deps struct {
 	Requests  limit.Limiter
 	Tokens    limit.Budget
 	Log       *slog.Logger
-	// Audit is the audit trail; nil disables auditing (tests of other stages only).
-	Audit httpx.Appender
+	// Audit is the one recorder of the audit trail (door.NewRecorder); nil
+	// disables auditing (tests of other stages only).
+	Audit *door.Recorder
 	// SidecarAgent, when set, is the agent every request acts as (sidecar
-	// mode; see Identifier).
+	// mode; see door.Identifier).
 	SidecarAgent string
 	// KeepAlive is the SSE keep-alive interval while a protocol answer is
 	// gathered and validated. Zero: 5s.
@@ -44,7 +44,7 @@ type Deps struct {
 	Library LibrarySource
 	// Spawned finds the agents registered at run time by their token
 	// (registry.Registry); nil: only the configured agents authenticate.
-	Spawned SpawnedAgents
+	Spawned door.SpawnedAgents
 	// Spend counts what agents spend (the metrics); nil: not counted.
 	Spend *Spend
 	// Responses keeps the Responses API's conversations (previous_response_id),
@@ -60,9 +60,8 @@ type Gateway struct {
 	// API's token count (count.go).
 	messages, responses, count http.Handler
 	upstreams                  *upstream.Set
-	audit                      *httpx.Recorder
-	ident                      *Identifier
-	lim                        *Limits
+	audit                      *door.Recorder
+	ident                      *door.Identifier
 
 	// azure is the chat and embeddings chains under Azure OpenAI's
 	// deployments routes (azure.go).
@@ -75,16 +74,12 @@ func New(d Deps) (*Gateway, error) {
 	case d.Config == nil, d.Upstreams == nil, d.Requests == nil, d.Tokens == nil, d.Log == nil:
 		return nil, errors.New("proxy: Config, Upstreams, Requests, Tokens and Log are required")
 	}
-	ident, err := NewIdentifier(d.Config.Agents, d.SidecarAgent)
+	rec := d.Audit
+	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Requests: d.Requests, Audit: rec, Log: d.Log})
 	if err != nil {
 		return nil, err
 	}
-	ident.Spawned, ident.Log = d.Spawned, d.Log
-	var rec *httpx.Recorder
-	if d.Audit != nil {
-		rec = &httpx.Recorder{Log: d.Audit, FailClosed: d.Config.Gateway.Audit.FailMode == "closed", Logger: d.Log}
-	}
-	ident.Audit = rec
+	ident := gate.Ident
 	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec, Prices: pricing.New(d.Config.Gateway.Pricing), Spend: d.Spend}
 	var red *redact.Redactor
 	if rc := d.Config.Protocol.Redaction; len(rc.Detectors) > 0 {
@@ -117,7 +112,7 @@ func New(d Deps) (*Gateway, error) {
 	agentInputs := NewAgentInputs(d.Config.Agents)
 	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
 	proto.Library, proto.Log = d.Library, d.Log
-	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident, lim: lim}
+	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident}
 	chatStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
 	if d.Policies != nil {
 		// After the limits: a flood of requests must not buy policy evaluations.
@@ -181,30 +176,6 @@ func (g *Gateway) Embeddings() http.Handler { return g.embeddings }
 // Models serves GET /v1/models.
 func (g *Gateway) Models() http.Handler { return g.models }
 
-// ServeAuthenticated runs h behind the identify stage (and its audit of
-// failures), for the other front doors of the gateway (the approval API).
-func (g *Gateway) ServeAuthenticated(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	if err := g.ident.Serve(w, r, h); err != nil {
-		httpx.Fail(w, r, err)
-	}
-}
-
-// ServeMetered runs h behind the identify stage and the agent's request
-// rate_limit (no token budget: nothing is sent to a model), for the
-// agent-to-agent front doors. A refusal is audited as ratelimit.reject.
-func (g *Gateway) ServeMetered(w http.ResponseWriter, r *http.Request, h http.Handler) {
-	metered := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.lim.allowRequest(w, r); err != nil {
-			httpx.Fail(w, r, err)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-	if err := g.ident.Serve(w, r, metered); err != nil {
-		httpx.Fail(w, r, err)
-	}
-}
-
 // journalStage opens the exchange's journal for every later stage, and
 // when the exchange ends without an entry (a refusal before any call: 400,
 // 404, 413...) writes its llm.request entry. The refusal has already been
@@ -212,18 +183,16 @@ func (g *Gateway) ServeMetered(w http.ResponseWriter, r *http.Request, h http.Ha
 // withhold.
 func (g *Gateway) journalStage(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
-	j := &journal{rec: g.audit, ex: ex}
-	// The trail holds a group commit open only for exchanges in progress.
-	end := g.audit.Begin()
+	j, jr, end := door.Open(r, g.audit)
 	defer end()
-	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), journalKey{}, j)))
-	if j.wrote || ex.ErrCode == "" {
+	next.ServeHTTP(w, jr)
+	if j.Wrote() || ex.ErrCode == "" {
 		return nil
 	}
 	s := requestSummary(ex, r)
 	s.Int("status", int64(ex.Status))
 	s.Str("error_code", ex.ErrCode)
-	_ = j.refused(r.Context(), audit.Record{Kind: audit.KindLLMRequest, PayloadSHA256: ex.PayloadSHA256, Object: s})
+	_ = j.Refused(r.Context(), record(ex, audit.KindLLMRequest, ex.PayloadSHA256, s))
 	return nil
 }
 

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
@@ -35,7 +33,7 @@ type Limits struct {
 	// shared by the replicas and falls back exactly as the token budget.
 	Tokens limit.Budget
 	// Audit records rejections.
-	Audit *httpx.Recorder
+	Audit *door.Recorder
 	// Attempts is how many model calls one request of this agent may make
 	// (the protocol's re-asks); nil: one.
 	Attempts func(*config.Agent) int
@@ -84,30 +82,23 @@ func (l *Limits) budgetReservation(ex *scope.Exchange) int64 {
 	return int64(attempts) * per // attempts is a handful, per at most ~10¹³
 }
 
-// reject audits a 429 and returns it.
-func (l *Limits) reject(r *http.Request, ex *scope.Exchange, dim string, e error) error {
-	ex.Check(scope.Verdict{Check: scope.CheckLimits, Verdict: "reject", Dimension: dim})
-	summary := &audit.Object{}
-	summary.Str("route", r.URL.Path)
-	summary.Str("model", ex.Model)
-	summary.Str("dimension", dim)
-	checksSummary(summary, ex.Checks)
-	if err := journalOf(r, l.Audit).refused(r.Context(), audit.Record{Kind: audit.KindRateLimitReject, PayloadSHA256: ex.PayloadSHA256, Object: summary}); err != nil {
-		return err
-	}
-	return e
+// The keys of an agent's budgets in the limiters, the agent's id appended
+// (the rate_limit's is door.RequestsKey), read by the ops page too.
+const (
+	TokensKey  = "tok:" // Tokens: the token_limit, in tokens
+	DollarsKey = "usd:" // Tokens: the budget, in micro-dollars
+)
+
+// reject audits a 429 of the budgets and returns it.
+func (l *Limits) reject(r *http.Request, dim string, e error) error {
+	return door.RejectLimit(r, l.Audit, dim, e)
 }
 
-// RateRule is a rate_limit or token_limit as a limit.Rule.
-func RateRule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period} }
-
-// The keys of an agent's limits in the limiters, the agent's id appended:
-// shared by every front door that spends them, and read by the ops page.
-const (
-	RequestsKey = "req:" // Requests: the rate_limit
-	TokensKey   = "tok:" // Tokens: the token_limit, in tokens
-	DollarsKey  = "usd:" // Tokens: the budget, in micro-dollars
-)
+// allowRequest spends one request of the agent's rate_limit (the door
+// frame's gate, shared by every front door).
+func (l *Limits) allowRequest(w http.ResponseWriter, r *http.Request) error {
+	return door.AllowRequest(w, r, l.Requests, l.Audit)
+}
 
 // Serve implements Stage.
 func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
@@ -124,18 +115,18 @@ func (l *Limits) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	h := w.Header()
 	verdict := scope.Verdict{Check: scope.CheckLimits, Verdict: "pass", Requests: a.RateLimit.String(), Tokens: a.TokenLimit.String()}
-	tr := RateRule(a.TokenLimit)
+	tr := door.RateRule(a.TokenLimit)
 	reserved := 0
 	if !a.TokenLimit.IsZero() {
 		reserved = l.reservation(ex)
 		res, err := l.Tokens.Reserve(r.Context(), TokensKey+a.ID, tr, reserved)
 		if err != nil {
-			return stateError("token budget", err)
+			return door.StateError("token budget", err)
 		}
-		setLimitHeaders(h, "tokens", res)
+		door.SetLimitHeaders(h, "tokens", res)
 		if !res.Allowed {
-			return l.reject(r, ex, "tokens", apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
-				a.ID, a.TokenLimit, reserved, roundUp(res.RetryAfter)), retryAfter(h, res)))
+			return l.reject(r, "tokens", apierror.RateLimited(fmt.Sprintf("Token limit reached for agent %s: %s; this request needs about %d tokens. Retry after %s.",
+				a.ID, a.TokenLimit, reserved, door.RoundUp(res.RetryAfter)), door.RetryAfter(h, res)))
 		}
 		verdict.TokensReserved = reserved
 	}
@@ -224,20 +215,20 @@ func (l *Limits) reserveBudget(h http.Header, r *http.Request, ex *scope.Exchang
 	usd := l.budgetReservation(ex)
 	res, err := l.Tokens.Reserve(r.Context(), DollarsKey+a.ID, ur, clampInt(usd))
 	if err != nil {
-		return 0, stateError("dollar budget", err)
+		return 0, door.StateError("dollar budget", err)
 	}
 	setBudgetHeaders(h, res)
 	if res.Allowed {
 		return usd, nil
 	}
 	msg := fmt.Sprintf("Budget reached for agent %s: %s; this request may cost up to %s USD. Retry after %s.",
-		a.ID, budgetString(a.Budget), pricing.FormatUSD(usd), roundUp(res.RetryAfter))
+		a.ID, budgetString(a.Budget), pricing.FormatUSD(usd), door.RoundUp(res.RetryAfter))
 	if usd > a.Budget.MicroUSD {
 		msg = fmt.Sprintf("This request may cost up to %s USD, more than agent %s's whole budget of %s; lower max_tokens.",
 			pricing.FormatUSD(usd), a.ID, budgetString(a.Budget))
 	}
-	return 0, l.reject(r, ex, "budget", &apierror.Error{Status: http.StatusTooManyRequests, Type: apierror.TypeRateLimit,
-		Code: "budget_exceeded", Message: msg, Header: retryAfter(h, res)})
+	return 0, l.reject(r, "budget", &apierror.Error{Status: http.StatusTooManyRequests, Type: apierror.TypeRateLimit,
+		Code: "budget_exceeded", Message: msg, Header: door.RetryAfter(h, res)})
 }
 
 // unpriced refuses, with a 403, a call of a model the pricing table does
@@ -278,82 +269,11 @@ func BudgetRule(m config.Money) limit.Rule {
 // where int is narrower (never wrapping to a negative or small amount).
 func clampInt(v int64) int { return int(min(v, int64(math.MaxInt))) }
 
-// allowRequest spends one request of the agent's rate_limit (shared by
-// every front door: chat, embeddings and agent-to-agent messages).
-func (l *Limits) allowRequest(w http.ResponseWriter, r *http.Request) error {
-	ex := scope.Get(r.Context())
-	a := ex.Agent
-	if a.RateLimit.IsZero() {
-		return nil
-	}
-	h := w.Header()
-	res, err := l.Requests.Allow(r.Context(), RequestsKey+a.ID, RateRule(a.RateLimit), 1)
-	if err != nil {
-		return stateError("rate limiter", err)
-	}
-	setLimitHeaders(h, "requests", res)
-	if !res.Allowed {
-		return l.reject(r, ex, "requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
-			a.ID, a.RateLimit, roundUp(res.RetryAfter)), retryAfter(h, res)))
-	}
-	return nil
-}
-
-// stateError maps a shared-state failure (Redis down with
-// state.on_failure: closed) to a 503 the client can retry.
-func stateError(what string, err error) error {
-	if errors.Is(err, limit.ErrUnavailable) {
-		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "state_unavailable",
-			Message: "The gateway's shared state is unavailable; retry shortly.", Header: http.Header{"Retry-After": {"1"}}, Err: err}
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// setLimitHeaders writes OpenAI's x-ratelimit-* headers for one dimension.
-func setLimitHeaders(h http.Header, dim string, res limit.Result) {
-	k := limitHeaderKeys[dim]
-	// The keys are in canonical form already: set directly, without
-	// Header.Set's canonicalization and concatenation on every request.
-	h[k[0]] = []string{strconv.Itoa(res.Limit)}
-	h[k[1]] = []string{strconv.Itoa(res.Remaining)}
-	h[k[2]] = []string{roundUp(res.Reset).String()}
-}
-
 // setBudgetHeaders writes the dollar budget's x-ratelimit-*-usd headers:
 // limit and remaining in dollars (exact decimals), reset as the token
 // budget's.
 func setBudgetHeaders(h http.Header, res limit.Result) {
 	h["X-Ratelimit-Limit-Usd"] = []string{pricing.FormatUSD(int64(res.Limit))}
 	h["X-Ratelimit-Remaining-Usd"] = []string{pricing.FormatUSD(int64(res.Remaining))}
-	h["X-Ratelimit-Reset-Usd"] = []string{roundUp(res.Reset).String()}
-}
-
-// limitHeaderKeys are the x-ratelimit-* header names of each dimension.
-var limitHeaderKeys = map[string][3]string{
-	"requests": {"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
-	"tokens":   {"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
-}
-
-// retryAfter returns the headers of a 429: the x-ratelimit-* already set
-// plus Retry-After in whole seconds (at least 1, as clients sleep on it).
-// When that is more than apierror.FailFastAfter away, apierror.Write adds
-// x-should-retry: false, so that SDKs fail at once instead of sleeping.
-func retryAfter(h http.Header, res limit.Result) http.Header {
-	out := http.Header{}
-	for k, v := range h {
-		if len(k) > 12 && k[:12] == "X-Ratelimit-" {
-			out[k] = v
-		}
-	}
-	secs := int(math.Ceil(res.RetryAfter.Seconds()))
-	out.Set("Retry-After", strconv.Itoa(max(1, secs)))
-	return out
-}
-
-// roundUp rounds d up to whole milliseconds, so "retry after" is never early.
-func roundUp(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+	h["X-Ratelimit-Reset-Usd"] = []string{door.RoundUp(res.Reset).String()}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/tracing"
@@ -53,7 +54,7 @@ type Protocol struct {
 	// KeepAlive is the idle time after which a gathering stream sends an
 	// SSE comment, so idle-timeout proxies do not cut the client off.
 	KeepAlive time.Duration
-	Audit     *httpx.Recorder
+	Audit     *door.Recorder
 	// Policies applies the guardrails to validated answers; nil: none.
 	Policies Policies
 	// AgentInputs are the agents' policy input documents.
@@ -62,7 +63,7 @@ type Protocol struct {
 
 // NewProtocol builds the protocol stage from config, compiling every
 // protocol agent's data schema once.
-func NewProtocol(cfg *config.Config, red *redact.Redactor, rec *httpx.Recorder) (*Protocol, error) {
+func NewProtocol(cfg *config.Config, red *redact.Redactor, rec *door.Recorder) (*Protocol, error) {
 	tpl, err := sacp.LoadTemplate(cfg.Protocol.SACP.TemplateFile)
 	if err != nil {
 		return nil, fmt.Errorf("protocol template: %w", err)
@@ -402,7 +403,7 @@ func sortedFields(m map[string]bool) []string {
 
 // fail answers with err: in OpenAI's error shape before anything was sent,
 // or as an SSE error event once keep-alives committed the stream.
-func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *journal, err error) error {
+func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j journal, err error) error {
 	ex := j.ex
 	if r.Context().Err() != nil {
 		p.noAnswer(ex)
@@ -426,7 +427,7 @@ func (p *Protocol) fail(w http.ResponseWriter, r *http.Request, out *sseOut, j *
 	return nil
 }
 
-func (p *Protocol) auditFailure(ctx context.Context, j *journal, status int) {
+func (p *Protocol) auditFailure(ctx context.Context, j journal, status int) {
 	p.noAnswer(j.ex)
 	_ = j.respond(ctx, status, "")
 }
@@ -447,7 +448,7 @@ func (p *Protocol) noAnswer(ex *scope.Exchange) {
 // replay passes on a provider's 4xx error or a tool-call turn, read and
 // redacted by the same rules as every answer (tool call arguments
 // included).
-func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j *journal, ans *answer, dropUsage bool) error {
+func (p *Protocol) replay(w http.ResponseWriter, r *http.Request, out *sseOut, j journal, ans *answer, dropUsage bool) error {
 	ex := j.ex
 	var b []byte
 	var res redact.Result

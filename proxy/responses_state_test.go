@@ -19,6 +19,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -93,7 +94,7 @@ audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
 	}
 	t.Cleanup(ups.Close)
 	g.gw, err = proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(),
-		Log: log, Audit: g.trail, KeepAlive: time.Hour, Responses: g.state})
+		Log: log, Audit: door.NewRecorder(g.trail, cfg.Gateway.Audit, log), KeepAlive: time.Hour, Responses: g.state})
 	if err != nil {
 		t.Fatal(err)
 	}

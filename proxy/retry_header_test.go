@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -70,7 +71,7 @@ func newLimitedGateway(t *testing.T, agentsYAML string, ids ...string) *limitedG
 	t.Cleanup(ups.Close)
 	g := &limitedGateway{requests: limit.NewMemory(), tokens: limit.NewMemoryBudget()}
 	gw, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: g.requests, Tokens: g.tokens,
-		Log: log, Audit: &testkit.Trail{}, KeepAlive: time.Hour})
+		Log: log, Audit: door.NewRecorder(&testkit.Trail{}, cfg.Gateway.Audit, log), KeepAlive: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

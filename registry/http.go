@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/httpx"
 
@@ -49,12 +51,14 @@ type Escalator interface {
 type API struct {
 	Registry  *Registry
 	Policy    Spawner
-	Audit     *httpx.Recorder
+	Audit     *door.Recorder
 	Escalator Escalator
 	Log       *slog.Logger
 	// Egress is where the gateway may send messages; a spawn naming an
 	// address outside it is refused at once (the dial is checked anyway).
 	Egress egress.Policy
+	// People authenticates the admin who retires a spawned agent.
+	People People
 }
 
 // readBody reads the body within the agent's max_request_size.
@@ -544,3 +548,24 @@ func (a *API) checkEndpoint(endpoint string) error {
 	}
 	return nil
 }
+
+// Routes are the registry's endpoints: validating, querying and spawning
+// spend one request of the caller's rate_limit; reading the library and
+// the agents does not; retiring a spawned agent is the admin's (People).
+func (a *API) Routes() []door.Route {
+	return []door.Route{
+		{Method: http.MethodPost, Path: "/sacp/validate", Handler: http.HandlerFunc(a.Validate), Access: door.Metered},
+		{Method: http.MethodPost, Path: "/registry/query", Handler: http.HandlerFunc(a.Query), Access: door.Metered},
+		{Method: http.MethodPost, Path: "/registry/spawn", Handler: http.HandlerFunc(a.Spawn), Access: door.Metered},
+		{Method: http.MethodGet, Path: "/registry/verbs", Handler: http.HandlerFunc(a.Verbs), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/registry/tools", Handler: http.HandlerFunc(a.Tools), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/registry/agents", Handler: http.HandlerFunc(a.Agents), Access: door.Agent},
+		{Method: http.MethodDelete, Path: "/registry/agents/:id", Handler: a.Retire(a.People), Access: door.People},
+	}
+}
+
+// Prepare implements door.Door: the registry takes the new agents, verbs
+// and tools.
+func (a *API) Prepare(cfg *config.Config) (apply func(), err error) { return a.Registry.Prepare(cfg) }
+
+var _ door.Door = (*API)(nil)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/policy"
@@ -125,7 +125,7 @@ func newSpawnHarness(t *testing.T, store Store, pol Spawner) *spawnHarness {
 	reg.now = clock.now
 	trail := &testkit.Trail{}
 	esc := &recordingEscalator{}
-	api := &API{Registry: reg, Policy: pol, Audit: &httpx.Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)},
+	api := &API{Registry: reg, Policy: pol, Audit: &door.Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)},
 		Escalator: esc, Log: slog.New(slog.DiscardHandler)}
 	return &spawnHarness{t: t, reg: reg, store: store, clock: clock, api: api, trail: trail, esc: esc}
 }

@@ -1,7 +1,8 @@
 // Package server is the HTTP shell around the gateway's front doors: echo
 // routes, the request scope (request id, access log), health and readiness,
 // one error renderer, and graceful shutdown. Handlers stay thin: each route
-// mounts a chain compiled by a front door.
+// is a door's (door.Route), mounted through the door frame its access
+// needs; the shell imports no door.
 package server
 
 import (
@@ -21,13 +22,12 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/tracing"
-	"github.com/sacpgw/gateway/proxy"
 )
 
 // Check is one readiness condition.
@@ -40,38 +40,26 @@ type Check struct {
 	Detail func() string
 }
 
-// Options configure the server; Gateway and Log are required.
+// Options configure the server; Frame and Log are required.
 type Options struct {
-	Gateway *proxy.Gateway
-	Log     *slog.Logger
-	// Approval is the approval protocol's front door; nil: not served.
-	Approval *approval.Service
+	// Frame identifies and meters the callers of the Agent and Metered
+	// routes (the current configuration's agents).
+	Frame *door.Frame
+	Log   *slog.Logger
+	// Routes are every front door's routes.
+	Routes []door.Route
 	// Metrics, if set, counts every request and serves /metrics.
 	Metrics *metrics.Metrics
 	// TLS, if set, terminates TLS (see TLSConfig); nil serves plain HTTP.
 	TLS *tls.Config
 	// Tracer, if set, gives every request a server span exported over OTLP.
 	Tracer *tracing.Tracer
-	// AgentRoutes are further front doors for authenticated agents (the
-	// agent-to-agent API of docs/agent-messaging.md).
-	AgentRoutes []Route
 	// Checks are evaluated by /readyz, in order.
 	Checks []Check
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
 	// Bounds limit slow clients and unauthenticated sources.
 	Bounds Bounds
-}
-
-// Route is an endpoint behind the current gateway's identify stage;
-// Metered routes also spend one request of the agent's rate_limit. A
-// People route is for the admin and reviewers: its handler authenticates
-// their tokens itself, and no agent identity is required.
-type Route struct {
-	Method, Path string
-	Handler      http.Handler
-	Metered      bool
-	People       bool
 }
 
 // Server serves the gateway's HTTP API.
@@ -81,7 +69,6 @@ type Server struct {
 	metrics  *metrics.Metrics
 	tls      *tls.Config
 	tracer   *tracing.Tracer
-	gateway  atomic.Pointer[proxy.Gateway]
 	checks   []Check
 	timeout  time.Duration
 	draining atomic.Bool
@@ -91,8 +78,8 @@ type Server struct {
 
 // New builds the routes.
 func New(o Options) (*Server, error) {
-	if o.Gateway == nil || o.Log == nil {
-		return nil, errors.New("server: Gateway and Log are required")
+	if o.Frame == nil || o.Log == nil {
+		return nil, errors.New("server: Frame and Log are required")
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
@@ -112,45 +99,13 @@ func New(o Options) (*Server, error) {
 	if o.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(o.Metrics.Handler()))
 	}
-	s.gateway.Store(o.Gateway)
-	// The OpenAI routes read the current gateway on every request, so a
-	// config reload (SwapGateway) takes effect for the next request while
-	// requests in flight finish on the chains they started with.
-	e.POST("/v1/chat/completions", s.current((*proxy.Gateway).ChatCompletions))
-	e.POST("/v1/embeddings", s.current((*proxy.Gateway).Embeddings))
-	e.POST("/v1/messages", s.current((*proxy.Gateway).Messages))
-	e.POST("/v1/messages/count_tokens", s.current((*proxy.Gateway).CountTokens))
-	// Anthropic's clients read Anthropic's error shape on its API's paths.
-	e.Any("/v1/messages/*", s.current((*proxy.Gateway).MessagesNotFound))
-	e.POST("/v1/responses", s.current((*proxy.Gateway).Responses))
-	e.GET("/v1/models", s.current((*proxy.Gateway).Models))
-	e.GET("/v1/models/*", s.currentWithPath((*proxy.Gateway).Model))
-	// Azure OpenAI clients (proxy/azure.go): the deployments routes, and
-	// Azure's v1 API, on the chains above.
-	e.POST("/openai/deployments/:deployment/chat/completions", s.current((*proxy.Gateway).AzureChatCompletions))
-	e.POST("/openai/deployments/:deployment/embeddings", s.current((*proxy.Gateway).AzureEmbeddings))
-	e.POST("/openai/v1/chat/completions", s.current((*proxy.Gateway).AzureV1ChatCompletions))
-	e.POST("/openai/v1/embeddings", s.current((*proxy.Gateway).AzureV1Embeddings))
-	e.GET("/openai/v1/models", s.current((*proxy.Gateway).Models))
-	e.GET("/openai/v1/models/*", s.currentWithPath((*proxy.Gateway).Model))
-	if o.Approval != nil {
-		for _, rt := range o.Approval.Routes() {
-			h := rt.Handler
-			if rt.AgentAuth {
-				h = s.authenticated(h)
-			}
-			e.Add(rt.Method, rt.Path, withPathValues(h))
+	for _, rt := range o.Routes {
+		h := withPathValues(o.Frame.Handler(rt))
+		if rt.Method == door.AnyMethod {
+			e.Any(rt.Path, h)
+			continue
 		}
-	}
-	for _, rt := range o.AgentRoutes {
-		h := s.authenticated(rt.Handler)
-		switch {
-		case rt.People:
-			h = rt.Handler
-		case rt.Metered:
-			h = s.metered(rt.Handler)
-		}
-		e.Add(rt.Method, rt.Path, withPathValues(h))
+		e.Add(rt.Method, rt.Path, h)
 	}
 	s.echo = e
 	return s, nil
@@ -204,39 +159,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
-}
-
-// SwapGateway replaces the OpenAI front door (after a config reload).
-func (s *Server) SwapGateway(g *proxy.Gateway) { s.gateway.Store(g) }
-
-// current mounts a route of whichever gateway is current.
-func (s *Server) current(route func(*proxy.Gateway) http.Handler) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		route(s.gateway.Load()).ServeHTTP(c.Response(), c.Request())
-		return nil
-	}
-}
-
-// currentWithPath is current for a route whose handler reads r.PathValue.
-func (s *Server) currentWithPath(route func(*proxy.Gateway) http.Handler) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		return withPathValues(route(s.gateway.Load()))(c)
-	}
-}
-
-// authenticated puts h behind the current gateway's identify stage.
-func (s *Server) authenticated(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.gateway.Load().ServeAuthenticated(w, r, h)
-	})
-}
-
-// metered puts h behind the current gateway's identify stage and the
-// agent's request rate limit.
-func (s *Server) metered(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.gateway.Load().ServeMetered(w, r, h)
-	})
 }
 
 // withPathValues mounts a net/http handler that reads r.PathValue: echo

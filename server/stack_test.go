@@ -22,6 +22,7 @@ import (
 	"github.com/sacpgw/gateway/app"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/tracing"
@@ -285,12 +286,17 @@ func coreGateway(t testing.TB, cfg *config.Config, log *slog.Logger, o stackOpts
 		t.Fatal(err)
 	}
 	t.Cleanup(ups.Close)
-	gwy, err := proxy.New(proxy.Deps{Config: cfg, Upstreams: ups, Requests: limit.NewMemory(), Tokens: limit.NewMemoryBudget(), Log: log,
-		SidecarAgent: o.sidecar, KeepAlive: o.keepAlive})
+	requests := limit.NewMemory()
+	openai, err := proxy.NewDoor(proxy.Deps{Config: cfg, Upstreams: ups, Requests: requests, Tokens: limit.NewMemoryBudget(), Log: log,
+		SidecarAgent: o.sidecar, KeepAlive: o.keepAlive}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(server.Options{Gateway: gwy, Log: log, Metrics: metrics.New(metrics.Options{NoRuntime: true})})
+	frame, err := door.NewFrame(cfg, door.GateDeps{Sidecar: o.sidecar, Requests: requests, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Options{Frame: frame, Routes: openai.Routes(), Log: log, Metrics: metrics.New(metrics.Options{NoRuntime: true})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/escalation"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/sacp"
@@ -83,7 +83,7 @@ type Deps struct {
 	// Escalator opens the reviews of suspended runs; nil: a run that asks
 	// for a person fails, as nobody could answer.
 	Escalator escalation.Opener
-	Audit     *httpx.Recorder
+	Audit     *door.Recorder
 	Log       *slog.Logger
 	// Owner names this replica in leases (the audit chain id).
 	Owner string
@@ -108,7 +108,7 @@ type Engine struct {
 	policy        Decider
 	steps         limit.Limiter
 	escalator     escalation.Opener
-	audit         *httpx.Recorder
+	audit         *door.Recorder
 	log           *slog.Logger
 	owner         string
 	stepTimeout   time.Duration

@@ -13,6 +13,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
@@ -291,3 +293,22 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// Routes are the workflow API's endpoints, for agents: starting a run
+// spends one request of the caller's rate_limit.
+func (a *API) Routes() []door.Route {
+	return []door.Route{
+		{Method: http.MethodPost, Path: "/workflows/:name/runs", Handler: a.Start(), Access: door.Metered},
+		{Method: http.MethodGet, Path: "/workflows/:name/runs/:id", Handler: a.Get(), Access: door.Agent},
+		{Method: http.MethodPost, Path: "/workflows/:name/runs/:id/cancel", Handler: a.Cancel(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/workflows/:name/runs/:id/graph.svg", Handler: a.Graph(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/workflows", Handler: a.List(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/workflows/:name", Handler: a.Describe(), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/blobs/:sha256", Handler: a.Blob(), Access: door.Agent},
+	}
+}
+
+// Prepare implements door.Door: the engine takes the new definitions.
+func (a *API) Prepare(cfg *config.Config) (apply func(), err error) { return a.Engine.Prepare(cfg) }
+
+var _ door.Door = (*API)(nil)

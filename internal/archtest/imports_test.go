@@ -1,7 +1,7 @@
 // Package archtest holds the test that keeps the import flow of
 // docs/architecture.md true: every package has a layer, imports go down
 // (or sideways within a layer where the table allows), and the three front
-// doors import none of each other.
+// doors import none of each other, and the HTTP shell imports no door.
 package archtest
 
 import (
@@ -33,10 +33,13 @@ var layers = map[string]int{
 	"internal/testkit": 1, // test doubles, imported by tests only
 	// 2: plumbing shared by the front doors.
 	"internal/httpx": 2, "internal/pricing": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
-	// 3: the front doors.
-	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3, "workflow": 3, "mcp": 3,
-	// 4: the HTTP shell; 5: the wiring (Build); 6: the command.
-	"server": 4, "app": 5, "cmd/gateway": 6,
+	// 3: the door frame every front door stands in (identity, rate gate,
+	// journal, the door contract).
+	"internal/door": 3,
+	// 4: the front doors.
+	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4,
+	// 5: the HTTP shell; 6: the wiring (Build); 7: the command.
+	"server": 5, "app": 6, "cmd/gateway": 7,
 }
 
 // sideways are the imports allowed within a layer.
@@ -69,12 +72,43 @@ var doors = map[string]string{
 	"workflow": "workflow", "mcp": "mcp",
 }
 
-// TestImportFlow reads the non-test imports of every package with go list.
-func TestImportFlow(t *testing.T) {
+// imports lists the non-test imports of every package with go list, one
+// line per package: its path, then its imports.
+func imports(t *testing.T) []byte {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	return out
+}
+
+// TestShellImportsNoDoor: the HTTP shell mounts every door's routes
+// through the door frame, knowing none of them, so a new door changes
+// nothing in server; and no door imports another (TestImportFlow).
+func TestShellImportsNoDoor(t *testing.T) {
+	sc := bufio.NewScanner(bytes.NewReader(imports(t)))
+	found := false
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if fields[0] != module+"server" {
+			continue
+		}
+		found = true
+		for _, imp := range fields[1:] {
+			if d := doors[strings.TrimPrefix(imp, module)]; d != "" && strings.HasPrefix(imp, module) {
+				t.Errorf("server imports %s, a package of the %s door: mount its routes through internal/door instead", imp, d)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("go list did not list server")
+	}
+}
+
+// TestImportFlow reads the non-test imports of every package with go list.
+func TestImportFlow(t *testing.T) {
+	out := imports(t)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	seen := 0
 	for sc.Scan() {

@@ -1,4 +1,4 @@
-package proxy
+package door
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
@@ -127,7 +126,7 @@ func TestIdentifySidecarPlaceholderKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			trail := &testkit.Trail{}
-			id.Audit = &httpx.Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}
+			id.Audit = &Recorder{Log: trail, FailClosed: true, Logger: slog.New(slog.DiscardHandler)}
 			id.Spawned = spawned
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{}`))
 			r.Header.Set("Content-Type", "application/json")

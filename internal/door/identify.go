@@ -1,10 +1,11 @@
-package proxy
+package door
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,11 +14,11 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
 )
 
-// Identifier is the identify stage: bearer token → agent.
+// Identifier is the identify stage every door runs first: bearer token,
+// client certificate, sidecar or in-process caller → agent.
 //
 // Tokens are never stored: the token's SHA-256 is compared with every
 // agent's configured hash in constant time, and the loop never exits early,
@@ -30,7 +31,7 @@ type Identifier struct {
 	// bySPIFFE maps the SPIFFE IDs of agents' client certificates (mTLS).
 	bySPIFFE map[string]*config.Agent
 	// Audit records failed authentications (never the token).
-	Audit *httpx.Recorder
+	Audit *Recorder
 	// Spawned, if set, knows the agents registered at run time; a token
 	// no configured agent holds is looked up there.
 	Spawned SpawnedAgents
@@ -80,14 +81,16 @@ func (e *unknownAgentError) Error() string {
 	return "sidecar agent " + e.id + " is not in agents.yaml"
 }
 
-// Serve implements Stage.
+// Serve runs next as the identified agent (the exchange's auth check
+// passed), or audits the refusal as auth.failure and returns it: a proxy
+// Stage, and the frame of every other door's agent routes.
 func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
 	a, method, err := s.identify(r)
 	if err != nil {
 		e := apierror.From(err)
 		summary := map[string]any{"route": r.URL.Path, "method": r.Method, "reason": e.Message, "remote": clientIP(r)}
-		if aerr := journalOf(r, s.Audit).refused(r.Context(), audit.Record{Kind: audit.KindAuthFailure, Summary: summary}); aerr != nil {
+		if aerr := JournalOf(r, s.Audit).Refused(r.Context(), audit.Record{Kind: audit.KindAuthFailure, Summary: summary}); aerr != nil {
 			return aerr
 		}
 		return err
@@ -249,7 +252,8 @@ func browserContext(r *http.Request) bool {
 	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		return mediaType(r.Header.Get("Content-Type")) != "application/json"
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		return err != nil || mt != "application/json"
 	}
 	return false
 }

@@ -1,0 +1,186 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/sacpgw/gateway/approval"
+	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/metrics"
+	"github.com/sacpgw/gateway/limit"
+	"github.com/sacpgw/gateway/messaging"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/registry"
+	"github.com/sacpgw/gateway/upstream"
+	"github.com/sacpgw/gateway/workflow"
+)
+
+// doorList is every front door, in the order they are built and reloaded.
+// A builder returns nil for a door that is not served: without an audit
+// trail (a config check) there is no approval service, and nothing of what
+// needs one. A new door is one package and one line here. The OpenAI door
+// is last: a reload prepares it last, as it holds the new upstream pools.
+func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, error) {
+	return []func(*config.Config) (door.Door, error){
+		a.approvalDoor,
+		a.registryDoor,
+		a.relayDoor,
+		a.workflowDoor,
+		a.mcpDoor,
+		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
+		func(cfg *config.Config) (door.Door, error) { return a.openAIDoor(cfg, ups) },
+	}
+}
+
+// approvalDoor is the approval protocol's service (docs/approval.md), the
+// door every other asks for human reviews. Its RBAC model and catalogue
+// are checked even when it is not served.
+func (a *App) approvalDoor(cfg *config.Config) (door.Door, error) {
+	rbac, err := policy.RBACFor(cfg)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	catalogue, err := approval.CatalogueFor(cfg)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	if a.audit == nil {
+		return nil, nil
+	}
+	svc, err := approval.New(approval.Deps{
+		Config: cfg, Decider: a.policies, Authorizer: rbac, Store: a.state.store,
+		Limiter: a.state.limiter, Rate: limit.Rule{N: cfg.Gateway.Approval.RateLimit.N, Period: cfg.Gateway.Approval.RateLimit.Period},
+		Audit: a.rec, Catalogue: catalogue,
+		BaseURL: cfg.Gateway.Approval.BaseURL, Webhook: cfg.Gateway.Approval.Webhook, Log: a.log,
+		HTTPClient: a.egress.Client(5 * time.Second), Metrics: a.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.approval = svc
+	return svc, nil
+}
+
+// registryDoor is the registry's API (/registry/*, /sacp/validate). Not
+// served, the registry still takes every reload: the OpenAI door reads
+// its library and spawned agents.
+func (a *App) registryDoor(*config.Config) (door.Door, error) {
+	if a.approval == nil {
+		return unserved{a.registry}, nil
+	}
+	api := &registry.API{Registry: a.registry, Policy: a.policies, Audit: a.rec, Escalator: a.approval, People: a.approval,
+		Log: a.log, Egress: a.egress}
+	a.approval.Handle(approval.TypeSpawn, api.Resolve)
+	return api, nil
+}
+
+// relayDoor is agent messaging (docs/agent-messaging.md), with its metrics.
+func (a *App) relayDoor(cfg *config.Config) (door.Door, error) {
+	if a.approval == nil {
+		return nil, nil
+	}
+	client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS, a.egress)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	rbac, err := policy.RBACFor(cfg)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	svc, err := messaging.New(messaging.Deps{
+		Config: cfg, Registry: a.registry, RBAC: rbac, Policy: a.policies, Queue: a.state.queue, History: a.state.history,
+		Audit: a.rec, Escalator: a.approval, People: a.approval, Log: a.log, Client: client,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.messaging = svc
+	a.approval.Handle(approval.TypeMessage, svc.Resolve)
+	messagingMetrics(a.metrics, svc)
+	return svc, nil
+}
+
+// workflowDoor is the workflow engine (docs/workflows.md): each step is a
+// call through the gateway's own handler, as its node's agent.
+func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
+	if a.approval == nil {
+		return nil, nil
+	}
+	eng, err := workflow.New(workflow.Deps{
+		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler}, Policy: a.policies, Steps: a.state.limiter,
+		Escalator: a.approval, Audit: a.rec, Log: a.log, Owner: cfg.Gateway.Audit.Chain,
+		PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
+		Blobs:         a.state.blobs, MaxInlineBinary: int(cfg.Protocol.Limits.MaxInlineBinary),
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.workflows = eng
+	a.approval.Handle(approval.TypeWorkflow, eng.Resolve)
+	return &workflow.API{Engine: eng}, nil
+}
+
+// openAIDoor is the OpenAI-compatible API and its dialects, on ups; the
+// limits, audit trail and policies are the app's own, shared across
+// reloads.
+func (a *App) openAIDoor(cfg *config.Config, ups *upstream.Set) (door.Door, error) {
+	d, err := proxy.NewDoor(proxy.Deps{
+		Config:       cfg,
+		Upstreams:    ups,
+		Requests:     a.state.limiter,
+		Tokens:       a.state.budget,
+		Log:          a.log,
+		SidecarAgent: a.sidecar,
+		KeepAlive:    a.keepAlive,
+		Audit:        a.rec,
+		Policies:     a.policies,
+		Library:      a.registry,
+		Spawned:      a.registry,
+		Spend:        a.spend,
+		Responses:    a.state.responses,
+	}, a.upstreamStats)
+	if err != nil {
+		return nil, err
+	}
+	a.openai = d
+	return d, nil
+}
+
+// unserved is a part that takes reloads but serves no routes.
+type unserved struct{ Reconfigurer }
+
+func (unserved) Routes() []door.Route { return nil }
+
+// pages is a door of routes alone, with nothing to reload.
+type pages []door.Route
+
+func (p pages) Routes() []door.Route                 { return p }
+func (pages) Prepare(*config.Config) (func(), error) { return func() {}, nil }
+
+// messagingMetrics counts the relay's envelopes and its queue.
+func messagingMetrics(m *metrics.Metrics, svc *messaging.Service) {
+	for _, c := range []struct {
+		name, help string
+		f          func(messaging.Stats) int64
+	}{
+		{"gateway_messages_accepted_total", "Agent-to-agent envelopes accepted.", func(s messaging.Stats) int64 { return s.Accepted }},
+		{"gateway_messages_refused_total", "Agent-to-agent envelopes refused (invalid, spoofed, denied, too large...).", func(s messaging.Stats) int64 { return s.Refused }},
+		{"gateway_messages_delivered_total", "Messages handed to their recipient.", func(s messaging.Stats) int64 { return s.Delivered }},
+		{"gateway_messages_failed_total", "Messages not delivered after every attempt.", func(s messaging.Stats) int64 { return s.Failed }},
+		{"gateway_messages_escalated_total", "Escalations opened for agent-to-agent errors and failed deliveries.", func(s messaging.Stats) int64 { return s.Escalated }},
+		{"gateway_messages_expired_total", "Queued messages not delivered because their metadata.ttl_ms passed first.", func(s messaging.Stats) int64 { return s.Expired }},
+	} {
+		m.Counter(c.name, c.help, func() float64 { return float64(c.f(svc.Stats())) })
+	}
+	m.Gauge("gateway_messages_queued", "Queued deliveries, waiting or in flight.", func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		n, err := svc.QueueLen(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	})
+}
