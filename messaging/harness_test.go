@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/scope"

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
