@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/policy/bundle"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -312,6 +313,9 @@ type Policy struct {
 	DirDefaulted bool `yaml:"-"`
 	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
 	ShadowDir string `yaml:"shadow_dir"`
+	// Bundle, when set, replaces Dir's policies with a signed OPA bundle
+	// fetched over HTTP(S) or from an OCI registry (docs/policy-authoring.md).
+	Bundle *bundle.Config `yaml:"bundle"`
 }
 
 // Tracing configures OpenTelemetry export (off by default).
