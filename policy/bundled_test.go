@@ -216,3 +216,27 @@ func TestBundleOCI(t *testing.T) {
 		t.Fatalf("after oci-2: decision %q, status %+v", got, st)
 	}
 }
+
+// TestBundleWithShadow: a shadow directory is watched and reloaded beside
+// a bundle, which has no directory of its own.
+func TestBundleWithShadow(t *testing.T) {
+	good := testkit.NewBundleSigner(t)
+	srv := testkit.NewBundleServer(t, good.Build(t, "v1", chatBundle("live"), nil))
+	shadow := t.TempDir()
+	write(t, shadow, "chat.rego", chatPolicy("shadow-1"))
+	src, err := bundle.NewSource(bundle.Config{URL: srv.URL, PublicKeyFile: good.PublicKeyFile, CAFile: srv.CAFile}, loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Bundle: src, ShadowDir: shadow, Debounce: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	first := e.ShadowRevision()
+	replace(t, shadow, "chat.rego", chatPolicy("shadow-2"))
+	eventually(t, "the shadow reload", func() bool { return e.ShadowRevision() != first })
+	if got := denies(t, e); got != "live" {
+		t.Fatalf("decision = %q", got)
+	}
+}
