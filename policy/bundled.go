@@ -121,17 +121,30 @@ func (e *Engine) pollBundle(ctx context.Context) (ReloadEvent, bool, error) {
 			ev.Files = append(ev.Files, f.Path)
 		}
 		ev.Attempted = revisionOf(bundleFiles(b))
+		if ev.Attempted == cur.revision {
+			// The same Rego again (a server without ETags, a new
+			// manifest only): nothing to compile, nothing to report.
+			e.bundle.tag, st.Revision, st.Error = b.Tag, b.Revision, ""
+			e.lastErr.Store(nil)
+			return ReloadEvent{}, false, nil
+		}
 		p, err = e.prepareBundle(ctx, b, cur)
 	}
 	if err != nil {
 		ev.Error = errorText(err)
+		// The same refusal again at the next poll (the bad bundle is
+		// still served, the server still down) is counted, not reported
+		// anew: one audit entry and one error line per distinct problem.
+		repeat := st.Error == ev.Error
 		st.Error = ev.Error
 		msg := "policy bundle refused: " + ev.Error
 		e.lastErr.Store(&msg)
 		e.reloadFailures.Add(1)
-		e.log.Error("policy bundle refused; the last good policies keep serving",
-			"source", src.Display(), "bundle_revision", st.Revision, "revision", cur.revision, "error", ev.Error)
-		return ev, true, &LoadError{Dir: src.Display(), Text: ev.Error, Err: err}
+		if !repeat {
+			e.log.Error("policy bundle refused; the last good policies keep serving",
+				"source", src.Display(), "bundle_revision", st.Revision, "revision", cur.revision, "error", ev.Error)
+		}
+		return ev, !repeat, &LoadError{Dir: src.Display(), Text: ev.Error, Err: err}
 	}
 	e.reloadMu.Lock()
 	e.live.Store(p)

@@ -114,6 +114,17 @@ func TestBundleHTTP(t *testing.T) {
 			t.Fatalf("%s: a credential in the error: %s", c.name, st.Error)
 		}
 	}
+	// The last refusal again at the next poll: still refused, not reported
+	// a second time.
+	if err := e.PollBundle(context.Background()); err == nil || len(rl.all()) != len(refused) {
+		t.Fatalf("a repeated refusal: err %v, %d events", err, len(rl.all()))
+	}
+	// The same Rego under a new manifest revision: nothing to compile, the
+	// revision shown follows.
+	srv.Serve(good.Build(t, "v1.1", chatBundle("bundle-v1"), nil))
+	if err := e.PollBundle(context.Background()); err != nil || e.Bundle().Revision != "v1.1" || e.Bundle().Error != "" || len(rl.all()) != len(refused) {
+		t.Fatalf("same Rego, new revision: err %v, status %+v, %d events", err, e.Bundle(), len(rl.all()))
+	}
 	srv.Serve(good.Build(t, "v3", chatBundle("bundle-v3"), nil))
 	if err := e.PollBundle(context.Background()); err != nil {
 		t.Fatal(err)
