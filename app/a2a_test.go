@@ -131,6 +131,8 @@ type a2aOpts struct {
 	protocolExtra string
 	// policyDir replaces the repository's rego/ (relative to the config dir).
 	policyDir string
+	// policyYAML replaces gateway.yaml's whole policy block.
+	policyYAML string
 	// publicOnly leaves out messaging.allowed_networks: the loopback
 	// endpoints of the test are then refused, as in a default install.
 	publicOnly bool
@@ -192,9 +194,7 @@ admin:
       token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(o) + `
-audit:
+` + policyBlock(o) + `audit:
   dir: ` + o.auditDir + `
   chain: ` + o.chain + `
   fail_mode: ` + o.failMode + `
@@ -296,6 +296,14 @@ func policyDir(o a2aOpts) string {
 		panic(err)
 	}
 	return d
+}
+
+// policyBlock is gateway.yaml's policy block.
+func policyBlock(o a2aOpts) string {
+	if o.policyYAML != "" {
+		return o.policyYAML
+	}
+	return "policy:\n  dir: " + policyDir(o) + "\n"
 }
 
 // allowLoopback lets the gateway reach the test's endpoints on loopback.

@@ -35,6 +35,7 @@ import (
 	"github.com/sacpgw/gateway/mcp"
 	"github.com/sacpgw/gateway/messaging"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/policy/bundle"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/registry"
 	policyfs "github.com/sacpgw/gateway/rego"
@@ -474,6 +475,7 @@ func (a *App) baseChecks() []server.Check {
 		}},
 		{Name: "policies", Ready: func(context.Context) error { return engine.Ready() }, Detail: func() string {
 			if p := engine.ReloadProblem(); p != "" {
+				// A refused bundle reads "policy bundle refused: ..." here.
 				return "the last reload was rejected and the last good policies serve: " + p
 			}
 			return ""
@@ -534,7 +536,20 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 		Timeout:   cfg.Protocol.Timeouts.Validation.D(),
 		NoWatch:   auditLog == nil,
 	}
-	if _, err := os.Stat(opts.Dir); os.IsNotExist(err) && cfg.Gateway.Policy.DirDefaulted {
+	if b := cfg.Gateway.Policy.Bundle; b != nil {
+		// The bundle server is reached like every outbound call of the
+		// gateway's own (messaging.allowed_networks opens private ranges).
+		src, err := bundle.NewSource(*b, egress.Policy{Allowed: cfg.Gateway.Messaging.AllowedPrefixes})
+		if err != nil {
+			return nil, err
+		}
+		if auditLog != nil {
+			// Serving: the bundle replaces the directory. config check
+			// (no trail) reads the key but fetches nothing.
+			opts.Dir, opts.Bundle = "", src
+		}
+	}
+	if _, err := os.Stat(opts.Dir); opts.Bundle == nil && os.IsNotExist(err) && cfg.Gateway.Policy.DirDefaulted {
 		// Only the default location may be absent (a binary run outside the
 		// repository): it then serves the policies built into the binary.
 		// A configured directory that is missing is an error.
@@ -549,7 +564,7 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 		}
 		opts.OnReload = func(ev policy.ReloadEvent) {
 			record("policy.reload", map[string]any{"ok": ev.OK, "shadow": ev.Shadow, "dir": ev.Dir, "revision": ev.Revision,
-				"attempted": ev.Attempted, "error": ev.Error, "files": ev.Files})
+				"attempted": ev.Attempted, "error": ev.Error, "files": ev.Files, "bundle_revision": ev.BundleRevision})
 		}
 		opts.OnShadowDisagreement = func(ev policy.ShadowEvent) {
 			record("policy.shadow", map[string]any{"point": ev.Point, "live": ev.Live, "shadow": ev.Shadow,
@@ -559,7 +574,11 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 	}
 	e, err := policy.New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("policies (%s): %w", cfg.Gateway.Policy.Dir, err)
+		where := cfg.Gateway.Policy.Dir
+		if opts.Bundle != nil {
+			where = opts.Bundle.Display()
+		}
+		return nil, fmt.Errorf("policies (%s): %w", where, err)
 	}
 	return e, nil
 }

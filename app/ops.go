@@ -140,11 +140,15 @@ func (s *opsSource) use(agent, dim string, rule limit.Rule, scale float64, res l
 // Policy implements approval.OpsSource.
 func (s *opsSource) Policy(context.Context) approval.PolicyStatus {
 	st := s.policies.Stats()
-	return approval.PolicyStatus{
+	ps := approval.PolicyStatus{
 		Revision: s.policies.Revision(), ShadowRevision: s.policies.ShadowRevision(), ReloadProblem: s.policies.ReloadProblem(),
 		Decisions: st.Decisions, FailClosed: st.FailClosed,
 		ShadowEvaluations: st.ShadowEvaluations, ShadowDisagreements: st.ShadowDisagreements, ShadowDropped: st.ShadowDropped,
 	}
+	if b := s.policies.Bundle(); b.Source != "" {
+		ps.Bundle = &approval.BundleStatus{Source: b.Source, Revision: b.Revision, Error: b.Error, Checked: b.Checked}
+	}
+	return ps
 }
 
 // Trail implements approval.OpsSource.

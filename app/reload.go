@@ -30,6 +30,7 @@ var restartOnly = []struct {
 	{"state", func(c *config.Config) any { return c.Gateway.State }},
 	{"policy.dir", func(c *config.Config) any { return c.Gateway.Policy.Dir }},
 	{"policy.shadow_dir", func(c *config.Config) any { return c.Gateway.Policy.ShadowDir }},
+	{"policy.bundle", func(c *config.Config) any { return c.Gateway.Policy.Bundle }},
 	{"messaging.workers", func(c *config.Config) any { return c.Gateway.Messaging.Workers }},
 	{"messaging.queue_capacity", func(c *config.Config) any { return c.Gateway.Messaging.QueueCapacity }},
 	{"messaging.history_retention", func(c *config.Config) any { return c.Gateway.Messaging.HistoryRetention }},

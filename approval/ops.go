@@ -139,9 +139,19 @@ type PolicyStatus struct {
 	Revision, ShadowRevision string
 	// ReloadProblem is why the last reload was refused ("" when it
 	// loaded): the last good policies still decide.
-	ReloadProblem                                         string
+	ReloadProblem string
+	// Bundle is the signed policy bundle, when the policies come from one.
+	Bundle                                                *BundleStatus
 	Decisions, FailClosed                                 uint64
 	ShadowEvaluations, ShadowDisagreements, ShadowDropped uint64
+}
+
+// BundleStatus is the policy bundle on the operator page: where it comes
+// from, the .manifest revision serving, and why the newest one was refused
+// ("" when it loaded).
+type BundleStatus struct {
+	Source, Revision, Error string
+	Checked                 time.Time
 }
 
 // opsDeadline bounds what the page waits for its sources (a Redis that

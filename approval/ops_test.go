@@ -137,7 +137,8 @@ func TestOpsPageAccess(t *testing.T) {
 func TestOpsPageDegrades(t *testing.T) {
 	h := newHarness(t)
 	h.ops.trail = TrailStatus{Chain: "gw-0", Error: "read audit dir: permission denied"}
-	h.ops.policy = PolicyStatus{Revision: "abc", ReloadProblem: "rego/main.rego:3: rego_parse_error"}
+	h.ops.policy = PolicyStatus{Revision: "abc", ReloadProblem: "rego/main.rego:3: rego_parse_error",
+		Bundle: &BundleStatus{Source: "ghcr.io/acme/gateway-policy:live", Revision: "2026.11.3", Error: "failed to verify JWT signature"}}
 	b := newBrowser(t, h)
 	b.post("/review/login", url.Values{"token": {tokAdmin}}, "")
 	res, body := b.get("/review/ops")
@@ -148,6 +149,8 @@ func TestOpsPageDegrades(t *testing.T) {
 		`id="sum-trail">unreadable</span>`,
 		"The audit trail could not be read: read audit dir: permission denied",
 		"refused, the last good policies still decide: rego/main.rego:3: rego_parse_error",
+		"revision <code>2026.11.3</code> from <code>ghcr.io/acme/gateway-policy:live</code>",
+		"the newest bundle was refused, revision 2026.11.3 still decides: failed to verify JWT signature",
 		"Nothing is waiting for a decision.",
 	} {
 		if !strings.Contains(body, want) {

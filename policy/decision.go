@@ -132,8 +132,11 @@ type ReloadEvent struct {
 	OK bool `json:"ok"`
 	// Shadow is true for the shadow directory, false for the live one.
 	Shadow bool `json:"shadow"`
-	// Dir is the directory that was loaded.
+	// Dir is the directory that was loaded, or the bundle's source.
 	Dir string `json:"dir"`
+	// BundleRevision is the .manifest revision of the bundle now serving
+	// (with a policy bundle only).
+	BundleRevision string `json:"bundle_revision,omitempty"`
 	// Revision is the revision now serving: the new one when OK, the last
 	// good one (unchanged) otherwise.
 	Revision string `json:"revision"`

@@ -17,6 +17,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/sacpgw/gateway/policy/bundle"
 )
 
 // ErrClosed is returned by Ready after Close.
@@ -32,6 +34,10 @@ type Options struct {
 	// FS is used instead of Dir when Dir is empty, e.g. the policies built
 	// into the binary (package policyfs). An FS is never watched.
 	FS fs.FS
+	// Bundle, when set, is the source of the live policies instead of Dir
+	// and FS: a signed OPA bundle, fetched before New returns and then
+	// polled (unless NoWatch) on its interval.
+	Bundle *bundle.Source
 	// ShadowDir holds candidate policies evaluated beside the live ones
 	// without effect. Empty: no shadow evaluation.
 	ShadowDir string
@@ -79,6 +85,8 @@ type Engine struct {
 	shadowFailed bool
 	lastErr      atomic.Pointer[string]
 
+	bundle bundleState
+
 	reloads, reloadFailures             atomic.Uint64
 	shadowReloads, shadowReloadFailures atomic.Uint64
 	decisions, failClosed               atomic.Uint64
@@ -101,7 +109,7 @@ type Engine struct {
 // A decision rule missing from the policies is not an error here; that
 // decision point then fails closed.
 func New(o Options) (*Engine, error) {
-	if o.Dir == "" && o.FS == nil {
+	if o.Dir == "" && o.FS == nil && o.Bundle == nil {
 		return nil, errors.New("policy: no policy directory configured")
 	}
 	if o.Debounce <= 0 {
@@ -115,20 +123,10 @@ func New(o Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	fsys := o.FS
-	if o.Dir != "" {
-		if err := checkDir(o.Dir); err != nil {
-			return nil, fmt.Errorf("policy: %w", err)
-		}
-		fsys = os.DirFS(o.Dir)
-	}
 	ctx := context.Background()
-	p, err := loadFS(ctx, fsys, displayDir(o.Dir))
-	if err == nil && !o.SkipSmokeTest {
-		err = smokeTest(ctx, p, nil, o.Timeout)
-	}
+	p, err := e.loadLive(ctx)
 	if err != nil {
-		return nil, &LoadError{Dir: displayDir(o.Dir), Text: errorText(err), Err: err}
+		return nil, err
 	}
 	e.live.Store(p)
 	if o.ShadowDir != "" {
@@ -147,13 +145,44 @@ func New(o Options) (*Engine, error) {
 		e.wg.Add(1)
 		go e.shadowWorker()
 	}
-	if !o.NoWatch && o.Dir != "" {
+	if !o.NoWatch && (o.Dir != "" || o.ShadowDir != "") {
 		if err := e.watch(); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("policy: watch %s: %w", o.Dir, err)
 		}
 	}
+	if !o.NoWatch && o.Bundle != nil {
+		e.wg.Add(1)
+		go e.bundleLoop()
+	}
 	return e, nil
+}
+
+// loadLive loads the policies New starts with: the bundle, or Dir (FS).
+func (e *Engine) loadLive(ctx context.Context) (*prepared, error) {
+	o := e.opts
+	if o.Bundle != nil {
+		p, err := e.firstBundle(ctx)
+		if err != nil {
+			return nil, &LoadError{Dir: o.Bundle.Display(), Text: errorText(err), Err: err}
+		}
+		return p, nil
+	}
+	fsys := o.FS
+	if o.Dir != "" {
+		if err := checkDir(o.Dir); err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+		fsys = os.DirFS(o.Dir)
+	}
+	p, err := loadFS(ctx, fsys, displayDir(o.Dir))
+	if err == nil && !o.SkipSmokeTest {
+		err = smokeTest(ctx, p, nil, o.Timeout)
+	}
+	if err != nil {
+		return nil, &LoadError{Dir: displayDir(o.Dir), Text: errorText(err), Err: err}
+	}
+	return p, nil
 }
 
 // LoadError is a policy directory that does not load: Text holds every

@@ -24,10 +24,10 @@ import (
 // if any, after keeping the last good policies. Files that did not change
 // are not recompiled and report nothing.
 func (e *Engine) Reload() error {
-	if e.opts.Dir == "" {
-		return nil
+	var err error
+	if e.opts.Dir != "" {
+		err = e.reload(false)
 	}
-	err := e.reload(false)
 	if e.opts.ShadowDir != "" {
 		_ = e.reload(true)
 	}
@@ -107,9 +107,11 @@ func (e *Engine) watch() error {
 	if err != nil {
 		return err
 	}
-	roots := []string{e.opts.Dir}
-	if e.opts.ShadowDir != "" {
-		roots = append(roots, e.opts.ShadowDir)
+	var roots []string
+	for _, r := range []string{e.opts.Dir, e.opts.ShadowDir} {
+		if r != "" {
+			roots = append(roots, r)
+		}
 	}
 	for _, r := range roots {
 		if err := addTree(w, r); err != nil {

@@ -335,7 +335,8 @@ func configMapYAML(p *problems, cm obj, key string) obj {
 }
 
 // checkConfigMaps asserts the gateway's ConfigMaps (both modes): the config
-// files, the whole files/rego tree and the catalogue. It returns gateway.yaml.
+// files and the catalogue; the policies are the image's, of which the chart
+// keeps no copy. It returns gateway.yaml.
 func checkConfigMaps(p *problems, docs []obj, wantAgents []string) obj {
 	cfg := find(docs, "ConfigMap", fullname+"-config")
 	if cfg == nil {
@@ -362,7 +363,7 @@ func checkConfigMaps(p *problems, docs []obj, wantAgents []string) obj {
 		}{
 			{[]any{"audit", "dir"}, "/data/audit"},
 			{[]any{"audit", "chain"}, "${POD_NAME:-}"},
-			{[]any{"policy", "dir"}, "/etc/gateway/rego"},
+			{[]any{"policy", "dir"}, "/app/rego"},
 		} {
 			if got := str(gw, c.path...); got != c.want {
 				p.add("gateway.yaml %v = %q, want %q", c.path, got, c.want)
@@ -380,38 +381,8 @@ func checkConfigMaps(p *problems, docs []obj, wantAgents []string) obj {
 		}
 	}
 
-	// Every .rego file of files/rego, flattened ("/" -> "."), with its content.
-	pol := find(docs, "ConfigMap", fullname+"-policies")
-	if pol == nil {
-		p.add("no ConfigMap %s-policies", fullname)
-	} else {
-		n := 0
-		err := filepath.WalkDir("files/rego", func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rego") {
-				return err
-			}
-			n++
-			rel, _ := filepath.Rel("files/rego", path)
-			key := strings.ReplaceAll(filepath.ToSlash(rel), "/", ".")
-			want, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			got, ok := get(pol, "data", key).(string)
-			switch {
-			case !ok:
-				p.add("ConfigMap %s: no Rego file %q (files/rego/%s)", name(pol), key, rel)
-			case strings.TrimSpace(got) != strings.TrimSpace(string(want)):
-				p.add("ConfigMap %s: %q differs from files/rego/%s", name(pol), key, rel)
-			}
-			return nil
-		})
-		if err != nil {
-			p.add("walking files/rego: %v", err)
-		}
-		if n == 0 {
-			p.add("files/rego has no .rego file")
-		}
+	if pol := find(docs, "ConfigMap", fullname+"-policies"); pol != nil {
+		p.add("ConfigMap %s: the chart renders policies nobody asked for (the image carries them)", name(pol))
 	}
 	for _, suffix := range []string{"-schemas", "-catalogue"} {
 		cm := find(docs, "ConfigMap", fullname+suffix)
@@ -1103,7 +1074,7 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 		{"upstream Secret expected", nil, centralWant{envWant: envWant{upstreamSecret: fullname + "-env", upstreamKey: "OPENAI_API_KEY"}, persistence: true, agents: defaultAgents}, "upstream key"},
 		// The template's own guard only understands "<n>s" and "<n>m".
 		{"grace period below a compound shutdown_timeout", []string{"config.gateway.shutdown_timeout=1m30s"}, base, "terminationGracePeriodSeconds"},
-		{"custom policies drop the repository's", []string{"policies.x\\.rego=package x"}, base, "no Rego file"},
+		{"policies given inline leave the image's", []string{"policies.x\\.rego=package x"}, base, "policy dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1210,12 +1181,11 @@ func TestChecksCatchBrokenCharts(t *testing.T) {
 }
 
 // TestChartFilesMatchRepository: the chart carries copies of the
-// repository's policies, RBAC model, registry, schemas and catalogue (Helm
+// repository's RBAC model, registry, schemas and catalogue (Helm
 // reads nothing outside the chart); a copy that drifted would ship other
 // rules than the ones tested.
 func TestChartFilesMatchRepository(t *testing.T) {
 	pairs := map[string]string{
-		"files/rego":            "../../rego",
 		"files/rbac_model.conf": "../../config/rbac_model.conf",
 		"files/registry.yaml":   "../../config/registry.yaml",
 		"files/schemas":         "../../config/schemas",
@@ -1365,4 +1335,61 @@ func TestNoHelm(t *testing.T) {
 		}
 	}
 	skipNotice = sync.Once{}
+}
+
+// TestChartPolicySources: the chart holds no copy of the policies. By
+// default the gateway serves the image's /app/rego; policies (inline, a
+// ConfigMap the chart renders) or policyVolume (any volume, e.g. a
+// ConfigMap of your own) are mounted over /etc/gateway/rego; a signed OPA
+// bundle (config.gateway.policy.bundle) replaces the directory, so no dir
+// is set and nothing is mounted; two sources at once fail the render.
+func TestChartPolicySources(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		dir       string // gateway.yaml policy.dir ("" = unset)
+		mounted   bool   // a "policies" volumeMount at /etc/gateway/rego
+		configMap string // the policies volume's ConfigMap ("" = none)
+		rendered  bool   // the chart renders the -policies ConfigMap
+	}
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want want
+	}{
+		{"the image's", nil, want{dir: "/app/rego"}},
+		{"inline", []string{"policies.gateway/chat/chat\\.rego=package gateway.chat"}, want{dir: "/etc/gateway/rego", mounted: true, configMap: fullname + "-policies", rendered: true}},
+		{"a volume of your own", []string{"policyVolume.configMap.name=acme-policies"}, want{dir: "/etc/gateway/rego", mounted: true, configMap: "acme-policies"}},
+		{"a signed bundle", []string{"config.gateway.policy.bundle.oci=ghcr.io/acme/gateway-policy:1", "config.gateway.policy.bundle.public_key_file=/etc/bundle-key/key.pem"}, want{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			docs := render(t, ".", nil, tc.set)
+			var p problems
+			gw := configMapYAML(&p, find(docs, "ConfigMap", fullname+"-config"), "gateway.yaml")
+			if got := str(gw, "policy", "dir"); got != tc.want.dir {
+				p.add("policy.dir = %q, want %q", got, tc.want.dir)
+			}
+			pod := get(find(docs, "StatefulSet", fullname), "spec", "template", "spec")
+			m := byName(list(byName(list(pod, "containers"), "gateway"), "volumeMounts"), "policies")
+			if (m != nil) != tc.want.mounted || m != nil && str(m, "mountPath") != "/etc/gateway/rego" {
+				p.add("policies mount = %v, want mounted %v at /etc/gateway/rego", m, tc.want.mounted)
+			}
+			if got := str(byName(list(pod, "volumes"), "policies"), "configMap", "name"); got != tc.want.configMap {
+				p.add("policies volume's ConfigMap = %q, want %q", got, tc.want.configMap)
+			}
+			if got := find(docs, "ConfigMap", fullname+"-policies") != nil; got != tc.want.rendered {
+				p.add("-policies ConfigMap rendered = %v, want %v", got, tc.want.rendered)
+			}
+			if tc.want.dir == "" && str(gw, "policy", "bundle", "oci") == "" {
+				p.add("gateway.yaml lost policy.bundle: %v", get(gw, "policy"))
+			}
+			for _, s := range p {
+				t.Error(s)
+			}
+		})
+	}
+	_, err := runHelm(t, "template", release, ".", "--set", "policyVolume.configMap.name=x", "--set", "config.gateway.policy.bundle.url=https://b.example.com/b.tar.gz")
+	if err == nil || !strings.Contains(err.Error(), "leave policies and policyVolume empty") {
+		t.Errorf("a volume and a bundle: %v, want the render to fail", err)
+	}
 }

@@ -84,6 +84,18 @@ func layOut(t *testing.T, docs []obj) *pod {
 		}
 		p.mounts = append(p.mounts, mt)
 	}
+	// The image's own policies, at /app/rego: the chart keeps no copy, so
+	// the repository's rego/ (what the image ships) stands in for them.
+	p.mounts = append(p.mounts, mount{path: "/app/rego", volume: "(the image)"})
+	for rel, content := range readTree(t, "../../rego") {
+		dst := filepath.Join(p.root, "app", "rego", rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Longest mount first: the one that holds a path.
 	sort.Slice(p.mounts, func(i, j int) bool { return len(p.mounts[i].path) > len(p.mounts[j].path) })
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/audit/siem"
+	"github.com/sacpgw/gateway/policy/bundle"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -313,6 +314,9 @@ type Policy struct {
 	DirDefaulted bool `yaml:"-"`
 	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
 	ShadowDir string `yaml:"shadow_dir"`
+	// Bundle, when set, replaces Dir's policies with a signed OPA bundle
+	// fetched over HTTP(S) or from an OCI registry (docs/policy-authoring.md).
+	Bundle *bundle.Config `yaml:"bundle"`
 }
 
 // Tracing configures OpenTelemetry export (off by default).

@@ -308,6 +308,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		&g.Audit.Dir, &g.Audit.SigningKeyFile, &g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
 		l.resolve(p)
 	}
+	l.policyBundle(at, &g.Policy)
 	for i := range g.Upstreams {
 		u := &g.Upstreams[i]
 		l.resolve(&u.CAFile)

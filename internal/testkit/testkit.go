@@ -1,6 +1,7 @@
 // Package testkit holds the test doubles that several packages' tests
 // share: an audit trail in memory, a log sink safe for concurrent
-// writers and a settable clock. Production code never imports it.
+// writers, a settable clock, and signed OPA policy bundles with a server
+// for them (bundle.go). Production code never imports it.
 package testkit
 
 import (

@@ -71,19 +71,30 @@ app.kubernetes.io/component: gateway
 {{- end }}
 
 {{/*
-The policies as a dict path -> content: .Values.policies, or files/rego/**.
+The policies given inline as a dict path -> content (.Values.policies).
 Returned as YAML (include + fromYaml).
 */}}
 {{- define "gateway.policyFiles" -}}
 {{- $out := dict }}
-{{- if .Values.policies }}
 {{- range $p, $c := .Values.policies }}{{- $_ := set $out $p $c }}{{- end }}
-{{- else if .Files }}
-{{- range $p, $_ := .Files.Glob "files/rego/**" }}
-{{- $_ := set $out (trimPrefix "files/rego/" $p) ($.Files.Get $p) }}
-{{- end }}
-{{- end }}
 {{- toYaml $out }}
+{{- end }}
+
+{{/*
+Where the policies come from: "mounted" (policies or policyVolume, at
+/etc/gateway/rego), "bundle" (config.gateway.policy.bundle) or "image" (the
+image's /app/rego). One source only.
+*/}}
+{{- define "gateway.policySource" -}}
+{{- $policy := (.Values.config.gateway | default dict).policy | default dict }}
+{{- $mounted := or .Values.policies .Values.policyVolume }}
+{{- if and .Values.policies .Values.policyVolume }}
+{{- fail "set policies or policyVolume, not both" }}
+{{- end }}
+{{- if and $mounted $policy.bundle }}
+{{- fail "config.gateway.policy.bundle replaces the policy directory: leave policies and policyVolume empty" }}
+{{- end }}
+{{- if $policy.bundle }}bundle{{ else if $mounted }}mounted{{ else }}image{{ end }}
 {{- end }}
 
 {{/* Catalogue files as a dict name -> content. */}}
@@ -154,7 +165,12 @@ sidecar is reachable from outside its pod.
 {{- $_ := set $g "listen" (printf ":%v" .Values.port) }}
 {{- $_ := set $g "health_listen" (include "gateway.healthListen" .) }}
 {{- $policy := get $g "policy" | default dict }}
-{{- $_ := set $policy "dir" "/etc/gateway/rego" }}
+{{- $source := include "gateway.policySource" . }}
+{{- if eq $source "bundle" }}
+{{- $_ := unset $policy "dir" }}
+{{- else }}
+{{- $_ := set $policy "dir" (ternary "/etc/gateway/rego" "/app/rego" (eq $source "mounted")) }}
+{{- end }}
 {{- $_ := set $g "policy" $policy }}
 {{- $approval := get $g "approval" | default dict }}
 {{- $_ := set $approval "catalogue_dir" "../catalogue" }}
@@ -262,9 +278,11 @@ sidecars may share a claim. */}}
 - name: schemas
   mountPath: /etc/gateway/schemas
   readOnly: true
+{{- if eq (include "gateway.policySource" .) "mounted" }}
 - name: policies
   mountPath: /etc/gateway/rego
   readOnly: true
+{{- end }}
 {{- range $name, $_ := include "gateway.catalogueFiles" . | fromYaml }}
 - name: catalogue
   mountPath: /etc/gateway/catalogue/{{ $name }}
@@ -291,9 +309,14 @@ sidecars may share a claim. */}}
 - name: schemas
   configMap:
     name: {{ include "gateway.schemasName" . }}
+{{- if .Values.policies }}
 - name: policies
   configMap:
     name: {{ include "gateway.policiesName" . }}
+{{- else if .Values.policyVolume }}
+- name: policies
+  {{- toYaml .Values.policyVolume | nindent 2 }}
+{{- end }}
 - name: catalogue
   configMap:
     name: {{ include "gateway.catalogueName" . }}
