@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -360,6 +361,9 @@ type Audit struct {
 	// progress that have no entry in it yet, so one fsync serves many.
 	// Default 1ms; "0s" turns it off.
 	CommitDelay *Duration `yaml:"commit_delay"`
+	// Ship uploads closed segments and checkpoints to object storage
+	// (docs/compliance.md). Nil: not shipped.
+	Ship *ship.Config `yaml:"ship"`
 }
 
 // State selects where rate limits and approval states live.

@@ -35,6 +35,8 @@ var secretKeys = map[string]bool{
 	"api_key": true,
 	// A Slack-compatible webhook URL is its own credential.
 	"webhook": true,
+	// Object storage credentials (audit.ship).
+	"secret_access_key": true, "session_token": true,
 }
 
 // Explain loads dir as Load does and also returns every setting of the

@@ -531,6 +531,11 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	case *d < 0 || *d > Duration(time.Second):
 		l.add(f, at("audit", "commit_delay"), "audit.commit_delay %s: want between 0s and 1s", d.D())
 	}
+	if s := g.Audit.Ship; s != nil {
+		for _, p := range s.Validate() {
+			l.add(f, at(append([]string{"audit", "ship"}, p.Key...)...), "%s", p.Msg)
+		}
+	}
 	if g.State.Backend == "" {
 		g.State.Backend = "memory"
 	}
