@@ -44,6 +44,11 @@ type Config struct {
 	// Timeout bounds each call to the storage (a large segment's upload
 	// gets more, in proportion to its size). Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
+	// ShutdownTimeout bounds the last pass when the gateway stops, which
+	// ships the segment being written and the final checkpoint. The pod's
+	// termination grace period must cover it after shutdown_timeout.
+	// Default 20s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Retention sets S3 Object Lock retention on every object uploaded;
 	// the bucket must have Object Lock enabled. Nil: none.
 	Retention *Retention `yaml:"retention"`
@@ -61,6 +66,7 @@ type Retention struct {
 const (
 	defaultInterval = 30 * time.Second
 	defaultTimeout  = 30 * time.Second
+	defaultShutdown = 20 * time.Second
 	defaultRegion   = "us-east-1"
 )
 
@@ -93,7 +99,7 @@ func (c *Config) Validate() []Problem {
 		key string
 		v   *time.Duration
 		def time.Duration
-	}{{"interval", &c.Interval, defaultInterval}, {"timeout", &c.Timeout, defaultTimeout}} {
+	}{{"interval", &c.Interval, defaultInterval}, {"timeout", &c.Timeout, defaultTimeout}, {"shutdown_timeout", &c.ShutdownTimeout, defaultShutdown}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
