@@ -87,11 +87,11 @@ func auditVerifyFrom(t *ship.Trail, keys audit.Options, asJSON bool, stdout, std
 			Unfinished []string `json:"unfinished"`
 		}{rep, unfinished})
 	}
-	for i := 1; i < len(rep.Failures); i++ { // the first is said by verifyFailed
-		f := rep.Failures[i]
-		fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s: %s\n", failureAt(&f), f.Reason)
-	}
 	if verifyFailed(err, stderr) {
+		for i := 1; i < len(rep.Failures); i++ { // every broken chain, not only the first
+			f := rep.Failures[i]
+			fmt.Fprintf(stderr, "gateway audit verify: FAILED: %s: %s\n", failureAt(&f), f.Reason)
+		}
 		return exitFailed
 	}
 	if !asJSON {
