@@ -186,3 +186,30 @@ func TestVerifyFromFleet(t *testing.T) {
 		t.Fatalf("unfinished: %v", un)
 	}
 }
+
+// A storage that takes uploads and never answers cannot hold a stopping
+// gateway past its deadline: Final returns when its context ends, and
+// what it could not ship is the backlog.
+func TestFinalKeepsItsDeadline(t *testing.T) {
+	srv := newS3(t)
+	srv.stall = func(string) bool { return true }
+	dir := t.TempDir()
+	l := openChain(t, dir, "gw-slow", "")
+	appendN(t, l, 12)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := mustNew(t, srv.config("slow"), dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Final(ctx); err == nil {
+		t.Fatal("Final succeeded against a storage that never answers")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Final took %s with a 1s deadline", took)
+	}
+	if st := s.Stats(); st.BacklogFiles == 0 || st.BacklogBytes == 0 || st.Errors != 1 || !st.LastSuccess.IsZero() {
+		t.Fatalf("stats after a failed pass: %+v", st)
+	}
+}
