@@ -39,7 +39,22 @@ func OpenTrail(ctx context.Context, cfg Config, policy *egress.Policy) (*Trail, 
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", cfg.URL, err)
 	}
-	t := &Trail{st: st, ctx: ctx, files: map[string][]object{}}
+	t := &Trail{st: st, ctx: ctx}
+	t.files, t.problems = arrange(objs, st.key)
+	for name := range t.files {
+		t.names = append(t.names, name)
+	}
+	sort.Strings(t.names)
+	sort.Slice(t.problems, func(i, j int) bool { return t.problems[i].Chain < t.problems[j].Chain })
+	return t, nil
+}
+
+// arrange sorts a listing (names relative to the prefix) into the files
+// of an audit directory, and the problems the listing alone shows. key
+// gives an object's full key, for the problems.
+func arrange(objs []object, key func(string) string) (map[string][]object, []audit.Failure) {
+	files := map[string][]object{}
+	var problems []audit.Failure
 	pieces := map[string][]object{}
 	for _, o := range objs {
 		dir, rest, ok := strings.Cut(o.name, "/")
@@ -57,25 +72,22 @@ func OpenTrail(ctx context.Context, cfg Config, policy *egress.Policy) (*Trail, 
 		case kind == audit.FileOther || strings.Contains(rest, "/"):
 			// Not a trail file (Verify ignores those in a directory too).
 		case chain != dir:
-			t.problems = append(t.problems, audit.Failure{Chain: chain, File: st.key(o.name),
+			problems = append(problems, audit.Failure{Chain: chain, File: key(o.name),
 				Reason: fmt.Sprintf("a file of chain %q under the prefix of chain %q", chain, dir)})
 		default:
-			t.files[rest] = []object{o}
+			files[rest] = []object{o}
 		}
 	}
-	for chain, ps := range pieces {
-		name := audit.CheckpointsFileName(chain)
+	for dir, ps := range pieces {
+		if _, kind := audit.ParseFileName(audit.CheckpointsFileName(dir)); kind != audit.FileCheckpoints {
+			continue // not a chain's prefix
+		}
 		if _, bad := contiguous(ps); bad != nil {
-			t.problems = append(t.problems, audit.Failure{Chain: chain, File: st.key(chain + "/" + piecesDir), Reason: bad.Error()})
+			problems = append(problems, audit.Failure{Chain: dir, File: key(dir + "/" + piecesDir), Reason: bad.Error()})
 		}
-		t.files[name] = ps
+		files[audit.CheckpointsFileName(dir)] = ps
 	}
-	for name := range t.files {
-		t.names = append(t.names, name)
-	}
-	sort.Strings(t.names)
-	sort.Slice(t.problems, func(i, j int) bool { return t.problems[i].Chain < t.problems[j].Chain })
-	return t, nil
+	return files, problems
 }
 
 // Problems are what the listing alone shows wrong: a file under another
