@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +40,39 @@ func TestAuditShip(t *testing.T) {
 	}
 	if strings.Contains(s.String(), "s3cr3t") {
 		t.Fatalf("the settings print their secret: %s", s)
+	}
+}
+
+// config check --explain shows whether the storage secrets are set, never
+// their values.
+func TestAuditShipExplainHidesSecrets(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		GatewayFile:  okGateway + "audit:\n  ship:\n    url: s3://trail/prod\n    access_key_id: AKIA1\n    secret_access_key: ${S3_SECRET}\n    session_token: tok-value\n",
+		AgentsFile:   okAgents,
+		ProtocolFile: okProtocol,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, settings, err := Explain(dir, Options{LookupEnv: func(k string) (string, bool) { return "s3cr3t", k == "S3_SECRET" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, s := range settings {
+		if strings.Contains(s.Value, "s3cr3t") || strings.Contains(s.Value, "tok-value") {
+			t.Fatalf("%s = %s", s.Key, s.Value)
+		}
+		if s.Key == "audit.ship.secret_access_key" || s.Key == "audit.ship.session_token" {
+			seen++
+			if s.Value != "[set]" {
+				t.Fatalf("%s = %s, want [set]", s.Key, s.Value)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("explain lists %d of the 2 secrets", seen)
 	}
 }
