@@ -18,10 +18,10 @@ import (
 	"github.com/sacpgw/gateway/audit/ship"
 )
 
-// shipChain writes n entries to chain in a directory of its own and ships
-// it; closed (a clean shutdown) or not (a pod gone: only the segments it
-// had closed are in the bucket).
-func shipChain(t *testing.T, cfg ship.Config, chain, key string, n int, closed bool) {
+// shipVanished writes n entries to chain and ships it as a pod that
+// disappeared would have: periodic passes only (the segments it had
+// closed, the checkpoints they cover), no last pass.
+func shipVanished(t *testing.T, cfg ship.Config, chain, key string, n int) {
 	t.Helper()
 	dir := t.TempDir()
 	l, err := audit.Open(audit.Config{Dir: dir, Chain: chain, SigningKeyFile: key, SegmentMaxBytes: 1500,
@@ -29,6 +29,7 @@ func shipChain(t *testing.T, cfg ship.Config, chain, key string, n int, closed b
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = l.Close() })
 	s, err := ship.New(cfg, dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -37,24 +38,47 @@ func shipChain(t *testing.T, cfg ship.Config, chain, key string, n int, closed b
 		if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: chain, Summary: map[string]any{"i": i}}); err != nil {
 			t.Fatal(err)
 		}
-		if i == 9 && !closed {
+		if i == 9 || i == n-1 {
 			if err := s.Pass(context.Background(), false); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if !closed {
-		if err := s.Pass(context.Background(), false); err != nil {
+}
+
+// shipReplicas writes n entries to each chain in turn (replicas serving
+// at the same time), stops them cleanly and ships them.
+func shipReplicas(t *testing.T, cfg ship.Config, key string, n int, chains ...string) {
+	t.Helper()
+	dirs := make([]string, len(chains))
+	logs := make([]*audit.Log, len(chains))
+	for i, chain := range chains {
+		dirs[i] = t.TempDir()
+		l, err := audit.Open(audit.Config{Dir: dirs[i], Chain: chain, SigningKeyFile: key, SegmentMaxBytes: 1500,
+			CheckpointEvery: 5, CheckpointInterval: -1, CommitDelay: -1})
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = l.Close() })
-		return
+		logs[i] = l
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
+	for j := range n {
+		for i, l := range logs {
+			if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: chains[i], Summary: map[string]any{"i": j}}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if err := s.Final(context.Background()); err != nil {
-		t.Fatal(err)
+	for i, l := range logs {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := ship.New(cfg, dirs[i], nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Final(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -80,9 +104,8 @@ func TestAuditFromBucket(t *testing.T) {
 	}
 	cfg := ship.Config{URL: "s3://trail/fleet", Endpoint: srv.URL, AccessKeyID: "test", SecretAccessKey: "test-secret", PathStyle: true}
 	cfg.Validate()
-	shipChain(t, cfg, "gateway-0", "sign.key", 17, true)
-	shipChain(t, cfg, "gateway-1", "sign.key", 11, true)
-	shipChain(t, cfg, "agent-x-sidecar", "sign.key", 18, false)
+	shipReplicas(t, cfg, "sign.key", 14, "gateway-0", "gateway-1")
+	shipVanished(t, cfg, "agent-x-sidecar", "sign.key", 18)
 
 	var out, errb bytes.Buffer
 	if code := run([]string{"audit", "verify", "--from", "s3://trail/fleet", "--pubkey", "sign.pub"}, &out, &errb); code != exitOK {
@@ -104,6 +127,7 @@ func TestAuditFromBucket(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	var prev time.Time
 	chains := map[string]bool{}
+	switches, last := 0, "" // replicas written in turn: merged by time, they alternate
 	for _, line := range lines {
 		var e struct {
 			Chain string    `json:"chain"`
@@ -117,9 +141,13 @@ func TestAuditFromBucket(t *testing.T) {
 		}
 		prev = e.TS
 		chains[e.Chain] = true
+		if e.Chain != last && e.Chain != "agent-x-sidecar" && last != "agent-x-sidecar" {
+			switches++
+		}
+		last = e.Chain
 	}
-	if len(chains) != 3 || len(lines) < 17+11 {
-		t.Fatalf("export has %d entries of %d chains", len(lines), len(chains))
+	if len(chains) != 3 || len(lines) < 2*14 || switches < 2*14-1 {
+		t.Fatalf("export has %d entries of %d chains, the replicas alternating %d times", len(lines), len(chains), switches)
 	}
 	out.Reset()
 	errb.Reset()
