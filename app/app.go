@@ -23,6 +23,7 @@ import (
 
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
@@ -68,6 +69,9 @@ type Options struct {
 	// Listen, when set, overrides gateway.yaml's listen for this run
 	// (serve --listen).
 	Listen string
+	// Shipper, when set, ships the trail (audit.ship); its numbers are
+	// exported as metrics.
+	Shipper *ship.Shipper
 }
 
 // App is every component, built from one config.
@@ -388,6 +392,9 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		}
 	}
 	a.stateMetrics()
+	if o.Shipper != nil {
+		a.metrics.ShipStats(o.Shipper.Stats)
+	}
 	if err := a.wireSIEM(cfg, auditLog, a.egress, a.metrics, o.Version); err != nil {
 		return fail(err)
 	}
@@ -640,13 +647,20 @@ func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	// Closed last, after the server drained: it writes the final checkpoint.
+	shipper, finishShipping, err := startShipping(cfg, log)
+	if err != nil {
+		_ = auditLog.Close()
+		return err
+	}
+	// Closed last, after the server drained: it writes the final checkpoint,
+	// which the last shipping pass then takes with the open segment.
 	defer func() {
 		if err := auditLog.Close(); err != nil {
 			log.Error("closing the audit trail", "error", err.Error())
 		}
+		finishShipping()
 	}()
-	a, err := Build(cfg, Options{Sidecar: sidecar, Log: log, Audit: auditLog, Version: o.Version})
+	a, err := Build(cfg, Options{Sidecar: sidecar, Log: log, Audit: auditLog, Version: o.Version, Shipper: shipper})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
@@ -105,7 +106,12 @@ type ManifestChain struct {
 // filter with Since verifies each chain only from its last signed
 // checkpoint before Since (the manifest's verified_from).
 func Export(dir string, f Filter, format, out string, o Options) (Manifest, error) {
-	p, err := planExport(dir, f, format, o)
+	return ExportFS(os.DirFS(dir), f, format, out, o)
+}
+
+// ExportFS is Export of the trail at the root of fsys (object storage).
+func ExportFS(fsys fs.FS, f Filter, format, out string, o Options) (Manifest, error) {
+	p, err := planExport(fsys, f, format, o)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -139,7 +145,12 @@ func Export(dir string, f Filter, format, out string, o Options) (Manifest, erro
 // File set to name, instead of writing a manifest file. Nothing is written
 // to w when the export is refused.
 func ExportTo(w io.Writer, dir string, f Filter, format, name string, o Options) (Manifest, error) {
-	p, err := planExport(dir, f, format, o)
+	return ExportToFS(w, os.DirFS(dir), f, format, name, o)
+}
+
+// ExportToFS is ExportTo of the trail at the root of fsys.
+func ExportToFS(w io.Writer, fsys fs.FS, f Filter, format, name string, o Options) (Manifest, error) {
+	p, err := planExport(fsys, f, format, o)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -163,16 +174,16 @@ type exportPlan struct {
 // planExport checks the format and verifies dir; the entries are read only
 // up to each chain's end as verified, so entries appended meanwhile are
 // not exported unverified.
-func planExport(dir string, f Filter, format string, o Options) (*exportPlan, error) {
+func planExport(fsys fs.FS, f Filter, format string, o Options) (*exportPlan, error) {
 	if format != "jsonl" && format != "csv" {
 		return nil, fmt.Errorf("export: format %q: want jsonl or csv", format)
 	}
 	o.Since = f.Since
-	rep, err := VerifyWith(dir, o)
+	rep, err := VerifyFS(fsys, o)
 	if err != nil {
 		return nil, fmt.Errorf("export refused: %w", err)
 	}
-	chains, err := scanDir(dir)
+	chains, err := scanFS(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
@@ -182,7 +193,7 @@ func planExport(dir string, f Filter, format string, o Options) (*exportPlan, er
 		p.ends[cr.Chain] = cr
 	}
 	for i, cf := range chains {
-		p.sources[i] = selected(entries(dir, cf, p.ends[cf.chain], p.progress), f)
+		p.sources[i] = selected(entries(fsys, cf, p.ends[cf.chain], p.progress), f)
 	}
 	return p, nil
 }

@@ -318,7 +318,7 @@ func TestExportRereadsWhatWasVerified(t *testing.T) {
 			cfs := must(scanDir(dir))
 			var n int
 			var last error
-			for _, err := range entries(dir, cfs[0], rep.Chains[0], nil) {
+			for _, err := range entries(os.DirFS(dir), cfs[0], rep.Chains[0], nil) {
 				if err != nil {
 					last = err
 					break

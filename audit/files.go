@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,6 +73,19 @@ func scanDir(dir string) ([]*chainFiles, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read audit dir: %w", err)
 	}
+	return groupFiles(des), nil
+}
+
+// scanFS is scanDir over the root of fsys (a trail shipped elsewhere).
+func scanFS(fsys fs.FS) ([]*chainFiles, error) {
+	des, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("read audit trail: %w", err)
+	}
+	return groupFiles(des), nil
+}
+
+func groupFiles(des []fs.DirEntry) []*chainFiles {
 	byChain := map[string]*chainFiles{}
 	get := func(chain string) *chainFiles {
 		c := byChain[chain]
@@ -116,7 +130,7 @@ func scanDir(dir string) ([]*chainFiles, error) {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].chain < out[j].chain })
-	return out, nil
+	return out
 }
 
 // sourceChain returns the chain a segment or checkpoints file belongs to.
@@ -180,3 +194,36 @@ func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// FileKind is what a file in an audit directory is.
+type FileKind int
+
+// The files of a chain; FileOther is anything Verify ignores.
+const (
+	FileOther FileKind = iota
+	FileSegment
+	FileCheckpoints
+	FileTorn
+)
+
+// ParseFileName says what the file called name is in an audit directory
+// and which chain it belongs to, by the same rules Verify reads them with.
+func ParseFileName(name string) (chain string, kind FileKind) {
+	if m := tornRE.FindStringSubmatch(name); m != nil {
+		if chain, ok := sourceChain(m[1]); ok {
+			return chain, FileTorn
+		}
+		return "", FileOther
+	}
+	chain, ok := sourceChain(name)
+	switch {
+	case !ok:
+		return "", FileOther
+	case strings.HasSuffix(name, checkpointSuffix):
+		return chain, FileCheckpoints
+	}
+	return chain, FileSegment
+}
+
+// CheckpointsFileName is the name of chain's checkpoints file.
+func CheckpointsFileName(chain string) string { return checkpointName(chain) }

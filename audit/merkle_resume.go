@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -61,7 +62,7 @@ func eachEntryLine(dir string, segs []segmentFile, from, to int64, fn func(seq i
 			break
 		}
 		var ferr error
-		err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+		err := eachLine(os.DirFS(dir), seg.name, func(num int, line []byte, complete bool) bool {
 			seq := seg.firstSeq + int64(num) - 1
 			if seq < next {
 				return true

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -272,7 +273,7 @@ func VerifyConsistencyProof(p ConsistencyProof, keys []ed25519.PublicKey) (Consi
 // treeCheckpoints returns the chain's checkpoints that carry a tree and
 // the tree's first seq (0 when there is none).
 func treeCheckpoints(dir string, cf *chainFiles) ([]Checkpoint, int64, error) {
-	cps, fail, err := loadCheckpoints(dir, cf, &keyRing{})
+	cps, fail, err := loadCheckpoints(os.DirFS(dir), cf, &keyRing{})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
 	"strings"
@@ -125,18 +126,24 @@ func Verify(dir string, keys ...ed25519.PublicKey) (Report, error) {
 // checkpoint before o.Since (the report's VerifiedFrom says where each
 // chain started), and progress reports.
 func VerifyWith(dir string, o Options) (Report, error) {
+	return VerifyFS(os.DirFS(dir), o)
+}
+
+// VerifyFS is VerifyWith over the files at the root of fsys: a trail read
+// from somewhere other than a local directory (object storage).
+func VerifyFS(fsys fs.FS, o Options) (Report, error) {
 	ring, err := newKeyRing(o.Keys)
 	if err != nil {
 		return Report{}, err
 	}
-	chains, err := scanDir(dir)
+	chains, err := scanFS(fsys)
 	if err != nil {
 		return Report{}, err
 	}
 	rep := Report{Chains: make([]ChainReport, 0, len(chains))}
 	p := newProgress(o.Progress, "verify")
 	for _, cf := range chains {
-		cr, err := verifyChain(dir, cf, ring, o.Since, p)
+		cr, err := verifyChain(fsys, cf, ring, o.Since, p)
 		if err != nil {
 			return rep, err
 		}
@@ -250,13 +257,13 @@ func fromSegment(segs []segmentFile, from *Checkpoint) ([]segmentFile, int64) {
 	return segs[i:], from.Seq - segs[i].firstSeq
 }
 
-func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *progress) (ChainReport, error) {
+func verifyChain(fsys fs.FS, cf *chainFiles, ring *keyRing, since time.Time, p *progress) (ChainReport, error) {
 	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: !ring.empty()}
 	fail := func(file string, line int, seq int64, format string, args ...any) (ChainReport, error) {
 		cr.Failure = &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 		return cr, nil
 	}
-	cps, cpFail, err := loadCheckpoints(dir, cf, ring)
+	cps, cpFail, err := loadCheckpoints(fsys, cf, ring)
 	if err != nil {
 		return cr, err
 	}
@@ -308,11 +315,14 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 	}
 	for _, seg := range segs {
 		if seg.firstSeq != expect {
-			return fail(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed", seg.firstSeq, expect)
+			// Name the file that would hold the next entry, so a segment
+			// deleted from storage is named, not only its successor.
+			return fail(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed (seqs %d-%d, %s)",
+				seg.firstSeq, expect, expect, seg.firstSeq-1, segmentName(cf.chain, expect))
 		}
 		p.at(cf.chain, seg.name)
 		var bad *Failure
-		err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+		err := eachLine(fsys, seg.name, func(num int, line []byte, complete bool) bool {
 			if int64(num) <= skip {
 				return true // before the anchor: not read, let alone trusted
 			}
@@ -407,7 +417,7 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 		if i < 0 {
 			return fail(t.name, 0, 0, "torn file with no audit.recovery entry")
 		}
-		data, err := os.ReadFile(join(dir, t.name))
+		data, err := fs.ReadFile(fsys, t.name)
 		if err != nil {
 			return cr, fmt.Errorf("read torn file: %w", err)
 		}
@@ -424,12 +434,12 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 // seq going backwards or (with keys) a bad signature or an unsigned
 // checkpoint after a signed one is returned as fail, with the checkpoints
 // read before it.
-func loadCheckpoints(dir string, cf *chainFiles, ring *keyRing) (cps []cpLine, fail *Failure, err error) {
+func loadCheckpoints(fsys fs.FS, cf *chainFiles, ring *keyRing) (cps []cpLine, fail *Failure, err error) {
 	if cf.checkpoints == "" {
 		return nil, nil, nil
 	}
 	var firstSigned cpLine // line 0: none yet
-	err = eachLine(join(dir, cf.checkpoints), func(num int, line []byte, complete bool) bool {
+	err = eachLine(fsys, cf.checkpoints, func(num int, line []byte, complete bool) bool {
 		f := func(seq int64, format string, args ...any) bool {
 			fail = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 			return false
@@ -472,9 +482,10 @@ func loadCheckpoints(dir string, cf *chainFiles, ring *keyRing) (cps []cpLine, f
 	return cps, fail, err
 }
 
-// eachLine calls fn for each line of the file at path until fn returns false.
-func eachLine(path string, fn func(num int, line []byte, complete bool) bool) error {
-	f, err := os.Open(path)
+// eachLine calls fn for each line of the file name in fsys until fn
+// returns false.
+func eachLine(fsys fs.FS, path string, fn func(num int, line []byte, complete bool) bool) error {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return err
 	}
@@ -500,7 +511,7 @@ func eachLine(path string, fn func(num int, line []byte, complete bool) bool) er
 // still hold what was verified: each entry's hash, the seqs and links
 // from the start, the start's hash and the end's; any difference is an
 // error rather than an entry exported unverified.
-func entries(dir string, cf *chainFiles, end ChainReport, p *progress) iter.Seq2[lineEntry, error] {
+func entries(fsys fs.FS, cf *chainFiles, end ChainReport, p *progress) iter.Seq2[lineEntry, error] {
 	return func(yield func(lineEntry, error) bool) {
 		from, upTo := end.VerifiedFrom, end.LastSeq
 		segs, skip := fromSegment(cf.segments, from)
@@ -515,7 +526,7 @@ func entries(dir string, cf *chainFiles, end ChainReport, p *progress) iter.Seq2
 			}
 			p.at(cf.chain, seg.name)
 			bad, stopped := false, false
-			err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+			err := eachLine(fsys, seg.name, func(num int, line []byte, complete bool) bool {
 				if int64(num) <= skip {
 					return true
 				}

@@ -23,7 +23,8 @@ const defaultAuditDir = "data/audit"
 const auditUsage = `usage:
   gateway audit verify [--config DIR] [--dir D] [--pubkey FILE]... [--json]
   gateway audit verify --export FILE [--manifest M] [--pubkey FILE]... [--json]
-  gateway audit export [--config DIR] [--dir D] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] [--pubkey FILE]... --out FILE|-
+  gateway audit verify --from s3://BUCKET/PREFIX [--config DIR] [--pubkey FILE]... [--json]
+  gateway audit export [--config DIR] [--dir D | --from s3://BUCKET/PREFIX] --format jsonl|csv [--since T] [--until T] [--agent ID] [--kind K] [--pubkey FILE]... --out FILE|-
   gateway audit keygen --out PREFIX | --private FILE --public FILE
   gateway audit prove [--config DIR] [--dir D] [--chain C] --seq N [--checkpoint FILE] [--out FILE|-]
   gateway audit prove [--config DIR] [--dir D] [--out FILE|-] --consistency OLD NEW
@@ -33,7 +34,10 @@ const auditUsage = `usage:
 D defaults to the audit.dir of DIR/gateway.yaml (DIR: config), or data/audit
 without a config directory. --pubkey may be given once per signing key the
 trail has used. verify --export checks an export and its manifest (M defaults
-to FILE.manifest.json) as an auditor receives them. --out - writes the entries
+to FILE.manifest.json) as an auditor receives them. --from reads every chain
+shipped to object storage (audit.ship), with the storage settings of DIR's
+audit.ship or, without one, AWS_ENDPOINT_URL(_S3), AWS_REGION and the
+AWS_ACCESS_KEY_ID family. --out - writes the entries
 to stdout, the summary and the manifest to stderr. T is an RFC 3339 time, a
 date (UTC) or a duration ago (24h). With --pubkey, export checks signatures
 too, and --since verifies each chain from its last signed checkpoint before T. On a terminal, verify and export show their progress.
@@ -144,8 +148,24 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	asJSON := flags.Bool("json", false, "print the full report as JSON")
 	export := flags.String("export", "", "check this export file and its manifest instead of an audit directory")
 	manifest := flags.String("manifest", "", "the export's manifest (default: FILE.manifest.json)")
+	from := flags.String("from", "", "verify every chain shipped to object storage at s3://bucket/prefix instead of a directory")
 	if code, ok := parseFlags(flags, args, stderr); !ok {
 		return code
+	}
+	if *from != "" {
+		if *dir != "" || *export != "" || *manifest != "" {
+			fmt.Fprintln(stderr, "gateway audit verify: --from goes without --dir, --export and --manifest")
+			return exitUsage
+		}
+		keys, ok := loadPubkeys("verify", pubFiles, stderr)
+		if !ok {
+			return exitUsage
+		}
+		t, ok := trailFrom("verify", *from, flags, *cfgDir, stderr)
+		if !ok {
+			return exitUsage
+		}
+		return auditVerifyFrom(t, audit.Options{Keys: keys}, *asJSON, stdout, stderr)
 	}
 	if *export != "" {
 		if *dir != "" {
@@ -264,6 +284,7 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	agent := flags.String("agent", "", "only entries of this agent_id")
 	kind := flags.String("kind", "", `only entries of this kind ("llm.*" for a prefix)`)
 	out := flags.String("out", "", "export file, the manifest going to FILE.manifest.json; - for stdout, the manifest going to stderr")
+	from := flags.String("from", "", "export every chain shipped to object storage at s3://bucket/prefix instead of a directory")
 	var pubFiles []string
 	flags.Func("pubkey", "ed25519 public key (PEM) to check checkpoint signatures with, once per key the trail was signed with; with --since, chains are then verified from their last signed checkpoint before T", func(f string) error {
 		pubFiles = append(pubFiles, f)
@@ -293,8 +314,23 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	if f.Until, err = parseTime(*until, time.Now()); err != nil {
 		return usage("--until %v", err)
 	}
-	if !auditDirOf("export", dir, flags, *cfgDir, stderr) || !checkDir("export", *dir, stderr) {
+	var fsys fs.FS
+	switch {
+	case *from != "" && *dir != "":
+		return usage("--from goes without --dir")
+	case *from != "":
+		t, ok := trailFrom("export", *from, flags, *cfgDir, stderr)
+		if !ok {
+			return exitUsage
+		}
+		if refuseProblems(t, stderr) {
+			return exitFailed
+		}
+		fsys = t
+	case !auditDirOf("export", dir, flags, *cfgDir, stderr) || !checkDir("export", *dir, stderr):
 		return exitUsage
+	default:
+		fsys = os.DirFS(*dir)
 	}
 	keys, ok := loadPubkeys("export", pubFiles, stderr)
 	if !ok {
@@ -303,9 +339,9 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 	pl := progressFor(stderr)
 	o := audit.Options{Keys: keys, Progress: pl.fn()}
 	if *out == "-" {
-		return exportToStdout(*dir, f, *format, o, pl, stdout, stderr)
+		return exportToStdout(fsys, f, *format, o, pl, stdout, stderr)
 	}
-	m, err := audit.Export(*dir, f, *format, *out, o)
+	m, err := audit.ExportFS(fsys, f, *format, *out, o)
 	pl.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)
@@ -319,8 +355,8 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 // exportToStdout is export --out -: stdout carries the export and nothing
 // else, so it can be piped or redirected as is; the summary line and then
 // the manifest (as the .manifest.json file would hold it) go to stderr.
-func exportToStdout(dir string, f audit.Filter, format string, o audit.Options, pl *progressLine, stdout, stderr io.Writer) int {
-	m, err := audit.ExportTo(stdout, dir, f, format, "-", o)
+func exportToStdout(fsys fs.FS, f audit.Filter, format string, o audit.Options, pl *progressLine, stdout, stderr io.Writer) int {
+	m, err := audit.ExportToFS(stdout, fsys, f, format, "-", o)
 	pl.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway audit export: %v\n", err)

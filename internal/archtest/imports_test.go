@@ -21,7 +21,7 @@ var layers = map[string]int{
 	// 0: leaves, no project imports of their own.
 	"internal/strictjson": 0, "internal/jsonlex": 0, "internal/names": 0, "internal/egress": 0,
 	"internal/testcert": 0, "internal/textdiff": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
-	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
+	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "audit/ship": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 	"policy/bundle":    0, // fetches and verifies signed OPA bundles; package policy compiles them
@@ -65,6 +65,10 @@ var sideways = map[[2]string]bool{
 	// the dialects that show the counts.
 	{"dialect/anthropic", "internal/usage"}:        true,
 	{"dialect/internal/neutral", "internal/usage"}: true,
+	// Shipping reads the trail's files by audit's rules and dials through
+	// the outbound guard.
+	{"audit/ship", "audit"}:           true,
+	{"audit/ship", "internal/egress"}: true,
 	// The agent-messaging door is one relay made of parts.
 	{"messaging", "registry"}: true,
 }

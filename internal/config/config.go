@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
 	"github.com/sacpgw/gateway/policy/bundle"
 	"github.com/sacpgw/gateway/workflow/definition"
@@ -368,6 +369,9 @@ type Audit struct {
 	// OTLP sends every entry to a SIEM's OpenTelemetry collector as well
 	// (audit/siem). Absent: nothing is sent.
 	OTLP *siem.Config `yaml:"otlp"`
+	// Ship uploads closed segments and checkpoints to object storage
+	// (docs/compliance.md). Nil: not shipped.
+	Ship *ship.Config `yaml:"ship"`
 }
 
 // State selects where rate limits and approval states live.

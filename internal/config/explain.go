@@ -37,6 +37,8 @@ var secretKeys = map[string]bool{
 	"webhook": true,
 	// policy.bundle's bearer token.
 	"token": true,
+	// Object storage credentials (audit.ship).
+	"secret_access_key": true, "session_token": true,
 }
 
 // Explain loads dir as Load does and also returns every setting of the

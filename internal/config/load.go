@@ -539,6 +539,11 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, at(append([]string{"audit", "otlp"}, p.Key...)...), "%s", p.Msg)
 		}
 	}
+	if s := g.Audit.Ship; s != nil {
+		for _, p := range s.Validate() {
+			l.add(f, at(append([]string{"audit", "ship"}, p.Key...)...), "%s", p.Msg)
+		}
+	}
 	if g.State.Backend == "" {
 		g.State.Backend = "memory"
 	}
