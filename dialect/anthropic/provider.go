@@ -290,9 +290,9 @@ func (r *providerChat) translate(o ProviderOptions) (*messagesRequest, error) {
 	out.Messages = msgs
 	switch {
 	case system != "" && o.PromptCache:
-		out.System = mustJSON([]systemBlock{{Type: "text", Text: system, CacheControl: &cacheBreakpoint{Type: "ephemeral"}}})
+		out.System = neutral.MustJSON([]systemBlock{{Type: "text", Text: system, CacheControl: &cacheBreakpoint{Type: "ephemeral"}}})
 	case system != "":
-		out.System = jsonString(system)
+		out.System = neutral.JSONString(system)
 	case o.PromptCache && len(out.Tools) > 0:
 		out.Tools[len(out.Tools)-1].CacheControl = &cacheBreakpoint{Type: "ephemeral"}
 	}
