@@ -272,29 +272,37 @@ func (r *request) translate() (*Turn, error) {
 		return nil, errorf("model", "field required")
 	}
 	out.Model, t.Model = *r.Model, *r.Model
+	for _, step := range []func(*Turn) error{r.checkState, r.translateOptions, r.translateInput, r.translateTools} {
+		if err := step(t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
 
-	// Server-side state first: a request that depends on state the
-	// gateway does not keep cannot be answered right, whatever else it
-	// says. A previous response is the caller's to load (Turn.Chat).
+// checkState checks server-side state first: a request that depends on
+// state the gateway does not keep cannot be answered right, whatever else
+// it says. A previous response is the caller's to load (Turn.Chat).
+func (r *request) checkState(t *Turn) error {
 	if r.PreviousResponseID != nil {
 		if *r.PreviousResponseID == "" {
-			return nil, errorf("previous_response_id", "must be non-empty (or null)")
+			return errorf("previous_response_id", "must be non-empty (or null)")
 		}
 		t.PreviousResponseID = *r.PreviousResponseID
 	}
 	if !neutral.IsNull(r.Conversation) {
-		return nil, errorf("conversation", "not supported: this gateway keeps no conversation objects; continue a response with previous_response_id, or send the whole conversation in input")
+		return errorf("conversation", "not supported: this gateway keeps no conversation objects; continue a response with previous_response_id, or send the whole conversation in input")
 	}
 	if r.Background != nil && *r.Background {
-		return nil, errorf("background", "not supported: this gateway answers in the request (or its stream) and keeps nothing to poll")
+		return errorf("background", "not supported: this gateway answers in the request (or its stream) and keeps nothing to poll")
 	}
 	if r.Truncation != nil {
 		switch *r.Truncation {
 		case "disabled":
 		case "auto":
-			return nil, errorf("truncation", "auto is not supported: the neutral form cannot drop input items to fit the context window; trim the input, or leave truncation disabled")
+			return errorf("truncation", "auto is not supported: the neutral form cannot drop input items to fit the context window; trim the input, or leave truncation disabled")
 		default:
-			return nil, errorf("truncation", "must be auto or disabled; got %q", *r.Truncation)
+			return errorf("truncation", "must be auto or disabled; got %q", *r.Truncation)
 		}
 	}
 	for i, v := range r.Include {
@@ -304,18 +312,24 @@ func (r *request) translate() (*Turn, error) {
 		// none to include: asking for it changes nothing. Anything else
 		// would be output the answer cannot carry.
 		if v != "reasoning.encrypted_content" {
-			return nil, errorf("include."+strconv.Itoa(i), "%q is not supported: the gateway's answers carry no additional output data (reasoning.encrypted_content is accepted: there is none)", v)
+			return errorf("include."+strconv.Itoa(i), "%q is not supported: the gateway's answers carry no additional output data (reasoning.encrypted_content is accepted: there is none)", v)
 		}
 	}
+	return nil
+}
 
+// translateOptions checks and sets the request's options: the token
+// limit, sampling, streaming, user, metadata, reasoning and text format.
+func (r *request) translateOptions(t *Turn) error {
+	out := t.out
 	if r.MaxOutputTokens != nil {
 		if *r.MaxOutputTokens < 1 {
-			return nil, errorf("max_output_tokens", "must be at least 1")
+			return errorf("max_output_tokens", "must be at least 1")
 		}
 		out.MaxTokens = r.MaxOutputTokens
 	}
 	if err := neutral.CheckSampling(r.Temperature, 2, r.TopP); err != nil {
-		return nil, err
+		return err
 	}
 	out.Temperature, out.TopP = r.Temperature, r.TopP
 	if r.Stream != nil && *r.Stream {
@@ -328,37 +342,41 @@ func (r *request) translate() (*Turn, error) {
 		out.User = *r.User
 	}
 	if err := checkMetadata(r.Metadata); err != nil {
-		return nil, err
+		return err
 	}
 	if r.Reasoning != nil {
 		effort, err := r.Reasoning.translate()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.ReasoningEffort = effort
 	}
 	if r.Text != nil {
 		format, verbosity, err := r.Text.translate()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.ResponseFormat, out.Verbosity = format, verbosity
 	}
+	return nil
+}
 
+// translateInput sets the instructions and the input of the turn.
+func (r *request) translateInput(t *Turn) error {
 	if r.Instructions != nil && *r.Instructions != "" {
 		t.system = []neutral.ChatMessage{{Role: "system", Content: neutral.JSONString(*r.Instructions)}}
 	}
 	if r.Input == nil {
-		return nil, errorf("input", "field required")
+		return errorf("input", "field required")
 	}
 	if r.Input.text != nil {
 		if *r.Input.text == "" {
-			return nil, errorf("input", "must be non-empty")
+			return errorf("input", "must be non-empty")
 		}
 		t.input = []neutral.ChatMessage{{Role: "user", Content: neutral.JSONString(*r.Input.text)}}
 	} else {
 		if len(r.Input.items) == 0 {
-			return nil, errorf("input", "at least one input item is required")
+			return errorf("input", "at least one input item is required")
 		}
 		// The input is translated on its own: a function_call at its start
 		// is a turn of its own, never merged into the instructions or the
@@ -367,22 +385,27 @@ func (r *request) translate() (*Turn, error) {
 			var err error
 			t.input, err = r.Input.items[i].translate("input."+strconv.Itoa(i), t.input, 0)
 			if err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
+	return nil
+}
 
+// translateTools sets the tools, the tool choice and parallel_tool_calls.
+func (r *request) translateTools(t *Turn) error {
+	out := t.out
 	for i := range r.Tools {
-		t, err := r.Tools[i].translate("tools." + strconv.Itoa(i))
+		tool, err := r.Tools[i].translate("tools." + strconv.Itoa(i))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out.Tools = append(out.Tools, t)
+		out.Tools = append(out.Tools, tool)
 	}
 	if r.ToolChoice != nil {
 		choice, err := r.ToolChoice.translate(len(r.Tools) > 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.ToolChoice = choice
 	}
@@ -390,7 +413,7 @@ func (r *request) translate() (*Turn, error) {
 		// Without tools it says nothing, and the neutral form refuses it.
 		out.ParallelToolCalls = r.ParallelToolCalls
 	}
-	return t, nil
+	return nil
 }
 
 // checkMetadata holds metadata to the API's limits; it is then dropped
