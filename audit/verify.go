@@ -248,14 +248,51 @@ func fromSegment(segs []segmentFile, from *Checkpoint) ([]segmentFile, int64) {
 
 func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *progress) (ChainReport, error) {
 	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: !ring.empty()}
-	fail := func(file string, line int, seq int64, format string, args ...any) (ChainReport, error) {
-		cr.Failure = &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
-		return cr, nil
-	}
 	cps, cpFail, err := loadCheckpoints(dir, cf, ring)
 	if err != nil {
 		return cr, err
 	}
+	cr.countCheckpoints(cps)
+	w := &chainWalk{cf: cf, cr: &cr, p: p, bySeq: map[int64][]cpLine{}, expect: 1, prev: GenesisHash}
+	for _, c := range cps {
+		w.bySeq[c.cp.Seq] = append(w.bySeq[c.cp.Seq], c)
+	}
+	cr.VerifiedFrom = startCheckpoint(cps, ring, since)
+	segs, skip := fromSegment(cf.segments, cr.VerifiedFrom)
+	if skip > 0 || len(segs) < len(cf.segments) {
+		// The checkpoint's entry is the anchor: its hash is tied to the
+		// signature (the bySeq check in segment), so its prev_hash is
+		// taken as it is and every later link is checked.
+		w.expect, w.prev = segs[0].firstSeq, ""
+	} else {
+		cr.VerifiedFrom = nil // it starts at the first segment: a full verify
+	}
+	for _, seg := range segs {
+		bad, err := w.segment(dir, seg, skip)
+		skip = 0
+		if err != nil {
+			return cr, err
+		}
+		if bad != nil {
+			cr.Failure = bad
+			return cr, nil
+		}
+	}
+	if cpFail != nil {
+		cr.Failure = cpFail
+		return cr, nil
+	}
+	if bad := checkpointsCover(cf, &cr, cps, ring); bad != nil {
+		cr.Failure = bad
+		return cr, nil
+	}
+	cr.Failure, err = checkTorn(dir, cf, &cr)
+	return cr, err
+}
+
+// countCheckpoints reports a chain's checkpoints: how many, the last, the
+// first signed one, the unsigned ones before it and the keys that signed.
+func (cr *ChainReport) countCheckpoints(cps []cpLine) {
 	for _, c := range cps {
 		if c.cp.Signature == "" {
 			if cr.FirstSigned == nil {
@@ -271,95 +308,93 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 			cr.KeyIDs = append(cr.KeyIDs, c.cp.KeyID)
 		}
 	}
-	bySeq := map[int64][]cpLine{}
-	for _, c := range cps {
-		bySeq[c.cp.Seq] = append(bySeq[c.cp.Seq], c)
-	}
 	if n := len(cps); n > 0 {
 		cr.Checkpoints = n
 		last := cps[n-1].cp
 		cr.LastCheckpoint = &last
 	}
+}
 
-	expect, prev := int64(1), GenesisHash
-	cr.VerifiedFrom = startCheckpoint(cps, ring, since)
-	segs, skip := fromSegment(cf.segments, cr.VerifiedFrom)
-	if skip > 0 || len(segs) < len(cf.segments) {
-		// The checkpoint's entry is the anchor: its hash is tied to the
-		// signature (the bySeq check below), so its prev_hash is taken
-		// as it is and every later link is checked.
-		expect, prev = segs[0].firstSeq, ""
-	} else {
-		cr.VerifiedFrom = nil // it starts at the first segment: a full verify
+// chainWalk is the walk along a chain's entries, segment after segment:
+// the seq and prev_hash the next entry must have ("" prev: the anchor,
+// whose hash must be the start checkpoint's), and the checkpoints by seq
+// whose hashes the entries must match.
+type chainWalk struct {
+	cf     *chainFiles
+	cr     *ChainReport
+	p      *progress
+	bySeq  map[int64][]cpLine
+	expect int64
+	prev   string
+}
+
+// segment checks the entries of one segment, past its first skip lines
+// (before the anchor: not read, let alone trusted), into the report; the
+// first failure found is returned.
+func (w *chainWalk) segment(dir string, seg segmentFile, skip int64) (*Failure, error) {
+	if seg.firstSeq != w.expect {
+		return &Failure{Chain: w.cf.chain, File: seg.name, Reason: fmt.Sprintf("segment starts at seq %d, expected seq %d: a segment is missing or renamed", seg.firstSeq, w.expect)}, nil
 	}
-	for _, seg := range segs {
-		if seg.firstSeq != expect {
-			return fail(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed", seg.firstSeq, expect)
+	w.p.at(w.cf.chain, seg.name)
+	var bad *Failure
+	err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
+		if int64(num) <= skip {
+			return true // before the anchor: not read, let alone trusted
 		}
-		p.at(cf.chain, seg.name)
-		var bad *Failure
-		err := eachLine(join(dir, seg.name), func(num int, line []byte, complete bool) bool {
-			if int64(num) <= skip {
-				return true // before the anchor: not read, let alone trusted
-			}
-			if skip > 0 && int64(num) == skip+1 {
-				expect = cr.VerifiedFrom.Seq
-			}
-			f := func(seq int64, format string, args ...any) bool {
-				bad = &Failure{Chain: cf.chain, File: seg.name, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+		if skip > 0 && int64(num) == skip+1 {
+			w.expect = w.cr.VerifiedFrom.Seq
+		}
+		f := func(seq int64, format string, args ...any) bool {
+			bad = &Failure{Chain: w.cf.chain, File: seg.name, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+			return false
+		}
+		if !complete {
+			return f(0, "torn line (no newline at end of file) where seq %d was expected", w.expect)
+		}
+		e, err := parseEntry(line)
+		switch {
+		case errors.Is(err, errHashMismatch), errors.Is(err, errNotCanonical):
+			return f(e.Seq, "%v", err)
+		case err != nil:
+			return f(0, "malformed entry where seq %d was expected: %v", w.expect, err)
+		case e.Chain != w.cf.chain:
+			return f(e.Seq, "entry of chain %q in a segment of chain %q", e.Chain, w.cf.chain)
+		case e.Seq > w.expect:
+			return f(e.Seq, "seq gap: expected seq %d, found seq %d (entries missing or reordered)", w.expect, e.Seq)
+		case e.Seq < w.expect:
+			return f(e.Seq, "seq %d repeated or out of order (expected seq %d)", e.Seq, w.expect)
+		case w.prev != "" && e.PrevHash != w.prev:
+			return f(e.Seq, "broken link: prev_hash is not the hash of seq %d", e.Seq-1)
+		case w.prev == "" && e.Hash != w.cr.VerifiedFrom.Hash:
+			return f(e.Seq, "the entry at seq %d does not have the hash of the checkpoint verify started from", e.Seq)
+		}
+		for _, c := range w.bySeq[e.Seq] {
+			if c.cp.Hash != e.Hash {
+				bad = &Failure{Chain: w.cf.chain, File: w.cf.checkpoints, Line: c.line, Seq: e.Seq,
+					Reason: fmt.Sprintf("checkpoint hash does not match the hash of seq %d in %s line %d", e.Seq, seg.name, num)}
 				return false
 			}
-			if !complete {
-				return f(0, "torn line (no newline at end of file) where seq %d was expected", expect)
-			}
-			e, err := parseEntry(line)
-			switch {
-			case errors.Is(err, errHashMismatch), errors.Is(err, errNotCanonical):
-				return f(e.Seq, "%v", err)
-			case err != nil:
-				return f(0, "malformed entry where seq %d was expected: %v", expect, err)
-			case e.Chain != cf.chain:
-				return f(e.Seq, "entry of chain %q in a segment of chain %q", e.Chain, cf.chain)
-			case e.Seq > expect:
-				return f(e.Seq, "seq gap: expected seq %d, found seq %d (entries missing or reordered)", expect, e.Seq)
-			case e.Seq < expect:
-				return f(e.Seq, "seq %d repeated or out of order (expected seq %d)", e.Seq, expect)
-			case prev != "" && e.PrevHash != prev:
-				return f(e.Seq, "broken link: prev_hash is not the hash of seq %d", e.Seq-1)
-			case prev == "" && e.Hash != cr.VerifiedFrom.Hash:
-				return f(e.Seq, "the entry at seq %d does not have the hash of the checkpoint verify started from", e.Seq)
-			}
-			for _, c := range bySeq[e.Seq] {
-				if c.cp.Hash != e.Hash {
-					bad = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: c.line, Seq: e.Seq,
-						Reason: fmt.Sprintf("checkpoint hash does not match the hash of seq %d in %s line %d", e.Seq, seg.name, num)}
-					return false
-				}
-			}
-			if e.Kind == KindRecovery {
-				cr.Recoveries = append(cr.Recoveries, recoveryOf(e))
-			}
-			if cr.Entries == 0 {
-				cr.FirstTS = e.TS
-			}
-			cr.Entries++
-			cr.LastSeq, cr.LastHash, cr.LastTS = e.Seq, e.Hash, e.TS
-			expect, prev = e.Seq+1, e.Hash
-			p.step()
-			return true
-		})
-		skip = 0
-		if err != nil {
-			return cr, err
 		}
-		if bad != nil {
-			cr.Failure = bad
-			return cr, nil
+		if e.Kind == KindRecovery {
+			w.cr.Recoveries = append(w.cr.Recoveries, recoveryOf(e))
 		}
-	}
-	if cpFail != nil {
-		cr.Failure = cpFail
-		return cr, nil
+		if w.cr.Entries == 0 {
+			w.cr.FirstTS = e.TS
+		}
+		w.cr.Entries++
+		w.cr.LastSeq, w.cr.LastHash, w.cr.LastTS = e.Seq, e.Hash, e.TS
+		w.expect, w.prev = e.Seq+1, e.Hash
+		w.p.step()
+		return true
+	})
+	return bad, err
+}
+
+// checkpointsCover checks that no checkpoint is beyond the end of the
+// chain and, with keys, that a signed checkpoint covers it.
+func checkpointsCover(cf *chainFiles, cr *ChainReport, cps []cpLine, ring *keyRing) *Failure {
+	fail := func(file string, line int, seq int64, format string, args ...any) *Failure {
+		return &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 	}
 	for _, c := range cps {
 		if c.cp.Seq > cr.LastSeq {
@@ -375,6 +410,15 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 		// replaced its signed checkpoints: only a signature tells them apart.
 		return fail(cf.checkpoints, 0, 0, "no signed checkpoint (%d unsigned): the chain's signatures cannot be checked", len(cps))
 	}
+	return nil
+}
+
+// checkTorn checks every torn file against the audit.recovery entry that
+// recorded it, and marks it present in the report.
+func checkTorn(dir string, cf *chainFiles, cr *ChainReport) (*Failure, error) {
+	fail := func(file string, line int, seq int64, format string, args ...any) *Failure {
+		return &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+	}
 	for _, t := range cf.torn {
 		i := -1
 		for j, r := range cr.Recoveries {
@@ -386,19 +430,19 @@ func verifyChain(dir string, cf *chainFiles, ring *keyRing, since time.Time, p *
 			continue // its audit.recovery entry may be before the part verified
 		}
 		if i < 0 {
-			return fail(t.name, 0, 0, "torn file with no audit.recovery entry")
+			return fail(t.name, 0, 0, "torn file with no audit.recovery entry"), nil
 		}
 		data, err := os.ReadFile(join(dir, t.name))
 		if err != nil {
-			return cr, fmt.Errorf("read torn file: %w", err)
+			return nil, fmt.Errorf("read torn file: %w", err)
 		}
 		r := &cr.Recoveries[i]
 		if int64(len(data)) != r.Length || sha256Hex(data) != r.SHA256 {
-			return fail(t.name, 0, r.Seq, "torn file differs from what the audit.recovery entry at seq %d recorded", r.Seq)
+			return fail(t.name, 0, r.Seq, "torn file differs from what the audit.recovery entry at seq %d recorded", r.Seq), nil
 		}
 		r.Present = true
 	}
-	return cr, nil
+	return nil, nil
 }
 
 // loadCheckpoints parses a chain's checkpoints file. A malformed line, a
