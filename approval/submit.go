@@ -476,8 +476,44 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	if orig.State == StateExpired {
 		return nil, s.refuseExpired(ctx, ex, req, orig)
 	}
-	// A REPORT is about the approved change: what it does not restate it
-	// inherits, so RBAC and the policy judge the same action and target.
+	inheritTarget(req, orig)
+	az := s.cur().authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
+	dec, evalErr := s.evaluate(ctx, agent, orig.ID, req, az)
+	now := s.now().UTC()
+	completed := req.Completed == nil || *req.Completed
+	claimed := ""
+	if req.ChangesMade != nil {
+		claimed = req.ChangesMade.ContentSHA256
+	}
+	deviation := completed && claimed != "" && claimed != orig.ContentSHA256
+
+	dec, to, note, outcome := judgeReport(dec, orig, req, completed, deviation, claimed)
+	resp := s.response(orig.ID, now, dec, to, orig.ContentSHA256)
+	esc := s.reportAnswer(resp, orig, dec, req, outcome, claimed, now)
+	resp.ProcessingTimeMS = time.Since(start).Milliseconds()
+
+	decided := &Decision{ID: dec.DecisionID, Revision: dec.Revision, Status: dec.Status, Violations: resp.Violations, Error: evalErr}
+	sum := decisionSummary(req, decided, az, to, orig.ContentSHA256)
+	sum["route"] = "/agent/request"
+	sum["report_outcome"] = outcome
+	sum["reported_sha256"] = claimed
+	sum["deviation"] = outcome == "deviation"
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agent.ID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Summary: sum}); err != nil {
+		return nil, err
+	}
+	if outcome == "rejected" {
+		return resp, nil
+	}
+	if err := s.storeReport(ctx, agent.ID, orig.ID, resp, esc, to, note, outcome, now); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// inheritTarget fills in what a REPORT does not restate from the request
+// it reports on: a REPORT is about the approved change, so RBAC and the
+// policy judge the same action and target.
+func inheritTarget(req *AgentRequest, orig *Record) {
 	if req.Action == "" {
 		req.Action = orig.Request.Action
 	}
@@ -490,18 +526,14 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	if req.TargetID == "" {
 		req.TargetID = orig.Request.TargetID
 	}
-	az := s.cur().authz.Authorize(agent.ID, policy.ActionFor(req.RequestType, req.Action), req.TargetType)
-	dec, evalErr := s.evaluate(ctx, agent, orig.ID, req, az)
-	now := s.now().UTC()
-	completed := req.Completed == nil || *req.Completed
-	claimed := ""
-	if req.ChangesMade != nil {
-		claimed = req.ChangesMade.ContentSHA256
-	}
-	deviation := completed && claimed != "" && claimed != orig.ContentSHA256
+}
 
-	// What the REPORT does to the request, if the policy accepts it.
-	to, note, outcome := orig.State, "", "rejected"
+// judgeReport is what the REPORT does to the request, if the policy
+// accepts it: the decision (rejected when the request cannot be reported
+// on), the state the request moves to, the history note and the outcome
+// (rejected, deviation, not_completed, escalated or completed).
+func judgeReport(dec policy.ApprovalDecision, orig *Record, req *AgentRequest, completed, deviation bool, claimed string) (_ policy.ApprovalDecision, to State, note, outcome string) {
+	to, note, outcome = orig.State, "", "rejected"
 	if dec.Status == StatusApproved || dec.Status == StatusEscalated {
 		switch {
 		case orig.Request.RequestType != TypeApproval:
@@ -527,7 +559,12 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 			to, outcome = StateCompleted, "completed"
 		}
 	}
-	resp := s.response(orig.ID, now, dec, to, orig.ContentSHA256)
+	return dec, to, note, outcome
+}
+
+// reportAnswer completes the answer to a REPORT for its outcome, and
+// returns the escalation it opens (nil: none).
+func (s *Service) reportAnswer(resp *LibrarianResponse, orig *Record, dec policy.ApprovalDecision, req *AgentRequest, outcome, claimed string, now time.Time) *Escalation {
 	var esc *Escalation
 	switch outcome {
 	case "deviation":
@@ -553,21 +590,13 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 	case "not_completed":
 		resp.Feedback = "Report recorded; the request stays APPROVED until a REPORT with completed: true."
 	}
-	resp.ProcessingTimeMS = time.Since(start).Milliseconds()
+	return esc
+}
 
-	decided := &Decision{ID: dec.DecisionID, Revision: dec.Revision, Status: dec.Status, Violations: resp.Violations, Error: evalErr}
-	sum := decisionSummary(req, decided, az, to, orig.ContentSHA256)
-	sum["route"] = "/agent/request"
-	sum["report_outcome"] = outcome
-	sum["reported_sha256"] = claimed
-	sum["deviation"] = outcome == "deviation"
-	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agent.ID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Summary: sum}); err != nil {
-		return nil, err
-	}
-	if outcome == "rejected" {
-		return resp, nil
-	}
-	stored, err := s.update(ctx, orig.ID, func(r *Record) error {
+// storeReport moves the request as the REPORT's outcome says, unless
+// another REPORT, a person or the expiry got there first.
+func (s *Service) storeReport(ctx context.Context, agentID, id string, resp *LibrarianResponse, esc *Escalation, to State, note, outcome string, now time.Time) error {
+	stored, err := s.update(ctx, id, func(r *Record) error {
 		if r.State == StateExpired {
 			return errExpired
 		}
@@ -576,32 +605,32 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 		}
 		switch outcome {
 		case "not_completed":
-			r.History = append(r.History, Transition{State: r.State, At: now, By: agent.ID, Note: note})
+			r.History = append(r.History, Transition{State: r.State, At: now, By: agentID, Note: note})
 			r.UpdatedAt = now
 			return nil
 		case "deviation", "escalated":
 			r.Escalation = esc
 		}
 		r.Response = resp
-		r.move(to, now, agent.ID, note)
+		r.move(to, now, agentID, note)
 		return nil
 	})
 	if errors.Is(err, errStateChanged) || errors.Is(err, errExpired) {
 		// Another REPORT (or a person, or the expiry) got there first; the
 		// entry above described a change that did not happen, so say so.
-		s.superseded(ctx, agent.ID, orig.ID, "report")
+		s.superseded(ctx, agentID, id, "report")
 		if errors.Is(err, errExpired) {
-			return nil, conflict("Request " + quoteID(orig.ID) + " EXPIRED while the REPORT was processed: its approval no longer covers the change. Submit a new APPROVAL.")
+			return conflict("Request " + quoteID(id) + " EXPIRED while the REPORT was processed: its approval no longer covers the change. Submit a new APPROVAL.")
 		}
-		return nil, conflict("Request " + quoteID(orig.ID) + " changed state while the REPORT was processed; poll its status.")
+		return conflict("Request " + quoteID(id) + " changed state while the REPORT was processed; poll its status.")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store report on %s: %w", orig.ID, err)
+		return fmt.Errorf("store report on %s: %w", id, err)
 	}
 	if esc != nil {
 		s.notify(stored)
 	}
-	return resp, nil
+	return nil
 }
 
 var (

@@ -43,12 +43,30 @@ func (l *Log) resume() error {
 	recorded := map[string]bool{} // torn files named by recovery entries in the last segment
 
 	cpName := checkpointName(l.chain)
+	cpTorn, treeCP, err := l.resumeCheckpoints(cf, cpName)
+	if err != nil {
+		return err
+	}
+	segF, segTorn, err := l.resumeSegment(cf, recorded)
+	if err != nil {
+		return err
+	}
+	if l.cp.Seq > l.seq {
+		return fmt.Errorf("%w: checkpoint at seq %d but the chain ends at seq %d: entries are missing", ErrCorrupt, l.cp.Seq, l.seq)
+	}
+	return l.recordRecovery(cf, recorded, segF, segTorn, cpName, cpTorn, treeCP)
+}
+
+// resumeCheckpoints opens the chain's checkpoint file, if any, and reads
+// the last checkpoint; it returns where a torn tail starts (-1: none) and
+// the last checkpoint with a tree (nil: none), where the tree resumes.
+func (l *Log) resumeCheckpoints(cf *chainFiles, cpName string) (int64, *Checkpoint, error) {
 	cpTorn := int64(-1)
 	var treeCP *Checkpoint // the last checkpoint with a tree
 	if cf.checkpoints != "" {
 		f, err := os.OpenFile(join(l.dir, cpName), os.O_RDWR|os.O_APPEND, 0)
 		if err != nil {
-			return fmt.Errorf("open checkpoints: %w", err)
+			return -1, nil, fmt.Errorf("open checkpoints: %w", err)
 		}
 		l.cpFile = f
 		if cpTorn, l.cpSize, err = scanTail(f, func(line []byte) (bool, error) {
@@ -65,17 +83,25 @@ func (l *Log) resume() error {
 			}
 			return true, nil
 		}); err != nil {
-			return fmt.Errorf("%s: %w", cpName, err)
+			return -1, nil, fmt.Errorf("%s: %w", cpName, err)
 		}
 	}
+	return cpTorn, treeCP, nil
+}
 
+// resumeSegment opens the chain's last segment, if any, and reads the end
+// of the chain (seq and hash) from it, or from the segment before when it
+// holds no whole entry; the torn files its recovery entries name are
+// marked in recorded. It returns the segment and where a torn tail starts
+// (-1: none).
+func (l *Log) resumeSegment(cf *chainFiles, recorded map[string]bool) (*os.File, int64, error) {
 	segTorn := int64(-1)
 	var segF *os.File
 	if n := len(cf.segments); n > 0 {
 		last := cf.segments[n-1]
 		f, err := os.OpenFile(join(l.dir, last.name), os.O_RDWR|os.O_APPEND, 0)
 		if err != nil {
-			return fmt.Errorf("open segment: %w", err)
+			return nil, -1, fmt.Errorf("open segment: %w", err)
 		}
 		segF, l.f, l.segName = f, f, last.name
 		seq, prev, count := last.firstSeq-1, "", 0
@@ -102,25 +128,28 @@ func (l *Log) resume() error {
 			}
 			return true, nil
 		}); err != nil {
-			return fmt.Errorf("%s: %w", last.name, err)
+			return nil, -1, fmt.Errorf("%s: %w", last.name, err)
 		}
 		if count == 0 { // the last segment holds no whole entry: resume from the one before
 			prev = GenesisHash
 			if n > 1 {
 				if seq, prev, err = lastEntry(join(l.dir, cf.segments[n-2].name)); err != nil {
-					return err
+					return nil, -1, err
 				}
 			}
 			if seq+1 != last.firstSeq {
-				return fmt.Errorf("%w: %s should start at seq %d", ErrCorrupt, last.name, seq+1)
+				return nil, -1, fmt.Errorf("%w: %s should start at seq %d", ErrCorrupt, last.name, seq+1)
 			}
 		}
 		l.seq, l.prev = seq, prev
 	}
-	if l.cp.Seq > l.seq {
-		return fmt.Errorf("%w: checkpoint at seq %d but the chain ends at seq %d: entries are missing", ErrCorrupt, l.cp.Seq, l.seq)
-	}
+	return segF, segTorn, nil
+}
 
+// recordRecovery moves the torn tails aside and writes a recovery entry
+// for each, and for every torn file of an earlier run that no entry names
+// yet.
+func (l *Log) recordRecovery(cf *chainFiles, recorded map[string]bool, segF *os.File, segTorn int64, cpName string, cpTorn int64, treeCP *Checkpoint) error {
 	var recs []map[string]any
 	if segTorn >= 0 {
 		rec, err := l.moveAside(segF, l.segName, segTorn)

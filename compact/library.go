@@ -155,6 +155,9 @@ func (l *Library) Extend(verbs []Verb, tools []Tool) (*Library, error) {
 	return build(l, verbs, tools)
 }
 
+// build is base (nil: none) with verbs and tools added, each checked
+// against what is there and what comes before it; every mistake is found,
+// then all are joined into one error.
 func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 	lib := &Library{}
 	if base != nil {
@@ -174,8 +177,20 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 	if lib.aliases == nil {
 		lib.aliases = make(map[string]string)
 	}
-	var errs []error
-	var added []*verbEntry
+	added, errs := lib.addVerbs(verbs)
+	// Aliases are checked once every name is known, so that an alias equal
+	// to the name of a verb defined after it is found as well.
+	errs = append(errs, lib.addAliases(added)...)
+	errs = append(errs, lib.addTools(tools)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return lib, nil
+}
+
+// addVerbs adds the verbs that are right and returns them, with the
+// mistakes of the others.
+func (l *Library) addVerbs(verbs []Verb) (added []*verbEntry, errs []error) {
 	for i, v := range verbs {
 		switch {
 		case v.Name == "":
@@ -184,11 +199,11 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 		case v.Name == verbDefine || v.Name == verbInstantiate:
 			errs = append(errs, fmt.Errorf("verb %q: name reserved for SPAWN_AGENT messages", v.Name))
 			continue
-		case lib.verbs[v.Name] != nil:
+		case l.verbs[v.Name] != nil:
 			errs = append(errs, fmt.Errorf("verb %q: duplicate name", v.Name))
 			continue
-		case lib.aliases[v.Name] != "":
-			errs = append(errs, fmt.Errorf("verb %q: name is already an alias of verb %q", v.Name, lib.aliases[v.Name]))
+		case l.aliases[v.Name] != "":
+			errs = append(errs, fmt.Errorf("verb %q: name is already an alias of verb %q", v.Name, l.aliases[v.Name]))
 			continue
 		}
 		typed, err := parseInputs(v.Inputs)
@@ -199,11 +214,14 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 		v.Inputs = slices.Clone(v.Inputs)
 		v.Aliases = slices.Clone(v.Aliases)
 		e := &verbEntry{def: v, typed: typed}
-		lib.verbs[v.Name] = e
+		l.verbs[v.Name] = e
 		added = append(added, e)
 	}
-	// Aliases are checked once every name is known, so that an alias equal
-	// to the name of a verb defined after it is found as well.
+	return added, errs
+}
+
+// addAliases adds the aliases of the verbs added.
+func (l *Library) addAliases(added []*verbEntry) (errs []error) {
 	for _, e := range added {
 		for _, a := range e.def.Aliases {
 			switch {
@@ -213,21 +231,26 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 				// A structural or meta step must mean the same in
 				// every library.
 				errs = append(errs, fmt.Errorf("verb %q: alias %q is a reserved verb name", e.def.Name, a))
-			case lib.verbs[a] != nil:
+			case l.verbs[a] != nil:
 				errs = append(errs, fmt.Errorf("verb %q: alias %q is the name of a verb", e.def.Name, a))
-			case lib.aliases[a] != "":
-				errs = append(errs, fmt.Errorf("verb %q: alias %q is already an alias of verb %q", e.def.Name, a, lib.aliases[a]))
+			case l.aliases[a] != "":
+				errs = append(errs, fmt.Errorf("verb %q: alias %q is already an alias of verb %q", e.def.Name, a, l.aliases[a]))
 			default:
-				lib.aliases[a] = e.def.Name
+				l.aliases[a] = e.def.Name
 			}
 		}
 	}
+	return errs
+}
+
+// addTools adds the tools whose supported verbs are right.
+func (l *Library) addTools(tools []Tool) (errs []error) {
 	for i, t := range tools {
 		switch {
 		case t.ID == "":
 			errs = append(errs, fmt.Errorf("tools[%d]: empty id", i))
 			continue
-		case lib.tools[t.ID] != nil:
+		case l.tools[t.ID] != nil:
 			errs = append(errs, fmt.Errorf("tool %q: duplicate id", t.ID))
 			continue
 		}
@@ -238,12 +261,12 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 			case set[v]:
 				errs = append(errs, fmt.Errorf("tool %q: verb %q listed twice in supported_verbs", t.ID, v))
 				ok = false
-			case lib.aliases[v] != "":
+			case l.aliases[v] != "":
 				// Checks compare the verb's name: an alias here would
 				// never match.
-				errs = append(errs, fmt.Errorf("tool %q: %q in supported_verbs is an alias of verb %q: list the verb's name", t.ID, v, lib.aliases[v]))
+				errs = append(errs, fmt.Errorf("tool %q: %q in supported_verbs is an alias of verb %q: list the verb's name", t.ID, v, l.aliases[v]))
 				ok = false
-			case v != verbJoin && lib.verbs[v] == nil:
+			case v != verbJoin && l.verbs[v] == nil:
 				errs = append(errs, fmt.Errorf("tool %q: unknown verb %q in supported_verbs", t.ID, v))
 				ok = false
 			}
@@ -253,15 +276,12 @@ func build(base *Library, verbs []Verb, tools []Tool) (*Library, error) {
 			continue
 		}
 		t.SupportedVerbs = slices.Clone(t.SupportedVerbs)
-		lib.tools[t.ID] = &toolEntry{def: t, verbs: set}
+		l.tools[t.ID] = &toolEntry{def: t, verbs: set}
 		if set[verbJoin] {
-			lib.joinTools = true
+			l.joinTools = true
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return lib, nil
+	return errs
 }
 
 func (l *Library) verb(name string) *verbEntry {

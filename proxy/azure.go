@@ -43,22 +43,6 @@ type azureRoutes struct {
 	chat, embeddings http.Handler
 }
 
-// newAzureRoutes composes the deployments chains from the stages of the
-// chat and embeddings chains: their first two (the journal and identify)
-// run first, so a refusal of the Azure framing is audited and names the
-// agent, then azureRequest, then every later stage as it is on /v1.
-func newAzureRoutes(complete, forward Endpoint, chatStages, embStages []Stage) azureRoutes {
-	compose := func(stages []Stage, kind Kind, suffix string) []Stage {
-		out := append([]Stage{}, stages[:2]...)
-		out = append(out, azureRequest(kind, suffix))
-		return append(out, stages[2:]...)
-	}
-	return azureRoutes{
-		chat:       Chain(complete, compose(chatStages, KindChat, "/chat/completions")...),
-		embeddings: Chain(forward, compose(embStages, KindEmbeddings, "/embeddings")...),
-	}
-}
-
 // AzureChatCompletions serves POST /openai/deployments/{deployment}/chat/completions.
 func (g *Gateway) AzureChatCompletions() http.Handler { return g.azure.chat }
 

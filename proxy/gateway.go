@@ -113,57 +113,55 @@ func New(d Deps) (*Gateway, error) {
 	proto.Policies, proto.AgentInputs = d.Policies, agentInputs
 	proto.Library, proto.Log = d.Library, d.Log
 	g := &Gateway{upstreams: d.Upstreams, audit: rec, ident: ident}
-	chatStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindChat), StageFunc(g.allowModel), lim}
+	rd := newResponsesDialect(d.Responses, d.Config, d.Log)
+	st := stageSet{
+		stJournal: StageFunc(g.journalStage), stIdentify: ident,
+		stReadChat: ReadBody(KindChat), stReadEmbeddings: ReadBody(KindEmbeddings), stReadCount: readCount(),
+		stFromMessages: messagesDialect.readRequest(), stFromResponses: rd.readRequest(),
+		stAzureChat: azureRequest(KindChat, "/chat/completions"), stAzureEmbeddings: azureRequest(KindEmbeddings, "/embeddings"),
+		stModel: StageFunc(g.allowModel), stLimits: lim, stRate: StageFunc(lim.rateStage),
+		stPolicy: nil, stRedact: nil, stInject: StageFunc(proto.Inject),
+	}
 	if d.Policies != nil {
-		// After the limits: a flood of requests must not buy policy evaluations.
-		chatStages = append(chatStages, ChatPolicy(d.Policies, agentInputs))
+		st[stPolicy] = ChatPolicy(d.Policies, agentInputs)
 	}
 	if d.Config.Protocol.Redaction.Requests && red != nil {
-		// Before the template goes in: only the agent's own text is scanned.
-		chatStages = append(chatStages, RedactRequests(red))
+		st[stRedact] = RedactRequests(red)
 	}
-	chatStages = append(chatStages, StageFunc(proto.Inject))
 	complete := func(w http.ResponseWriter, r *http.Request) error {
 		if proto.Applies(scope.Get(r.Context()).Agent) {
 			return proto.Serve(w, r)
 		}
 		return fwd.ForwardChat(w, r)
 	}
-	// Order matters: the rejection audit wraps everything so no refusal goes
+	// Order matters: the journal wraps everything so no refusal goes
 	// unrecorded; identity next (every later stage is per agent), then the
-	// body through the agent's size limit, then the model check (a request
+	// body through the agent's size limit (a dialect's or the Azure
+	// framing's request translated there), then the model check (a request
 	// for a forbidden model must not spend the agent's rate), then the
-	// limits, then the upstream call.
-	g.chat = Chain(complete, chatStages...)
-	// The Messages dialect: the same stages, its request translated after
-	// identify (through the agent's size limit), every answer translated
-	// at the edge.
-	msgStages := append([]Stage{StageFunc(g.journalStage), ident, messagesDialect.readRequest()}, chatStages[2:]...)
-	g.messages = messagesDialect.edge(Chain(complete, msgStages...))
-	// The count: identified, read and checked as a message, one request of
-	// the rate spent (no tokens: nothing is generated), the policy asked,
-	// the prompt redacted as a message's would be before it may leave.
-	countStages := []Stage{StageFunc(g.journalStage), ident, readCount(), StageFunc(g.allowModel), StageFunc(lim.rateStage)}
-	if d.Policies != nil {
-		countStages = append(countStages, ChatPolicy(d.Policies, agentInputs))
-	}
-	if d.Config.Protocol.Redaction.Requests && red != nil {
-		countStages = append(countStages, RedactRequests(red))
-	}
-	// A protocol agent's messages carry the protocol prompt: so does what
+	// limits, then the policy (a flood of requests must not buy policy
+	// evaluations), then redaction (before the template goes in: only the
+	// agent's own text is scanned), then the protocol prompt, then the
+	// upstream call.
+	g.chat = Chain(complete, st.chain(stJournal, stIdentify, stReadChat, stModel, stLimits, stPolicy, stRedact, stInject)...)
+	// The dialects: the same stages, every answer translated at the edge.
+	g.messages = messagesDialect.edge(Chain(complete, st.chain(stJournal, stIdentify, stFromMessages, stReadChat, stModel, stLimits, stPolicy, stRedact, stInject)...))
+	g.responses = rd.edge(Chain(complete, st.chain(stJournal, stIdentify, stFromResponses, stReadChat, stModel, stLimits, stPolicy, stRedact, stInject)...))
+	// The count: read and checked as a message, one request of the rate
+	// spent (no tokens: nothing is generated), the policy asked, the
+	// prompt redacted as a message's would be before it may leave; a
+	// protocol agent's messages carry the protocol prompt, so does what
 	// is counted.
-	countStages = append(countStages, StageFunc(proto.Inject))
-	g.count = countDialect.edge(Chain(fwd.CountTokens, countStages...))
-	rd := newResponsesDialect(d.Responses, d.Config, d.Log)
-	respStages := append([]Stage{StageFunc(g.journalStage), ident, rd.readRequest()}, chatStages[2:]...)
-	g.responses = rd.edge(Chain(complete, respStages...))
-	embStages := []Stage{StageFunc(g.journalStage), ident, ReadBody(KindEmbeddings), StageFunc(g.allowModel), lim}
-	if d.Config.Protocol.Redaction.Requests && red != nil {
-		embStages = append(embStages, RedactRequests(red))
+	g.count = countDialect.edge(Chain(fwd.CountTokens, st.chain(stJournal, stIdentify, stReadCount, stModel, stRate, stPolicy, stRedact, stInject)...))
+	g.embeddings = Chain(fwd.Forward, st.chain(stJournal, stIdentify, stReadEmbeddings, stModel, stLimits, stRedact)...)
+	g.models = Chain(g.listModels, st.chain(stIdentify)...)
+	// Azure's deployments routes: the Azure framing is checked after the
+	// journal and identify, so a refusal of it is audited and names the
+	// agent, then every stage runs as it does on /v1.
+	g.azure = azureRoutes{
+		chat:       Chain(complete, st.chain(stJournal, stIdentify, stAzureChat, stReadChat, stModel, stLimits, stPolicy, stRedact, stInject)...),
+		embeddings: Chain(fwd.Forward, st.chain(stJournal, stIdentify, stAzureEmbeddings, stReadEmbeddings, stModel, stLimits, stRedact)...),
 	}
-	g.embeddings = Chain(fwd.Forward, embStages...)
-	g.models = Chain(g.listModels, ident)
-	g.azure = newAzureRoutes(complete, fwd.Forward, chatStages, embStages)
 	return g, nil
 }
 

@@ -202,8 +202,7 @@ func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, conten
 // Serve is the endpoint for protocol agents.
 func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	ex := scope.Get(r.Context())
-	up := ex.Route
-	if up == nil {
+	if ex.Route == nil {
 		return apierror.ModelNotFound(ex.Model)
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), p.Timeout, errTimeout)
@@ -220,40 +219,9 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 		defer out.stop()
 	}
 	chk := p.checker(ctx, ex)
-	var (
-		ans   *answer
-		total scope.Usage
-		err   error
-	)
-	for attempt := 1; ; attempt++ {
-		ex.Attempts = attempt
-		sent := time.Now()
-		callCtx, span := tracing.StartModelCall(ctx, tracing.OperationChat, ex.Model)
-		ans, err = p.call(callCtx, r, ex, body)
-		p.endSpan(ctx, span, ex, ans, err)
-		ex.UpstreamTime += time.Since(sent)
-		if err != nil {
-			return p.fail(w, r, out, j, upstreamError(ctx, up.Name, p.Timeout, err))
-		}
-		// Every attempt is billed, its cached prompt tokens (which cost
-		// less) included.
-		total = total.Plus(ans.usage)
-		if ans.hasUsage || ex.UsageKnown {
-			// An unreadable report of any attempt leaves the exchange's
-			// usage unknown (scope.Exchange.Report); the answer goes on.
-			ex.Report(total)
-		}
-		if ans.status != http.StatusOK || ans.toolCalls {
-			break
-		}
-		valid, errs := chk.Check(ans.content)
-		if valid || !p.Reask || attempt >= p.MaxAttempts {
-			break
-		}
-		body, err = reaskBody(body, ans.content, chk.Reask(errs))
-		if err != nil {
-			return p.fail(w, r, out, j, fmt.Errorf("re-ask: %w", err))
-		}
+	ans, total, err := p.ask(ctx, r, ex, chk, body)
+	if err != nil {
+		return p.fail(w, r, out, j, err)
 	}
 	if err := j.requested(); err != nil {
 		return p.fail(w, r, out, j, err)
@@ -310,6 +278,43 @@ func (p *Protocol) Serve(w http.ResponseWriter, r *http.Request) error {
 	ex.Content(time.Now()) // the gathered stream is released at once
 	out.finish(h, http.StatusOK, all)
 	return nil
+}
+
+// ask asks the provider, and asks again while the answer fails the
+// protocol and attempts remain; every attempt's usage counts in total.
+// The error is the provider's failure or a re-ask that cannot be built.
+func (p *Protocol) ask(ctx context.Context, r *http.Request, ex *scope.Exchange, chk answerChecker, body []byte) (ans *answer, total scope.Usage, err error) {
+	for attempt := 1; ; attempt++ {
+		ex.Attempts = attempt
+		sent := time.Now()
+		callCtx, span := tracing.StartModelCall(ctx, tracing.OperationChat, ex.Model)
+		ans, err = p.call(callCtx, r, ex, body)
+		p.endSpan(ctx, span, ex, ans, err)
+		ex.UpstreamTime += time.Since(sent)
+		if err != nil {
+			return nil, total, upstreamError(ctx, ex.Route.Name, p.Timeout, err)
+		}
+		// Every attempt is billed, its cached prompt tokens (which cost
+		// less) included.
+		total = total.Plus(ans.usage)
+		if ans.hasUsage || ex.UsageKnown {
+			// An unreadable report of any attempt leaves the exchange's
+			// usage unknown (scope.Exchange.Report); the answer goes on.
+			ex.Report(total)
+		}
+		if ans.status != http.StatusOK || ans.toolCalls {
+			break
+		}
+		valid, errs := chk.Check(ans.content)
+		if valid || !p.Reask || attempt >= p.MaxAttempts {
+			break
+		}
+		body, err = reaskBody(body, ans.content, chk.Reask(errs))
+		if err != nil {
+			return nil, total, fmt.Errorf("re-ask: %w", err)
+		}
+	}
+	return ans, total, nil
 }
 
 // endSpan ends the span of one model call (an attempt) with its answer;

@@ -319,59 +319,9 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 	}
 	switch dec.Status {
 	case "approved":
-		e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID, tokenSum)
-		if err != nil {
-			sum["registered"], sum["error"] = false, err.Error()
-			if aerr := a.write(ctx, ex, sum); aerr != nil {
-				httpx.Fail(w, r, aerr)
-				return
-			}
-			if errors.Is(err, ErrExists) {
-				httpx.Fail(w, r, &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "agent_exists", Param: "plan",
-					Message: fmt.Sprintf("Agent %q is already registered.", sp.AgentName)})
-				return
-			}
-			httpx.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
-			return
-		}
-		sum["registered"], sum["token_issued"] = true, true
-		if err := a.write(ctx, ex, sum); err != nil {
-			httpx.Fail(w, r, err)
-			return
-		}
-		out.Agent = &e
-		out.Token, out.TokenNote, out.Prompt = token, tokenNoteApproved, agentPrompt(e)
-		w.Header().Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, r, http.StatusCreated, out)
+		a.spawnApproved(w, r, sp, sum, out, token, tokenSum)
 	case "escalated":
-		// The hash is kept before the review opens: a person must never be
-		// able to approve a spawn whose token is not on record.
-		key := pendingKey(ex.Agent.ID, string(raw))
-		if err := a.Registry.holdToken(ctx, key, tokenSum); err != nil {
-			httpx.Fail(w, r, err)
-			return
-		}
-		rec, err := a.Escalator.Open(ctx, escalation.Request{
-			Type: escalation.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
-			Content: string(raw), Reason: strings.Join(dec.Reasons, "; "), DecisionID: dec.DecisionID, Revision: dec.Revision,
-		})
-		if err != nil {
-			if _, _, terr := a.Registry.takeToken(context.WithoutCancel(ctx), key); terr != nil {
-				a.Log.Warn("registry: dropping the token hash of a spawn that could not be escalated", "agent", ex.Agent.ID, "error", terr.Error())
-			}
-			httpx.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
-			return
-		}
-		sum["escalation_id"], sum["token_issued"] = rec.ID, true
-		if err := a.write(ctx, ex, sum); err != nil {
-			httpx.Fail(w, r, err)
-			return
-		}
-		out.RequestID, out.HumanReviewURL = rec.ID, rec.ReviewURL
-		out.Token, out.TokenNote = token, tokenNoteEscalated
-		out.Prompt = agentPrompt(spawnEntry(sp, "agent:"+ex.Agent.ID, time.Time{}))
-		w.Header().Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, r, http.StatusAccepted, out)
+		a.spawnEscalated(w, r, raw, sp, dec, sum, out, token, tokenSum)
 	default:
 		if err := a.write(ctx, ex, sum); err != nil {
 			httpx.Fail(w, r, err)
@@ -379,6 +329,72 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		}
 		httpx.Fail(w, r, apierror.Forbidden("Spawn rejected by policy: "+strings.Join(dec.Reasons, "; ")+"."))
 	}
+}
+
+// spawnApproved registers an approved spawn and answers 201 with its
+// token; a spawn the registry refuses is audited and answered 409 or 400.
+func (a *API) spawnApproved(w http.ResponseWriter, r *http.Request, sp *compact.Spawn, sum map[string]any, out SpawnResult, token, tokenSum string) {
+	ctx := r.Context()
+	ex := scope.Get(ctx)
+	e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID, tokenSum)
+	if err != nil {
+		sum["registered"], sum["error"] = false, err.Error()
+		if aerr := a.write(ctx, ex, sum); aerr != nil {
+			httpx.Fail(w, r, aerr)
+			return
+		}
+		if errors.Is(err, ErrExists) {
+			httpx.Fail(w, r, &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "agent_exists", Param: "plan",
+				Message: fmt.Sprintf("Agent %q is already registered.", sp.AgentName)})
+			return
+		}
+		httpx.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
+		return
+	}
+	sum["registered"], sum["token_issued"] = true, true
+	if err := a.write(ctx, ex, sum); err != nil {
+		httpx.Fail(w, r, err)
+		return
+	}
+	out.Agent = &e
+	out.Token, out.TokenNote, out.Prompt = token, tokenNoteApproved, agentPrompt(e)
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, r, http.StatusCreated, out)
+}
+
+// spawnEscalated keeps the token's hash, opens the review and answers 202
+// with the token, which works once a person approves.
+func (a *API) spawnEscalated(w http.ResponseWriter, r *http.Request, raw []byte, sp *compact.Spawn, dec policy.SpawnDecision, sum map[string]any, out SpawnResult, token, tokenSum string) {
+	ctx := r.Context()
+	ex := scope.Get(ctx)
+	// The hash is kept before the review opens: a person must never be
+	// able to approve a spawn whose token is not on record.
+	key := pendingKey(ex.Agent.ID, string(raw))
+	if err := a.Registry.holdToken(ctx, key, tokenSum); err != nil {
+		httpx.Fail(w, r, err)
+		return
+	}
+	rec, err := a.Escalator.Open(ctx, escalation.Request{
+		Type: escalation.TypeSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, Action: "spawn " + sp.AgentName,
+		Content: string(raw), Reason: strings.Join(dec.Reasons, "; "), DecisionID: dec.DecisionID, Revision: dec.Revision,
+	})
+	if err != nil {
+		if _, _, terr := a.Registry.takeToken(context.WithoutCancel(ctx), key); terr != nil {
+			a.Log.Warn("registry: dropping the token hash of a spawn that could not be escalated", "agent", ex.Agent.ID, "error", terr.Error())
+		}
+		httpx.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
+		return
+	}
+	sum["escalation_id"], sum["token_issued"] = rec.ID, true
+	if err := a.write(ctx, ex, sum); err != nil {
+		httpx.Fail(w, r, err)
+		return
+	}
+	out.RequestID, out.HumanReviewURL = rec.ID, rec.ReviewURL
+	out.Token, out.TokenNote = token, tokenNoteEscalated
+	out.Prompt = agentPrompt(spawnEntry(sp, "agent:"+ex.Agent.ID, time.Time{}))
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, r, http.StatusAccepted, out)
 }
 
 func (a *API) write(ctx context.Context, ex *scope.Exchange, sum map[string]any) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/upstream"
+	"github.com/sacpgw/gateway/upstream/mock"
 )
 
 // mockEmbedder is the gateway's embeddings call in miniature: an OpenAI
@@ -547,14 +548,14 @@ func TestSearchConfiguredEmbeddings(t *testing.T) {
 	ctx := context.Background()
 	cfg := searchConfig()
 	// The vector says "zebra", whatever the description says.
-	cfg.Agents["code_reviewer"].Embedding = upstream.MockEmbedding("zebra stripes savanna")
+	cfg.Agents["code_reviewer"].Embedding = mock.Embedding("zebra stripes savanna")
 	emb := newMockEmbedder(t)
 	r := newSearchRegistry(t, cfg, WithEmbedder(emb))
 	ans, err := r.Search(ctx, "orch", Query{Text: "zebra stripes"}, 0)
 	if err != nil || ans.Ranking != RankSemantic || len(ans.Data) == 0 || ans.Data[0].AgentName != "code_reviewer" {
 		t.Fatalf("%+v %v", ans, err)
 	}
-	want := round3(cosine(upstream.MockEmbedding("zebra stripes"), cfg.Agents["code_reviewer"].Embedding))
+	want := round3(cosine(mock.Embedding("zebra stripes"), cfg.Agents["code_reviewer"].Embedding))
 	if got := *ans.Data[0].ScoreParts.Semantic; math.Abs(got-want) > 0.002 {
 		t.Errorf("semantic part %v, want the cosine with the configured vector, %v", got, want)
 	}

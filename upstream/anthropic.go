@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sacpgw/gateway/dialect/anthropic"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/upstream/internal/inproc"
 )
 
 // anthropicTransport is a native Anthropic upstream: it is asked in the
@@ -64,15 +64,15 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") {
 		name := req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]
-		return openAIError(req, http.StatusNotFound, "not_found_error", nil, nil, "The model's provider (Anthropic) has no "+name+" endpoint."), nil
+		return inproc.OpenAIError(req, http.StatusNotFound, "not_found_error", nil, nil, "The model's provider (Anthropic) has no "+name+" endpoint."), nil
 	}
-	chat, err := readBody(req)
+	chat, err := inproc.ReadBody(req)
 	if err != nil {
 		return nil, err
 	}
 	body, stream, includeUsage, err := anthropic.ProviderRequest(chat, t.opts)
 	if err != nil {
-		return openAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
+		return inproc.OpenAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
 	}
 	out := req.Clone(req.Context())
 	u := *req.URL
@@ -106,7 +106,7 @@ func (t *anthropicTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if err != nil {
 		// The provider's answer, not the agent's request: a gateway-side
 		// failure, which the proxy reports as a 502.
-		return openAIError(req, http.StatusBadGateway, "server_error", nil, nil, "The provider's (Anthropic) answer cannot be translated: "+err.Error()), nil
+		return inproc.OpenAIError(req, http.StatusBadGateway, "server_error", nil, nil, "The provider's (Anthropic) answer cannot be translated: "+err.Error()), nil
 	}
 	return replaced(resp, completion), nil
 }
@@ -129,13 +129,13 @@ func (t *anthropicTransport) send(out *http.Request, body []byte) (*http.Respons
 // as it came (the proxy reads it strictly); its errors are said in
 // OpenAI's shape, as a message's are.
 func (t *anthropicTransport) countTokens(req *http.Request) (*http.Response, error) {
-	chat, err := readBody(req)
+	chat, err := inproc.ReadBody(req)
 	if err != nil {
 		return nil, err
 	}
 	body, err := anthropic.ProviderCountRequest(chat, t.opts)
 	if err != nil {
-		return openAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
+		return inproc.OpenAIError(req, http.StatusBadRequest, "invalid_request_error", nil, nil, err.Error()), nil
 	}
 	out := req.Clone(req.Context())
 	resp, err := t.send(out, body)
@@ -180,26 +180,6 @@ func answerHeader(h http.Header, contentType string) http.Header {
 		out.Set("Retry-After", v)
 	}
 	return out
-}
-
-// openAIError is an answer made here, as an OpenAI-compatible provider
-// would answer (a nil code or param is null).
-func openAIError(req *http.Request, status int, typ string, code, param any, message string) *http.Response {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "code": code, "param": param}})
-	return mockResponse(req, status, "application/json", b)
-}
-
-// readBody reads and closes a request's body.
-func readBody(req *http.Request) ([]byte, error) {
-	if req.Body == nil {
-		return nil, nil
-	}
-	defer req.Body.Close()
-	b, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, fmt.Errorf("reading the request: %w", err)
-	}
-	return b, nil
 }
 
 // mediaType is a Content-Type without its parameters.

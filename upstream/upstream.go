@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/upstream/mock"
 )
 
 // Upstream is one configured provider.
@@ -65,6 +66,18 @@ func constructors() map[string]constructor {
 		"mock":      newMock,
 	}
 }
+
+// newMock builds the built-in mock provider (package mock), which answers
+// in process and needs nothing of the config.
+func newMock(config.Upstream) (http.RoundTripper, *url.URL, error) {
+	base, err := url.Parse(mock.Base)
+	return mock.Provider{}, base, err
+}
+
+// MockEmbeddingDim is the length of the mock provider's embeddings, kept
+// here for the callers that compare with the mock's answers through an
+// upstream; new code uses mock.EmbeddingDim.
+const MockEmbeddingDim = mock.EmbeddingDim
 
 // Set is the configured upstreams. The upstreams whose globs match a model
 // are its candidates (Candidates): the lowest priority first, spread by

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/upstream/mock"
 )
 
 func TestConfigKnowsEveryType(t *testing.T) {
@@ -169,7 +170,7 @@ func TestMockEmbeddings(t *testing.T) {
 		t.Fatalf("answer shape: %+v", a)
 	}
 	for i, d := range a.Data {
-		if d.Object != "embedding" || d.Index != i || len(d.Embedding) != MockEmbeddingDim {
+		if d.Object != "embedding" || d.Index != i || len(d.Embedding) != mock.EmbeddingDim {
 			t.Fatalf("data[%d]: %+v", i, d)
 		}
 		if n := dot(d.Embedding, d.Embedding); math.Abs(n-1) > 1e-4 {
@@ -189,8 +190,8 @@ func TestMockEmbeddings(t *testing.T) {
 	if got := embed(`{"model":"m","input":"x","dimensions":8}`); len(got.Data[0].Embedding) != 8 {
 		t.Errorf("dimensions 8: %d", len(got.Data[0].Embedding))
 	}
-	if got := MockEmbedding("find hotels in paris"); len(got) != MockEmbeddingDim || math.Abs(dot(got, find)-1) > 1e-4 {
-		t.Errorf("MockEmbedding differs from the mock's answer")
+	if got := mock.Embedding("find hotels in paris"); len(got) != mock.EmbeddingDim || math.Abs(dot(got, find)-1) > 1e-4 {
+		t.Errorf("mock.Embedding differs from the mock's answer")
 	}
 
 	for _, body := range []string{`{`, `{"model":"m"}`, `{"model":"m","input":[1,2]}`, `{"model":"m","input":[]}`, `{"model":"m","input":{"a":1}}`, `{"model":"m","input":"x","dimensions":0}`} {

@@ -66,45 +66,7 @@ func main() {
 		Transport: &http.Transport{MaxIdleConnsPerHost: *workers * 2, MaxConnsPerHost: *workers * 2, DisableCompression: true},
 	}
 
-	per := make([][]sample, len(targets))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(*duration))
-	defer cancel()
-	for ti, u := range targets {
-		for w := 0; w < *workers; w++ {
-			wg.Add(1)
-			go func(ti int, u string) {
-				defer wg.Done()
-				var mine []sample
-				for {
-					sent := time.Since(start)
-					if sent >= *duration {
-						break
-					}
-					req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Authorization", "Bearer "+*token)
-					st := 0
-					resp, err := client.Do(req)
-					if err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						st = resp.StatusCode
-					}
-					mine = append(mine, sample{sent: sent, status: st})
-					if ctx.Err() != nil {
-						break
-					}
-				}
-				mu.Lock()
-				per[ti] = append(per[ti], mine...)
-				mu.Unlock()
-			}(ti, u)
-		}
-	}
-	wg.Wait()
+	per := load(client, targets, *workers, *duration, *token, body)
 
 	// The window: from start to the last request sent; the first 429 (on any
 	// replica) marks the end of the burst.
@@ -163,4 +125,49 @@ func main() {
 	}
 	fmt.Printf("RESULT admitted=%d expected=%.1f total_err_pct=%.4f steady_rate=%.4f steady_err_pct=%.4f limited=%d other=%d first429_s=%.3f\n",
 		admitted, expected, totalErr, steadyRate, steadyErr, limited, other, max(0, first429.Seconds()))
+}
+
+// load sends body to every replica from workers goroutines each, until
+// duration has passed, and returns what each replica answered when.
+func load(client *http.Client, targets urls, workers int, duration time.Duration, token string, body []byte) [][]sample {
+	per := make([][]sample, len(targets))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(duration))
+	defer cancel()
+	for ti, u := range targets {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(ti int, u string) {
+				defer wg.Done()
+				var mine []sample
+				for {
+					sent := time.Since(start)
+					if sent >= duration {
+						break
+					}
+					req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "Bearer "+token)
+					st := 0
+					resp, err := client.Do(req)
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						st = resp.StatusCode
+					}
+					mine = append(mine, sample{sent: sent, status: st})
+					if ctx.Err() != nil {
+						break
+					}
+				}
+				mu.Lock()
+				per[ti] = append(per[ti], mine...)
+				mu.Unlock()
+			}(ti, u)
+		}
+	}
+	wg.Wait()
+	return per
 }

@@ -112,6 +112,21 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 	for r := range ch {
 		results = append(results, r)
 	}
+	failed := printResults(stdout, results, verbose)
+	if len(results) == 0 {
+		fmt.Fprintf(stderr, "gateway policy test: no tests found in %s\n", dir)
+		return exitFailed
+	}
+	if failed > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// printResults prints the results by file, then line, each test's
+// outcome with its failing cases (all with verbose) and output, then the
+// counts; it returns how many tests failed.
+func printResults(stdout io.Writer, results []*tester.Result, verbose bool) (failed int) {
 	// Results arrive in any order; print them by file, then line.
 	sort.SliceStable(results, func(i, j int) bool {
 		a, b := results[i].Location, results[j].Location
@@ -126,7 +141,7 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 	// opa test counts cases: each leaf case of a table test, each other
 	// test once. Both counts are printed, so ours is not read as a
 	// different number of checks.
-	var passed, failed, skipped, cases int
+	var passed, skipped, cases int
 	for _, r := range results {
 		name := strings.TrimPrefix(r.Package, "data.") + "." + r.Name
 		switch {
@@ -166,14 +181,7 @@ func runPolicyTests(ctx context.Context, dir, run string, verbose bool, timeout 
 		summary += fmt.Sprintf(" (%d cases, the count opa test shows: it counts each case of a table test)", cases)
 	}
 	fmt.Fprintln(stdout, summary)
-	if len(results) == 0 {
-		fmt.Fprintf(stderr, "gateway policy test: no tests found in %s\n", dir)
-		return exitFailed
-	}
-	if failed > 0 {
-		return exitFailed
-	}
-	return exitOK
+	return failed
 }
 
 // caseCount is how many results opa test counts for r: its leaf cases,

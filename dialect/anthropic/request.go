@@ -2,13 +2,10 @@ package anthropic
 
 import (
 	"errors"
-	"math"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sacpgw/gateway/dialect/internal/neutral"
@@ -80,21 +77,7 @@ func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		}
 		return errors.New("content nested too deeply: a tool_result cannot hold blocks with content of their own")
 	}
-	switch dec.PeekKind() {
-	case '"':
-		var s string
-		if err := json.UnmarshalDecode(dec, &s); err != nil {
-			return err
-		}
-		c.text = &s
-		return nil
-	case '[':
-		return json.UnmarshalDecode(dec, &c.blocks)
-	}
-	if err := dec.SkipValue(); err != nil {
-		return err
-	}
-	return errors.New("must be a string or an array of content blocks")
+	return neutral.StringOrArray(dec, &c.text, &c.blocks, "must be a string or an array of content blocks")
 }
 
 // maxContentDepth is the decoder's depth at a tool_result's content: the
@@ -133,25 +116,20 @@ var blockFields = map[string][]string{
 
 // present lists the members the block carries (null counts as absent).
 func (b *block) present() []string {
-	var p []string
-	add := func(name string, ok bool) {
-		if ok {
-			p = append(p, name)
-		}
-	}
-	add("text", b.Text != nil)
-	add("citations", !neutral.IsNull(b.Citations))
-	add("source", b.Source != nil)
-	add("id", b.ID != nil)
-	add("name", b.Name != nil)
-	add("input", !neutral.IsNull(b.Input))
-	add("tool_use_id", b.ToolUseID != nil)
-	add("content", b.Content != nil)
-	add("is_error", b.IsError != nil)
-	add("cache_control", b.CacheControl != nil)
-	add("thinking", b.Thinking != nil)
-	add("signature", b.Signature != nil)
-	add("data", b.Data != nil)
+	var p neutral.Members
+	p.Add("text", b.Text != nil)
+	p.Add("citations", !neutral.IsNull(b.Citations))
+	p.Add("source", b.Source != nil)
+	p.Add("id", b.ID != nil)
+	p.Add("name", b.Name != nil)
+	p.Add("input", !neutral.IsNull(b.Input))
+	p.Add("tool_use_id", b.ToolUseID != nil)
+	p.Add("content", b.Content != nil)
+	p.Add("is_error", b.IsError != nil)
+	p.Add("cache_control", b.CacheControl != nil)
+	p.Add("thinking", b.Thinking != nil)
+	p.Add("signature", b.Signature != nil)
+	p.Add("data", b.Data != nil)
 	return p
 }
 
@@ -193,23 +171,10 @@ type thinking struct {
 	BudgetTokens *int64 `json:"budget_tokens"`
 }
 
-// The chat request and its parts are the neutral form's.
-type (
-	chatRequest   = neutral.ChatRequest
-	streamOptions = neutral.StreamOptions
-	chatMessage   = neutral.ChatMessage
-	chatPart      = neutral.ChatPart
-	imageURL      = neutral.ImageURL
-	chatToolCall  = neutral.ChatToolCall
-	chatFunction  = neutral.ChatFunction
-	chatTool      = neutral.ChatTool
-	chatToolDef   = neutral.ChatToolDef
-)
-
 // translate checks what the decoder cannot (required members, ranges,
 // which block goes where) and builds the chat request.
-func (r *request) translate() (*chatRequest, error) {
-	out := &chatRequest{}
+func (r *request) translate() (*neutral.ChatRequest, error) {
+	out := &neutral.ChatRequest{}
 	if r.Model == nil || *r.Model == "" {
 		return nil, errorf("model", "field required")
 	}
@@ -224,13 +189,8 @@ func (r *request) translate() (*chatRequest, error) {
 	if !neutral.IsNull(r.TopK) {
 		return nil, errorf("top_k", "not supported: the gateway's neutral form (OpenAI Chat Completions) has no top-k sampling, and dropping it would change how the answer is sampled; use temperature or top_p")
 	}
-	for _, p := range []struct {
-		name string
-		v    *float64
-	}{{"temperature", r.Temperature}, {"top_p", r.TopP}} {
-		if p.v != nil && (math.IsNaN(*p.v) || *p.v < 0 || *p.v > 1) {
-			return nil, errorf(p.name, "must be between 0 and 1")
-		}
+	if err := neutral.CheckSampling(r.Temperature, 1, r.TopP); err != nil {
+		return nil, err
 	}
 	out.Temperature, out.TopP = r.Temperature, r.TopP
 	for i, s := range r.StopSequences {
@@ -243,7 +203,7 @@ func (r *request) translate() (*chatRequest, error) {
 		// Usage comes last in an OpenAI stream only when asked for; the
 		// Anthropic stream's message_delta needs it.
 		out.Stream = true
-		out.StreamOptions = &streamOptions{IncludeUsage: true}
+		out.StreamOptions = &neutral.StreamOptions{IncludeUsage: true}
 	}
 	if r.Metadata != nil && r.Metadata.UserID != nil {
 		out.User = *r.Metadata.UserID
@@ -258,7 +218,7 @@ func (r *request) translate() (*chatRequest, error) {
 			return nil, err
 		}
 		if text != "" {
-			out.Messages = append(out.Messages, chatMessage{Role: "system", Content: jsonString(text)})
+			out.Messages = append(out.Messages, neutral.ChatMessage{Role: "system", Content: neutral.JSONString(text)})
 		}
 	}
 	if len(r.Messages) == 0 {
@@ -350,10 +310,8 @@ func (b *block) check(path string) error {
 		}
 		return errorf(path+".type", "content block type %q is not supported by this gateway (accepted: text, image, tool_use, tool_result, thinking, redacted_thinking)", b.Type)
 	}
-	for _, name := range b.present() {
-		if !slices.Contains(allowed, name) {
-			return errorf(path+"."+name, "not a member of %s block", article(b.Type))
-		}
+	if err := neutral.CheckMembers(path, b.present(), allowed, article(b.Type)+" block"); err != nil {
+		return err
 	}
 	if b.CacheControl != nil {
 		if err := b.CacheControl.check(path + ".cache_control"); err != nil {
@@ -425,7 +383,7 @@ func (c *cacheControl) check(path string) error {
 // translate turns one Anthropic message into chat messages: an assistant
 // turn is one message (text and tool calls); a user turn is a tool message
 // per tool_result, then one user message with the rest, if any.
-func (m *message) translate(path string) ([]chatMessage, error) {
+func (m *message) translate(path string) ([]neutral.ChatMessage, error) {
 	if m.Role != "user" && m.Role != "assistant" {
 		return nil, errorf(path+".role", "must be user or assistant; got %q", m.Role)
 	}
@@ -436,7 +394,7 @@ func (m *message) translate(path string) ([]chatMessage, error) {
 		if *m.Content.text == "" {
 			return nil, errorf(path+".content", "must be non-empty")
 		}
-		return []chatMessage{{Role: m.Role, Content: jsonString(*m.Content.text)}}, nil
+		return []neutral.ChatMessage{{Role: m.Role, Content: neutral.JSONString(*m.Content.text)}}, nil
 	}
 	if len(m.Content.blocks) == 0 {
 		return nil, errorf(path+".content", "must be non-empty")
@@ -447,9 +405,9 @@ func (m *message) translate(path string) ([]chatMessage, error) {
 	return user(path, m.Content.blocks)
 }
 
-func assistant(path string, blocks []block) ([]chatMessage, error) {
+func assistant(path string, blocks []block) ([]neutral.ChatMessage, error) {
 	var texts []string
-	var calls []chatToolCall
+	var calls []neutral.ChatToolCall
 	for i := range blocks {
 		b := &blocks[i]
 		bpath := path + ".content." + strconv.Itoa(i)
@@ -464,42 +422,25 @@ func assistant(path string, blocks []block) ([]chatMessage, error) {
 			if err != nil {
 				return nil, errorf(bpath+".input", "%v", err)
 			}
-			calls = append(calls, chatToolCall{ID: *b.ID, Type: "function", Function: chatFunction{Name: *b.Name, Arguments: args}})
+			calls = append(calls, neutral.ChatToolCall{ID: *b.ID, Type: "function", Function: neutral.ChatFunction{Name: *b.Name, Arguments: args}})
 		case "thinking", "redacted_thinking":
 			// Dropped: see the package documentation.
 		default:
 			return nil, errorf(bpath+".type", "%s block is not allowed in an assistant message", article(b.Type))
 		}
 	}
-	msg := chatMessage{Role: "assistant", Content: textContent(texts), ToolCalls: calls}
+	msg := neutral.ChatMessage{Role: "assistant", Content: neutral.TextContent(texts), ToolCalls: calls}
 	if len(texts) == 0 && len(calls) == 0 {
 		// Only thinking: nothing the neutral form can say. Keeping an empty
 		// turn would make the upstream see two user turns as one anyway.
 		return nil, nil
 	}
-	return []chatMessage{msg}, nil
+	return []neutral.ChatMessage{msg}, nil
 }
 
-// textContent is one text as a string (what most readers of the neutral
-// form expect), several as text parts (their boundaries kept), none as
-// null.
-func textContent(texts []string) jsontext.Value {
-	switch len(texts) {
-	case 0:
-		return jsontext.Value("null")
-	case 1:
-		return jsonString(texts[0])
-	}
-	parts := make([]chatPart, len(texts))
-	for i := range texts {
-		parts[i] = chatPart{Type: "text", Text: &texts[i]}
-	}
-	return mustJSON(parts)
-}
-
-func user(path string, blocks []block) ([]chatMessage, error) {
-	var out []chatMessage
-	var parts []chatPart
+func user(path string, blocks []block) ([]neutral.ChatMessage, error) {
+	var out []neutral.ChatMessage
+	var parts []neutral.ChatPart
 	onlyText := true
 	for i := range blocks {
 		b := &blocks[i]
@@ -518,15 +459,15 @@ func user(path string, blocks []block) ([]chatMessage, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, chatMessage{Role: "tool", Content: jsonString(text), ToolCallID: *b.ToolUseID})
+			out = append(out, neutral.ChatMessage{Role: "tool", Content: neutral.JSONString(text), ToolCallID: *b.ToolUseID})
 		case "text":
-			parts = append(parts, chatPart{Type: "text", Text: b.Text})
+			parts = append(parts, neutral.ChatPart{Type: "text", Text: b.Text})
 		case "image":
 			u, err := b.Source.url(bpath + ".source")
 			if err != nil {
 				return nil, err
 			}
-			parts = append(parts, chatPart{Type: "image_url", ImageURL: &imageURL{URL: u}})
+			parts = append(parts, neutral.ChatPart{Type: "image_url", ImageURL: &neutral.ImageURL{URL: u}})
 			onlyText = false
 		default:
 			return nil, errorf(bpath+".type", "%s block is not allowed in a user message", article(b.Type))
@@ -535,9 +476,9 @@ func user(path string, blocks []block) ([]chatMessage, error) {
 	switch {
 	case len(parts) == 0:
 	case len(parts) == 1 && onlyText:
-		out = append(out, chatMessage{Role: "user", Content: jsonString(*parts[0].Text)})
+		out = append(out, neutral.ChatMessage{Role: "user", Content: neutral.JSONString(*parts[0].Text)})
 	default:
-		out = append(out, chatMessage{Role: "user", Content: mustJSON(parts)})
+		out = append(out, neutral.ChatMessage{Role: "user", Content: neutral.MustJSON(parts)})
 	}
 	return out, nil
 }
@@ -604,8 +545,7 @@ func (s *imageSource) url(path string) (string, error) {
 		if s.URL == nil || *s.URL == "" {
 			return "", errorf(path+".url", "field required")
 		}
-		u, err := url.Parse(*s.URL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		if !neutral.IsHTTPURL(*s.URL) {
 			return "", errorf(path+".url", "must be an http or https URL")
 		}
 		return *s.URL, nil
@@ -615,58 +555,47 @@ func (s *imageSource) url(path string) (string, error) {
 	return "", errorf(path+".type", "must be base64 or url; got %q", s.Type)
 }
 
-// toolNameOK is Anthropic's rule for tool names: ^[a-zA-Z0-9_-]{1,128}$.
-func toolNameOK(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// maxToolName is the length Anthropic allows a tool's name.
+const maxToolName = 128
 
-func (t *tool) translate(path string) (chatTool, error) {
+func (t *tool) translate(path string) (neutral.ChatTool, error) {
 	if t.Type != nil && *t.Type != "custom" {
-		return chatTool{}, errorf(path+".type", "tool type %q is not supported by this gateway (only client tools, type custom, translate to the neutral form)", *t.Type)
+		return neutral.ChatTool{}, errorf(path+".type", "tool type %q is not supported by this gateway (only client tools, type custom, translate to the neutral form)", *t.Type)
 	}
-	if !toolNameOK(t.Name) {
-		return chatTool{}, errorf(path+".name", "must match ^[a-zA-Z0-9_-]{1,128}$")
+	if !neutral.NameOK(t.Name, maxToolName) {
+		return neutral.ChatTool{}, errorf(path+".name", "must match ^[a-zA-Z0-9_-]{1,128}$")
 	}
 	if neutral.IsNull(t.InputSchema) {
-		return chatTool{}, errorf(path+".input_schema", "field required")
+		return neutral.ChatTool{}, errorf(path+".input_schema", "field required")
 	}
 	if t.InputSchema.Kind() != '{' {
-		return chatTool{}, errorf(path+".input_schema", "must be an object")
+		return neutral.ChatTool{}, errorf(path+".input_schema", "must be an object")
 	}
 	if t.CacheControl != nil {
 		if err := t.CacheControl.check(path + ".cache_control"); err != nil {
-			return chatTool{}, err
+			return neutral.ChatTool{}, err
 		}
 	}
-	schema := t.InputSchema.Clone()
-	if err := schema.Compact(); err != nil {
-		return chatTool{}, errorf(path+".input_schema", "%v", err)
+	schema, err := neutral.Compact(t.InputSchema)
+	if err != nil {
+		return neutral.ChatTool{}, errorf(path+".input_schema", "%v", err)
 	}
-	def := chatToolDef{Name: t.Name, Parameters: schema}
+	def := neutral.ChatToolDef{Name: t.Name, Parameters: schema}
 	if t.Description != nil {
 		def.Description = *t.Description
 	}
-	return chatTool{Type: "function", Function: def}, nil
+	return neutral.ChatTool{Type: "function", Function: def}, nil
 }
 
 func (c *toolChoice) translate() (jsontext.Value, *bool, error) {
 	var choice jsontext.Value
 	switch c.Type {
 	case "auto":
-		choice = jsonString("auto")
+		choice = neutral.JSONString("auto")
 	case "any":
-		choice = jsonString("required")
+		choice = neutral.JSONString("required")
 	case "none":
-		choice = jsonString("none")
+		choice = neutral.JSONString("none")
 		if c.DisableParallelToolUse != nil {
 			return nil, nil, errorf("tool_choice.disable_parallel_tool_use", "not allowed with tool_choice none")
 		}
@@ -674,14 +603,7 @@ func (c *toolChoice) translate() (jsontext.Value, *bool, error) {
 		if c.Name == nil || *c.Name == "" {
 			return nil, nil, errorf("tool_choice.name", "field required for tool_choice tool")
 		}
-		choice = mustJSON(struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}{Type: "function", Function: struct {
-			Name string `json:"name"`
-		}{Name: *c.Name}})
+		choice = neutral.FunctionChoice(*c.Name)
 	default:
 		return nil, nil, errorf("tool_choice.type", "must be auto, any, tool or none; got %q", c.Type)
 	}
@@ -702,23 +624,9 @@ func compactObject(v jsontext.Value) (string, error) {
 	if v.Kind() != '{' {
 		return "", errors.New("must be an object")
 	}
-	c := v.Clone()
-	if err := c.Compact(); err != nil {
+	c, err := neutral.Compact(v)
+	if err != nil {
 		return "", err
 	}
 	return string(c), nil
-}
-
-func jsonString(s string) jsontext.Value {
-	return mustJSON(s)
-}
-
-// mustJSON marshals values the package built itself from strictly read
-// input; json v2 fails only on invalid UTF-8, which the reading refused.
-func mustJSON(v any) jsontext.Value {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("anthropic: marshaling a translated value: " + err.Error())
-	}
-	return b
 }

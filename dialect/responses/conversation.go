@@ -18,13 +18,13 @@ import (
 // History is a kept conversation: the neutral form's messages of the turns
 // so far, without their instructions.
 type History struct {
-	messages []chatMessage
+	messages []neutral.ChatMessage
 }
 
 // historyJSON is a History as it is kept: one object, so that a later
 // member can be added without guessing at a bare array.
 type historyJSON struct {
-	Messages []chatMessage `json:"messages"`
+	Messages []neutral.ChatMessage `json:"messages"`
 }
 
 // historyRoles are the roles a kept message may have: those the
@@ -72,7 +72,7 @@ func (t *Turn) Next(prev *History, a *Answer) []byte {
 	if a != nil {
 		h.Messages = append(h.Messages, a.messages...)
 	}
-	return mustJSON(h)
+	return neutral.MustJSON(h)
 }
 
 // Answer is a response's output as the neutral form's messages: what a
@@ -85,7 +85,7 @@ type Answer struct {
 	ID string
 	// Status is the response's status: completed or incomplete.
 	Status   string
-	messages []chatMessage
+	messages []neutral.ChatMessage
 }
 
 // answerOf translates the output items of a response (the values Response

@@ -28,7 +28,7 @@ import (
 // The OpenAI SDKs pick their exception by status: the glue keeps the
 // status as it is.
 func Error(status int, openAIError []byte) []byte {
-	out := errorOut{Error: errorDetail{Type: jsonString(statusType(status)), Param: jsontext.Value("null"), Code: jsontext.Value("null")}}
+	out := errorOut{Error: errorDetail{Type: neutral.JSONString(statusType(status)), Param: jsontext.Value("null"), Code: jsontext.Value("null")}}
 	object, text := neutral.ReadError(openAIError)
 	var a struct {
 		Message *string        `json:"message"`
@@ -49,7 +49,7 @@ func Error(status int, openAIError []byte) []byte {
 		case '"':
 			out.Error.Code = a.Code
 		case '0':
-			out.Error.Code = jsonString(string(a.Code))
+			out.Error.Code = neutral.JSONString(string(a.Code))
 		}
 	case text != "":
 		out.Error.Message = text

@@ -2,8 +2,6 @@ package responses
 
 import (
 	"errors"
-	"math"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,9 +46,9 @@ type Turn struct {
 	Model  string
 	Stream bool
 
-	out    *chatRequest  // every member but the messages
-	system []chatMessage // the instructions
-	input  []chatMessage // the input items
+	out    *neutral.ChatRequest  // every member but the messages
+	system []neutral.ChatMessage // the instructions
+	input  []neutral.ChatMessage // the input items
 }
 
 // ReadTurn reads a Responses request strictly and checks all of it (see
@@ -69,11 +67,11 @@ func ReadTurn(body []byte) (*Turn, error) {
 // OpenAI's API, each request's instructions replace them.
 func (t *Turn) Chat(prev *History) (chat []byte, stream bool, model string, err error) {
 	out := *t.out
-	var history []chatMessage
+	var history []neutral.ChatMessage
 	if prev != nil {
 		history = prev.messages
 	}
-	out.Messages = make([]chatMessage, 0, len(t.system)+len(history)+len(t.input))
+	out.Messages = make([]neutral.ChatMessage, 0, len(t.system)+len(history)+len(t.input))
 	out.Messages = append(append(append(out.Messages, t.system...), history...), t.input...)
 	return neutral.Encode(&out)
 }
@@ -117,21 +115,7 @@ type input struct {
 }
 
 func (in *input) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	switch dec.PeekKind() {
-	case '"':
-		var s string
-		if err := json.UnmarshalDecode(dec, &s); err != nil {
-			return err
-		}
-		in.text = &s
-		return nil
-	case '[':
-		return json.UnmarshalDecode(dec, &in.items)
-	}
-	if err := dec.SkipValue(); err != nil {
-		return err
-	}
-	return errors.New("must be a string or an array of input items")
+	return neutral.StringOrArray(dec, &in.text, &in.items, "must be a string or an array of input items")
 }
 
 // item is every member of every accepted input item type; which ones a
@@ -167,20 +151,15 @@ var itemFields = map[string][]string{
 }
 
 func (it *item) present() []string {
-	var p []string
-	add := func(name string, ok bool) {
-		if ok {
-			p = append(p, name)
-		}
-	}
-	add("role", it.Role != nil)
-	add("content", it.Content != nil)
-	add("id", it.ID != nil)
-	add("status", it.Status != nil)
-	add("call_id", it.CallID != nil)
-	add("name", it.Name != nil)
-	add("arguments", it.Arguments != nil)
-	add("output", it.Output != nil)
+	var p neutral.Members
+	p.Add("role", it.Role != nil)
+	p.Add("content", it.Content != nil)
+	p.Add("id", it.ID != nil)
+	p.Add("status", it.Status != nil)
+	p.Add("call_id", it.CallID != nil)
+	p.Add("name", it.Name != nil)
+	p.Add("arguments", it.Arguments != nil)
+	p.Add("output", it.Output != nil)
 	return p
 }
 
@@ -192,21 +171,7 @@ type content struct {
 }
 
 func (c *content) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	switch dec.PeekKind() {
-	case '"':
-		var s string
-		if err := json.UnmarshalDecode(dec, &s); err != nil {
-			return err
-		}
-		c.text = &s
-		return nil
-	case '[':
-		return json.UnmarshalDecode(dec, &c.parts)
-	}
-	if err := dec.SkipValue(); err != nil {
-		return err
-	}
-	return errors.New("must be a string or an array of content parts")
+	return neutral.StringOrArray(dec, &c.text, &c.parts, "must be a string or an array of content parts")
 }
 
 // part is every member of every accepted content part type (partFields).
@@ -229,19 +194,14 @@ var partFields = map[string][]string{
 }
 
 func (p *part) present() []string {
-	var names []string
-	add := func(name string, ok bool) {
-		if ok {
-			names = append(names, name)
-		}
-	}
-	add("text", p.Text != nil)
-	add("image_url", p.ImageURL != nil)
-	add("file_id", p.FileID != nil)
-	add("detail", p.Detail != nil)
-	add("annotations", !neutral.IsNull(p.Annotations))
-	add("logprobs", !neutral.IsNull(p.Logprobs))
-	add("refusal", p.Refusal != nil)
+	var names neutral.Members
+	names.Add("text", p.Text != nil)
+	names.Add("image_url", p.ImageURL != nil)
+	names.Add("file_id", p.FileID != nil)
+	names.Add("detail", p.Detail != nil)
+	names.Add("annotations", !neutral.IsNull(p.Annotations))
+	names.Add("logprobs", !neutral.IsNull(p.Logprobs))
+	names.Add("refusal", p.Refusal != nil)
 	return names
 }
 
@@ -302,52 +262,47 @@ type reasoning struct {
 	GenerateSummary *string `json:"generate_summary"`
 }
 
-// The chat request and its parts are the neutral form's.
-type (
-	chatRequest   = neutral.ChatRequest
-	streamOptions = neutral.StreamOptions
-	chatMessage   = neutral.ChatMessage
-	chatPart      = neutral.ChatPart
-	imageURL      = neutral.ImageURL
-	chatToolCall  = neutral.ChatToolCall
-	chatFunction  = neutral.ChatFunction
-	chatTool      = neutral.ChatTool
-	chatToolDef   = neutral.ChatToolDef
-)
-
 // translate checks what the decoder cannot (required members, ranges,
 // which part goes where) and builds the turn: the chat request but for
 // its messages, the instructions and the input apart.
 func (r *request) translate() (*Turn, error) {
-	out := &chatRequest{}
+	out := &neutral.ChatRequest{}
 	t := &Turn{out: out, Store: r.Store == nil || *r.Store}
 	if r.Model == nil || *r.Model == "" {
 		return nil, errorf("model", "field required")
 	}
 	out.Model, t.Model = *r.Model, *r.Model
+	for _, step := range []func(*Turn) error{r.checkState, r.translateOptions, r.translateInput, r.translateTools} {
+		if err := step(t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
 
-	// Server-side state first: a request that depends on state the
-	// gateway does not keep cannot be answered right, whatever else it
-	// says. A previous response is the caller's to load (Turn.Chat).
+// checkState checks server-side state first: a request that depends on
+// state the gateway does not keep cannot be answered right, whatever else
+// it says. A previous response is the caller's to load (Turn.Chat).
+func (r *request) checkState(t *Turn) error {
 	if r.PreviousResponseID != nil {
 		if *r.PreviousResponseID == "" {
-			return nil, errorf("previous_response_id", "must be non-empty (or null)")
+			return errorf("previous_response_id", "must be non-empty (or null)")
 		}
 		t.PreviousResponseID = *r.PreviousResponseID
 	}
 	if !neutral.IsNull(r.Conversation) {
-		return nil, errorf("conversation", "not supported: this gateway keeps no conversation objects; continue a response with previous_response_id, or send the whole conversation in input")
+		return errorf("conversation", "not supported: this gateway keeps no conversation objects; continue a response with previous_response_id, or send the whole conversation in input")
 	}
 	if r.Background != nil && *r.Background {
-		return nil, errorf("background", "not supported: this gateway answers in the request (or its stream) and keeps nothing to poll")
+		return errorf("background", "not supported: this gateway answers in the request (or its stream) and keeps nothing to poll")
 	}
 	if r.Truncation != nil {
 		switch *r.Truncation {
 		case "disabled":
 		case "auto":
-			return nil, errorf("truncation", "auto is not supported: the neutral form cannot drop input items to fit the context window; trim the input, or leave truncation disabled")
+			return errorf("truncation", "auto is not supported: the neutral form cannot drop input items to fit the context window; trim the input, or leave truncation disabled")
 		default:
-			return nil, errorf("truncation", "must be auto or disabled; got %q", *r.Truncation)
+			return errorf("truncation", "must be auto or disabled; got %q", *r.Truncation)
 		}
 	}
 	for i, v := range r.Include {
@@ -357,67 +312,71 @@ func (r *request) translate() (*Turn, error) {
 		// none to include: asking for it changes nothing. Anything else
 		// would be output the answer cannot carry.
 		if v != "reasoning.encrypted_content" {
-			return nil, errorf("include."+strconv.Itoa(i), "%q is not supported: the gateway's answers carry no additional output data (reasoning.encrypted_content is accepted: there is none)", v)
+			return errorf("include."+strconv.Itoa(i), "%q is not supported: the gateway's answers carry no additional output data (reasoning.encrypted_content is accepted: there is none)", v)
 		}
 	}
+	return nil
+}
 
+// translateOptions checks and sets the request's options: the token
+// limit, sampling, streaming, user, metadata, reasoning and text format.
+func (r *request) translateOptions(t *Turn) error {
+	out := t.out
 	if r.MaxOutputTokens != nil {
 		if *r.MaxOutputTokens < 1 {
-			return nil, errorf("max_output_tokens", "must be at least 1")
+			return errorf("max_output_tokens", "must be at least 1")
 		}
 		out.MaxTokens = r.MaxOutputTokens
 	}
-	for _, p := range []struct {
-		name string
-		v    *float64
-		max  float64
-	}{{"temperature", r.Temperature, 2}, {"top_p", r.TopP, 1}} {
-		if p.v != nil && (math.IsNaN(*p.v) || *p.v < 0 || *p.v > p.max) {
-			return nil, errorf(p.name, "must be between 0 and %g", p.max)
-		}
+	if err := neutral.CheckSampling(r.Temperature, 2, r.TopP); err != nil {
+		return err
 	}
 	out.Temperature, out.TopP = r.Temperature, r.TopP
 	if r.Stream != nil && *r.Stream {
 		// Usage comes last in an OpenAI stream only when asked for; the
 		// final response event needs it.
 		out.Stream, t.Stream = true, true
-		out.StreamOptions = &streamOptions{IncludeUsage: true}
+		out.StreamOptions = &neutral.StreamOptions{IncludeUsage: true}
 	}
 	if r.User != nil {
 		out.User = *r.User
 	}
 	if err := checkMetadata(r.Metadata); err != nil {
-		return nil, err
+		return err
 	}
 	if r.Reasoning != nil {
 		effort, err := r.Reasoning.translate()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.ReasoningEffort = effort
 	}
 	if r.Text != nil {
 		format, verbosity, err := r.Text.translate()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.ResponseFormat, out.Verbosity = format, verbosity
 	}
+	return nil
+}
 
+// translateInput sets the instructions and the input of the turn.
+func (r *request) translateInput(t *Turn) error {
 	if r.Instructions != nil && *r.Instructions != "" {
-		t.system = []chatMessage{{Role: "system", Content: jsonString(*r.Instructions)}}
+		t.system = []neutral.ChatMessage{{Role: "system", Content: neutral.JSONString(*r.Instructions)}}
 	}
 	if r.Input == nil {
-		return nil, errorf("input", "field required")
+		return errorf("input", "field required")
 	}
 	if r.Input.text != nil {
 		if *r.Input.text == "" {
-			return nil, errorf("input", "must be non-empty")
+			return errorf("input", "must be non-empty")
 		}
-		t.input = []chatMessage{{Role: "user", Content: jsonString(*r.Input.text)}}
+		t.input = []neutral.ChatMessage{{Role: "user", Content: neutral.JSONString(*r.Input.text)}}
 	} else {
 		if len(r.Input.items) == 0 {
-			return nil, errorf("input", "at least one input item is required")
+			return errorf("input", "at least one input item is required")
 		}
 		// The input is translated on its own: a function_call at its start
 		// is a turn of its own, never merged into the instructions or the
@@ -426,22 +385,27 @@ func (r *request) translate() (*Turn, error) {
 			var err error
 			t.input, err = r.Input.items[i].translate("input."+strconv.Itoa(i), t.input, 0)
 			if err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
+	return nil
+}
 
+// translateTools sets the tools, the tool choice and parallel_tool_calls.
+func (r *request) translateTools(t *Turn) error {
+	out := t.out
 	for i := range r.Tools {
-		t, err := r.Tools[i].translate("tools." + strconv.Itoa(i))
+		tool, err := r.Tools[i].translate("tools." + strconv.Itoa(i))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out.Tools = append(out.Tools, t)
+		out.Tools = append(out.Tools, tool)
 	}
 	if r.ToolChoice != nil {
 		choice, err := r.ToolChoice.translate(len(r.Tools) > 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.ToolChoice = choice
 	}
@@ -449,7 +413,7 @@ func (r *request) translate() (*Turn, error) {
 		// Without tools it says nothing, and the neutral form refuses it.
 		out.ParallelToolCalls = r.ParallelToolCalls
 	}
-	return t, nil
+	return nil
 }
 
 // checkMetadata holds metadata to the API's limits; it is then dropped
@@ -516,14 +480,14 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 		// The default: the neutral form answers in text unless told.
 		return nil, verbosity, nil
 	case "json_object":
-		return mustJSON(struct {
+		return neutral.MustJSON(struct {
 			Type string `json:"type"`
 		}{"json_object"}), verbosity, nil
 	case "json_schema":
 		if f.Name == nil || *f.Name == "" {
 			return nil, "", errorf("text.format.name", "field required")
 		}
-		if !nameOK(*f.Name) {
+		if !neutral.NameOK(*f.Name, maxName) {
 			return nil, "", errorf("text.format.name", "must match ^[a-zA-Z0-9_-]{1,64}$")
 		}
 		if neutral.IsNull(f.Schema) {
@@ -532,7 +496,7 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 		if f.Schema.Kind() != '{' {
 			return nil, "", errorf("text.format.schema", "must be an object")
 		}
-		schema, err := compact(f.Schema)
+		schema, err := neutral.Compact(f.Schema)
 		if err != nil {
 			return nil, "", errorf("text.format.schema", "%v", err)
 		}
@@ -542,7 +506,7 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 			Schema      jsontext.Value `json:"schema"`
 			Strict      *bool          `json:"strict,omitempty"`
 		}
-		return mustJSON(struct {
+		return neutral.MustJSON(struct {
 			Type       string     `json:"type"`
 			JSONSchema jsonSchema `json:"json_schema"`
 		}{"json_schema", jsonSchema{Name: *f.Name, Description: f.Description, Schema: schema, Strict: f.Strict}}), verbosity, nil
@@ -556,7 +520,7 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 // one message; a function_call joins the assistant message before it (at
 // index first or later), so that the calls of one turn are one message, as
 // the neutral form requires; a function_call_output is a tool message.
-func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMessage, error) {
+func (it *item) translate(path string, msgs []neutral.ChatMessage, first int) ([]neutral.ChatMessage, error) {
 	typ := "message"
 	if it.Type != nil {
 		typ = *it.Type
@@ -565,10 +529,8 @@ func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMes
 	if !ok {
 		return nil, typeError(path+".type", "input item", typ, itemTypes)
 	}
-	for _, name := range it.present() {
-		if !slices.Contains(allowed, name) {
-			return nil, errorf(path+"."+name, "not a member of %s item", article(typ))
-		}
+	if err := neutral.CheckMembers(path, it.present(), allowed, article(typ)+" item"); err != nil {
+		return nil, err
 	}
 	if it.Status != nil && !slices.Contains([]string{"in_progress", "completed", "incomplete"}, *it.Status) {
 		return nil, errorf(path+".status", "must be in_progress, completed or incomplete; got %q", *it.Status)
@@ -590,12 +552,12 @@ func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMes
 		if it.Arguments == nil {
 			return nil, errorf(path+".arguments", "field required")
 		}
-		call := chatToolCall{ID: *it.CallID, Type: "function", Function: chatFunction{Name: *it.Name, Arguments: *it.Arguments}}
+		call := neutral.ChatToolCall{ID: *it.CallID, Type: "function", Function: neutral.ChatFunction{Name: *it.Name, Arguments: *it.Arguments}}
 		if n := len(msgs); n > first && msgs[n-1].Role == "assistant" {
 			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 			return msgs, nil
 		}
-		return append(msgs, chatMessage{Role: "assistant", Content: jsontext.Value("null"), ToolCalls: []chatToolCall{call}}), nil
+		return append(msgs, neutral.ChatMessage{Role: "assistant", Content: jsontext.Value("null"), ToolCalls: []neutral.ChatToolCall{call}}), nil
 	default: // function_call_output
 		if it.CallID == nil || *it.CallID == "" {
 			return nil, errorf(path+".call_id", "field required")
@@ -605,7 +567,7 @@ func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMes
 		}
 		var text jsontext.Value
 		if it.Output.text != nil {
-			text = jsonString(*it.Output.text)
+			text = neutral.JSONString(*it.Output.text)
 		} else {
 			texts := make([]string, 0, len(it.Output.parts))
 			for i := range it.Output.parts {
@@ -622,12 +584,12 @@ func (it *item) translate(path string, msgs []chatMessage, first int) ([]chatMes
 				}
 				texts = append(texts, *p.Text)
 			}
-			text = textContent(texts)
+			text = neutral.TextContent(texts)
 			if len(texts) == 0 {
-				text = jsonString("")
+				text = neutral.JSONString("")
 			}
 		}
-		return append(msgs, chatMessage{Role: "tool", Content: text, ToolCallID: *it.CallID}), nil
+		return append(msgs, neutral.ChatMessage{Role: "tool", Content: text, ToolCallID: *it.CallID}), nil
 	}
 }
 
@@ -639,49 +601,49 @@ var roleParts = map[string][]string{
 	"assistant": {"output_text", "refusal"},
 }
 
-func (it *item) message(path string) (chatMessage, error) {
+func (it *item) message(path string) (neutral.ChatMessage, error) {
 	if it.Role == nil {
-		return chatMessage{}, errorf(path+".role", "field required")
+		return neutral.ChatMessage{}, errorf(path+".role", "field required")
 	}
 	role := *it.Role
 	allowed, ok := roleParts[role]
 	if !ok {
-		return chatMessage{}, errorf(path+".role", "must be user, assistant, system or developer; got %q", role)
+		return neutral.ChatMessage{}, errorf(path+".role", "must be user, assistant, system or developer; got %q", role)
 	}
 	if it.Content == nil {
-		return chatMessage{}, errorf(path+".content", "field required")
+		return neutral.ChatMessage{}, errorf(path+".content", "field required")
 	}
 	if it.Content.text != nil {
 		if *it.Content.text == "" {
-			return chatMessage{}, errorf(path+".content", "must be non-empty")
+			return neutral.ChatMessage{}, errorf(path+".content", "must be non-empty")
 		}
-		return chatMessage{Role: role, Content: jsonString(*it.Content.text)}, nil
+		return neutral.ChatMessage{Role: role, Content: neutral.JSONString(*it.Content.text)}, nil
 	}
 	if len(it.Content.parts) == 0 {
-		return chatMessage{}, errorf(path+".content", "must be non-empty")
+		return neutral.ChatMessage{}, errorf(path+".content", "must be non-empty")
 	}
-	var parts []chatPart
+	var parts []neutral.ChatPart
 	onlyText := true
 	for i := range it.Content.parts {
 		p := &it.Content.parts[i]
 		ppath := path + ".content." + strconv.Itoa(i)
 		if err := p.check(ppath); err != nil {
-			return chatMessage{}, err
+			return neutral.ChatMessage{}, err
 		}
 		if !slices.Contains(allowed, p.Type) {
-			return chatMessage{}, errorf(ppath+".type", "%s part is not allowed in %s message (accepted: %s)", article(p.Type), article(role), strings.Join(allowed, ", "))
+			return neutral.ChatMessage{}, errorf(ppath+".type", "%s part is not allowed in %s message (accepted: %s)", article(p.Type), article(role), strings.Join(allowed, ", "))
 		}
 		switch p.Type {
 		case "input_text", "output_text":
-			parts = append(parts, chatPart{Type: "text", Text: p.Text})
+			parts = append(parts, neutral.ChatPart{Type: "text", Text: p.Text})
 		case "refusal":
-			parts = append(parts, chatPart{Type: "text", Text: p.Refusal})
+			parts = append(parts, neutral.ChatPart{Type: "text", Text: p.Refusal})
 		case "input_image":
 			img, err := p.image(ppath)
 			if err != nil {
-				return chatMessage{}, err
+				return neutral.ChatMessage{}, err
 			}
-			parts = append(parts, chatPart{Type: "image_url", ImageURL: img})
+			parts = append(parts, neutral.ChatPart{Type: "image_url", ImageURL: img})
 			onlyText = false
 		}
 	}
@@ -690,9 +652,9 @@ func (it *item) message(path string) (chatMessage, error) {
 		for i := range parts {
 			texts[i] = *parts[i].Text
 		}
-		return chatMessage{Role: role, Content: textContent(texts)}, nil
+		return neutral.ChatMessage{Role: role, Content: neutral.TextContent(texts)}, nil
 	}
-	return chatMessage{Role: role, Content: mustJSON(parts)}, nil
+	return neutral.ChatMessage{Role: role, Content: neutral.MustJSON(parts)}, nil
 }
 
 // check verifies that the part's members are those of its type and that
@@ -706,10 +668,8 @@ func (p *part) check(path string) error {
 		}
 		return typeError(path+".type", "content part", p.Type, partTypes)
 	}
-	for _, name := range p.present() {
-		if !slices.Contains(allowed, name) {
-			return errorf(path+"."+name, "not a member of %s part", article(p.Type))
-		}
+	if err := neutral.CheckMembers(path, p.present(), allowed, article(p.Type)+" part"); err != nil {
+		return err
 	}
 	switch p.Type {
 	case "input_text", "output_text":
@@ -731,7 +691,7 @@ func (p *part) check(path string) error {
 }
 
 // image is an input_image as the neutral form's image_url.
-func (p *part) image(path string) (*imageURL, error) {
+func (p *part) image(path string) (*neutral.ImageURL, error) {
 	if p.FileID != nil {
 		return nil, errorf(path+".file_id", "not supported: the gateway has no Files API; send image_url")
 	}
@@ -744,13 +704,10 @@ func (p *part) image(path string) (*imageURL, error) {
 		if !ok || !strings.HasPrefix(media, "image/") || !neutral.IsBase64(data) || data == "" {
 			return nil, errorf(path+".image_url", "a data URL must be data:image/<type>;base64,<data>")
 		}
-	} else {
-		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
-			return nil, errorf(path+".image_url", "must be an http or https URL or a base64 data URL")
-		}
+	} else if !neutral.IsHTTPURL(u) {
+		return nil, errorf(path+".image_url", "must be an http or https URL or a base64 data URL")
 	}
-	img := &imageURL{URL: u}
+	img := &neutral.ImageURL{URL: u}
 	if p.Detail != nil {
 		if !slices.Contains([]string{"auto", "low", "high"}, *p.Detail) {
 			return nil, errorf(path+".detail", "must be auto, low or high; got %q", *p.Detail)
@@ -760,37 +717,37 @@ func (p *part) image(path string) (*imageURL, error) {
 	return img, nil
 }
 
-func (t *tool) translate(path string) (chatTool, error) {
+func (t *tool) translate(path string) (neutral.ChatTool, error) {
 	if t.Type != "function" {
 		if t.Type == "" {
-			return chatTool{}, errorf(path+".type", "field required")
+			return neutral.ChatTool{}, errorf(path+".type", "field required")
 		}
-		return chatTool{}, typeError(path+".type", "tool", t.Type, toolTypes)
+		return neutral.ChatTool{}, typeError(path+".type", "tool", t.Type, toolTypes)
 	}
 	if t.Name == nil || *t.Name == "" {
-		return chatTool{}, errorf(path+".name", "field required")
+		return neutral.ChatTool{}, errorf(path+".name", "field required")
 	}
-	if !nameOK(*t.Name) {
-		return chatTool{}, errorf(path+".name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	if !neutral.NameOK(*t.Name, maxName) {
+		return neutral.ChatTool{}, errorf(path+".name", "must match ^[a-zA-Z0-9_-]{1,64}$")
 	}
-	def := chatToolDef{Name: *t.Name, Strict: t.Strict}
+	def := neutral.ChatToolDef{Name: *t.Name, Strict: t.Strict}
 	if t.Description != nil {
 		def.Description = *t.Description
 	}
 	if !neutral.IsNull(t.Parameters) {
 		if t.Parameters.Kind() != '{' {
-			return chatTool{}, errorf(path+".parameters", "must be an object")
+			return neutral.ChatTool{}, errorf(path+".parameters", "must be an object")
 		}
-		schema, err := compact(t.Parameters)
+		schema, err := neutral.Compact(t.Parameters)
 		if err != nil {
-			return chatTool{}, errorf(path+".parameters", "%v", err)
+			return neutral.ChatTool{}, errorf(path+".parameters", "%v", err)
 		}
 		// The chat request omits an empty schema ({}), as it omits none.
 		if string(schema) != "{}" {
 			def.Parameters = schema
 		}
 	}
-	return chatTool{Type: "function", Function: def}, nil
+	return neutral.ChatTool{Type: "function", Function: def}, nil
 }
 
 func (c *toolChoice) translate(tools bool) (jsontext.Value, error) {
@@ -802,12 +759,12 @@ func (c *toolChoice) translate(tools bool) (jsontext.Value, error) {
 				// and the neutral form refuses a choice without tools.
 				return nil, nil
 			}
-			return jsonString(*c.mode), nil
+			return neutral.JSONString(*c.mode), nil
 		case "required":
 			if !tools {
 				return nil, errorf("tool_choice", "required needs tools")
 			}
-			return jsonString("required"), nil
+			return neutral.JSONString("required"), nil
 		}
 		return nil, errorf("tool_choice", "must be auto, none, required or an object; got %q", *c.mode)
 	}
@@ -824,46 +781,11 @@ func (c *toolChoice) translate(tools bool) (jsontext.Value, error) {
 	if !tools {
 		return nil, errorf("tool_choice", "a function choice needs tools")
 	}
-	type fn struct {
-		Name string `json:"name"`
-	}
-	return mustJSON(struct {
-		Type     string `json:"type"`
-		Function fn     `json:"function"`
-	}{"function", fn{*o.Name}}), nil
+	return neutral.FunctionChoice(*o.Name), nil
 }
 
-// textContent is one text as a string (what most readers of the neutral
-// form expect), several as text parts (their boundaries kept), none as
-// null.
-func textContent(texts []string) jsontext.Value {
-	switch len(texts) {
-	case 0:
-		return jsontext.Value("null")
-	case 1:
-		return jsonString(texts[0])
-	}
-	parts := make([]chatPart, len(texts))
-	for i := range texts {
-		parts[i] = chatPart{Type: "text", Text: &texts[i]}
-	}
-	return mustJSON(parts)
-}
-
-// nameOK is OpenAI's rule for function and schema names:
-// ^[a-zA-Z0-9_-]{1,64}$.
-func nameOK(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// maxName is the length OpenAI allows a function's or a schema's name.
+const maxName = 64
 
 func article(typ string) string {
 	switch typ[0] {
@@ -871,28 +793,4 @@ func article(typ string) string {
 		return "an " + typ
 	}
 	return "a " + typ
-}
-
-// compact is a JSON value as compact JSON, for the schemas the neutral
-// form carries.
-func compact(v jsontext.Value) (jsontext.Value, error) {
-	c := v.Clone()
-	if err := c.Compact(); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func jsonString(s string) jsontext.Value {
-	return mustJSON(s)
-}
-
-// mustJSON marshals values the package built itself from strictly read
-// input; json v2 fails only on invalid UTF-8, which the reading refused.
-func mustJSON(v any) jsontext.Value {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("responses: marshaling a translated value: " + err.Error())
-	}
-	return b
 }

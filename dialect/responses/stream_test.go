@@ -81,7 +81,7 @@ func render(evs ...ev) string {
 	return b.String()
 }
 
-func q(s string) string { return string(jsonString(s)) }
+func q(s string) string { return string(neutral.JSONString(s)) }
 
 // resp is the response object of the stream of chunk (id chatcmpl-x,
 // created 1, the model given "m").

@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"internal/testcert": 0, "internal/textdiff": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "audit/ship": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
+	"upstream/mock": 0, "upstream/internal/inproc": 0,
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 	"policy/bundle":    0, // fetches and verifies signed OPA bundles; package policy compiles them
 
@@ -69,6 +70,8 @@ var sideways = map[[2]string]bool{
 	// the outbound guard.
 	{"audit/ship", "audit"}:           true,
 	{"audit/ship", "internal/egress"}: true,
+	// The mock provider answers in process as the Anthropic translation does.
+	{"upstream/mock", "upstream/internal/inproc"}: true,
 	// The agent-messaging door is one relay made of parts.
 	{"messaging", "registry"}: true,
 }

@@ -1,4 +1,4 @@
-package upstream
+package mock_test
 
 import (
 	"context"
@@ -18,13 +18,15 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/upstream"
+	"github.com/sacpgw/gateway/upstream/mock"
 )
 
 // callMock sends one request to the mock as the gateway does, through the
 // upstream's (retrying) transport.
 func callMock(t *testing.T, path, body string) (int, string) {
 	t.Helper()
-	s, err := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, err := upstream.New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func callMock(t *testing.T, path, body string) (int, string) {
 // mockClient is the official OpenAI Go client talking to the mock.
 func mockClient(t *testing.T) openai.Client {
 	t.Helper()
-	s, err := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, err := upstream.New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +89,8 @@ func TestMockEmbeddingsBase64(t *testing.T) {
 		name, fields string
 		n, dim       int
 	}{
-		{"one string", `"input":"find hotels in paris"`, 1, MockEmbeddingDim},
-		{"array", `"input":["a","b b","ünïcode 東京"]`, 3, MockEmbeddingDim},
+		{"one string", `"input":"find hotels in paris"`, 1, mock.EmbeddingDim},
+		{"array", `"input":["a","b b","ünïcode 東京"]`, 3, mock.EmbeddingDim},
 		{"dimensions", `"input":"x y z","dimensions":8`, 1, 8},
 	}
 	for _, tc := range cases {
@@ -166,7 +168,7 @@ func TestMockEmbeddingsOpenAIClient(t *testing.T) {
 		}
 		got := decodeBase64Embedding(t, s)
 		want := float.Data[i].Embedding
-		if len(got) != MockEmbeddingDim || len(want) != MockEmbeddingDim {
+		if len(got) != mock.EmbeddingDim || len(want) != mock.EmbeddingDim {
 			t.Fatalf("data[%d]: %d and %d dimensions", i, len(got), len(want))
 		}
 		for j := range want {
