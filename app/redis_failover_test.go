@@ -290,3 +290,95 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestClusterNodeRestartUnderLoad: the gateway on a 3-master Cluster
+// (nodes with an append-only file); the master holding the exact agent's
+// limit restarts while chats flow. Requests in the window are 503 with
+// Retry-After (on_failure closed), the approval decided before stays
+// decided, and exact's limit goes on where it was.
+func TestClusterNodeRestartUnderLoad(t *testing.T) {
+	c := testredis.StartCluster(t)
+	peer := newPeer(t)
+	g := newStateGateway(t, clusterYAML(c), "closed", "cluster-restart", peer)
+	code, body, _ := g.do(http.MethodPost, "/agent/request", "tok-alpha", mustJSON(t, map[string]any{
+		"agent_id": "alpha", "session_id": "s-1", "request_type": "APPROVAL", "action": "create",
+		"target_type": "design", "target_path": "docs/design/x.md", "content": "# X", "rationale": "Implementing user story US-123",
+		"references": []string{}, "deviations": []any{}}))
+	var decided map[string]any
+	_ = json.Unmarshal(body, &decided)
+	if code != http.StatusOK || decided["status"] != "approved" {
+		t.Fatalf("approval: %d %s", code, body)
+	}
+	for i := range 4 {
+		if st, _ := chat(t.Context(), g.srv.URL, "exact"); st != http.StatusOK {
+			t.Fatalf("exact request %d before: %d", i, st)
+		}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	results := load(ctx, g.srv.URL, "loader", 4)
+	time.Sleep(300 * time.Millisecond)
+	// The masters of the loader's and exact's limits go down and up.
+	nodes := []*testredis.Server{c.NodeOf(t, limitKey(t, c, "loader"))}
+	if n := c.NodeOf(t, limitKey(t, c, "exact")); n != nodes[0] {
+		nodes = append(nodes, n)
+	}
+	restarted := time.Now()
+	for _, n := range nodes {
+		n.Restart()
+	}
+	c.WaitOK(t)
+	var recovered time.Duration
+	for deadline := restarted.Add(failoverBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, _ := chat(t.Context(), g.srv.URL, "loader"); st == http.StatusOK {
+			recovered = time.Since(restarted)
+			break
+		}
+	}
+	time.Sleep(time.Second)
+	stop()
+	all := <-results
+	time.Sleep(1500 * time.Millisecond) // the fallback's probe, as above
+	if recovered == 0 {
+		t.Fatalf("no chat served within %s of the restart", failoverBound)
+	}
+	var failed int
+	var lastFail time.Duration
+	for _, o := range all {
+		switch {
+		case o.status == http.StatusOK:
+		case o.status == http.StatusServiceUnavailable && o.retry != "":
+			failed++
+			lastFail = max(lastFail, o.at.Sub(restarted))
+		default:
+			t.Errorf("a request at %s after the restart: %d (Retry-After %q)", o.at.Sub(restarted).Round(time.Millisecond), o.status, o.retry)
+		}
+	}
+	t.Logf("FIGURES cluster restart of %d of 3 masters: %d requests, %d answered 503 (Retry-After), the last %s after the restart; chats served again after %s",
+		len(nodes), len(all), failed, lastFail.Round(time.Millisecond), recovered.Round(time.Millisecond))
+	id, _ := decided["request_id"].(string)
+	if code, body, _ := g.do(http.MethodGet, "/agent/status/"+id, "tok-alpha", ""); code != http.StatusOK || !strings.Contains(string(body), "APPROVED") {
+		t.Errorf("the approval decided before the restart: %d %s", code, body)
+	}
+	for i := range 7 {
+		st, _ := chat(t.Context(), g.srv.URL, "exact")
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i < 6]; st != want {
+			t.Errorf("exact request %d after the restart: %d, want %d", 5+i, st, want)
+		}
+	}
+}
+
+// limitKey is the key of agent's request limit, found on the cluster's
+// masters.
+func limitKey(t *testing.T, c *testredis.Cluster, agent string) string {
+	t.Helper()
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		keys, err := cl.Keys(t.Context(), "*rl*"+agent+"*").Result()
+		_ = cl.Close()
+		if err == nil && len(keys) > 0 {
+			return keys[0]
+		}
+	}
+	t.Fatalf("no limit key of %s on the cluster", agent)
+	return ""
+}
