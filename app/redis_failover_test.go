@@ -26,7 +26,8 @@ const failoverBound = 10 * time.Second
 
 // newStateGateway is a gateway on the Redis of target (redisYAML) with
 // on_failure onFailure: agents loader (a limit too high to reach, so each
-// chat costs a Redis round trip), exact (10 requests an hour), alpha
+// chat costs a Redis round trip), metered (the same and a token limit),
+// exact (10 requests an hour), alpha
 // (approvals) and orch and planner (a relay message from orch to planner,
 // whose endpoint is peer).
 func newStateGateway(t *testing.T, target, onFailure, chain string, peer *testkit.Peer) *a2a {
@@ -63,6 +64,14 @@ state:
     type: coder
     rate_limit: 10/hour
     token_sha256: "` + config.HashTokenHex("tok-exact") + `"
+  exact-2: {type: coder, rate_limit: 10/hour, token_sha256: "` + config.HashTokenHex("tok-exact-2") + `"}
+  exact-4: {type: coder, rate_limit: 10/hour, token_sha256: "` + config.HashTokenHex("tok-exact-4") + `"}
+  exact-8: {type: coder, rate_limit: 10/hour, token_sha256: "` + config.HashTokenHex("tok-exact-8") + `"}
+  metered:
+    type: coder
+    rate_limit: 1000000/hour
+    token_limit: 1000000000/hour
+    token_sha256: "` + config.HashTokenHex("tok-metered") + `"
   alpha:
     type: code-generator
     capabilities: [read, write]
