@@ -3,8 +3,8 @@ package app
 import (
 	"context"
 	"maps"
-	"slices"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
