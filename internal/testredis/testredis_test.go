@@ -2,6 +2,7 @@ package testredis
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,3 +122,22 @@ type recorder struct {
 }
 
 func (r *recorder) Errorf(string, ...any) { r.failed = true }
+
+// A missing binary fails the run that requires Redis and skips elsewhere.
+func TestRequired(t *testing.T) {
+	for env, want := range map[string]bool{
+		"": false, "CI=true": true, "CI=0": false, "CI=false": false,
+		"GATEWAY_REQUIRE_REDIS=1": true, "GATEWAY_REQUIRE_HELM=1": false,
+	} {
+		k, v, _ := strings.Cut(env, "=")
+		got := Required(func(name string) string {
+			if name == k {
+				return v
+			}
+			return ""
+		}) != ""
+		if got != want {
+			t.Errorf("%q: required %v, want %v", env, got, want)
+		}
+	}
+}
