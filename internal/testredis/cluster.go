@@ -99,15 +99,20 @@ func (c *Cluster) NodeOf(tb testing.TB, key string) *Server {
 	slot := Slot(key)
 	cl := redis.NewClient(&redis.Options{Addr: c.Nodes[0].Addr()})
 	defer cl.Close()
-	slots, err := cl.ClusterSlots(context.Background()).Result()
+	shards, err := cl.ClusterShards(context.Background()).Result()
 	if err != nil {
-		tb.Fatalf("testredis: CLUSTER SLOTS: %v", err)
+		tb.Fatalf("testredis: CLUSTER SHARDS: %v", err)
 	}
-	for _, r := range slots {
-		if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
-			for _, n := range c.Nodes {
-				if n.Addr() == r.Nodes[0].Addr {
-					return n
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, sn := range sh.Nodes {
+				for _, n := range c.Nodes {
+					if sn.Role == "master" && int64(n.port) == sn.Port {
+						return n
+					}
 				}
 			}
 		}
