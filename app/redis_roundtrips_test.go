@@ -122,7 +122,9 @@ func TestRedisRoundTripsPerRequest(t *testing.T) {
 	for _, k := range slices.Sorted(maps.Keys(figures)) {
 		t.Logf("FIGURES round trips per request, one node: %-34s %.1f", k, figures[k])
 	}
-	if v := figures["chat (rate limit)"]; v < 0.5 || v > 1.5 {
+	// The idle rate subtracted is an estimate (the queue's workers poll):
+	// the bounds allow for its error.
+	if v := figures["chat (rate limit)"]; v < 0.3 || v > 1.7 {
 		t.Errorf("a chat under a rate limit costs %.1f round trips, want 1", v)
 	}
 	if v := figures["chat (rate and token limits)"]; v > 3.5 {
