@@ -6,18 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sacpgw/gateway/internal/testredis"
 )
 
 // TestMessagingTwoReplicasShareRedis: two gateways on one Redis behave as
 // one: an agent spawned on one is known to the other, a queued message is
 // delivered exactly once by whichever replica takes it, and the history
 // and the escalations written by one are read through the other.
-func TestMessagingTwoReplicasShareRedis(t *testing.T) {
-	rd := testredis.Start(t)
-	a := newA2A(t, a2aOpts{redisURL: rd.URL(), chain: "replica-a"})
-	b := newA2A(t, a2aOpts{redisURL: rd.URL(), chain: "replica-b", peers: a.peers})
+func TestMessagingTwoReplicasShareRedis(t *testing.T) { forEachRedis(t, testMessagingTwoReplicas) }
+
+func testMessagingTwoReplicas(t *testing.T, target string) {
+	a := newA2A(t, a2aOpts{redisURL: target, chain: "replica-a"})
+	b := newA2A(t, a2aOpts{redisURL: target, chain: "replica-b", peers: a.peers})
 
 	status, body, _ := a.do(http.MethodPost, "/registry/spawn", "tok-orch_1", `{"g":"SPAWN_AGENT","plan":[["define","VISA_Q",{"description":"Visa rules","inputs":["nationality"],"outputs":["visa_required"]}],["instantiate","VISA_AGENT",{"tool":"VISA_Q","verb":"check"}]]}`)
 	if status != http.StatusCreated {

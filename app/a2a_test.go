@@ -184,7 +184,7 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 	}
 	state := ""
 	if o.redisURL != "" {
-		state = "state:\n  backend: redis\n  redis_url: " + o.redisURL + "\n"
+		state = "state:\n  backend: redis\n" + redisYAML(o.redisURL)
 	}
 	gw := `listen: "127.0.0.1:0"
 admin:
@@ -278,6 +278,9 @@ func buildFromFiles(t testing.TB, dir string, files map[string]string) (*config.
 		t.Fatal(err)
 	}
 	a, err := Build(cfg, Options{Log: log, Audit: auditLog})
+	if err == nil {
+		checkSlots(t, a)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ type state struct {
 	budget   limit.Budget
 	store    approval.Store
 	fallback *limit.Fallback
-	redis    *redis.Client
+	redis    redis.UniversalClient
 	// Agent-to-agent traffic: the delivery queue, the message history and
 	// the agents registered at run time.
 	queue   mailbox.Queue
@@ -245,9 +245,9 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 			history: mailbox.NewMemoryHistory(hist), spawned: spawned, runs: workflow.NewMemoryStore(),
 			blobs: workflow.NewMemoryBlobStore(0)}, nil
 	}
-	client, err := limit.NewRedisClient(cfg.Gateway.State.RedisURL, cfg.Gateway.State.Timeout.D())
+	client, err := limit.NewStateClient(cfg.Gateway.State.RedisSettings(), cfg.Gateway.State.Timeout.D())
 	if err != nil {
-		return nil, fmt.Errorf("state.redis_url: %w", err)
+		return nil, fmt.Errorf("state: %w", err)
 	}
 	fb := &limit.Fallback{
 		Primary: limit.NewRedis(client), Local: limit.NewMemory(),

@@ -14,7 +14,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sacpgw/gateway/internal/config"
-	"github.com/sacpgw/gateway/internal/testredis"
 )
 
 // newMCPReplica is one replica of the gateway (Build, as the command
@@ -38,8 +37,7 @@ audit:
   fail_mode: closed
 state:
   backend: redis
-  redis_url: ` + redisURL + `
-  timeout: 1s
+` + redisYAML(redisURL) + `  timeout: 1s
 mcp:
   servers:
     - name: files
@@ -87,11 +85,12 @@ func (b *balancer) RoundTrip(r *http.Request) (*http.Response, error) {
 // stays its agent's; an escalation opened through A and approved through
 // B's admin API lets the call through once, through whichever replica
 // the agent reaches, and never a second time through the other.
-func TestMCPTwoReplicasShareRedis(t *testing.T) {
-	rd := testredis.Start(t)
+func TestMCPTwoReplicasShareRedis(t *testing.T) { forEachRedis(t, testMCPTwoReplicas) }
+
+func testMCPTwoReplicas(t *testing.T, target string) {
 	ts := newToolServer(t)
-	a := newMCPReplica(t, ts, rd.URL(), "replica-a")
-	b := newMCPReplica(t, ts, rd.URL(), "replica-b")
+	a := newMCPReplica(t, ts, target, "replica-a")
+	b := newMCPReplica(t, ts, target, "replica-b")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lb := &balancer{}

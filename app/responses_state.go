@@ -17,7 +17,7 @@ import (
 // the gateways that config reloads build share it, so a reload does not
 // forget the conversations (their TTL and size limit are the running
 // configuration's).
-func newResponseState(cfg *config.Config, client *redis.Client) *proxy.ResponseState {
+func newResponseState(cfg *config.Config, client redis.UniversalClient) *proxy.ResponseState {
 	if client == nil {
 		return proxy.NewResponseState(proxy.NewMemoryResponseStore(proxy.MemoryResponseStoreOptions{}))
 	}

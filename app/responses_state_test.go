@@ -149,7 +149,7 @@ func newRespStateGateway(t *testing.T, redisURL, ttl string) *respStateGateway {
 	claude := newFakeAnthropic(t)
 	state := ""
 	if redisURL != "" {
-		state = "state:\n  backend: redis\n  redis_url: " + redisURL + "\n  timeout: 1s\n"
+		state = "state:\n  backend: redis\n" + redisYAML(redisURL) + "  timeout: 1s\n"
 	}
 	gw := `listen: "127.0.0.1:0"
 upstreams:
@@ -215,11 +215,17 @@ func notFound(err error, id string) bool {
 // as a JSON one; what is kept is the answer as the client got it
 // (redacted); the audit trail names the response continued.
 func TestResponsesPreviousResponseID(t *testing.T) {
-	for _, backend := range []string{"memory", "redis"} {
+	for _, backend := range []string{"memory", "redis", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
 			url := ""
-			if backend == "redis" {
-				url = testredis.Start(t).URL()
+			var rc redis.UniversalClient // another client of the gateway's Redis
+			switch backend {
+			case "redis":
+				srv := testredis.Start(t)
+				url, rc = srv.URL(), srv.Client(t)
+			case "cluster":
+				c := testredis.StartCluster(t)
+				url, rc = clusterYAML(c), c.Client(t)
 			}
 			g := newRespStateGateway(t, url, "1h")
 			ctx := context.Background()
@@ -235,9 +241,7 @@ func TestResponsesPreviousResponseID(t *testing.T) {
 			}
 			if url != "" {
 				// Kept in Redis, under the agent's key, with the TTL.
-				c := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")})
-				defer c.Close()
-				if ttl, err := c.PTTL(ctx, "gw:resp:alice:"+first.ID).Result(); err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
+				if ttl, err := rc.PTTL(ctx, "gw:resp:alice:"+first.ID).Result(); err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
 					t.Errorf("PTTL of gw:resp:alice:%s: %v %v", first.ID, ttl, err)
 				}
 			}

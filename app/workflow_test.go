@@ -161,7 +161,7 @@ func newFlow(t testing.TB, o flowOpts) *flow {
 	}
 	state := ""
 	if o.redisURL != "" {
-		state = "state:\n  backend: redis\n  redis_url: " + o.redisURL + "\n"
+		state = "state:\n  backend: redis\n" + redisYAML(o.redisURL)
 	}
 	pdir := policyDir(a2aOpts{})
 	if o.policy != "" {
@@ -742,11 +742,14 @@ func mustRequest(t testing.TB, method, url, token string) *http.Request {
 // redis-server; the replica running a step stops, and the other one takes
 // the run over, repeats the step that was in flight and finishes the run.
 func TestWorkflowTakenOverByAnotherReplica(t *testing.T) {
-	rd := testredis.Start(t)
+	forEachRedis(t, testWorkflowTakenOver)
+}
+
+func testWorkflowTakenOver(t *testing.T, target string) {
 	up := newScripted(t)
 	dir := t.TempDir()
-	a := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: rd.URL(), chain: "replica-a", auditDir: dir, up: up})
-	b := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: rd.URL(), chain: "replica-b", auditDir: dir, up: up})
+	a := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: target, chain: "replica-a", auditDir: dir, up: up})
+	b := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: target, chain: "replica-b", auditDir: dir, up: up})
 	hold := make(chan struct{})
 	up.block.Store(&hold)
 	up.script(func(user string) map[string]any { return sacpAnswer("success", map[string]any{}, "ok: "+user) })

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/redisx"
 )
 
 // Default key prefixes. redis_rate adds its own "rate:" in front of the
@@ -22,8 +23,16 @@ const (
 
 // NewRedisClient returns a client for a redis:// or rediss:// URL (timeouts,
 // pool size and retries may be set as URL query parameters, e.g.
-// ?dial_timeout=1s&read_timeout=500ms). Context deadlines bound network
-// calls. The client reconnects by itself after Redis restarts.
+// ?dial_timeout=1s&read_timeout=500ms), as NewStateClient does for one
+// node.
+func NewRedisClient(url string, timeout time.Duration) (redis.UniversalClient, error) {
+	return NewStateClient(redisx.Settings{URL: url}, timeout)
+}
+
+// NewStateClient returns a client for what s names: one node, a
+// Sentinel-managed primary or a Cluster (redisx.NewClient). Context
+// deadlines bound network calls. The client reconnects by itself after
+// Redis restarts, and follows failovers and slot moves.
 //
 // timeout (state.timeout; zero keeps the URL's or go-redis' defaults) is
 // the deadline of every call: dialing, reading, writing and waiting for a
@@ -32,18 +41,17 @@ const (
 // failure that is not Redis' own reply is marked
 // apierror.ErrStateUnavailable, so the front doors answer 503 with
 // Retry-After instead of 500.
-func NewRedisClient(url string, timeout time.Duration) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
+func NewStateClient(s redisx.Settings, timeout time.Duration) (redis.UniversalClient, error) {
+	c, err := redisx.NewClient(s, redisx.Timeouts{Call: timeout})
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
-	opt.ContextTimeoutEnabled = true
-	if timeout > 0 {
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
-		opt.MaxRetries = 0 // a retry would double the deadline a request pays
-	}
-	c := redis.NewClient(opt)
 	c.AddHook(unavailableHook{})
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		// A transaction (WATCH … EXEC) runs on a node's own client,
+		// under the node's hooks, not the cluster's.
+		cc.OnNewNode(func(n *redis.Client) { n.AddHook(unavailableHook{}) })
+	}
 	return c, nil
 }
 

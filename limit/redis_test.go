@@ -14,7 +14,7 @@ import (
 )
 
 // newClient is one replica's connection to srv.
-func newClient(t *testing.T, srv *testredis.Server) *redis.Client {
+func newClient(t *testing.T, srv *testredis.Server) redis.UniversalClient {
 	t.Helper()
 	c, err := NewRedisClient(srv.URL(), 0)
 	if err != nil {

@@ -11,8 +11,12 @@ import (
 
 // DefaultRedisPrefix is where the door's Redis state lives: grants under
 // <prefix>grant:, sessions under <prefix>sess: and each agent's set of
-// sessions under <prefix>agent:.
-const DefaultRedisPrefix = "gw:mcp:"
+// sessions under <prefix>agent:. Its hash tag keeps them in one Redis
+// Cluster slot: the session scripts touch a session, its agent's set and
+// the sessions they evict, keys they derive from what they read.
+// (Without the tag, as before, sessions and grants of an earlier version
+// are not found after the upgrade: an agent initializes again.)
+const DefaultRedisPrefix = "{gw:mcp}:"
 
 // DefaultRedisTimeout bounds each Redis call of RedisGrants and
 // RedisSessions when their caller gives no timeout: a Redis that hangs

@@ -39,6 +39,7 @@ func redisClient(t *testing.T, rd *testredis.Server) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: rd.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+	c.AddHook(testredis.SlotCheck(t))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -82,7 +83,7 @@ type backend[T any] struct {
 // prefixes keeps the Redis stores of the subtests apart on one server.
 var prefixes atomic.Int64
 
-func testPrefix() string { return fmt.Sprintf("test%d:", prefixes.Add(1)) }
+func testPrefix() string { return fmt.Sprintf("{test%d}:", prefixes.Add(1)) }
 
 // redisIdle is the Redis sessions' idle expiry in the contract test:
 // long enough for the margins below to hold on a loaded machine, short
@@ -322,7 +323,7 @@ func TestMCPSessionsContract(t *testing.T) {
 func TestMCPRedisSessionsKeys(t *testing.T) {
 	ctx := context.Background()
 	_, client := newRedis(t)
-	s := NewRedisSessions(client, RedisSessionsOptions{Prefix: "gw:mcp:", Timeout: time.Second, Idle: 300 * time.Millisecond})
+	s := NewRedisSessions(client, RedisSessionsOptions{Prefix: "{gw:mcp}:", Timeout: time.Second, Idle: 300 * time.Millisecond})
 	if err := s.Put(ctx, Session{ID: "mine", Agent: "coder"}); err == nil {
 		t.Error("a session under an id the gateway does not mint was stored")
 	}
@@ -335,31 +336,31 @@ func TestMCPRedisSessionsKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for key, want := range map[string]string{"gw:mcp:sess:" + a: "string", "gw:mcp:agent:coder": "zset"} {
+	for key, want := range map[string]string{"{gw:mcp}:sess:" + a: "string", "{gw:mcp}:agent:coder": "zset"} {
 		if typ, _ := client.Type(ctx, key).Result(); typ != want {
 			t.Errorf("key %s is a %q, want a %s", key, typ, want)
 		}
 	}
-	if n, _ := client.ZCard(ctx, "gw:mcp:agent:coder").Result(); n != 2 {
+	if n, _ := client.ZCard(ctx, "{gw:mcp}:agent:coder").Result(); n != 2 {
 		t.Errorf("the agent's set has %d members, want 2", n)
 	}
 	if err := s.Delete(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := client.ZCard(ctx, "gw:mcp:agent:coder").Result(); n != 1 {
+	if n, _ := client.ZCard(ctx, "{gw:mcp}:agent:coder").Result(); n != 1 {
 		t.Errorf("after a Delete the agent's set has %d members, want 1", n)
 	}
-	client.Set(ctx, "gw:mcp:sess:"+a, `{"id":"`+b+`","agent":"intern"}`, time.Minute)
+	client.Set(ctx, "{gw:mcp}:sess:"+a, `{"id":"`+b+`","agent":"intern"}`, time.Minute)
 	if got, ok, err := s.Get(ctx, a); err == nil || ok {
 		t.Errorf("a key holding another session: %+v %v %v", got, ok, err)
 	}
-	client.Set(ctx, "gw:mcp:sess:"+a, `not json`, time.Minute)
+	client.Set(ctx, "{gw:mcp}:sess:"+a, `not json`, time.Minute)
 	if _, ok, err := s.Get(ctx, a); err == nil || ok {
 		t.Errorf("a key holding no session: %v %v", ok, err)
 	}
-	client.Del(ctx, "gw:mcp:sess:"+a)
+	client.Del(ctx, "{gw:mcp}:sess:"+a)
 	time.Sleep(600 * time.Millisecond)
-	if keys, _ := client.Keys(ctx, "gw:mcp:*").Result(); len(keys) != 0 {
+	if keys, _ := client.Keys(ctx, "{gw:mcp}:*").Result(); len(keys) != 0 {
 		t.Errorf("keys left after every session expired: %v", keys)
 	}
 }

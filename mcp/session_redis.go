@@ -14,7 +14,8 @@ import (
 // RedisSessionsOptions configure RedisSessions; the zero value is the
 // production setting.
 type RedisSessionsOptions struct {
-	// Prefix of every key ("": DefaultRedisPrefix).
+	// Prefix of every key ("": DefaultRedisPrefix); keep a {hash tag} in
+	// it for Redis Cluster.
 	Prefix string
 	// Timeout bounds every call (zero: DefaultRedisTimeout).
 	Timeout time.Duration
@@ -40,9 +41,9 @@ type RedisSessionsOptions struct {
 //
 // Put, Get and Delete are Lua scripts, each one atomic step: an eviction
 // cannot race a Get into keeping a session it removed. The scripts derive
-// keys from the session (its agent's set, the evicted sessions' keys), so
-// they need a single Redis, not a Cluster, like the client of the
-// gateway's other state (limit.NewRedisClient).
+// keys from the session (its agent's set, the evicted sessions' keys);
+// the prefix's hash tag puts those in the slot of the keys they are
+// given, which is what a Redis Cluster requires of a script.
 //
 // Every call has a deadline, whatever the caller's context says (it holds
 // against a hung Redis when the client honours contexts, as

@@ -103,8 +103,12 @@ func (s *MemoryBlobStore) Get(_ context.Context, sha string) (Blob, error) {
 }
 
 // RedisBlobStore keeps blobs in Redis for the runs' retention, shared by the
-// replicas: <prefix>:workflow:blob:<sha> is a hash (data, media_type) and
-// <prefix>:workflow:blob:<sha>:agents the set of readers.
+// replicas: <prefix>:workflow:blob:{<sha>} is a hash (data, media_type) and
+// <prefix>:workflow:blob:{<sha>}:agents the set of readers. The digest is
+// the hash tag: a blob's two keys are written in one MULTI, so on a Redis
+// Cluster they must share a slot, and blobs spread over the cluster.
+// (Before the tag, the keys had the bare digest: blobs written by an
+// earlier version are not found, which a run's retention soon makes moot.)
 type RedisBlobStore struct {
 	client    redis.UniversalClient
 	prefix    string
@@ -127,7 +131,7 @@ func NewRedisBlobStore(client redis.UniversalClient, prefix string, timeout time
 	return &RedisBlobStore{client: client, prefix: prefix, timeout: timeout, retention: DefaultRetention, max: maxBytes}
 }
 
-func (s *RedisBlobStore) key(sha string) string { return s.prefix + ":workflow:blob:" + sha }
+func (s *RedisBlobStore) key(sha string) string { return s.prefix + ":workflow:blob:{" + sha + "}" }
 
 // Put implements BlobStore.
 func (s *RedisBlobStore) Put(ctx context.Context, b Blob) error {

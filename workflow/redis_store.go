@@ -16,6 +16,9 @@ import (
 
 // Defaults of RedisStore.
 const (
+	// DefaultRedisPrefix starts the keys of RedisStore; its hash tag keeps
+	// a run and the live set in one Redis Cluster slot.
+	DefaultRedisPrefix = "{gw}"
 	// DefaultRetention is how long a run that has ended stays readable.
 	DefaultRetention = 7 * 24 * time.Hour
 	// DefaultRedisTimeout bounds each Redis call of a RedisStore.
@@ -28,7 +31,7 @@ const (
 
 // RedisStore keeps runs in Redis, shared by the replicas.
 //
-// Keys (under the prefix, "gw" by default):
+// Keys (under the prefix, DefaultRedisPrefix by default):
 //
 //	<prefix>:workflow:run:<id>    string: the run's JSON; expires Retention
 //	                              after the run ended, never while it lives
@@ -36,7 +39,9 @@ const (
 //	<prefix>:workflow:lease:<id>  string: the replica advancing run id (PX ttl)
 //
 // A run and the live set are written in one MULTI, so with Redis Cluster
-// the prefix must hold a {hash tag} (e.g. "{gw}") to keep them in one slot.
+// the prefix must hold a {hash tag} to keep them in one slot; the
+// default's is {gw}. (Before it had one, the default was "gw": runs that
+// an earlier version left in progress are not resumed after the upgrade.)
 //
 // Every failure to reach Redis (refused, timed out) is marked
 // apierror.ErrStateUnavailable, so the API answers 503 and the caller may
@@ -53,12 +58,12 @@ type RedisStore struct {
 var _ Store = (*RedisStore)(nil)
 
 // NewRedisStore returns a store on client (which stays the caller's: the
-// store never closes it). prefix "" means "gw"; timeout bounds every Redis
+// store never closes it). prefix "" means DefaultRedisPrefix; timeout bounds every Redis
 // call, also when the caller's context has no deadline (0 means
 // DefaultRedisTimeout).
 func NewRedisStore(client redis.UniversalClient, prefix string, timeout time.Duration) *RedisStore {
 	if prefix == "" {
-		prefix = "gw"
+		prefix = DefaultRedisPrefix
 	}
 	if timeout <= 0 {
 		timeout = DefaultRedisTimeout

@@ -391,10 +391,10 @@ func TestRedisStoreRetention(t *testing.T) {
 	ctx := testCtx(t)
 	ttl := func(id string) time.Duration {
 		t.Helper()
-		if n, err := c.Exists(ctx, "gw:workflow:run:"+id).Result(); err != nil || n != 1 {
-			t.Fatalf("key gw:workflow:run:%s: exists %d, %v", id, n, err)
+		if n, err := c.Exists(ctx, "{gw}:workflow:run:"+id).Result(); err != nil || n != 1 {
+			t.Fatalf("key {gw}:workflow:run:%s: exists %d, %v", id, n, err)
 		}
-		d, err := c.TTL(ctx, "gw:workflow:run:"+id).Result()
+		d, err := c.TTL(ctx, "{gw}:workflow:run:"+id).Result()
 		if err != nil {
 			t.Fatalf("TTL: %v", err)
 		}
@@ -434,16 +434,16 @@ func TestRedisStoreRetention(t *testing.T) {
 		t.Errorf("run made live again has TTL %s, want none", d)
 	}
 	// The keys are where the documentation says.
-	if ok, err := c.SIsMember(ctx, "gw:workflow:live", "done").Result(); err != nil || !ok {
-		t.Errorf("gw:workflow:live holds done: %v, %v", ok, err)
+	if ok, err := c.SIsMember(ctx, "{gw}:workflow:live", "done").Result(); err != nil || !ok {
+		t.Errorf("{gw}:workflow:live holds done: %v, %v", ok, err)
 	}
 	if ok, err := s.Lease(ctx, "done", "me", time.Minute); err != nil || !ok {
 		t.Fatalf("Lease: %v, %v", ok, err)
 	}
-	if v, err := c.Get(ctx, "gw:workflow:lease:done").Result(); err != nil || v != "me" {
-		t.Errorf("gw:workflow:lease:done = %q, %v; want me", v, err)
+	if v, err := c.Get(ctx, "{gw}:workflow:lease:done").Result(); err != nil || v != "me" {
+		t.Errorf("{gw}:workflow:lease:done = %q, %v; want me", v, err)
 	}
-	if d, err := c.PTTL(ctx, "gw:workflow:lease:done").Result(); err != nil || d <= 0 || d > time.Minute {
+	if d, err := c.PTTL(ctx, "{gw}:workflow:lease:done").Result(); err != nil || d <= 0 || d > time.Minute {
 		t.Errorf("lease PTTL %s, %v; want in (0, 1m]", d, err)
 	}
 }

@@ -1393,3 +1393,23 @@ func TestChartPolicySources(t *testing.T) {
 		t.Errorf("a volume and a bundle: %v, want the render to fail", err)
 	}
 }
+
+// A state.redis block (here a Sentinel set) makes the backend redis without
+// redis.url, and the chart leaves it as given: no redis_url beside it.
+func TestStateRedisBlock(t *testing.T) {
+	helmBin(t)
+	docs := render(t, ".", nil, []string{"config.gateway.state.redis.sentinel.master=gw",
+		"config.gateway.state.redis.sentinel.addrs[0]=sentinel-0:26379", "config.gateway.state.redis.password=${REDIS_PASSWORD}"})
+	var p problems
+	gw := configMapYAML(&p, find(docs, "ConfigMap", fullname+"-config"), "gateway.yaml")
+	p.report(t)
+	if got := str(gw, "state", "backend"); got != "redis" {
+		t.Errorf("state.backend %q, want redis", got)
+	}
+	if _, ok := get(gw, "state").(obj)["redis_url"]; ok {
+		t.Errorf("state.redis_url rendered beside state.redis: %v", get(gw, "state"))
+	}
+	if got := str(gw, "state", "redis", "sentinel", "master"); got != "gw" {
+		t.Errorf("state.redis.sentinel.master %q", got)
+	}
+}

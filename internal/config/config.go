@@ -14,6 +14,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
+	"github.com/sacpgw/gateway/internal/redisx"
 	"github.com/sacpgw/gateway/policy/bundle"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
@@ -377,8 +378,11 @@ type Audit struct {
 // State selects where rate limits and approval states live.
 type State struct {
 	// Backend is memory or redis. Default memory.
-	Backend  string `yaml:"backend"`
-	RedisURL string `yaml:"redis_url"`
+	Backend string `yaml:"backend"`
+	// RedisURL is one Redis node; Redis says the same and more (Sentinel,
+	// Cluster, TLS, ACL). Give one of the two with backend redis.
+	RedisURL string           `yaml:"redis_url"`
+	Redis    *redisx.Settings `yaml:"redis"`
 	// OnFailure is closed (503 while Redis is down) or local (fall back to
 	// in-memory limits). Default local.
 	OnFailure string `yaml:"on_failure"`
@@ -389,6 +393,15 @@ type State struct {
 	// agents spawned at run time). Default data/state, relative to the
 	// config file like every path.
 	Dir string `yaml:"dir"`
+}
+
+// RedisSettings is where the redis backend connects: the redis block, or
+// the one node of redis_url.
+func (s State) RedisSettings() redisx.Settings {
+	if s.Redis != nil {
+		return *s.Redis
+	}
+	return redisx.Settings{URL: s.RedisURL}
 }
 
 // Agent is one entry of config/agents.yaml.

@@ -33,6 +33,8 @@ type Setting struct {
 // secrets: the files hold nothing else.)
 var secretKeys = map[string]bool{
 	"api_key": true,
+	// state.redis' ACL passwords (its own and the Sentinels').
+	"password": true,
 	// A Slack-compatible webhook URL is its own credential.
 	"webhook": true,
 	// policy.bundle's bearer token.
@@ -141,7 +143,7 @@ func (e *explainer) walk(file, key string, n *yaml.Node, keyLine int, v reflect.
 				e.leaf(file, k, child, line, secret(fv.String()))
 				continue
 			}
-			if name == "redis_url" && fv.Kind() == reflect.String {
+			if (name == "redis_url" || k == "state.redis.url") && fv.Kind() == reflect.String {
 				e.leaf(file, k, child, line, redactURL(fv.String()))
 				continue
 			}

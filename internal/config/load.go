@@ -550,9 +550,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if !oneOf(g.State.Backend, "memory", "redis") {
 		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, DidYouMean(g.State.Backend, []string{"memory", "redis"}))
 	}
-	if g.State.Backend == "redis" && g.State.RedisURL == "" {
-		l.add(f, at("state", "redis_url"), "state.redis_url is required with backend redis (is REDIS_URL set?)")
-	}
+	l.redis(n, &g.State)
 	if g.State.OnFailure == "" {
 		g.State.OnFailure = "local"
 	}
@@ -568,6 +566,30 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	l.messaging(n, &g.Messaging)
 	l.http(n, &g.HTTP)
 	l.mcp(n, &g.MCP)
+}
+
+// redis checks state.redis_url and state.redis (State.RedisSettings
+// gives the one that is set).
+func (l *loader) redis(n *yaml.Node, st *State) {
+	const f = GatewayFile
+	switch {
+	case st.Redis != nil && st.RedisURL != "":
+		l.add(f, lineOf(n, "state", "redis"), "state: give redis_url or the redis block, not both")
+		return
+	case st.Redis == nil:
+		if st.Backend == "redis" && st.RedisURL == "" {
+			l.add(f, lineOf(n, "state", "redis_url"), "state.redis_url is required with backend redis, or a state.redis block (is REDIS_URL set?)")
+		}
+		return
+	}
+	for _, p := range st.Redis.Check() {
+		l.add(f, lineOf(n, append([]string{"state", "redis"}, p.Path...)...), "%s", p.Msg)
+	}
+	if t := st.Redis.TLS; t != nil {
+		for _, p := range []*string{&t.CAFile, &t.CertFile, &t.KeyFile} {
+			l.resolve(p)
+		}
+	}
 }
 
 func (l *loader) http(n *yaml.Node, h *HTTP) {

@@ -1,9 +1,15 @@
-// Package testredis runs a throwaway redis-server for tests.
+// Package testredis runs throwaway redis-server processes for tests: one
+// node (Start), a 3-master Cluster (StartCluster) and a primary with a
+// replica watched by three Sentinels (StartSentinel).
 //
 // Start finds redis-server on PATH, runs it on a free loopback port in a
 // temporary directory without persistence, and stops it when the test ends.
 // Stop and Restart let fault tests take Redis away mid-run and bring it back
 // on the same address.
+//
+// A missing binary skips the test, loudly, unless the run requires Redis
+// (GATEWAY_REQUIRE_REDIS=1, or CI set to anything but false or 0): then the
+// test fails, so that a green CI run always means the tests ran.
 package testredis
 
 import (
@@ -36,6 +42,9 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// args are added to the command line (cluster mode, replicaof, a
+	// sentinel's config file).
+	args []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -47,17 +56,24 @@ type Server struct {
 // tb.Cleanup. It skips the test, loudly, when redis-server is not installed.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		tb.Skip("SKIPPED: " + InstallHint)
-	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
+	return startServer(tb, tb.TempDir(), nil)
+}
+
+// startServer runs redis-server in dir with args added to the defaults.
+func startServer(tb testing.TB, dir string, args func(port int) []string) *Server {
+	tb.Helper()
+	bin := lookPath(tb, "redis-server", InstallHint)
+	s := &Server{tb: tb, bin: bin, dir: dir}
 	// A free port can be taken between probing and binding; try again then.
 	var lastErr error
 	for range 5 {
-		s.port, err = freePort()
+		port, err := freePort()
 		if err != nil {
 			tb.Fatalf("testredis: %v", err)
+		}
+		s.port = port
+		if args != nil {
+			s.args = args(port)
 		}
 		if lastErr = s.start(); lastErr == nil {
 			tb.Cleanup(s.Stop)
@@ -66,6 +82,37 @@ func Start(tb testing.TB) *Server {
 	}
 	tb.Fatalf("testredis: %v", lastErr)
 	return nil
+}
+
+// lookPath finds bin on PATH, or ends the test: skipped, or failed when the
+// run requires Redis (Required).
+func lookPath(tb testing.TB, bin, hint string) string {
+	tb.Helper()
+	p, err := exec.LookPath(bin)
+	if err == nil {
+		return p
+	}
+	if why := Required(os.Getenv); why != "" {
+		tb.Fatalf("%s (%s: the Redis tests must run)", hint, why)
+	}
+	fmt.Fprintf(os.Stderr, "SKIPPING A REDIS TEST (%s): %s\n", tb.Name(), hint)
+	tb.Skip("SKIPPED: " + hint)
+	return ""
+}
+
+// Required says why this run requires the Redis binaries, or "" when a
+// missing one may skip: GATEWAY_REQUIRE_REDIS=1, or CI set to anything but
+// false or 0.
+func Required(getenv func(string) string) string {
+	if getenv("GATEWAY_REQUIRE_REDIS") == "1" {
+		return "GATEWAY_REQUIRE_REDIS=1"
+	}
+	switch v := strings.ToLower(getenv("CI")); v {
+	case "", "0", "false":
+		return ""
+	default:
+		return "CI=" + v
+	}
 }
 
 // Addr is the server's host:port.
@@ -108,7 +155,7 @@ func (s *Server) start() error {
 
 func (s *Server) startLocked() error {
 	logPath := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -117,7 +164,14 @@ func (s *Server) startLocked() error {
 		"--logfile", logPath,
 		"--daemonize", "no",
 		"--protected-mode", "no",
-	)
+	}
+	if len(s.args) > 0 && !strings.HasPrefix(s.args[0], "--") {
+		// A config file comes first on redis-server's command line.
+		args = append([]string{s.args[0]}, append(args, s.args[1:]...)...)
+	} else {
+		args = append(args, s.args...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
@@ -157,6 +211,19 @@ func (s *Server) Pause() {
 	if s.cmd != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
 	}
+}
+
+// Kill ends the server at once (SIGKILL), the way a crashed node goes:
+// no shutdown, no last words to its replicas or Sentinels.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd, s.exited = nil, nil
 }
 
 // Resume lets a paused server answer again (SIGCONT).
@@ -225,7 +292,8 @@ func logTail(path string) string {
 }
 
 // Client is a new connection to the server, closed when tb ends: one
-// replica's view of the shared state.
+// replica's view of the shared state. It fails tb on a step that a Redis
+// Cluster would refuse (SlotCheck).
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
 	opt, err := redis.ParseURL(s.URL())
@@ -233,6 +301,7 @@ func (s *Server) Client(tb testing.TB) *redis.Client {
 		tb.Fatal(err)
 	}
 	c := redis.NewClient(opt)
+	c.AddHook(SlotCheck(tb))
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }

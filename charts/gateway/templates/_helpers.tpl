@@ -186,7 +186,11 @@ the gateway cannot start. The audit volume is the pod's only persistent,
 writable one (its audit reader skips directories); one directory per pod, as
 sidecars may share a claim. */}}
 {{- $_ := set $state "dir" "/data/audit/state/${POD_NAME:-gateway}" }}
-{{- if include "gateway.redisEnabled" . }}
+{{- if $state.redis }}
+{{- /* A state.redis block (Sentinel, Cluster, TLS, ACL) says where Redis is itself. */}}
+{{- $_ := set $state "backend" "redis" }}
+{{- $_ := unset $state "redis_url" }}
+{{- else if include "gateway.redisEnabled" . }}
 {{- $_ := set $state "backend" "redis" }}
 {{- $_ := set $state "redis_url" "${REDIS_URL}" }}
 {{- else }}
