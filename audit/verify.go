@@ -257,16 +257,75 @@ func fromSegment(segs []segmentFile, from *Checkpoint) ([]segmentFile, int64) {
 	return segs[i:], from.Seq - segs[i].firstSeq
 }
 
+// chainWalk is one chain's verify as it walks the segments: the report
+// built so far, the checkpoints by the seq they name, the Merkle tree
+// recomputed so far, and the seq and prev_hash the next entry must have
+// (prev "" at the anchor a windowed verify starts from).
+type chainWalk struct {
+	fsys   fs.FS
+	cf     *chainFiles
+	p      *progress
+	cr     ChainReport
+	bySeq  map[int64][]cpLine
+	tc     *treeCheck
+	expect int64
+	prev   string
+}
+
 func verifyChain(fsys fs.FS, cf *chainFiles, ring *keyRing, since time.Time, p *progress) (ChainReport, error) {
-	cr := ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: !ring.empty()}
-	fail := func(file string, line int, seq int64, format string, args ...any) (ChainReport, error) {
-		cr.Failure = &Failure{Chain: cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
-		return cr, nil
-	}
+	w := &chainWalk{fsys: fsys, cf: cf, p: p,
+		cr: ChainReport{Chain: cf.chain, Segments: len(cf.segments), SignaturesChecked: !ring.empty()}}
 	cps, cpFail, err := loadCheckpoints(fsys, cf, ring)
 	if err != nil {
-		return cr, err
+		return w.cr, err
 	}
+	w.noteCheckpoints(cps)
+	segs, skip, bad := w.start(cps, ring, since)
+	if bad != nil {
+		return w.failed(bad)
+	}
+	for _, seg := range segs {
+		bad, err := w.segment(seg, skip)
+		skip = 0
+		if err != nil {
+			return w.cr, err
+		}
+		if bad != nil {
+			return w.failed(bad)
+		}
+	}
+	if cpFail != nil {
+		return w.failed(cpFail)
+	}
+	if bad := w.endOfChain(cps, ring); bad != nil {
+		return w.failed(bad)
+	}
+	bad, err = w.tornFiles()
+	if err != nil {
+		return w.cr, err
+	}
+	if bad != nil {
+		return w.failed(bad)
+	}
+	return w.cr, nil
+}
+
+// failed ends the walk at bad, with the report as far as it verified.
+func (w *chainWalk) failed(bad *Failure) (ChainReport, error) {
+	w.cr.Failure = bad
+	return w.cr, nil
+}
+
+// failure is the Failure of this chain at file, line and seq.
+func (w *chainWalk) failure(file string, line int, seq int64, format string, args ...any) *Failure {
+	return &Failure{Chain: w.cf.chain, File: file, Line: line, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+}
+
+// noteCheckpoints puts what the checkpoints say into the report (how many,
+// the first signed, the unsigned ones before it, the key ids in turn, the
+// last) and indexes them by the seq they name.
+func (w *chainWalk) noteCheckpoints(cps []cpLine) {
+	cr := &w.cr
 	for _, c := range cps {
 		if c.cp.Signature == "" {
 			if cr.FirstSigned == nil {
@@ -282,129 +341,167 @@ func verifyChain(fsys fs.FS, cf *chainFiles, ring *keyRing, since time.Time, p *
 			cr.KeyIDs = append(cr.KeyIDs, c.cp.KeyID)
 		}
 	}
-	bySeq := map[int64][]cpLine{}
+	w.bySeq = map[int64][]cpLine{}
 	for _, c := range cps {
-		bySeq[c.cp.Seq] = append(bySeq[c.cp.Seq], c)
+		w.bySeq[c.cp.Seq] = append(w.bySeq[c.cp.Seq], c)
 	}
 	if n := len(cps); n > 0 {
 		cr.Checkpoints = n
 		last := cps[n-1].cp
 		cr.LastCheckpoint = &last
 	}
+}
 
-	expect, prev := int64(1), GenesisHash
+// start sets where the walk begins: at seq 1, or (with since) at the
+// anchor, the entry of the last signed checkpoint before since. It returns
+// the segments to read and how many lines of the first to skip, or why the
+// checkpoints' Merkle trees cannot be checked.
+func (w *chainWalk) start(cps []cpLine, ring *keyRing, since time.Time) ([]segmentFile, int64, *Failure) {
+	cr := &w.cr
+	w.expect, w.prev = 1, GenesisHash
 	cr.VerifiedFrom = startCheckpoint(cps, ring, since)
-	segs, skip := fromSegment(cf.segments, cr.VerifiedFrom)
+	segs, skip := fromSegment(w.cf.segments, cr.VerifiedFrom)
 	tc, badCP, err := newTreeCheck(cps, cr.VerifiedFrom)
 	if badCP != nil {
-		return fail(cf.checkpoints, badCP.line, badCP.cp.Seq, "%v", err)
+		return nil, 0, w.failure(w.cf.checkpoints, badCP.line, badCP.cp.Seq, "%v", err)
 	}
 	if err != nil {
-		return fail(cf.checkpoints, 0, cr.VerifiedFrom.Seq, "%v", err)
+		return nil, 0, w.failure(w.cf.checkpoints, 0, cr.VerifiedFrom.Seq, "%v", err)
 	}
+	w.tc = tc
 	if tc.t != nil {
 		cr.MerkleStart = tc.t.start
 	}
-	if skip > 0 || len(segs) < len(cf.segments) {
+	if skip > 0 || len(segs) < len(w.cf.segments) {
 		// The checkpoint's entry is the anchor: its hash is tied to the
-		// signature (the bySeq check below), so its prev_hash is taken
-		// as it is and every later link is checked.
-		expect, prev = segs[0].firstSeq, ""
+		// signature (the bySeq check in checkpointsAt), so its prev_hash
+		// is taken as it is and every later link is checked.
+		w.expect, w.prev = segs[0].firstSeq, ""
 	} else {
 		cr.VerifiedFrom = nil // it starts at the first segment: a full verify
 	}
-	for _, seg := range segs {
-		if seg.firstSeq != expect {
-			// Name the file that would hold the next entry, so a segment
-			// deleted from storage is named, not only its successor.
-			return fail(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed (seqs %d-%d, %s)",
-				seg.firstSeq, expect, expect, seg.firstSeq-1, segmentName(cf.chain, expect))
+	return segs, skip, nil
+}
+
+// segment walks the lines of seg, the first skip of them not read.
+func (w *chainWalk) segment(seg segmentFile, skip int64) (*Failure, error) {
+	if seg.firstSeq != w.expect {
+		// Name the file that would hold the next entry, so a segment
+		// deleted from storage is named, not only its successor.
+		return w.failure(seg.name, 0, 0, "segment starts at seq %d, expected seq %d: a segment is missing or renamed (seqs %d-%d, %s)",
+			seg.firstSeq, w.expect, w.expect, seg.firstSeq-1, segmentName(w.cf.chain, w.expect)), nil
+	}
+	w.p.at(w.cf.chain, seg.name)
+	var bad *Failure
+	err := eachLine(w.fsys, seg.name, func(num int, line []byte, complete bool) bool {
+		if int64(num) <= skip {
+			return true // before the anchor: not read, let alone trusted
 		}
-		p.at(cf.chain, seg.name)
-		var bad *Failure
-		err := eachLine(fsys, seg.name, func(num int, line []byte, complete bool) bool {
-			if int64(num) <= skip {
-				return true // before the anchor: not read, let alone trusted
-			}
-			if skip > 0 && int64(num) == skip+1 {
-				expect = cr.VerifiedFrom.Seq
-			}
-			f := func(seq int64, format string, args ...any) bool {
-				bad = &Failure{Chain: cf.chain, File: seg.name, Line: num, Seq: seq, Reason: fmt.Sprintf(format, args...)}
-				return false
-			}
-			if !complete {
-				return f(0, "torn line (no newline at end of file) where seq %d was expected", expect)
-			}
-			e, err := parseEntry(line)
-			switch {
-			case errors.Is(err, errHashMismatch), errors.Is(err, errNotCanonical):
-				return f(e.Seq, "%v", err)
-			case err != nil:
-				return f(0, "malformed entry where seq %d was expected: %v", expect, err)
-			case e.Chain != cf.chain:
-				return f(e.Seq, "entry of chain %q in a segment of chain %q", e.Chain, cf.chain)
-			case e.Seq > expect:
-				return f(e.Seq, "seq gap: expected seq %d, found seq %d (entries missing or reordered)", expect, e.Seq)
-			case e.Seq < expect:
-				return f(e.Seq, "seq %d repeated or out of order (expected seq %d)", e.Seq, expect)
-			case prev != "" && e.PrevHash != prev:
-				return f(e.Seq, "broken link: prev_hash is not the hash of seq %d", e.Seq-1)
-			case prev == "" && e.Hash != cr.VerifiedFrom.Hash:
-				return f(e.Seq, "the entry at seq %d does not have the hash of the checkpoint verify started from", e.Seq)
-			}
-			tc.add(e.Seq, line)
-			for _, c := range bySeq[e.Seq] {
-				if c.cp.Hash != e.Hash {
-					bad = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: c.line, Seq: e.Seq,
-						Reason: fmt.Sprintf("checkpoint hash does not match the hash of seq %d in %s line %d", e.Seq, seg.name, num)}
-					return false
-				}
-				if err := tc.check(c.cp); err != nil {
-					bad = &Failure{Chain: cf.chain, File: cf.checkpoints, Line: c.line, Seq: e.Seq, Reason: err.Error()}
-					return false
-				}
-			}
-			if e.Kind == KindRecovery {
-				cr.Recoveries = append(cr.Recoveries, recoveryOf(e))
-			}
-			if cr.Entries == 0 {
-				cr.FirstTS = e.TS
-			}
-			cr.Entries++
-			cr.LastSeq, cr.LastHash, cr.LastTS = e.Seq, e.Hash, e.TS
-			expect, prev = e.Seq+1, e.Hash
-			p.step()
-			return true
-		})
-		skip = 0
-		if err != nil {
-			return cr, err
+		if skip > 0 && int64(num) == skip+1 {
+			w.expect = w.cr.VerifiedFrom.Seq
 		}
-		if bad != nil {
-			cr.Failure = bad
-			return cr, nil
+		bad = w.line(seg.name, num, line, complete)
+		return bad == nil
+	})
+	return bad, err
+}
+
+// line checks the entry on line num of file and, if it holds, takes it
+// into the report.
+func (w *chainWalk) line(file string, num int, line []byte, complete bool) *Failure {
+	e, bad := w.link(file, num, line, complete)
+	if bad != nil {
+		return bad
+	}
+	w.tc.add(e.Seq, line)
+	if bad := w.checkpointsAt(e, file, num); bad != nil {
+		return bad
+	}
+	cr := &w.cr
+	if e.Kind == KindRecovery {
+		cr.Recoveries = append(cr.Recoveries, recoveryOf(e))
+	}
+	if cr.Entries == 0 {
+		cr.FirstTS = e.TS
+	}
+	cr.Entries++
+	cr.LastSeq, cr.LastHash, cr.LastTS = e.Seq, e.Hash, e.TS
+	w.expect, w.prev = e.Seq+1, e.Hash
+	w.p.step()
+	return nil
+}
+
+// link parses the entry on line num of file and checks it is whole, its
+// own hash holds, and it is the next entry of this chain, linked to the
+// one before (or, at the anchor, has the hash of the checkpoint).
+func (w *chainWalk) link(file string, num int, line []byte, complete bool) (Entry, *Failure) {
+	f := func(seq int64, format string, args ...any) (Entry, *Failure) {
+		return Entry{}, w.failure(file, num, seq, format, args...)
+	}
+	if !complete {
+		return f(0, "torn line (no newline at end of file) where seq %d was expected", w.expect)
+	}
+	e, err := parseEntry(line)
+	switch {
+	case errors.Is(err, errHashMismatch), errors.Is(err, errNotCanonical):
+		return f(e.Seq, "%v", err)
+	case err != nil:
+		return f(0, "malformed entry where seq %d was expected: %v", w.expect, err)
+	case e.Chain != w.cf.chain:
+		return f(e.Seq, "entry of chain %q in a segment of chain %q", e.Chain, w.cf.chain)
+	case e.Seq > w.expect:
+		return f(e.Seq, "seq gap: expected seq %d, found seq %d (entries missing or reordered)", w.expect, e.Seq)
+	case e.Seq < w.expect:
+		return f(e.Seq, "seq %d repeated or out of order (expected seq %d)", e.Seq, w.expect)
+	case w.prev != "" && e.PrevHash != w.prev:
+		return f(e.Seq, "broken link: prev_hash is not the hash of seq %d", e.Seq-1)
+	case w.prev == "" && e.Hash != w.cr.VerifiedFrom.Hash:
+		return f(e.Seq, "the entry at seq %d does not have the hash of the checkpoint verify started from", e.Seq)
+	}
+	return e, nil
+}
+
+// checkpointsAt holds every checkpoint at e's seq to e's hash and to the
+// Merkle tree of the entries so far; e is on line num of file.
+func (w *chainWalk) checkpointsAt(e Entry, file string, num int) *Failure {
+	for _, c := range w.bySeq[e.Seq] {
+		if c.cp.Hash != e.Hash {
+			return w.failure(w.cf.checkpoints, c.line, e.Seq, "checkpoint hash does not match the hash of seq %d in %s line %d", e.Seq, file, num)
+		}
+		if err := w.tc.check(c.cp); err != nil {
+			return &Failure{Chain: w.cf.chain, File: w.cf.checkpoints, Line: c.line, Seq: e.Seq, Reason: err.Error()}
 		}
 	}
-	if cpFail != nil {
-		cr.Failure = cpFail
-		return cr, nil
-	}
+	return nil
+}
+
+// endOfChain checks, once every entry is read, that no checkpoint names a
+// seq past the end and that, with keys, a chain with entries has a signed
+// checkpoint.
+func (w *chainWalk) endOfChain(cps []cpLine, ring *keyRing) *Failure {
+	cr, cf := &w.cr, w.cf
 	for _, c := range cps {
 		if c.cp.Seq > cr.LastSeq {
-			return fail(cf.checkpoints, c.line, c.cp.Seq, "checkpoint at seq %d is beyond the end of the chain (last seq %d): entries are missing", c.cp.Seq, cr.LastSeq)
+			return w.failure(cf.checkpoints, c.line, c.cp.Seq, "checkpoint at seq %d is beyond the end of the chain (last seq %d): entries are missing", c.cp.Seq, cr.LastSeq)
 		}
 	}
 	switch {
 	case ring.empty() || cr.Entries == 0:
 	case len(cps) == 0:
-		return fail(checkpointName(cf.chain), 0, 0, "no checkpoint: the chain's signatures cannot be checked")
+		return w.failure(checkpointName(cf.chain), 0, 0, "no checkpoint: the chain's signatures cannot be checked")
 	case cr.FirstSigned == nil:
 		// Either signing was never configured for this chain, or someone
 		// replaced its signed checkpoints: only a signature tells them apart.
-		return fail(cf.checkpoints, 0, 0, "no signed checkpoint (%d unsigned): the chain's signatures cannot be checked", len(cps))
+		return w.failure(cf.checkpoints, 0, 0, "no signed checkpoint (%d unsigned): the chain's signatures cannot be checked", len(cps))
 	}
-	for _, t := range cf.torn {
+	return nil
+}
+
+// tornFiles checks each torn file against the audit.recovery entry that
+// recorded it, and marks that recovery's file present.
+func (w *chainWalk) tornFiles() (*Failure, error) {
+	cr := &w.cr
+	for _, t := range w.cf.torn {
 		i := -1
 		for j, r := range cr.Recoveries {
 			if r.TornFile == t.name {
@@ -415,19 +512,19 @@ func verifyChain(fsys fs.FS, cf *chainFiles, ring *keyRing, since time.Time, p *
 			continue // its audit.recovery entry may be before the part verified
 		}
 		if i < 0 {
-			return fail(t.name, 0, 0, "torn file with no audit.recovery entry")
+			return w.failure(t.name, 0, 0, "torn file with no audit.recovery entry"), nil
 		}
-		data, err := fs.ReadFile(fsys, t.name)
+		data, err := fs.ReadFile(w.fsys, t.name)
 		if err != nil {
-			return cr, fmt.Errorf("read torn file: %w", err)
+			return nil, fmt.Errorf("read torn file: %w", err)
 		}
 		r := &cr.Recoveries[i]
 		if int64(len(data)) != r.Length || sha256Hex(data) != r.SHA256 {
-			return fail(t.name, 0, r.Seq, "torn file differs from what the audit.recovery entry at seq %d recorded", r.Seq)
+			return w.failure(t.name, 0, r.Seq, "torn file differs from what the audit.recovery entry at seq %d recorded", r.Seq), nil
 		}
 		r.Present = true
 	}
-	return cr, nil
+	return nil, nil
 }
 
 // loadCheckpoints parses a chain's checkpoints file. A malformed line, a
