@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"internal/testcert": 0, "internal/textdiff": 0, "internal/testredis": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
+	"internal/confkit": 0, // the units, did-you-mean and problem reporter every part's config is written with
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only

@@ -24,6 +24,7 @@ import (
 	"github.com/sacpgw/gateway/workflow/definition"
 
 	"github.com/sacpgw/gateway/compact"
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
@@ -228,7 +229,7 @@ func (l *loader) workflows(agents map[string]*Agent, agentsKnown bool) *definiti
 		return &definition.Set{}
 	}
 	if t := set.StepLimit.Text; t != "" {
-		r, err := ParseRate(t)
+		r, err := confkit.ParseRate(t)
 		if err != nil {
 			l.add(WorkflowsFile, set.StepLimit.Line, "step_limit: %v", err)
 		}
@@ -364,14 +365,14 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		g.Log.Level = "info"
 	}
 	logLevels := []string{"debug", "info", "warn", "error"}
-	if !oneOf(g.Log.Level, logLevels...) {
-		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error%s", g.Log.Level, DidYouMean(g.Log.Level, logLevels))
+	if !confkit.OneOf(g.Log.Level, logLevels...) {
+		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error%s", g.Log.Level, confkit.DidYouMean(g.Log.Level, logLevels))
 	}
 	if g.Log.Format == "" {
 		g.Log.Format = "json"
 	}
-	if !oneOf(g.Log.Format, "json", "text") {
-		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, DidYouMean(g.Log.Format, []string{"json", "text"}))
+	if !confkit.OneOf(g.Log.Format, "json", "text") {
+		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, confkit.DidYouMean(g.Log.Format, []string{"json", "text"}))
 	}
 	if g.Admin.TokenSHA256 != "" {
 		if _, err := decodeHash(g.Admin.TokenSHA256); err != nil {
@@ -406,8 +407,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, field("name"), "upstreams: duplicate upstream %q", u.Name)
 		}
 		seen[u.Name] = true
-		if !oneOf(u.Type, upstreamTypes[:]...) {
-			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), DidYouMean(u.Type, upstreamTypes[:]))
+		if !confkit.OneOf(u.Type, upstreamTypes[:]...) {
+			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), confkit.DidYouMean(u.Type, upstreamTypes[:]))
 		}
 		if u.Type == "openai" || u.Type == "anthropic" {
 			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -471,8 +472,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.TLS.MinVersion == "" {
 		g.TLS.MinVersion = "1.3"
 	}
-	if !oneOf(g.TLS.MinVersion, "1.2", "1.3") {
-		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3%s", g.TLS.MinVersion, DidYouMean(g.TLS.MinVersion, []string{"1.2", "1.3"}))
+	if !confkit.OneOf(g.TLS.MinVersion, "1.2", "1.3") {
+		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3%s", g.TLS.MinVersion, confkit.DidYouMean(g.TLS.MinVersion, []string{"1.2", "1.3"}))
 	}
 	if g.Approval.CatalogueDir == "" {
 		// The default may be absent (an empty catalogue); a configured one must exist.
@@ -503,8 +504,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.Audit.FailMode == "" {
 		g.Audit.FailMode = "closed"
 	}
-	if !oneOf(g.Audit.FailMode, "closed", "open") {
-		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, DidYouMean(g.Audit.FailMode, []string{"closed", "open"}))
+	if !confkit.OneOf(g.Audit.FailMode, "closed", "open") {
+		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, confkit.DidYouMean(g.Audit.FailMode, []string{"closed", "open"}))
 	}
 	l.fileExists(f, at("audit", "signing_key_file"), "audit.signing_key_file", g.Audit.SigningKeyFile)
 	if g.Audit.Chain == "" {
@@ -534,8 +535,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.State.Backend == "" {
 		g.State.Backend = "memory"
 	}
-	if !oneOf(g.State.Backend, "memory", "redis") {
-		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, DidYouMean(g.State.Backend, []string{"memory", "redis"}))
+	if !confkit.OneOf(g.State.Backend, "memory", "redis") {
+		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, confkit.DidYouMean(g.State.Backend, []string{"memory", "redis"}))
 	}
 	if g.State.Backend == "redis" && g.State.RedisURL == "" {
 		l.add(f, at("state", "redis_url"), "state.redis_url is required with backend redis (is REDIS_URL set?)")
@@ -543,8 +544,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.State.OnFailure == "" {
 		g.State.OnFailure = "local"
 	}
-	if !oneOf(g.State.OnFailure, "closed", "local") {
-		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local%s", g.State.OnFailure, DidYouMean(g.State.OnFailure, []string{"closed", "local"}))
+	if !confkit.OneOf(g.State.OnFailure, "closed", "local") {
+		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local%s", g.State.OnFailure, confkit.DidYouMean(g.State.OnFailure, []string{"closed", "local"}))
 	}
 	if g.State.Timeout == 0 {
 		g.State.Timeout = Duration(50 * time.Millisecond)
@@ -714,8 +715,8 @@ func (l *loader) agentMCP(n *yaml.Node, agents map[string]*Agent, m MCP) {
 		a := agents[id]
 		for _, server := range sortedKeys(a.MCPTools) {
 			at := func(p ...string) int { return lineOf(n, append([]string{"agents", id, "mcp_tools", server}, p...)...) }
-			if !oneOf(server, servers...) {
-				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, DidYouMean(server, servers))
+			if !confkit.OneOf(server, servers...) {
+				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, confkit.DidYouMean(server, servers))
 			}
 			for i, g := range a.MCPTools[server] {
 				if _, err := path.Match(g, ""); err != nil || g == "" {
@@ -732,7 +733,7 @@ func (l *loader) agentMCP(n *yaml.Node, agents map[string]*Agent, m MCP) {
 // the problem.
 func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return scalarError(n, errors.New("want a mapping of header names to values"))
+		return confkit.ScalarError(n, errors.New("want a mapping of header names to values"))
 	}
 	out := make(Secrets, len(n.Content)/2)
 	seen := map[string]bool{}
@@ -741,13 +742,13 @@ func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
 		canon := textproto.CanonicalMIMEHeaderKey(k.Value)
 		switch {
 		case k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode:
-			return scalarError(k, errors.New("want header names with text values"))
+			return confkit.ScalarError(k, errors.New("want header names with text values"))
 		case !headerName(k.Value):
-			return scalarError(k, fmt.Errorf("%q is not a header name", k.Value))
+			return confkit.ScalarError(k, fmt.Errorf("%q is not a header name", k.Value))
 		case seen[canon]:
-			return scalarError(k, fmt.Errorf("header %s is given twice (names ignore case)", canon))
+			return confkit.ScalarError(k, fmt.Errorf("header %s is given twice (names ignore case)", canon))
 		case strings.ContainsAny(v.Value, "\r\n\x00"):
-			return scalarError(v, fmt.Errorf("the value of header %s holds a line break or NUL", canon))
+			return confkit.ScalarError(v, fmt.Errorf("the value of header %s holds a line break or NUL", canon))
 		}
 		seen[canon] = true
 		out[k.Value] = v.Value
@@ -794,8 +795,8 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		verbs[v.Name] = true
 		for j, in := range v.Inputs {
 			name, typ, typed := strings.Cut(in, ":")
-			if name == "" || (typed && !oneOf(typ, verbInputTypes...)) {
-				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), DidYouMean(typ, verbInputTypes))
+			if name == "" || (typed && !confkit.OneOf(typ, verbInputTypes...)) {
+				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), confkit.DidYouMean(typ, verbInputTypes))
 			}
 		}
 	}
@@ -818,7 +819,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			case aliases[v] != "":
 				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names %q, an alias of verb %q: supported_verbs takes the verb's name", t.ID, v, aliases[v])
 			default:
-				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, DidYouMean(v, sortedKeys(verbs)))
+				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, confkit.DidYouMean(v, sortedKeys(verbs)))
 			}
 		}
 	}
@@ -876,12 +877,12 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
 		for i, v := range a.SupportedVerbs {
 			if verbs != nil && !verbs[v] {
-				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, DidYouMean(v, sortedKeys(verbs)))
+				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, confkit.DidYouMean(v, sortedKeys(verbs)))
 			}
 		}
 		for i, t := range a.SupportedTools {
 			if tools != nil && !tools[t] {
-				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, DidYouMean(t, sortedKeys(tools)))
+				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, confkit.DidYouMean(t, sortedKeys(tools)))
 			}
 		}
 		if a.Endpoint != "" {
@@ -922,7 +923,7 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 			}
 			for j, to := range r.To {
 				if to != "*" && to != "broadcast" && agents[to] == nil {
-					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, DidYouMean(to, append(sortedKeys(agents), "broadcast")))
+					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, confkit.DidYouMean(to, append(sortedKeys(agents), "broadcast")))
 				}
 			}
 			for j, act := range r.Actions {
@@ -996,8 +997,8 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 				a.ResponseFormat = "json_standard"
 			}
 		}
-		if !oneOf(a.ResponseFormat, responseFormats[:]...) {
-			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), DidYouMean(a.ResponseFormat, responseFormats[:]))
+		if !confkit.OneOf(a.ResponseFormat, responseFormats[:]...) {
+			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), confkit.DidYouMean(a.ResponseFormat, responseFormats[:]))
 		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
 			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
 		}
@@ -1011,8 +1012,8 @@ func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
 			l.add(f, at("completion_estimate"), "agent %q: completion_estimate: must be positive", id)
 		}
 		for i, t := range a.AllowedTargets {
-			if targets := append(TargetTypes(), "all"); !oneOf(t, targets...) {
-				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), DidYouMean(t, targets))
+			if targets := append(TargetTypes(), "all"); !confkit.OneOf(t, targets...) {
+				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), confkit.DidYouMean(t, targets))
 			}
 		}
 		for i, m := range a.Models {
@@ -1104,13 +1105,13 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 		r.Detectors = redact.Names()
 	}
 	for i, d := range r.Detectors {
-		if !oneOf(d, redact.Names()...) {
-			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), DidYouMean(d, redact.Names()))
+		if !confkit.OneOf(d, redact.Names()...) {
+			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), confkit.DidYouMean(d, redact.Names()))
 		}
 	}
 	for i, d := range r.Block {
-		if !oneOf(d, r.Detectors...) {
-			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, DidYouMean(d, r.Detectors))
+		if !confkit.OneOf(d, r.Detectors...) {
+			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, confkit.DidYouMean(d, r.Detectors))
 		}
 	}
 	if r.Replacement == "" {
@@ -1122,8 +1123,8 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 		r.ApplyTo = sacp.Fields()
 	}
 	for i, a := range r.ApplyTo {
-		if !oneOf(a, sacp.Fields()...) {
-			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), DidYouMean(a, sacp.Fields()))
+		if !confkit.OneOf(a, sacp.Fields()...) {
+			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), confkit.DidYouMean(a, sacp.Fields()))
 		}
 	}
 }
@@ -1178,15 +1179,6 @@ func defaultChain(env func(string) (string, bool)) string {
 		return h
 	}
 	return "gateway"
-}
-
-func oneOf(v string, set ...string) bool {
-	for _, s := range set {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {

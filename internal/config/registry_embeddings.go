@@ -3,6 +3,7 @@ package config
 import (
 	"path"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"gopkg.in/yaml.v3"
 )
 
@@ -36,8 +37,8 @@ func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []Upstream) {
 				literals = append(literals, m)
 			}
 		}
-		l.add(RegistryFile, at("model"), "registry.embeddings.model %q: upstream %q serves no such model (its models: %v)%s", e.Model, e.Upstream, u.Models, DidYouMean(e.Model, literals))
+		l.add(RegistryFile, at("model"), "registry.embeddings.model %q: upstream %q serves no such model (its models: %v)%s", e.Model, e.Upstream, u.Models, confkit.DidYouMean(e.Model, literals))
 		return
 	}
-	l.add(RegistryFile, at("upstream"), "registry.embeddings.upstream %q: no such upstream in %s%s", e.Upstream, GatewayFile, DidYouMean(e.Upstream, names))
+	l.add(RegistryFile, at("upstream"), "registry.embeddings.upstream %q: no such upstream in %s%s", e.Upstream, GatewayFile, confkit.DidYouMean(e.Upstream, names))
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"gopkg.in/yaml.v3"
 )
 
@@ -53,7 +54,7 @@ func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*Agent, ups []Up
 				continue
 			}
 			l.add(AgentsFile, line, "agent %q: models: %q is served by no upstream in %s (their models: %s)%s",
-				id, m, GatewayFile, strings.Join(globs, ", "), DidYouMean(m, literals))
+				id, m, GatewayFile, strings.Join(globs, ", "), confkit.DidYouMean(m, literals))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"gopkg.in/yaml.v3"
 )
 
@@ -74,7 +75,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 			seen[k.Value] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
-				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), DidYouMean(k.Value, sortedKeys(fields))))
+				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), confkit.DidYouMean(k.Value, sortedKeys(fields))))
 				continue
 			}
 			checkKeys(v, ft, join(where, k.Value), report)
@@ -218,7 +219,7 @@ func friendlyType(goType string) string {
 	switch {
 	case strings.HasPrefix(goType, "[]"):
 		return "a list"
-	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "config."):
+	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "."):
 		return "a mapping"
 	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
 		return "an integer"
