@@ -21,6 +21,7 @@ import (
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/redact"
 )
 
 // TestNewRequiresDeps: the service refuses to start without any of its
@@ -61,7 +62,7 @@ func TestNewRequiresDeps(t *testing.T) {
 		})
 	}
 	bad := *cfg
-	bad.Protocol.Redaction = config.Redaction{Messages: true, Detectors: []string{"no_such_detector"}}
+	bad.Protocol.Redaction = redact.Config{Messages: true, Detectors: []string{"no_such_detector"}}
 	d := full()
 	d.Config = &bad
 	if _, err := New(d); err == nil || !strings.Contains(err.Error(), "redaction") {
@@ -120,7 +121,7 @@ func TestPrepareReload(t *testing.T) {
 	}
 
 	bad := *next
-	bad.Protocol.Redaction = config.Redaction{Messages: true, Detectors: []string{"no_such_detector"}}
+	bad.Protocol.Redaction = redact.Config{Messages: true, Detectors: []string{"no_such_detector"}}
 	if _, err := h.svc.Prepare(&bad); err == nil {
 		t.Fatal("a redaction that cannot be built was prepared")
 	}

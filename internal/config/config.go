@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/redact"
+	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -516,12 +518,12 @@ type Tool struct {
 // Protocol is config/protocol.yaml: the approval protocol's settings plus the
 // gateway's SACP and redaction settings.
 type Protocol struct {
-	Version    string     `yaml:"version"`
-	Timeouts   Timeouts   `yaml:"timeouts"`
-	Limits     Limits     `yaml:"limits"`
-	Compliance Compliance `yaml:"compliance"`
-	SACP       SACP       `yaml:"sacp"`
-	Redaction  Redaction  `yaml:"redaction"`
+	Version    string        `yaml:"version"`
+	Timeouts   Timeouts      `yaml:"timeouts"`
+	Limits     Limits        `yaml:"limits"`
+	Compliance Compliance    `yaml:"compliance"`
+	SACP       sacp.Config   `yaml:"sacp"`
+	Redaction  redact.Config `yaml:"redaction"`
 }
 
 // Timeouts of the approval protocol.
@@ -559,28 +561,6 @@ type Compliance struct {
 	EnforceReferences bool `yaml:"enforce_references"`
 }
 
-// SACP configures the JSON response protocol.
-type SACP struct {
-	// TemplateFile overrides the built-in template, relative to the config dir.
-	TemplateFile string `yaml:"template_file"`
-	// Reask asks the model again on invalid output. Default true.
-	Reask *bool `yaml:"reask"`
-}
-
-// Redaction configures the detectors.
-type Redaction struct {
-	Detectors   []string `yaml:"detectors"`
-	Replacement string   `yaml:"replacement"`
-	ApplyTo     []string `yaml:"apply_to"`
-	Block       []string `yaml:"block"`
-	Requests    bool     `yaml:"requests"`
-	// Messages also redacts agent-to-agent envelopes (POST /relay/messages):
-	// the string values and member names of the payload and the error
-	// text, both ways.
-	// Default false: agents exchange what they sent.
-	Messages bool `yaml:"messages"`
-}
-
 // DefaultModel is the model a workflow node of this agent calls when it
 // names none: the first entry of models that is a name, not a glob.
 func (a *Agent) DefaultModel() string {
@@ -596,9 +576,6 @@ func (a *Agent) DefaultModel() string {
 func (a *Agent) StandardProtocol() bool {
 	return a.ResponseFormat == "json_standard" || a.UseStandardProtocol
 }
-
-// ReaskEnabled reports whether invalid SACP answers are re-asked.
-func (s SACP) ReaskEnabled() bool { return s.Reask == nil || *s.Reask }
 
 // Retries is the configured retry count.
 func (u Upstream) Retries() int {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sacpgw/gateway/sacp"
 	"gopkg.in/yaml.v3"
 )
 
@@ -249,8 +250,8 @@ func effectiveNil(parent reflect.Type, name string, pv, fv reflect.Value) (strin
 	switch {
 	case parent == reflect.TypeFor[Upstream]() && name == "max_retries":
 		return strconv.Itoa(pv.Interface().(Upstream).Retries()), true
-	case parent == reflect.TypeFor[SACP]() && name == "reask":
-		return strconv.FormatBool(pv.Interface().(SACP).ReaskEnabled()), true
+	case parent == reflect.TypeFor[sacp.Config]() && name == "reask":
+		return strconv.FormatBool(pv.Interface().(sacp.Config).ReaskEnabled()), true
 	}
 	return "", false
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/names"
-	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 )
 
@@ -1096,37 +1095,8 @@ func (l *loader) protocol(n *yaml.Node, p *Protocol) {
 	if lim.MaxRetryAttempts > 10 {
 		l.add(f, at("limits", "max_retry_attempts"), "protocol.limits.max_retry_attempts %d: at most 10 (each attempt is a paid model call)", lim.MaxRetryAttempts)
 	}
-	if p.SACP.TemplateFile != "" {
-		l.resolve(&p.SACP.TemplateFile)
-		l.fileExists(f, at("sacp", "template_file"), "protocol.sacp.template_file", p.SACP.TemplateFile)
-	}
-	r := &p.Redaction
-	if r.Detectors == nil {
-		r.Detectors = redact.Names()
-	}
-	for i, d := range r.Detectors {
-		if !confkit.OneOf(d, redact.Names()...) {
-			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), confkit.DidYouMean(d, redact.Names()))
-		}
-	}
-	for i, d := range r.Block {
-		if !confkit.OneOf(d, r.Detectors...) {
-			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, confkit.DidYouMean(d, r.Detectors))
-		}
-	}
-	if r.Replacement == "" {
-		r.Replacement = "[REDACTED:{detector}]"
-	}
-	if r.ApplyTo == nil {
-		// Every field by default: thought and next_step_hint reach the
-		// client and the audit trail like message and data.
-		r.ApplyTo = sacp.Fields()
-	}
-	for i, a := range r.ApplyTo {
-		if !confkit.OneOf(a, sacp.Fields()...) {
-			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), confkit.DidYouMean(a, sacp.Fields()))
-		}
-	}
+	p.SACP.Check(l.section(f, n, "protocol", "sacp"))
+	p.Redaction.Check(l.section(f, n, "protocol", "redaction"), sacp.Fields())
 }
 
 // resolve makes a path of a config file absolute-or-anchored: a relative
