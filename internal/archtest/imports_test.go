@@ -52,8 +52,10 @@ var sideways = map[[2]string]bool{
 	{"redact", "internal/jsonlex"}:   true,
 	// Each part owns its config type, written with the units and the
 	// problem reporter every part's config shares.
-	{"redact", "internal/confkit"}: true,
-	{"sacp", "internal/confkit"}:   true,
+	{"redact", "internal/confkit"}:           true,
+	{"sacp", "internal/confkit"}:             true,
+	{"audit", "internal/confkit"}:            true,
+	{"internal/tracing", "internal/confkit"}: true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

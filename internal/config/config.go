@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/workflow/definition"
@@ -51,8 +53,8 @@ type Gateway struct {
 	TLS       TLS              `yaml:"tls"`
 	Policy    Policy           `yaml:"policy"`
 	Approval  Approval         `yaml:"approval"`
-	Tracing   Tracing          `yaml:"tracing"`
-	Audit     Audit            `yaml:"audit"`
+	Tracing   tracing.Config   `yaml:"tracing"`
+	Audit     audit.Settings   `yaml:"audit"`
 	State     State            `yaml:"state"`
 	Messaging Messaging        `yaml:"messaging"`
 	// HTTP bounds the connections clients hold open.
@@ -316,16 +318,6 @@ type Policy struct {
 	ShadowDir string `yaml:"shadow_dir"`
 }
 
-// Tracing configures OpenTelemetry export (off by default).
-type Tracing struct {
-	// OTLPEndpoint is an OTLP/HTTP collector base URL, e.g.
-	// http://otel-collector:4318. Empty: no spans are exported (a caller's
-	// traceparent is still passed on to the provider).
-	OTLPEndpoint string `yaml:"otlp_endpoint"`
-	// ServiceName is the service.name of the spans. Default "gateway".
-	ServiceName string `yaml:"service_name"`
-}
-
 // Approval configures the approval protocol (docs/approval.md).
 type Approval struct {
 	// CatalogueDir holds the specification catalogue (Markdown files with an
@@ -339,29 +331,6 @@ type Approval struct {
 	// RateLimit bounds /agent/request per agent. Default 60/minute, the
 	// approval protocol's limit (docs/approval.md, Limits).
 	RateLimit Rate `yaml:"rate_limit"`
-}
-
-// Audit configures the audit trail.
-type Audit struct {
-	// Dir holds the audit segments. Default "data/audit".
-	Dir string `yaml:"dir"`
-	// FailMode is closed (no audit entry, no response: 503) or open (serve and
-	// count the loss). Default closed.
-	FailMode string `yaml:"fail_mode"`
-	// SigningKeyFile is an ed25519 private key (PEM) for checkpoints. Empty: unsigned.
-	SigningKeyFile string `yaml:"signing_key_file"`
-	// Chain is this instance's chain id. Default: $POD_NAME, else the host name.
-	Chain string `yaml:"chain"`
-	// SegmentMaxSize rotates segments at this size. Default 64MB.
-	SegmentMaxSize Size `yaml:"segment_max_size"`
-	// CheckpointEvery writes a checkpoint every N entries. Default 1000.
-	CheckpointEvery int `yaml:"checkpoint_every"`
-	// CheckpointInterval writes a checkpoint at least this often. Default 60s.
-	CheckpointInterval Duration `yaml:"checkpoint_interval"`
-	// CommitDelay holds a group commit open up to this long for requests in
-	// progress that have no entry in it yet, so one fsync serves many.
-	// Default 1ms; "0s" turns it off.
-	CommitDelay *Duration `yaml:"commit_delay"`
 }
 
 // State selects where rate limits and approval states live.

@@ -298,14 +298,11 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		// then serve (a binary run outside the repository).
 		g.Policy.Dir, g.Policy.DirDefaulted = "rego", true
 	}
-	if g.Audit.Dir == "" {
-		g.Audit.Dir = "data/audit"
-	}
 	if g.State.Dir == "" {
 		g.State.Dir = "data/state"
 	}
 	for _, p := range []*string{&g.TLS.CertFile, &g.TLS.KeyFile, &g.TLS.ClientCAFile, &g.Policy.Dir, &g.Policy.ShadowDir,
-		&g.Audit.Dir, &g.Audit.SigningKeyFile, &g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
+		&g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
 		l.resolve(p)
 	}
 	for i := range g.Upstreams {
@@ -492,45 +489,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, at("approval", name), "approval.%s %q: want an http(s) URL", name, u)
 		}
 	}
-	if g.Tracing.ServiceName == "" {
-		g.Tracing.ServiceName = "gateway"
-	}
-	if e := g.Tracing.OTLPEndpoint; e != "" {
-		if pu, err := url.Parse(e); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			l.add(f, at("tracing", "otlp_endpoint"), "tracing.otlp_endpoint %q: want an http(s) URL such as http://otel-collector:4318", e)
-		}
-	}
-	if g.Audit.FailMode == "" {
-		g.Audit.FailMode = "closed"
-	}
-	if !confkit.OneOf(g.Audit.FailMode, "closed", "open") {
-		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, confkit.DidYouMean(g.Audit.FailMode, []string{"closed", "open"}))
-	}
-	l.fileExists(f, at("audit", "signing_key_file"), "audit.signing_key_file", g.Audit.SigningKeyFile)
-	if g.Audit.Chain == "" {
-		g.Audit.Chain = defaultChain(l.env)
-	}
-	if strings.ContainsAny(g.Audit.Chain, `/\ `) {
-		l.add(f, at("audit", "chain"), "audit.chain %q: must not contain slashes or spaces", g.Audit.Chain)
-	}
-	if g.Audit.SegmentMaxSize == 0 {
-		g.Audit.SegmentMaxSize = 64 << 20
-	}
-	if g.Audit.CheckpointEvery == 0 {
-		g.Audit.CheckpointEvery = 1000
-	}
-	if g.Audit.CheckpointEvery < 0 {
-		l.add(f, at("audit", "checkpoint_every"), "audit.checkpoint_every: must be positive")
-	}
-	if g.Audit.CheckpointInterval == 0 {
-		g.Audit.CheckpointInterval = Duration(time.Minute)
-	}
-	switch d := g.Audit.CommitDelay; {
-	case d == nil:
-		g.Audit.CommitDelay = new(Duration(time.Millisecond))
-	case *d < 0 || *d > Duration(time.Second):
-		l.add(f, at("audit", "commit_delay"), "audit.commit_delay %s: want between 0s and 1s", d.D())
-	}
+	g.Tracing.Check(l.section(f, n, "tracing"))
+	g.Audit.Check(l.section(f, n, "audit"))
 	if g.State.Backend == "" {
 		g.State.Backend = "memory"
 	}
@@ -1139,16 +1099,6 @@ func decodeHash(s string) ([32]byte, error) {
 		return h, fmt.Errorf("want 64 hex digits (sha256 of the token)")
 	}
 	return h, nil
-}
-
-func defaultChain(env func(string) (string, bool)) string {
-	if v, ok := env("POD_NAME"); ok && v != "" {
-		return v
-	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "gateway"
 }
 
 func sortedKeys[V any](m map[string]V) []string {
