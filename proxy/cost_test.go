@@ -38,7 +38,7 @@ import (
 // testPrices: test-model costs 10 USD per million input tokens, 1 cached
 // and 30 output, so that 1000 prompt tokens and a max_tokens of 1000
 // reserve 10,000 + 30,000 micro-dollars.
-var testPrices = pricing.New(map[string]config.Price{"test-model": {Input: 10, CachedInput: 1, Output: 30}})
+var testPrices = pricing.New(map[string]pricing.Price{"test-model": {Input: 10, CachedInput: 1, Output: 30}})
 
 const day = 24 * time.Hour
 

@@ -42,7 +42,7 @@ type mockEmbedder struct {
 
 func newMockEmbedder(t *testing.T) *mockEmbedder {
 	t.Helper()
-	set, err := upstream.New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	set, err := upstream.New([]upstream.Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

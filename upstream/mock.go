@@ -18,8 +18,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 // mockBase is the API root of the built-in mock; it is never dialled.
@@ -37,7 +35,7 @@ const protocolMarker = "SYSTEM PROTOCOL: RESPONSE FORMAT"
 // OpenAI's 400s for what OpenAI refuses (see chat and embeddings).
 type mock struct{}
 
-func newMock(config.Upstream) (http.RoundTripper, *url.URL, error) {
+func newMock(Config) (http.RoundTripper, *url.URL, error) {
 	base, _ := url.Parse(mockBase)
 	return mock{}, base, nil
 }

@@ -16,15 +16,13 @@ import (
 	"github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 // callMock sends one request to the mock as the gateway does, through the
 // upstream's (retrying) transport.
 func callMock(t *testing.T, path, body string) (int, string) {
 	t.Helper()
-	s, err := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, err := New([]Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +39,7 @@ func callMock(t *testing.T, path, body string) (int, string) {
 // mockClient is the official OpenAI Go client talking to the mock.
 func mockClient(t *testing.T) openai.Client {
 	t.Helper()
-	s, err := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, err := New([]Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

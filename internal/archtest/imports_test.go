@@ -24,6 +24,7 @@ var layers = map[string]int{
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
 	"internal/confkit": 0, // the units, did-you-mean and problem reporter every part's config is written with
+	"internal/pricing": 0, // what models cost, gateway.yaml's pricing with it
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
@@ -32,7 +33,7 @@ var layers = map[string]int{
 	"internal/config": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
 	// 2: plumbing shared by the front doors.
-	"internal/httpx": 2, "internal/pricing": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
+	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
 	// 3: the front doors.
 	"proxy": 3, "approval": 3, "registry": 3, "messaging": 3, "workflow": 3, "mcp": 3,
 	// 4: the HTTP shell; 5: the wiring (Build); 6: the command.
@@ -43,7 +44,7 @@ var layers = map[string]int{
 var sideways = map[[2]string]bool{
 	{"internal/scope", "internal/config"}: true,
 	{"internal/scope", "upstream"}:        true,
-	{"upstream", "internal/config"}:       true,
+	{"internal/config", "upstream"}:       true,
 	{"policy", "internal/config"}:         true,
 	// The one set of JSON lexical rules, under the hand-written readers.
 	{"sacp", "internal/jsonlex"}:     true,
@@ -56,6 +57,7 @@ var sideways = map[[2]string]bool{
 	{"sacp", "internal/confkit"}:             true,
 	{"audit", "internal/confkit"}:            true,
 	{"internal/tracing", "internal/confkit"}: true,
+	{"internal/pricing", "internal/confkit"}: true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

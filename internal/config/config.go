@@ -13,9 +13,11 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
+	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -44,19 +46,19 @@ type Gateway struct {
 	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests. Default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// Log sets the structured log output.
-	Log       Log        `yaml:"log"`
-	Admin     Admin      `yaml:"admin"`
-	Upstreams []Upstream `yaml:"upstreams"`
+	Log       Log               `yaml:"log"`
+	Admin     Admin             `yaml:"admin"`
+	Upstreams []upstream.Config `yaml:"upstreams"`
 	// Pricing is what models cost (per model name; the shipped table for
 	// common models applies to the others), for spend and budgets.
-	Pricing   map[string]Price `yaml:"pricing"`
-	TLS       TLS              `yaml:"tls"`
-	Policy    Policy           `yaml:"policy"`
-	Approval  Approval         `yaml:"approval"`
-	Tracing   tracing.Config   `yaml:"tracing"`
-	Audit     audit.Settings   `yaml:"audit"`
-	State     State            `yaml:"state"`
-	Messaging Messaging        `yaml:"messaging"`
+	Pricing   map[string]pricing.Price `yaml:"pricing"`
+	TLS       TLS                      `yaml:"tls"`
+	Policy    Policy                   `yaml:"policy"`
+	Approval  Approval                 `yaml:"approval"`
+	Tracing   tracing.Config           `yaml:"tracing"`
+	Audit     audit.Settings           `yaml:"audit"`
+	State     State                    `yaml:"state"`
+	Messaging Messaging                `yaml:"messaging"`
 	// HTTP bounds the connections clients hold open.
 	HTTP HTTP `yaml:"http"`
 	// Responses is the stored state of the Responses API
@@ -214,88 +216,6 @@ type Admin struct {
 type Reviewer struct {
 	Name        string `yaml:"name"`
 	TokenSHA256 string `yaml:"token_sha256"`
-}
-
-// Upstream is one model provider.
-type Upstream struct {
-	// Name identifies the upstream in logs and audit entries.
-	Name string `yaml:"name"`
-	// Type selects the implementation: "openai" (any OpenAI-compatible
-	// API), "anthropic" (Anthropic's Messages API, translated both ways)
-	// or "mock".
-	Type string `yaml:"type"`
-	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
-	// Required for type openai; ignored for mock.
-	BaseURL string `yaml:"base_url"`
-	// APIKey is sent as the bearer token to the provider (as x-api-key to
-	// an anthropic upstream, as api-key to Azure). Empty sends none (local
-	// models). Never logged.
-	APIKey string `yaml:"api_key"`
-	// Models are globs (path.Match syntax) of the model names routed here
-	// ("*" matches any); among the upstreams that match, Priority and
-	// Weight decide (docs/providers.md).
-	Models []string `yaml:"models"`
-	// MaxRetries is how many times a connection failure or 5xx is retried,
-	// with backoff, while nothing has reached the client yet. Default 2; 0 disables.
-	MaxRetries *int `yaml:"max_retries"`
-	// MaxIdleConns is the keep-alive pool size to this upstream. Default 512.
-	MaxIdleConns int `yaml:"max_idle_conns"`
-	// CAFile is a PEM bundle trusted for this upstream (self-hosted models). Empty: system roots.
-	CAFile string `yaml:"ca_file"`
-	// Priority orders the upstreams that serve a model: the lowest first,
-	// the next ones only as failover. Default 0.
-	Priority int `yaml:"priority"`
-	// Weight spreads the requests among upstreams of one priority that
-	// serve a model. Default 1.
-	Weight int `yaml:"weight"`
-	// Breaker opens after Failures failures in a row (no request goes
-	// there) and lets one probe through after Cooldown. Defaults 5, 30s.
-	Breaker Breaker `yaml:"breaker"`
-	// FirstByteTimeout bounds the wait for this upstream's response
-	// headers; when it passes, the request moves on to the model's next
-	// upstream (failover before the first byte). Zero: only
-	// timeouts.response bounds the exchange.
-	FirstByteTimeout Duration `yaml:"first_byte_timeout"`
-	// Azure, when set, speaks Azure OpenAI's form of the API on an openai
-	// upstream: the key goes in the api-key header and, with APIVersion,
-	// requests go to the deployments path.
-	Azure *Azure `yaml:"azure"`
-	// AnthropicVersion is the anthropic-version header sent to an
-	// anthropic upstream. Default 2023-06-01.
-	AnthropicVersion string `yaml:"anthropic_version"`
-	// DefaultMaxTokens is the max_tokens sent to an anthropic upstream
-	// for a request that set none (Anthropic requires one). Default 4096.
-	DefaultMaxTokens int `yaml:"default_max_tokens"`
-	// PromptCache, on an anthropic upstream, marks each request's system
-	// prompt (with the tools before it) for Anthropic's prompt cache.
-	// Default false: a cache write costs more than plain input, which a
-	// prompt used once never earns back.
-	PromptCache bool `yaml:"prompt_cache"`
-}
-
-// Azure is an openai upstream's Azure OpenAI settings.
-type Azure struct {
-	// APIVersion is the api-version query parameter. Set, requests go to
-	// {base_url}/openai/deployments/{deployment}/{operation}; empty, to
-	// {base_url}/{operation} (Azure's v1 API, base_url ending in
-	// /openai/v1).
-	APIVersion string `yaml:"api_version"`
-	// Deployments maps a model name to its deployment name; a model not
-	// listed is its own deployment name.
-	Deployments map[string]string `yaml:"deployments"`
-}
-
-// Breaker is an upstream's circuit breaker.
-type Breaker struct {
-	Failures int      `yaml:"failures"`
-	Cooldown Duration `yaml:"cooldown"`
-}
-
-// Price is what a model costs, in US dollars per million tokens.
-type Price struct {
-	Input       float64 `yaml:"input"`
-	Output      float64 `yaml:"output"`
-	CachedInput float64 `yaml:"cached_input"`
 }
 
 // TLS configures TLS termination.
@@ -544,14 +464,6 @@ func (a *Agent) DefaultModel() string {
 // StandardProtocol reports whether the agent gets the SACP JSON protocol.
 func (a *Agent) StandardProtocol() bool {
 	return a.ResponseFormat == "json_standard" || a.UseStandardProtocol
-}
-
-// Retries is the configured retry count.
-func (u Upstream) Retries() int {
-	if u.MaxRetries == nil {
-		return 2
-	}
-	return *u.MaxRetries
 }
 
 // HashToken returns the SHA-256 of a bearer token, as stored in the config.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/sacp"
+	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
 )
 
@@ -248,8 +249,8 @@ func effectiveNil(parent reflect.Type, name string, pv, fv reflect.Value) (strin
 		return "", false
 	}
 	switch {
-	case parent == reflect.TypeFor[Upstream]() && name == "max_retries":
-		return strconv.Itoa(pv.Interface().(Upstream).Retries()), true
+	case parent == reflect.TypeFor[upstream.Config]() && name == "max_retries":
+		return strconv.Itoa(pv.Interface().(upstream.Config).Retries()), true
 	case parent == reflect.TypeFor[sacp.Config]() && name == "reask":
 		return strconv.FormatBool(pv.Interface().(sacp.Config).ReaskEnabled()), true
 	}

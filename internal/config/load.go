@@ -21,11 +21,13 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/workflow/definition"
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/names"
+	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/sacp"
 )
 
@@ -79,13 +81,9 @@ type Options struct {
 // lists that belong to another package (redaction detectors, SACP fields)
 // are read from it, so nothing has to be kept in sync.
 var (
-	upstreamTypes   = [...]string{"anthropic", "mock", "openai"}
 	targetTypes     = [...]string{"architecture", "design", "code", "test", "docs"}
 	responseFormats = [...]string{"none", "json_standard", "sacp_compact"}
 )
-
-// UpstreamTypes lists the upstream types (upstream implements each).
-func UpstreamTypes() []string { return append([]string(nil), upstreamTypes[:]...) }
 
 // TargetTypes lists the approval protocol's target types; an agent's
 // allowed_targets may also say "all".
@@ -305,38 +303,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		&g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
 		l.resolve(p)
 	}
-	for i := range g.Upstreams {
-		u := &g.Upstreams[i]
-		l.resolve(&u.CAFile)
-		idx := strconv.Itoa(i)
-		if u.Weight == 0 {
-			u.Weight = 1
-		}
-		if !hasKey(n, "upstreams", idx, "priority") {
-			// Without priorities the order of the file decides, as it
-			// always did: the first upstream serving a model is its
-			// primary, the later ones its failover. Weights spread
-			// traffic only among upstreams given the same priority.
-			u.Priority = i
-		}
-		if u.Weight < 0 || u.Priority < 0 {
-			l.add(f, at("upstreams", idx), "upstreams[%d]: priority and weight must not be negative", i)
-		}
-		if u.Breaker.Failures == 0 {
-			u.Breaker.Failures = 5
-		}
-		if u.Breaker.Cooldown == 0 {
-			u.Breaker.Cooldown = Duration(30 * time.Second)
-		}
-		if u.Breaker.Failures < 0 || u.Breaker.Cooldown < 0 {
-			l.add(f, at("upstreams", idx, "breaker"), "upstreams[%d].breaker: failures and cooldown must be positive", i)
-		}
-	}
-	for model, p := range g.Pricing {
-		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || math.IsNaN(p.Input+p.Output+p.CachedInput) {
-			l.add(f, at("pricing", model), "pricing.%s: prices must be non-negative numbers (USD per million tokens)", model)
-		}
-	}
+	upstream.Check(l.section(f, n, "upstreams"), g.Upstreams)
+	pricing.Check(l.section(f, n, "pricing"), g.Pricing)
 	if g.Responses.StoreTTL == 0 {
 		g.Responses.StoreTTL = Duration(24 * time.Hour)
 	}
@@ -387,74 +355,6 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		if _, err := decodeHash(r.TokenSHA256); err != nil {
 			l.add(f, at("admin", "reviewers", idx, "token_sha256"), "admin.reviewers[%d].token_sha256: %v", i, err)
 		}
-	}
-	if len(g.Upstreams) == 0 {
-		l.add(f, at(), "upstreams: at least one upstream is required")
-	}
-	seen := map[string]bool{}
-	for i := range g.Upstreams {
-		u := &g.Upstreams[i]
-		idx := strconv.Itoa(i)
-		field := func(name string) int { return at("upstreams", idx, name) }
-		switch {
-		case u.Name == "":
-			l.add(f, at("upstreams", idx), "upstreams[%d].name is required", i)
-		case seen[u.Name]:
-			l.add(f, field("name"), "upstreams: duplicate upstream %q", u.Name)
-		}
-		seen[u.Name] = true
-		if !confkit.OneOf(u.Type, upstreamTypes[:]...) {
-			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), confkit.DidYouMean(u.Type, upstreamTypes[:]))
-		}
-		if u.Type == "openai" || u.Type == "anthropic" {
-			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				l.add(f, field("base_url"), "upstreams[%d].base_url %q: want an http(s) URL such as https://api.openai.com/v1", i, u.BaseURL)
-			}
-		}
-		if u.Azure != nil && u.Type != "openai" {
-			l.add(f, field("azure"), "upstreams[%d].azure: only an openai upstream speaks Azure OpenAI", i)
-		}
-		if u.Azure != nil {
-			for m, d := range u.Azure.Deployments {
-				if d == "" || strings.ContainsAny(d, "/?#%") {
-					l.add(f, at("upstreams", idx, "azure", "deployments", m), "upstreams[%d].azure.deployments.%s: want a deployment name (no / ? # %%)", i, m)
-				}
-			}
-		}
-		if u.Type == "anthropic" {
-			if u.AnthropicVersion == "" {
-				u.AnthropicVersion = "2023-06-01"
-			}
-			if u.DefaultMaxTokens == 0 {
-				u.DefaultMaxTokens = 4096
-			}
-		} else if u.AnthropicVersion != "" || u.DefaultMaxTokens != 0 || u.PromptCache {
-			l.add(f, field("type"), "upstreams[%d]: anthropic_version, default_max_tokens and prompt_cache apply to an anthropic upstream only", i)
-		}
-		if u.DefaultMaxTokens < 0 {
-			l.add(f, field("default_max_tokens"), "upstreams[%d].default_max_tokens: must be positive", i)
-		}
-		if u.FirstByteTimeout < 0 {
-			l.add(f, field("first_byte_timeout"), "upstreams[%d].first_byte_timeout: must not be negative", i)
-		}
-		if len(u.Models) == 0 {
-			l.add(f, field("models"), "upstreams[%d].models: at least one model glob is required (\"*\" = any)", i)
-		}
-		for j, m := range u.Models {
-			if _, err := path.Match(m, ""); err != nil || m == "" {
-				l.add(f, at("upstreams", idx, "models", strconv.Itoa(j)), "upstreams[%d].models: bad glob %q", i, m)
-			}
-		}
-		if u.MaxRetries != nil && (*u.MaxRetries < 0 || *u.MaxRetries > 10) {
-			l.add(f, field("max_retries"), "upstreams[%d].max_retries %d: want 0 to 10", i, *u.MaxRetries)
-		}
-		if u.MaxIdleConns == 0 {
-			u.MaxIdleConns = 512
-		}
-		if u.MaxIdleConns < 0 {
-			l.add(f, field("max_idle_conns"), "upstreams[%d].max_idle_conns: must be positive", i)
-		}
-		l.fileExists(f, field("ca_file"), "upstreams["+idx+"].ca_file", u.CAFile)
 	}
 	if (g.TLS.CertFile == "") != (g.TLS.KeyFile == "") {
 		l.add(f, at("tls"), "tls: cert_file and key_file must be set together")

@@ -4,13 +4,14 @@ import (
 	"path"
 
 	"github.com/sacpgw/gateway/internal/confkit"
+	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
 )
 
 // registryEmbeddings checks registry.embeddings against the upstreams: the
 // model must be one the named upstream serves (its models globs), else
 // every text query would quietly fall back to the lexical ranking.
-func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []Upstream) {
+func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []upstream.Config) {
 	e := r.Embeddings
 	if n == nil || e == nil {
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/usage"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -129,7 +130,7 @@ type Exchange struct {
 	// Price is Model's price (USD per million tokens), looked up by the
 	// limits stage; HasPrice says whether the pricing table has one (the
 	// exchange's cost is unknown without).
-	Price    config.Price
+	Price    pricing.Price
 	HasPrice bool
 	// BudgetReserved is what the agent's dollar budget reserved for the
 	// call, in micro-dollars (0 without a budget).
