@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -75,7 +76,7 @@ func firstTry(cfg *config.Config, demo []config.DemoCredential) (agent, token, m
 
 // triableModel is a literal model name that an upstream routes and the
 // agent may use: mock upstreams' first (they answer without a key).
-func triableModel(cfg *config.Config, a *config.Agent) string {
+func triableModel(cfg *config.Config, a *roster.Agent) string {
 	ups := slices.Clone(cfg.Gateway.Upstreams)
 	slices.SortStableFunc(ups, func(x, y upstream.Config) int {
 		switch {

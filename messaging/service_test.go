@@ -17,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
@@ -82,9 +83,9 @@ func TestNewRequiresDeps(t *testing.T) {
 }
 
 // withAgents returns a copy of cfg whose agent id is changed by f.
-func withAgents(cfg *config.Config, id string, f func(*config.Agent)) *config.Config {
+func withAgents(cfg *config.Config, id string, f func(*roster.Agent)) *config.Config {
 	c := *cfg
-	c.Agents = make(map[string]*config.Agent, len(cfg.Agents))
+	c.Agents = make(map[string]*roster.Agent, len(cfg.Agents))
 	for k, a := range cfg.Agents {
 		c.Agents[k] = a
 	}
@@ -103,8 +104,8 @@ func TestPrepareReload(t *testing.T) {
 	decodeError(t, h.send("planner", event), http.StatusForbidden, "policy_denied")
 
 	next := writeConfig(t, t.TempDir(), h.peers, harnessOpts{protocolExtra: "  redaction:\n    messages: true\n"})
-	next = withAgents(next, "planner", func(a *config.Agent) {
-		a.Messages = append(a.Messages, config.MessageRule{To: []string{"orch"}, Actions: []string{"replan"}})
+	next = withAgents(next, "planner", func(a *roster.Agent) {
+		a.Messages = append(a.Messages, roster.MessageRule{To: []string{"orch"}, Actions: []string{"replan"}})
 	})
 	apply, err := h.svc.Prepare(next)
 	if err != nil {

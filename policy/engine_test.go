@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	policyfs "github.com/sacpgw/gateway/rego"
 )
 
@@ -33,8 +34,8 @@ func newEngine(t testing.TB, o Options) *Engine {
 	return e
 }
 
-func testAgents() map[string]*config.Agent {
-	return map[string]*config.Agent{
+func testAgents() map[string]*roster.Agent {
+	return map[string]*roster.Agent{
 		"claude-3": {ID: "claude-3", Type: "code-generator", Capabilities: []string{"read", "write", "analyze"},
 			AllowedTargets: []string{"architecture", "design", "code"}},
 		"copilot-2": {ID: "copilot-2", Type: "code-completer", Capabilities: []string{"read", "suggest"},

@@ -11,6 +11,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // Helpers that build the parts of the input documents that come from the
@@ -19,7 +20,7 @@ import (
 // round trip.
 
 // AgentInput is input.agent: the registry entry without secrets.
-func AgentInput(a *config.Agent) map[string]any {
+func AgentInput(a *roster.Agent) map[string]any {
 	if a == nil {
 		return map[string]any{}
 	}

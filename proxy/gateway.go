@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
@@ -108,7 +109,7 @@ func New(d Deps) (*Gateway, error) {
 	if d.KeepAlive > 0 {
 		proto.KeepAlive = d.KeepAlive
 	}
-	lim.Attempts = func(a *config.Agent) int {
+	lim.Attempts = func(a *roster.Agent) int {
 		if proto.Applies(a) && proto.Reask {
 			return proto.MaxAttempts
 		}
@@ -247,7 +248,7 @@ func (g *Gateway) allowModel(w http.ResponseWriter, r *http.Request, next http.H
 
 // Allowed reports whether the agent's allow-list admits model (an empty
 // list admits every routed model).
-func Allowed(a *config.Agent, model string) bool {
+func Allowed(a *roster.Agent, model string) bool {
 	if len(a.Models) == 0 {
 		return true
 	}

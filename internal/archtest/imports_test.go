@@ -24,6 +24,7 @@ var layers = map[string]int{
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
 	"internal/confkit": 0, // the units, did-you-mean and problem reporter every part's config is written with
+	"internal/roster":  0, // agents.yaml: the Agent entry every part that serves an agent reads
 	"internal/pricing": 0, // what models cost, gateway.yaml's pricing with it
 	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
 
@@ -58,6 +59,8 @@ var sideways = map[[2]string]bool{
 	{"audit", "internal/confkit"}:            true,
 	{"internal/tracing", "internal/confkit"}: true,
 	{"internal/pricing", "internal/confkit"}: true,
+	{"internal/roster", "internal/confkit"}:  true,
+	{"internal/roster", "internal/names"}:    true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

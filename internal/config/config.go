@@ -7,13 +7,12 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/netip"
 	"strings"
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
@@ -26,7 +25,7 @@ type Config struct {
 	// Dir is the directory the files were read from.
 	Dir      string
 	Gateway  Gateway
-	Agents   map[string]*Agent
+	Agents   map[string]*roster.Agent
 	Protocol Protocol
 	// Registry is config/registry.yaml (empty when the file is absent).
 	Registry Registry
@@ -270,93 +269,6 @@ type State struct {
 	Dir string `yaml:"dir"`
 }
 
-// Agent is one entry of config/agents.yaml.
-type Agent struct {
-	// ID is the key of the entry in agents.yaml.
-	ID   string `yaml:"-"`
-	Type string `yaml:"type"`
-	// Roles are the roles the agent may claim in a message (sender_type,
-	// SAM sender.role) besides its Type: SAM roles such as initiator or
-	// validator belong to a conversation, not to the agent. Empty: Type only.
-	Roles        []string `yaml:"roles"`
-	Capabilities []string `yaml:"capabilities"`
-	// RateLimit bounds requests. Zero: unlimited.
-	RateLimit Rate `yaml:"rate_limit"`
-	// Budget bounds the agent's spend on models ("25USD/day"), reserved
-	// and settled like tokens. Zero: unlimited.
-	Budget Money `yaml:"budget"`
-	// TokenLimit bounds prompt+completion tokens. Zero: unlimited.
-	TokenLimit Rate `yaml:"token_limit"`
-	// MaxRequestSize bounds the request body. Default 1MB.
-	MaxRequestSize Size     `yaml:"max_request_size"`
-	AllowedTargets []string `yaml:"allowed_targets"`
-	// TokenSHA256 is the lowercase hex SHA-256 of the agent's bearer token.
-	TokenSHA256 string `yaml:"token_sha256"`
-	// ResponseFormat is json_standard, sacp_compact or none. Default none.
-	ResponseFormat      string `yaml:"response_format"`
-	UseStandardProtocol bool   `yaml:"use_standard_protocol"`
-	// DataSchemaFile is a JSON Schema for SACP "data", relative to the config dir.
-	DataSchemaFile string `yaml:"data_schema_file"`
-	// Models is an allow-list of model globs. Empty: any routed model.
-	Models []string `yaml:"models"`
-	// CompletionEstimate is the completion tokens a token budget reserves
-	// for a request that sets no max_tokens. Default 1024.
-	CompletionEstimate int    `yaml:"completion_estimate"`
-	SPIFFEID           string `yaml:"spiffe_id"`
-
-	// Compact SACP's registry fields (docs/agent-messaging.md, Configuration):
-	// what the agent can do, for POST /registry/query and the sacp_compact
-	// prompt.
-	Description    string   `yaml:"description"`
-	Tags           []string `yaml:"tags"`
-	SupportedVerbs []string `yaml:"supported_verbs"`
-	SupportedTools []string `yaml:"supported_tools"`
-	Inputs         []string `yaml:"inputs"`
-	Outputs        []string `yaml:"outputs"`
-	// Endpoint is the http(s) URL where the agent receives messages
-	// (POST /relay/messages relays to it). Empty: the agent receives none.
-	Endpoint string `yaml:"endpoint"`
-	// SpawnedBy, set only on an agent registered at run time (never read
-	// from agents.yaml), is the agent that spawned it: the one it may send
-	// messages to.
-	SpawnedBy string `yaml:"-"`
-	// Messages are the agent-to-agent messages this agent may send (RBAC).
-	// None: it may send none.
-	Messages []MessageRule `yaml:"messages"`
-	// The capability registry's optional fields: a precomputed embedding
-	// of the agent (used as given for semantic selection; its dimension
-	// must match the configured model's), a confidence the operator gives
-	// the agent (0..1), its version and where it runs.
-	Embedding       []float64 `yaml:"embedding"`
-	ConfidenceScore *float64  `yaml:"confidence_score"`
-	Version         string    `yaml:"version"`
-	AgentLocation   string    `yaml:"agent_location"`
-	// CallbackURL, if set, receives the agent's approval request events
-	// (POST, JSON), checked by the egress rules like an endpoint.
-	CallbackURL string `yaml:"callback_url"`
-	// MCPTools are, per MCP server (a name of gateway.yaml's mcp.servers),
-	// globs (path.Match) of the tools the agent may use: {files: ["read_*"]}.
-	// A server not listed is one the agent may not connect to; an empty
-	// list connects it without tools (resources and prompts, as the policy
-	// allows).
-	MCPTools map[string][]string `yaml:"mcp_tools"`
-
-	// TokenHash is TokenSHA256 decoded; set by Load.
-	TokenHash [sha256.Size]byte `yaml:"-"`
-	// DataSchema is the content of DataSchemaFile; set by Load.
-	DataSchema []byte `yaml:"-"`
-}
-
-// MessageRule allows an agent to send the listed actions to the listed
-// recipients through POST /relay/messages.
-type MessageRule struct {
-	// To are recipient agent ids; "*" is any agent, "broadcast" a message
-	// without a recipient.
-	To []string `yaml:"to" json:"to"`
-	// Actions are the envelope actions allowed; "*" is any action.
-	Actions []string `yaml:"actions" json:"actions"`
-}
-
 // Registry is config/registry.yaml: compact SACP's verb and tool library,
 // which compact SACP plans are validated against.
 type Registry struct {
@@ -402,75 +314,4 @@ type Tool struct {
 	Description    string   `yaml:"description"`
 	Interface      string   `yaml:"interface"`
 	SupportedVerbs []string `yaml:"supported_verbs"`
-}
-
-// Protocol is config/protocol.yaml: the approval protocol's settings plus the
-// gateway's SACP and redaction settings.
-type Protocol struct {
-	Version    string        `yaml:"version"`
-	Timeouts   Timeouts      `yaml:"timeouts"`
-	Limits     Limits        `yaml:"limits"`
-	Compliance Compliance    `yaml:"compliance"`
-	SACP       sacp.Config   `yaml:"sacp"`
-	Redaction  redact.Config `yaml:"redaction"`
-}
-
-// Timeouts of the approval protocol.
-type Timeouts struct {
-	// Validation bounds a policy decision. Default 5000ms.
-	Validation Duration `yaml:"validation"`
-	// Response bounds an upstream call (headers for streams). Default 10000ms.
-	Response Duration `yaml:"response"`
-	// Escalation: escalations older than this become REJECTED. Default 24h.
-	Escalation Duration `yaml:"escalation"`
-	// ApprovalValidity: an APPROVED request expires (EXPIRED) this long
-	// after its approval unless REPORTed. Default 24h.
-	ApprovalValidity Duration `yaml:"approval_validity"`
-	// StreamIdle ends a stream whose upstream sends nothing for this long
-	// with an error event. Default 30s.
-	StreamIdle Duration `yaml:"stream_idle"`
-}
-
-// Limits of the approval protocol.
-type Limits struct {
-	MaxContentSize   Size `yaml:"max_content_size"`
-	MaxReferences    int  `yaml:"max_references"`
-	MaxDeviations    int  `yaml:"max_deviations"`
-	MaxRetryAttempts int  `yaml:"max_retry_attempts"`
-	// MaxInlineBinary: a base64 value larger than this in a workflow
-	// step's data is moved to the blob store. Default 64KB.
-	MaxInlineBinary Size `yaml:"max_inline_binary"`
-}
-
-// Compliance flags of the approval protocol.
-type Compliance struct {
-	StrictMode        bool `yaml:"strict_mode"`
-	AllowDeviations   bool `yaml:"allow_deviations"`
-	RequireRationale  bool `yaml:"require_rationale"`
-	EnforceReferences bool `yaml:"enforce_references"`
-}
-
-// DefaultModel is the model a workflow node of this agent calls when it
-// names none: the first entry of models that is a name, not a glob.
-func (a *Agent) DefaultModel() string {
-	for _, m := range a.Models {
-		if !strings.ContainsAny(m, "*?[\\") {
-			return m
-		}
-	}
-	return ""
-}
-
-// StandardProtocol reports whether the agent gets the SACP JSON protocol.
-func (a *Agent) StandardProtocol() bool {
-	return a.ResponseFormat == "json_standard" || a.UseStandardProtocol
-}
-
-// HashToken returns the SHA-256 of a bearer token, as stored in the config.
-func HashToken(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
-
-// HashTokenHex is HashToken in lowercase hex.
-func HashTokenHex(token string) string {
-	h := HashToken(token)
-	return hex.EncodeToString(h[:])
 }

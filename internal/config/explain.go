@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
@@ -50,7 +51,7 @@ func Explain(dir string, opts ...Options) (*Config, []Setting, error) {
 	e := &explainer{l: l}
 	e.file(GatewayFile, "", reflect.ValueOf(&cfg.Gateway).Elem())
 	agents := struct {
-		Agents map[string]*Agent `yaml:"agents"`
+		Agents map[string]*roster.Agent `yaml:"agents"`
 	}{cfg.Agents}
 	e.file(AgentsFile, "", reflect.ValueOf(agents))
 	protocol := struct {

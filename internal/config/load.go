@@ -1,12 +1,9 @@
 package config
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net"
 	"net/netip"
 	"net/textproto"
@@ -28,6 +25,7 @@ import (
 	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/sacp"
 )
 
@@ -77,18 +75,6 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 }
 
-// The values the loader accepts that the configuration itself defines. The
-// lists that belong to another package (redaction detectors, SACP fields)
-// are read from it, so nothing has to be kept in sync.
-var (
-	targetTypes     = [...]string{"architecture", "design", "code", "test", "docs"}
-	responseFormats = [...]string{"none", "json_standard", "sacp_compact"}
-)
-
-// TargetTypes lists the approval protocol's target types; an agent's
-// allowed_targets may also say "all".
-func TargetTypes() []string { return append([]string(nil), targetTypes[:]...) }
-
 // Load reads and validates dir/gateway.yaml, dir/agents.yaml and
 // dir/protocol.yaml. On any problem it returns a nil Config and Problems.
 func Load(dir string, opts ...Options) (*Config, error) {
@@ -113,7 +99,7 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 	l := &loader{dir: dir, base: base, env: o.LookupEnv, roots: map[string]*yaml.Node{}, envRefs: map[*yaml.Node]string{}}
 	cfg := &Config{Dir: dir}
 	var agentsDoc struct {
-		Agents map[string]*Agent `yaml:"agents"`
+		Agents map[string]*roster.Agent `yaml:"agents"`
 	}
 	var protocolDoc struct {
 		Protocol Protocol `yaml:"protocol"`
@@ -137,7 +123,7 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 		l.gateway(gw, &cfg.Gateway)
 	}
 	if ag != nil {
-		l.agents(ag, cfg.Agents)
+		roster.Check(l.section(AgentsFile, ag, "agents"), cfg.Agents)
 		if gw != nil {
 			l.unroutedModels(ag, cfg.Agents, cfg.Gateway.Upstreams)
 		}
@@ -198,7 +184,7 @@ type loader struct {
 // problem the definitions have, plus a node whose model cannot be known.
 // workflows parses workflows.yaml; its agents are checked against agents
 // when agentsKnown (agents.yaml parsed).
-func (l *loader) workflows(agents map[string]*Agent, agentsKnown bool) *definition.Set {
+func (l *loader) workflows(agents map[string]*roster.Agent, agentsKnown bool) *definition.Set {
 	raw, err := os.ReadFile(filepath.Join(l.dir, WorkflowsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return &definition.Set{}
@@ -339,7 +325,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, confkit.DidYouMean(g.Log.Format, []string{"json", "text"}))
 	}
 	if g.Admin.TokenSHA256 != "" {
-		if _, err := decodeHash(g.Admin.TokenSHA256); err != nil {
+		if _, err := roster.ParseHash(g.Admin.TokenSHA256); err != nil {
 			l.add(f, at("admin", "token_sha256"), "admin.token_sha256: %v", err)
 		}
 	}
@@ -352,7 +338,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, at("admin", "reviewers", idx, "name"), "admin.reviewers: duplicate reviewer %q", r.Name)
 		}
 		names[r.Name] = true
-		if _, err := decodeHash(r.TokenSHA256); err != nil {
+		if _, err := roster.ParseHash(r.TokenSHA256); err != nil {
 			l.add(f, at("admin", "reviewers", idx, "token_sha256"), "admin.reviewers[%d].token_sha256: %v", i, err)
 		}
 	}
@@ -564,7 +550,7 @@ func mcpName(s string) bool {
 }
 
 // agentMCP checks the agents' mcp_tools against the configured servers.
-func (l *loader) agentMCP(n *yaml.Node, agents map[string]*Agent, m MCP) {
+func (l *loader) agentMCP(n *yaml.Node, agents map[string]*roster.Agent, m MCP) {
 	const f = AgentsFile
 	servers := make([]string, 0, len(m.Servers))
 	for _, s := range m.Servers {
@@ -646,7 +632,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 	for i, v := range r.Verbs {
 		idx := strconv.Itoa(i)
 		switch {
-		case !validName(v.Name):
+		case !names.Symbol(v.Name):
 			l.add(f, at("verbs", idx, "name"), "registry.verbs[%d].name %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, v.Name)
 		case verbs[v.Name]:
 			l.add(f, at("verbs", idx, "name"), "registry: verb %q is defined twice", v.Name)
@@ -663,7 +649,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 	for i, t := range r.Tools {
 		idx := strconv.Itoa(i)
 		switch {
-		case !validName(t.ID):
+		case !names.Symbol(t.ID):
 			l.add(f, at("tools", idx, "id"), "registry.tools[%d].id %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, t.ID)
 		case tools[t.ID]:
 			l.add(f, at("tools", idx, "id"), "registry: tool %q is defined twice", t.ID)
@@ -708,29 +694,10 @@ func compactLibrary(r Registry) (*compact.Library, error) {
 // Library is the compact SACP verb and tool library of registry.yaml.
 func (r Registry) Library() (*compact.Library, error) { return compactLibrary(r) }
 
-// agentRoles checks an agent's roles: each a name an envelope can carry
-// (what a role is checked against must be one), none twice.
-func (l *loader) agentRoles(at func(p ...string) int, id string, roles []string) {
-	seen := map[string]bool{}
-	for i, r := range roles {
-		switch {
-		case strings.TrimSpace(r) == "":
-			l.add(AgentsFile, at("roles", strconv.Itoa(i)), "agent %q: roles: an empty role", id)
-		case seen[r]:
-			l.add(AgentsFile, at("roles", strconv.Itoa(i)), "agent %q: roles: duplicate role %q", id, r)
-		}
-		seen[r] = true
-	}
-}
-
-// agentRegistry checks the agents' compact SACP registry fields against the
-// registry and the other agents.
-func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, tools map[string]bool) {
+// agentRegistry checks the verbs and tools the agents name against the
+// registry (nil when registry.yaml did not parse).
+func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*roster.Agent, verbs, tools map[string]bool) {
 	const f = AgentsFile
-	var (
-		dim      int    // the dimension of the first precomputed embedding
-		dimAgent string // and whose it is
-	)
 	for _, id := range sortedKeys(agents) {
 		a := agents[id]
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
@@ -742,155 +709,6 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, to
 		for i, t := range a.SupportedTools {
 			if tools != nil && !tools[t] {
 				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, confkit.DidYouMean(t, sortedKeys(tools)))
-			}
-		}
-		if a.Endpoint != "" {
-			u, err := url.Parse(a.Endpoint)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				l.add(f, at("endpoint"), "agent %q: endpoint %q: want an http or https URL", id, a.Endpoint)
-			}
-		}
-		if a.CallbackURL != "" {
-			u, err := url.Parse(a.CallbackURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				l.add(f, at("callback_url"), "agent %q: callback_url %q: want an http or https URL", id, a.CallbackURL)
-			}
-		}
-		if c := a.ConfidenceScore; c != nil && (*c < 0 || *c > 1 || math.IsNaN(*c)) {
-			l.add(f, at("confidence_score"), "agent %q: confidence_score %v: want a number from 0 to 1", id, *c)
-		}
-		if len(a.Embedding) > 0 {
-			if dim == 0 {
-				dim, dimAgent = len(a.Embedding), id
-			} else if len(a.Embedding) != dim {
-				l.add(f, at("embedding"), "agent %q: embedding has %d dimensions, agent %q's has %d: they must be of one model", id, len(a.Embedding), dimAgent, dim)
-			}
-			for _, x := range a.Embedding {
-				if math.IsNaN(x) || math.IsInf(x, 0) {
-					l.add(f, at("embedding"), "agent %q: embedding holds a value that is not a finite number", id)
-					break
-				}
-			}
-		}
-		for i, r := range a.Messages {
-			idx := strconv.Itoa(i)
-			if len(r.To) == 0 {
-				l.add(f, at("messages", idx, "actions"), "agent %q: messages[%d].to is required", id, i)
-			}
-			if len(r.Actions) == 0 {
-				l.add(f, at("messages", idx, "to"), "agent %q: messages[%d].actions is required", id, i)
-			}
-			for j, to := range r.To {
-				if to != "*" && to != "broadcast" && agents[to] == nil {
-					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, confkit.DidYouMean(to, append(sortedKeys(agents), "broadcast")))
-				}
-			}
-			for j, act := range r.Actions {
-				if act != "*" && !validName(act) {
-					l.add(f, at("messages", idx, "actions", strconv.Itoa(j)), "agent %q: messages[%d].actions: bad action %q", id, i, act)
-				}
-			}
-		}
-	}
-}
-
-// validName: registry names, ids and actions as plans and envelopes carry them.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
-}
-
-func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
-	const f = AgentsFile
-	if len(agents) == 0 {
-		l.add(f, lineOf(n, "agents"), "agents: at least one agent is required")
-		return
-	}
-	byHash := map[[32]byte]string{}
-	bySPIFFE := map[string]string{}
-	for _, id := range sortedKeys(agents) {
-		a := agents[id]
-		if a == nil {
-			l.add(f, lineOf(n, "agents", id), "agent %q: empty entry", id)
-			delete(agents, id)
-			continue
-		}
-		a.ID = id
-		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
-		if err := names.Check(id); err != nil {
-			l.add(f, at(), "agents: %v", err)
-		}
-		l.agentRoles(at, id, a.Roles)
-		if a.TokenSHA256 == "" && a.SPIFFEID == "" {
-			l.add(f, at(), "agent %q: token_sha256 or spiffe_id is required", id)
-		}
-		if a.TokenSHA256 != "" {
-			h, err := decodeHash(a.TokenSHA256)
-			if err != nil {
-				l.add(f, at("token_sha256"), "agent %q: token_sha256: %v", id, err)
-			} else if other, dup := byHash[h]; dup {
-				l.add(f, at("token_sha256"), "agent %q: token_sha256 is also agent %q's: each agent needs its own token", id, other)
-			} else {
-				byHash[h] = id
-				a.TokenHash = h
-			}
-		}
-		if a.SPIFFEID != "" {
-			if !strings.HasPrefix(a.SPIFFEID, "spiffe://") {
-				l.add(f, at("spiffe_id"), "agent %q: spiffe_id %q: want spiffe://trust-domain/path", id, a.SPIFFEID)
-			} else if other, dup := bySPIFFE[a.SPIFFEID]; dup {
-				l.add(f, at("spiffe_id"), "agent %q: spiffe_id is also agent %q's", id, other)
-			}
-			bySPIFFE[a.SPIFFEID] = id
-		}
-		if a.ResponseFormat == "" {
-			a.ResponseFormat = "none"
-			if a.UseStandardProtocol {
-				a.ResponseFormat = "json_standard"
-			}
-		}
-		if !confkit.OneOf(a.ResponseFormat, responseFormats[:]...) {
-			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), confkit.DidYouMean(a.ResponseFormat, responseFormats[:]))
-		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
-			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
-		}
-		if a.MaxRequestSize == 0 {
-			a.MaxRequestSize = 1 << 20
-		}
-		if a.CompletionEstimate == 0 {
-			a.CompletionEstimate = 1024
-		}
-		if a.CompletionEstimate < 0 {
-			l.add(f, at("completion_estimate"), "agent %q: completion_estimate: must be positive", id)
-		}
-		for i, t := range a.AllowedTargets {
-			if targets := append(TargetTypes(), "all"); !confkit.OneOf(t, targets...) {
-				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), confkit.DidYouMean(t, targets))
-			}
-		}
-		for i, m := range a.Models {
-			if _, err := path.Match(m, ""); err != nil || m == "" {
-				l.add(f, at("models", strconv.Itoa(i)), "agent %q: models: bad glob %q", id, m)
-			}
-		}
-		if a.DataSchemaFile != "" {
-			p := l.shown(a.DataSchemaFile) // as the operator wrote it, beside the config dir
-			l.resolve(&a.DataSchemaFile)
-			raw, err := os.ReadFile(a.DataSchemaFile)
-			switch {
-			case err != nil:
-				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: %v", id, p, errors.Unwrap(err))
-			case !json.Valid(raw):
-				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: not valid JSON", id, p)
-			default:
-				a.DataSchema = raw
 			}
 		}
 	}
@@ -988,17 +806,6 @@ func (l *loader) fileExists(file string, line int, field, p string) {
 	if _, err := os.Stat(p); err != nil {
 		l.add(file, line, "%s %s: %v", field, p, errors.Unwrap(err))
 	}
-}
-
-func decodeHash(s string) ([32]byte, error) {
-	var h [32]byte
-	if len(s) != 64 {
-		return h, fmt.Errorf("want 64 hex digits (sha256 of the token), got %d characters", len(s))
-	}
-	if _, err := hex.Decode(h[:], []byte(strings.ToLower(s))); err != nil {
-		return h, fmt.Errorf("want 64 hex digits (sha256 of the token)")
-	}
-	return h, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/internal/confkit"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
 )
@@ -22,7 +23,7 @@ import (
 // is matched against every glob; for a glob entry, globOverlap decides
 // exactly for '*', '?' and literals and assumes an overlap wherever two
 // character classes ([a-z]) meet, so a glob is never refused wrongly.
-func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*Agent, ups []upstream.Config) {
+func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*roster.Agent, ups []upstream.Config) {
 	var globs, literals []string
 	for _, u := range ups {
 		for _, g := range u.Models {

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/usage"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -103,7 +103,7 @@ type Exchange struct {
 	Start     time.Time
 
 	// Agent is the identified caller; nil until the identify stage ran.
-	Agent *config.Agent
+	Agent *roster.Agent
 	// Model, Stream and Choices (the request's n; 0 when it set none) come
 	// from the decoded request body.
 	Model   string
