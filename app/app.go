@@ -365,7 +365,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	rbac, err := policy.RBACFor(cfg)
+	rbac, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		return fail(&UsageError{err.Error()})
 	}

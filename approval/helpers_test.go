@@ -19,6 +19,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
@@ -57,11 +58,11 @@ func testConfig() *config.Config {
 			"copilot-2":  testAgent("copilot-2", "code-completer", []string{"read", "suggest"}, []string{"code"}, tokCopilot, 10<<10),
 			"gemini-pro": testAgent("gemini-pro", "reviewer", []string{"read", "analyze", "validate"}, []string{"all"}, tokGemini, 1<<20),
 		},
-		Protocol: config.Protocol{
+		Protocol: protocol.Config{
 			Version:    "1.0",
-			Timeouts:   config.Timeouts{Validation: config.Duration(5 * time.Second), Response: config.Duration(10 * time.Second), Escalation: config.Duration(24 * time.Hour)},
-			Limits:     config.Limits{MaxContentSize: 100 << 10, MaxReferences: 20, MaxDeviations: 5, MaxRetryAttempts: 3},
-			Compliance: config.Compliance{StrictMode: true, AllowDeviations: false, RequireRationale: true, EnforceReferences: true},
+			Timeouts:   protocol.Timeouts{Validation: config.Duration(5 * time.Second), Response: config.Duration(10 * time.Second), Escalation: config.Duration(24 * time.Hour)},
+			Limits:     protocol.Limits{MaxContentSize: 100 << 10, MaxReferences: 20, MaxDeviations: 5, MaxRetryAttempts: 3},
+			Compliance: protocol.Compliance{StrictMode: true, AllowDeviations: false, RequireRationale: true, EnforceReferences: true},
 		},
 	}
 }

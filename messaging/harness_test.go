@@ -301,7 +301,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			t.Logf("service log:\n%s", h.logs.String())
 		}
 	})
-	rbac, err := policy.RBACFor(h.cfg)
+	rbac, err := policy.RBACFor(h.cfg.Dir, h.cfg.Agents, h.cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		t.Fatal(err)
 	}

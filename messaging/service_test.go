@@ -30,7 +30,7 @@ import (
 func TestNewRequiresDeps(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	cfg, reg := h.cfg, h.reg
-	rbac, err := policy.RBACFor(cfg)
+	rbac, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
 )
 
@@ -40,7 +40,7 @@ func AgentInput(a *roster.Agent) map[string]any {
 
 // ProtocolInput is input.protocol: protocol.yaml's approval protocol
 // settings, sizes in bytes and timeouts in milliseconds.
-func ProtocolInput(p config.Protocol) map[string]any {
+func ProtocolInput(p protocol.Config) map[string]any {
 	return map[string]any{
 		"version": p.Version,
 		"timeouts": map[string]any{

@@ -13,7 +13,6 @@ import (
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/roster"
 )
 
@@ -345,19 +344,15 @@ func (r *RBAC) AuthorizePerson(role, action string) bool {
 	return err == nil && ok
 }
 
-// RBACFor builds the RBAC of cfg: the model file of the config directory
-// (or the built-in one, the same as the shipped file) and policy lines
-// from the agents and the reviewers.
-func RBACFor(cfg *config.Config) (*RBAC, error) {
-	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
-	for _, r := range cfg.Gateway.Admin.Reviewers {
-		reviewers = append(reviewers, r.Name)
-	}
-	model := filepath.Join(cfg.Dir, "rbac_model.conf")
+// RBACFor builds the RBAC of a configuration: the model file of its
+// directory (or the built-in one, the same as the shipped file) and policy
+// lines from the agents and the reviewers.
+func RBACFor(dir string, agents map[string]*roster.Agent, reviewers []string) (*RBAC, error) {
+	model := filepath.Join(dir, "rbac_model.conf")
 	if _, err := os.Stat(model); os.IsNotExist(err) {
 		model = ""
 	}
-	rbac, err := NewRBAC(model, cfg.Agents, reviewers)
+	rbac, err := NewRBAC(model, agents, reviewers)
 	if err != nil {
 		return nil, fmt.Errorf("rbac: %w", err)
 	}

@@ -12,10 +12,10 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/tracing"
-	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/sacp"
+	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
@@ -26,7 +26,7 @@ type Config struct {
 	Dir      string
 	Gateway  Gateway
 	Agents   map[string]*roster.Agent
-	Protocol Protocol
+	Protocol protocol.Config
 	// Registry is config/registry.yaml (empty when the file is absent).
 	Registry Registry
 	// Workflows is config/workflows.yaml (empty when the file is absent).
@@ -52,7 +52,7 @@ type Gateway struct {
 	// common models applies to the others), for spend and budgets.
 	Pricing   map[string]pricing.Price `yaml:"pricing"`
 	TLS       TLS                      `yaml:"tls"`
-	Policy    Policy                   `yaml:"policy"`
+	Policy    policy.Config            `yaml:"policy"`
 	Approval  Approval                 `yaml:"approval"`
 	Tracing   tracing.Config           `yaml:"tracing"`
 	Audit     audit.Settings           `yaml:"audit"`
@@ -211,6 +211,15 @@ type Admin struct {
 	Reviewers   []Reviewer `yaml:"reviewers"`
 }
 
+// ReviewerNames are the reviewers' names, in the file's order.
+func (a Admin) ReviewerNames() []string {
+	names := make([]string, 0, len(a.Reviewers))
+	for _, r := range a.Reviewers {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
 // Reviewer is a person who may decide escalations.
 type Reviewer struct {
 	Name        string `yaml:"name"`
@@ -224,17 +233,6 @@ type TLS struct {
 	ClientCAFile string `yaml:"client_ca_file"`
 	// MinVersion is "1.2" or "1.3". Default "1.3".
 	MinVersion string `yaml:"min_version"`
-}
-
-// Policy configures the Rego policies.
-type Policy struct {
-	// Dir holds the Rego files. Default "rego" (beside the config files;
-	// when that is absent, the policies built into the binary serve).
-	Dir string `yaml:"dir"`
-	// DirDefaulted: Dir was not set; set by Load.
-	DirDefaulted bool `yaml:"-"`
-	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
-	ShadowDir string `yaml:"shadow_dir"`
 }
 
 // Approval configures the approval protocol (docs/approval.md).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/upstream"
@@ -54,10 +55,10 @@ func Explain(dir string, opts ...Options) (*Config, []Setting, error) {
 		Agents map[string]*roster.Agent `yaml:"agents"`
 	}{cfg.Agents}
 	e.file(AgentsFile, "", reflect.ValueOf(agents))
-	protocol := struct {
-		Protocol Protocol `yaml:"protocol"`
+	protocolDoc := struct {
+		Protocol protocol.Config `yaml:"protocol"`
 	}{cfg.Protocol}
-	e.file(ProtocolFile, "", reflect.ValueOf(protocol))
+	e.file(ProtocolFile, "", reflect.ValueOf(protocolDoc))
 	if l.roots[RegistryFile] != nil {
 		registry := struct {
 			Registry Registry `yaml:"registry"`

@@ -25,8 +25,8 @@ import (
 	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
-	"github.com/sacpgw/gateway/sacp"
 )
 
 // File names inside the config directory.
@@ -102,7 +102,7 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 		Agents map[string]*roster.Agent `yaml:"agents"`
 	}
 	var protocolDoc struct {
-		Protocol Protocol `yaml:"protocol"`
+		Protocol protocol.Config `yaml:"protocol"`
 	}
 	var registryDoc struct {
 		Registry Registry `yaml:"registry"`
@@ -129,7 +129,7 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 		}
 	}
 	if pr != nil {
-		l.protocol(pr, &cfg.Protocol)
+		cfg.Protocol.Check(l.section(ProtocolFile, pr, "protocol"))
 	}
 	verbs, tools := l.registry(rg, &cfg.Registry)
 	if hasRegistry && rg == nil {
@@ -277,15 +277,11 @@ func (l *loader) decode(file string, out any) *yaml.Node {
 func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	const f = GatewayFile
 	at := func(p ...string) int { return lineOf(n, p...) }
-	if g.Policy.Dir == "" {
-		// The default may be absent: the policies built into the binary
-		// then serve (a binary run outside the repository).
-		g.Policy.Dir, g.Policy.DirDefaulted = "rego", true
-	}
+	g.Policy.Check(l.section(f, n, "policy"))
 	if g.State.Dir == "" {
 		g.State.Dir = "data/state"
 	}
-	for _, p := range []*string{&g.TLS.CertFile, &g.TLS.KeyFile, &g.TLS.ClientCAFile, &g.Policy.Dir, &g.Policy.ShadowDir,
+	for _, p := range []*string{&g.TLS.CertFile, &g.TLS.KeyFile, &g.TLS.ClientCAFile,
 		&g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
 		l.resolve(p)
 	}
@@ -712,69 +708,6 @@ func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*roster.Agent, ve
 			}
 		}
 	}
-}
-
-func (l *loader) protocol(n *yaml.Node, p *Protocol) {
-	const f = ProtocolFile
-	at := func(path ...string) int { return lineOf(n, append([]string{"protocol"}, path...)...) }
-	if p.Version == "" {
-		p.Version = "1.0"
-	}
-	if p.Timeouts.Validation == 0 {
-		p.Timeouts.Validation = Duration(5000 * time.Millisecond)
-	}
-	if p.Timeouts.Response == 0 {
-		p.Timeouts.Response = Duration(10000 * time.Millisecond)
-	}
-	if p.Timeouts.Escalation == 0 {
-		p.Timeouts.Escalation = Duration(24 * time.Hour)
-	}
-	if p.Timeouts.ApprovalValidity == 0 {
-		p.Timeouts.ApprovalValidity = Duration(24 * time.Hour)
-	}
-	if p.Timeouts.ApprovalValidity < 0 {
-		l.add(f, at("timeouts", "approval_validity"), "protocol.timeouts.approval_validity: must be positive")
-	}
-	if p.Timeouts.StreamIdle == 0 {
-		p.Timeouts.StreamIdle = Duration(30 * time.Second)
-	}
-	if p.Timeouts.StreamIdle < 0 {
-		l.add(f, at("timeouts", "stream_idle"), "protocol.timeouts.stream_idle: must be positive")
-	}
-	// The approval protocol's compliance defaults are the strict ones: a key
-	// left out keeps the protection on, never silently off.
-	for key, field := range map[string]*bool{"strict_mode": &p.Compliance.StrictMode, "require_rationale": &p.Compliance.RequireRationale,
-		"enforce_references": &p.Compliance.EnforceReferences} {
-		if !hasKey(n, "protocol", "compliance", key) {
-			*field = true
-		}
-	}
-	lim := &p.Limits
-	if lim.MaxContentSize == 0 {
-		lim.MaxContentSize = 100 << 10
-	}
-	if lim.MaxReferences == 0 {
-		lim.MaxReferences = 20
-	}
-	if lim.MaxInlineBinary == 0 {
-		lim.MaxInlineBinary = 64 << 10
-	}
-	if lim.MaxDeviations == 0 {
-		lim.MaxDeviations = 5
-	}
-	if lim.MaxRetryAttempts == 0 {
-		lim.MaxRetryAttempts = 3
-	}
-	for name, v := range map[string]int{"max_references": lim.MaxReferences, "max_deviations": lim.MaxDeviations, "max_retry_attempts": lim.MaxRetryAttempts} {
-		if v < 0 {
-			l.add(f, at("limits", name), "protocol.limits.%s: must not be negative", name)
-		}
-	}
-	if lim.MaxRetryAttempts > 10 {
-		l.add(f, at("limits", "max_retry_attempts"), "protocol.limits.max_retry_attempts %d: at most 10 (each attempt is a paid model call)", lim.MaxRetryAttempts)
-	}
-	p.SACP.Check(l.section(f, n, "protocol", "sacp"))
-	p.Redaction.Check(l.section(f, n, "protocol", "redaction"), sacp.Fields())
 }
 
 // resolve makes a path of a config file absolute-or-anchored: a relative
