@@ -36,8 +36,8 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"

@@ -44,10 +44,9 @@ var layers = map[string]int{
 
 // sideways are the imports allowed within a layer.
 var sideways = map[[2]string]bool{
-	{"internal/scope", "internal/config"}: true,
-	{"internal/scope", "upstream"}:        true,
-	{"internal/config", "upstream"}:       true,
-	{"internal/config", "policy"}:         true,
+	{"internal/scope", "upstream"}:  true,
+	{"internal/config", "upstream"}: true,
+	{"internal/config", "policy"}:   true,
 	// The one set of JSON lexical rules, under the hand-written readers.
 	{"sacp", "internal/jsonlex"}:     true,
 	{"compact", "internal/jsonlex"}:  true,
