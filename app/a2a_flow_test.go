@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
@@ -733,7 +733,7 @@ func TestServicesConfigHotReload(t *testing.T) {
 	write("registry.yaml", regChanged)
 	// A reviewer's token is rotated in the same reload.
 	gw, _ := os.ReadFile(filepath.Join(g.dir, "gateway.yaml"))
-	write("gateway.yaml", strings.Replace(string(gw), config.HashTokenHex("tok-reviewer"), config.HashTokenHex("tok-reviewer-2"), 1))
+	write("gateway.yaml", strings.Replace(string(gw), roster.HashTokenHex("tok-reviewer"), roster.HashTokenHex("tok-reviewer-2"), 1))
 	if status, _, _ := g.do(http.MethodGet, "/admin/escalations", "tok-reviewer", ""); status != http.StatusOK {
 		t.Fatalf("reviewer before the rotation: %d", status)
 	}
@@ -768,7 +768,7 @@ func TestServicesConfigHotReload(t *testing.T) {
 	write("registry.yaml", regChanged)
 	write("agents.yaml", string(agents))
 	gw2, _ := os.ReadFile(filepath.Join(g.dir, "gateway.yaml"))
-	write("gateway.yaml", strings.Replace(string(gw2), config.HashTokenHex("tok-reviewer-2"), config.HashTokenHex("tok-reviewer-3"), 1))
+	write("gateway.yaml", strings.Replace(string(gw2), roster.HashTokenHex("tok-reviewer-2"), roster.HashTokenHex("tok-reviewer-3"), 1))
 	if err := os.MkdirAll(filepath.Join(g.dir, "specs"), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
 
@@ -179,7 +180,7 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 		b.WriteString(line + "\n")
 		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
 			id := strings.TrimSuffix(strings.TrimSpace(line), ":")
-			b.WriteString("    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n")
+			b.WriteString("    token_sha256: \"" + roster.HashTokenHex("tok-"+id) + "\"\n")
 		}
 	}
 	state := ""
@@ -188,10 +189,10 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 	}
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
   reviewers:
     - name: security-lead
-      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
+      token_sha256: "` + roster.HashTokenHex("tok-reviewer") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 ` + policyBlock(o) + `audit:

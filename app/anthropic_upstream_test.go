@@ -20,6 +20,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // fakeAnthropic is a provider speaking Anthropic's Messages API: it checks
@@ -126,13 +127,13 @@ audit:
 	agents := `agents:
   coder:
     type: code-generator
-    token_sha256: "` + config.HashTokenHex("tok-coder") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-coder") + `"
     rate_limit: 100000000/minute
     models: ["claude-*"` + map[bool]string{true: `, "gpt-*"`}[extra != ""] + `]
   sacp:
     type: code-generator
     response_format: json_standard
-    token_sha256: "` + config.HashTokenHex("tok-sacp") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-sacp") + `"
     models: ["claude-*"]
 `
 	protocol := "protocol:\n  redaction:\n    detectors: [email]\n"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // azureOptions are, option for option, what openai-go's
@@ -151,7 +152,7 @@ audit:
 	agents := `agents:
   azure_agent:
     type: coder
-    token_sha256: "` + config.HashTokenHex("tok-azure_agent") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-azure_agent") + `"
     models: ["gpt-4o-mini", "text-embedding-3-small"]
     token_limit: 100000/hour
 `

@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/proxy"
+	"github.com/sacpgw/gateway/upstream"
 )
 
 // quickstartBanner is what a gateway serving published demo tokens (the
@@ -74,9 +76,9 @@ func firstTry(cfg *config.Config, demo []config.DemoCredential) (agent, token, m
 
 // triableModel is a literal model name that an upstream routes and the
 // agent may use: mock upstreams' first (they answer without a key).
-func triableModel(cfg *config.Config, a *config.Agent) string {
+func triableModel(cfg *config.Config, a *roster.Agent) string {
 	ups := slices.Clone(cfg.Gateway.Upstreams)
-	slices.SortStableFunc(ups, func(x, y config.Upstream) int {
+	slices.SortStableFunc(ups, func(x, y upstream.Config) int {
 		switch {
 		case x.Type == "mock" && y.Type != "mock":
 			return -1

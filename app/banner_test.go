@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // The shipped config/ is the quickstart: its banner names the URL a local
@@ -30,7 +31,7 @@ func TestQuickstartBannerOfTheShippedConfig(t *testing.T) {
 
 // A config without demo tokens prints nothing: its logs stay JSON.
 func TestNoBannerWithoutDemoTokens(t *testing.T) {
-	cfg := &config.Config{Agents: map[string]*config.Agent{"a": {TokenSHA256: config.HashTokenHex("a-real-secret")}}}
+	cfg := &config.Config{Agents: map[string]*roster.Agent{"a": {TokenSHA256: roster.HashTokenHex("a-real-secret")}}}
 	if got := quickstartBanner(cfg, "127.0.0.1:8080", false); got != "" {
 		t.Errorf("banner %q, want none", got)
 	}

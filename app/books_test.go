@@ -19,6 +19,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // openAIWithUsage is a provider in OpenAI's form that reports usage as
@@ -79,7 +80,7 @@ func TestBooksEndToEnd(t *testing.T) {
 	g := serveApp(t, dir, filepath.Join(dir, "audit"), map[string]string{
 		config.GatewayFile: `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
 upstreams:
   - {name: openai, type: openai, base_url: ` + up.URL + `/v1, api_key: sk-provider, max_retries: 0, models: ["gpt-*"]}
 policy:
@@ -91,7 +92,7 @@ audit:
 		config.AgentsFile: `agents:
   free:
     type: code-generator
-    token_sha256: "` + config.HashTokenHex("tok-free") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-free") + `"
 `,
 		config.ProtocolFile: "protocol: {}\n",
 	})

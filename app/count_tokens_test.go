@@ -15,6 +15,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/proxy"
 )
 
@@ -39,17 +40,17 @@ audit:
 	agents := `agents:
   coder:
     type: code-generator
-    token_sha256: "` + config.HashTokenHex("tok-coder") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-coder") + `"
     rate_limit: 100000/minute
     models: ["claude-*", "mock-*"]
   sacp:
     type: code-generator
     response_format: json_standard
-    token_sha256: "` + config.HashTokenHex("tok-sacp") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-sacp") + `"
     models: ["claude-*", "mock-*"]
   slow:
     type: code-generator
-    token_sha256: "` + config.HashTokenHex("tok-slow") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-slow") + `"
     rate_limit: 1/minute
     models: ["mock-*"]
 `

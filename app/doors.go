@@ -38,7 +38,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 // door every other asks for human reviews. Its RBAC model and catalogue
 // are checked even when it is not served.
 func (a *App) approvalDoor(cfg *config.Config) (door.Door, error) {
-	rbac, err := policy.RBACFor(cfg)
+	rbac, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		return nil, &UsageError{err.Error()}
 	}
@@ -85,7 +85,7 @@ func (a *App) relayDoor(cfg *config.Config) (door.Door, error) {
 	if err != nil {
 		return nil, &UsageError{err.Error()}
 	}
-	rbac, err := policy.RBACFor(cfg)
+	rbac, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		return nil, &UsageError{err.Error()}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
@@ -51,7 +52,7 @@ func serveHealthConfig(t *testing.T, upstreamURL, extra string) *served {
 		config.GatewayFile: "listen: " + s.main + "\nhealth_listen: " + s.health + "\nlog: {level: debug}\n" +
 			"upstreams:\n  - {name: up, type: openai, base_url: " + upstreamURL + "/v1, models: ['*']}\n" +
 			"audit: {dir: " + filepath.Join(dir, "audit") + "}\nstate: {dir: " + filepath.Join(dir, "state") + "}\n" + extra,
-		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + config.HashTokenHex("tok") + "\"\n",
+		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + roster.HashTokenHex("tok") + "\"\n",
 		config.ProtocolFile: "protocol: {}\n",
 	}
 	for name, c := range files {
@@ -272,7 +273,7 @@ func TestHealthListenBusy(t *testing.T) {
 		config.GatewayFile: "listen: " + mainAddr + "\nhealth_listen: " + busy.Addr().String() + "\n" +
 			"upstreams:\n  - {name: mock, type: mock, models: ['*']}\naudit: {dir: " + filepath.Join(dir, "audit") + "}\n" +
 			"state: {dir: " + filepath.Join(dir, "state") + "}\n",
-		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + config.HashTokenHex("tok") + "\"\n",
+		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + roster.HashTokenHex("tok") + "\"\n",
 		config.ProtocolFile: "protocol: {}\n",
 	}
 	for name, c := range files {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/browsertest"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // deleteArgs are delete_file's arguments.
@@ -63,10 +64,10 @@ func newReviewMCPGateway(t *testing.T, url string) *a2a {
 	auditDir := filepath.Join(dir, "audit")
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
   reviewers:
     - name: ops-lead
-      token_sha256: "` + config.HashTokenHex("tok-ops-lead") + `"
+      token_sha256: "` + roster.HashTokenHex("tok-ops-lead") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 policy:
@@ -79,7 +80,7 @@ mcp:
     - name: files
       url: ` + url + `
 `
-	agents := fmt.Sprintf("agents:\n  coder:\n    type: coder\n    token_sha256: %q\n    mcp_tools: {files: [delete_file]}\n", config.HashTokenHex("tok-coder"))
+	agents := fmt.Sprintf("agents:\n  coder:\n    type: coder\n    token_sha256: %q\n    mcp_tools: {files: [delete_file]}\n", roster.HashTokenHex("tok-coder"))
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents,

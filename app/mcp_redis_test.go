@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // newMCPReplica is one replica of the gateway (Build, as the command
@@ -26,7 +27,7 @@ func newMCPReplica(t *testing.T, ts *toolServer, redisURL, chain string) *a2a {
 	auditDir := filepath.Join(dir, "audit")
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 policy:
@@ -47,7 +48,7 @@ mcp:
 `
 	agents := "agents:\n"
 	for id, tools := range map[string]string{"coder": `{files: ["read_*", "write_*", delete_file]}`, "intern": `{files: ["read_*"]}`} {
-		agents += "  " + id + ":\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n    mcp_tools: " + tools + "\n"
+		agents += "  " + id + ":\n    type: coder\n    token_sha256: \"" + roster.HashTokenHex("tok-"+id) + "\"\n    mcp_tools: " + tools + "\n"
 	}
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // toolServer is an MCP server made with the official Go SDK, served over
@@ -139,7 +140,7 @@ func newMCPGatewayAudit(t testing.TB, ts *toolServer, failMode string) *a2a {
 	auditDir := filepath.Join(dir, "audit")
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 policy:
@@ -168,9 +169,9 @@ mcp:
 		"intern":   `{files: []}`,
 		"outsider": `{}`,
 	} {
-		fmt.Fprintf(&agents, "  %s:\n    type: coder\n    token_sha256: %q\n    mcp_tools: %s\n", id, config.HashTokenHex("tok-"+id), tools)
+		fmt.Fprintf(&agents, "  %s:\n    type: coder\n    token_sha256: %q\n    mcp_tools: %s\n", id, roster.HashTokenHex("tok-"+id), tools)
 	}
-	fmt.Fprintf(&agents, "  flooder:\n    type: coder\n    token_sha256: %q\n    mcp_tools: {files: [\"read_*\"]}\n    rate_limit: 50/hour\n", config.HashTokenHex("tok-flooder"))
+	fmt.Fprintf(&agents, "  flooder:\n    type: coder\n    token_sha256: %q\n    mcp_tools: {files: [\"read_*\"]}\n    rate_limit: 50/hour\n", roster.HashTokenHex("tok-flooder"))
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents.String(),

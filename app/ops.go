@@ -12,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/proxy"
@@ -63,7 +64,7 @@ type opsSource struct {
 var _ approval.OpsSource = (*opsSource)(nil)
 
 // Usage implements approval.OpsSource.
-func (s *opsSource) Usage(ctx context.Context, agents []*config.Agent) []approval.AgentUsage {
+func (s *opsSource) Usage(ctx context.Context, agents []*roster.Agent) []approval.AgentUsage {
 	out := make([]approval.AgentUsage, 0, len(agents))
 	for _, a := range agents {
 		u := approval.AgentUsage{Agent: a.ID}

@@ -17,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/workflow"
@@ -36,10 +37,10 @@ func TestOpsSourceReadsWhatTheProxySpends(t *testing.T) {
 	_, a, auditLog := buildFromFiles(t, dir, map[string]string{
 		config.GatewayFile: `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
   reviewers:
     - name: security-lead
-      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
+      token_sha256: "` + roster.HashTokenHex("tok-reviewer") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 pricing:
@@ -58,7 +59,7 @@ audit:
     rate_limit: 10/hour
     token_limit: 1000/hour
     budget: 5USD/day
-    token_sha256: "` + config.HashTokenHex("tok-coder") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-coder") + `"
 `,
 		config.ProtocolFile: "protocol: {}\n",
 	})
@@ -242,7 +243,7 @@ func TestOpsSourceShowsWorkflowSteps(t *testing.T) {
 		}
 	}
 	src := &opsSource{requests: lim, spend: proxy.NewSpend(), workflows: set, log: slog.New(slog.DiscardHandler)}
-	got := src.Usage(t.Context(), []*config.Agent{{ID: "coder"}, {ID: "reader"}})
+	got := src.Usage(t.Context(), []*roster.Agent{{ID: "coder"}, {ID: "reader"}})
 	var steps []approval.LimitUse
 	for _, l := range got[0].Limits {
 		if l.Dimension == "workflow steps" {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"github.com/sacpgw/gateway/internal/roster"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -36,7 +37,7 @@ func newStateGateway(t *testing.T, target, onFailure, chain string, peer *testki
 	auditDir := filepath.Join(dir, "audit")
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 policy:
@@ -59,34 +60,34 @@ state:
   loader:
     type: coder
     rate_limit: 1000000/hour
-    token_sha256: "` + config.HashTokenHex("tok-loader") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-loader") + `"
   exact:
     type: coder
     rate_limit: 10/hour
-    token_sha256: "` + config.HashTokenHex("tok-exact") + `"
-  exact-2: {type: coder, rate_limit: 10/hour, token_sha256: "` + config.HashTokenHex("tok-exact-2") + `"}
-  exact-4: {type: coder, rate_limit: 10/hour, token_sha256: "` + config.HashTokenHex("tok-exact-4") + `"}
-  exact-8: {type: coder, rate_limit: 10/hour, token_sha256: "` + config.HashTokenHex("tok-exact-8") + `"}
+    token_sha256: "` + roster.HashTokenHex("tok-exact") + `"
+  exact-2: {type: coder, rate_limit: 10/hour, token_sha256: "` + roster.HashTokenHex("tok-exact-2") + `"}
+  exact-4: {type: coder, rate_limit: 10/hour, token_sha256: "` + roster.HashTokenHex("tok-exact-4") + `"}
+  exact-8: {type: coder, rate_limit: 10/hour, token_sha256: "` + roster.HashTokenHex("tok-exact-8") + `"}
   metered:
     type: coder
     rate_limit: 1000000/hour
     token_limit: 1000000000/hour
-    token_sha256: "` + config.HashTokenHex("tok-metered") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-metered") + `"
   alpha:
     type: code-generator
     capabilities: [read, write]
     allowed_targets: [architecture, design, code]
-    token_sha256: "` + config.HashTokenHex("tok-alpha") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-alpha") + `"
   orch:
     type: orchestrator
-    token_sha256: "` + config.HashTokenHex("tok-orch") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-orch") + `"
     messages:
       - to: ["*"]
         actions: ["*"]
   planner:
     type: planner
     endpoint: "` + peer.Srv.URL + `/messages"
-    token_sha256: "` + config.HashTokenHex("tok-planner") + `"
+    token_sha256: "` + roster.HashTokenHex("tok-planner") + `"
 `
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,

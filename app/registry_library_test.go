@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // listBody decodes a {"object": "list", "data": [...]} answer of path as
@@ -148,7 +148,7 @@ func TestRegistryListsSpawned(t *testing.T) {
 		t.Errorf("the spawned agent: %v", agent)
 	}
 	_, list, _ := g.do(http.MethodGet, "/registry/agents", "tok-outsider", "")
-	if strings.Contains(string(list), spawned.Token) || strings.Contains(string(list), config.HashTokenHex(spawned.Token)) {
+	if strings.Contains(string(list), spawned.Token) || strings.Contains(string(list), roster.HashTokenHex(spawned.Token)) {
 		t.Errorf("the agent list shows the spawned agent's token or its hash: %s", list)
 	}
 }

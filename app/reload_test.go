@@ -10,6 +10,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // TestReloadReportsRestartOnlySettings: a reload that changes a setting
@@ -86,7 +87,7 @@ func TestReloadReportsRestartOnlySettings(t *testing.T) {
 func TestReloadKeepsWhatWasSpent(t *testing.T) {
 	dir := t.TempDir()
 	agents := func(limit string) string {
-		return "agents:\n  a:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-a") + "\"\n    rate_limit: " + limit + "\n"
+		return "agents:\n  a:\n    type: coder\n    token_sha256: \"" + roster.HashTokenHex("tok-a") + "\"\n    rate_limit: " + limit + "\n"
 	}
 	gw := "listen: \"127.0.0.1:0\"\nupstreams:\n  - {name: mock, type: mock, models: [\"mock-*\"]}\naudit: {dir: " + filepath.Join(dir, "audit") + ", chain: r}\n"
 	g := serveApp(t, dir, filepath.Join(dir, "audit"), map[string]string{config.GatewayFile: gw, config.AgentsFile: agents("10/hour"), config.ProtocolFile: "protocol: {}\n"})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 
@@ -167,7 +168,7 @@ responses:
 ` + state
 	agents := "agents:\n"
 	for _, id := range []string{"alice", "bob"} {
-		agents += "  " + id + ":\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n"
+		agents += "  " + id + ":\n    type: coder\n    token_sha256: \"" + roster.HashTokenHex("tok-"+id) + "\"\n"
 	}
 	protocol := "protocol:\n  redaction:\n    detectors: [email]\n"
 	cfg, a, auditLog := buildFromFiles(t, dir, map[string]string{config.GatewayFile: gw, config.AgentsFile: agents, config.ProtocolFile: protocol})

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"github.com/sacpgw/gateway/internal/roster"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,7 +32,7 @@ func serveShipping(t *testing.T, endpoint, extra string) string {
 			"audit:\n  dir: " + filepath.Join(dir, "audit") + "\n  chain: gw-ship\n" +
 			"  ship: {url: 's3://trail/fleet', endpoint: '" + endpoint + "', access_key_id: k, secret_access_key: '${S3_SECRET}', path_style: true, interval: 1h}\n" +
 			"state: {dir: " + filepath.Join(dir, "state") + "}\n" + extra,
-		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + config.HashTokenHex("tok") + "\"\n",
+		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + roster.HashTokenHex("tok") + "\"\n",
 		config.ProtocolFile: "protocol: {}\n",
 	}
 	for name, c := range files {

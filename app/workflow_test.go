@@ -21,6 +21,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/workflow"
 )
@@ -156,7 +157,7 @@ func newFlow(t testing.TB, o flowOpts) *flow {
 		agents.WriteString(line + "\n")
 		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
 			id := strings.TrimSuffix(strings.TrimSpace(line), ":")
-			agents.WriteString("    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n")
+			agents.WriteString("    token_sha256: \"" + roster.HashTokenHex("tok-"+id) + "\"\n")
 		}
 	}
 	state := ""
@@ -173,10 +174,10 @@ func newFlow(t testing.TB, o flowOpts) *flow {
 	}
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
   reviewers:
     - name: security-lead
-      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
+      token_sha256: "` + roster.HashTokenHex("tok-reviewer") + `"
 upstreams:
   - {name: scripted, type: openai, base_url: ` + up.srv.URL + `/v1, max_retries: 0, models: ["*"]}
 policy:

@@ -210,7 +210,7 @@ func (s *Service) cur() *settings { return s.set.Load() }
 // the next request on; requests in flight finish under the settings they
 // began with. Nothing changes unless apply is called.
 func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
-	authz, err := policy.RBACFor(cfg)
+	authz, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		return nil, err
 	}

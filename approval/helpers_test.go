@@ -20,6 +20,8 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/protocol"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -36,9 +38,9 @@ const (
 	tokAlice    = "tok-alice"
 )
 
-func testAgent(id, typ string, caps, targets []string, token string, maxSize config.Size) *config.Agent {
-	return &config.Agent{ID: id, Type: typ, Capabilities: caps, AllowedTargets: targets, MaxRequestSize: maxSize,
-		RateLimit: config.Rate{N: 100, Period: time.Hour}, TokenSHA256: config.HashTokenHex(token), TokenHash: config.HashToken(token)}
+func testAgent(id, typ string, caps, targets []string, token string, maxSize config.Size) *roster.Agent {
+	return &roster.Agent{ID: id, Type: typ, Capabilities: caps, AllowedTargets: targets, MaxRequestSize: maxSize,
+		RateLimit: config.Rate{N: 100, Period: time.Hour}, TokenSHA256: roster.HashTokenHex(token), TokenHash: roster.HashToken(token)}
 }
 
 // testConfig is the approval protocol's example registry and protocol
@@ -46,22 +48,22 @@ func testAgent(id, typ string, caps, targets []string, token string, maxSize con
 func testConfig() *config.Config {
 	return &config.Config{
 		Gateway: config.Gateway{Admin: config.Admin{
-			TokenSHA256: config.HashTokenHex(tokAdmin),
+			TokenSHA256: roster.HashTokenHex(tokAdmin),
 			Reviewers: []config.Reviewer{
-				{Name: "security-lead", TokenSHA256: config.HashTokenHex(tokReviewer)},
-				{Name: "alice", TokenSHA256: config.HashTokenHex(tokAlice)},
+				{Name: "security-lead", TokenSHA256: roster.HashTokenHex(tokReviewer)},
+				{Name: "alice", TokenSHA256: roster.HashTokenHex(tokAlice)},
 			},
 		}},
-		Agents: map[string]*config.Agent{
+		Agents: map[string]*roster.Agent{
 			"claude-3":   testAgent("claude-3", "code-generator", []string{"read", "write", "analyze"}, []string{"architecture", "design", "code"}, tokClaude, 50<<10),
 			"copilot-2":  testAgent("copilot-2", "code-completer", []string{"read", "suggest"}, []string{"code"}, tokCopilot, 10<<10),
 			"gemini-pro": testAgent("gemini-pro", "reviewer", []string{"read", "analyze", "validate"}, []string{"all"}, tokGemini, 1<<20),
 		},
-		Protocol: config.Protocol{
+		Protocol: protocol.Config{
 			Version:    "1.0",
-			Timeouts:   config.Timeouts{Validation: config.Duration(5 * time.Second), Response: config.Duration(10 * time.Second), Escalation: config.Duration(24 * time.Hour)},
-			Limits:     config.Limits{MaxContentSize: 100 << 10, MaxReferences: 20, MaxDeviations: 5, MaxRetryAttempts: 3},
-			Compliance: config.Compliance{StrictMode: true, AllowDeviations: false, RequireRationale: true, EnforceReferences: true},
+			Timeouts:   protocol.Timeouts{Validation: config.Duration(5 * time.Second), Response: config.Duration(10 * time.Second), Escalation: config.Duration(24 * time.Hour)},
+			Limits:     protocol.Limits{MaxContentSize: 100 << 10, MaxReferences: 20, MaxDeviations: 5, MaxRetryAttempts: 3},
+			Compliance: protocol.Compliance{StrictMode: true, AllowDeviations: false, RequireRationale: true, EnforceReferences: true},
 		},
 	}
 }
@@ -258,8 +260,8 @@ func withScope(next http.Handler) http.Handler {
 func identify(cfg *config.Config, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		h := config.HashToken(token)
-		var found *config.Agent
+		h := roster.HashToken(token)
+		var found *roster.Agent
 		for _, a := range cfg.Agents {
 			if subtle.ConstantTimeCompare(h[:], a.TokenHash[:]) == 1 {
 				found = a

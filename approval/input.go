@@ -3,7 +3,7 @@ package approval
 import (
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/policy"
 )
 
@@ -20,7 +20,7 @@ import (
 // rules can test for emptiness without tripping over undefined values.
 // target, content_check and references are the facts the gateway looked up
 // (facts.go), each always present with every key.
-func (s *Service) input(agent *config.Agent, req *AgentRequest, az Authz, f facts) map[string]any {
+func (s *Service) input(agent *roster.Agent, req *AgentRequest, az Authz, f facts) map[string]any {
 	in := map[string]any{
 		"request":          requestInput(req),
 		"agent":            policy.AgentInput(agent),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // The operator page, GET /review/ops: what an operator checks on the
@@ -37,7 +38,7 @@ import (
 type OpsSource interface {
 	// Usage is each agent's use of its limits now, in the order of agents
 	// (the configured agents, by id).
-	Usage(ctx context.Context, agents []*config.Agent) []AgentUsage
+	Usage(ctx context.Context, agents []*roster.Agent) []AgentUsage
 	// Trail is the recent end of this replica's audit chain: its state,
 	// and the refusals and shadow-policy disagreements recorded in it.
 	Trail(ctx context.Context) TrailStatus
@@ -185,12 +186,12 @@ func (s *Service) reviewOps(w http.ResponseWriter, r *http.Request, src OpsSourc
 }
 
 // agentsOf lists the configured agents by id.
-func agentsOf(cfg *config.Config) []*config.Agent {
-	out := make([]*config.Agent, 0, len(cfg.Agents))
+func agentsOf(cfg *config.Config) []*roster.Agent {
+	out := make([]*roster.Agent, 0, len(cfg.Agents))
 	for _, a := range cfg.Agents {
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b *config.Agent) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b *roster.Agent) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

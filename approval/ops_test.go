@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // fakeOps is an OpsSource with set answers; it records the agents the
@@ -23,7 +23,7 @@ type fakeOps struct {
 	policy PolicyStatus
 }
 
-func (f *fakeOps) Usage(_ context.Context, agents []*config.Agent) []AgentUsage {
+func (f *fakeOps) Usage(_ context.Context, agents []*roster.Agent) []AgentUsage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = f.asked[:0]

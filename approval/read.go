@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 )
 
@@ -129,7 +129,7 @@ type Capabilities struct {
 	Description      string               `json:"description"`
 	Tags             []string             `json:"tags"`
 	ReceivesMessages bool                 `json:"receives_messages"`
-	MayMessage       []config.MessageRule `json:"may_message"`
+	MayMessage       []roster.MessageRule `json:"may_message"`
 }
 
 // Capabilities serves GET /agent/capabilities.
@@ -158,7 +158,7 @@ func (s *Service) capabilities(w http.ResponseWriter, r *http.Request) error {
 
 // responseFormat is the agent's effective response_format
 // (use_standard_protocol is its synonym for json_standard).
-func responseFormat(a *config.Agent) string {
+func responseFormat(a *roster.Agent) string {
 	switch {
 	case a.ResponseFormat != "":
 		return a.ResponseFormat

@@ -10,8 +10,8 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -74,7 +74,7 @@ func (s *Service) submit(w http.ResponseWriter, r *http.Request) error {
 // bodyLimit bounds a request body: the protocol's content size plus
 // overhead (see bodyOverhead), and never more than the agent's own
 // max_request_size.
-func (s *Service) bodyLimit(a *config.Agent) int64 {
+func (s *Service) bodyLimit(a *roster.Agent) int64 {
 	n := 2*int64(s.cur().cfg.Protocol.Limits.MaxContentSize) + bodyOverhead
 	if a.MaxRequestSize > 0 && int64(a.MaxRequestSize) < n {
 		n = int64(a.MaxRequestSize)
@@ -153,7 +153,7 @@ func (s *Service) auditReceipt(r *http.Request, ex *scope.Exchange, id string, b
 // hang-up left behind. Facts that cannot be looked up reject the request
 // without asking the policy (fail closed): a policy told nothing about the
 // target must not approve a change to it.
-func (s *Service) evaluate(ctx context.Context, agent *config.Agent, id string, req *AgentRequest, az Authz) (policy.ApprovalDecision, string) {
+func (s *Service) evaluate(ctx context.Context, agent *roster.Agent, id string, req *AgentRequest, az Authz) (policy.ApprovalDecision, string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cur().cfg.Protocol.Timeouts.Validation.D())
 	defer cancel()
 	f, err := s.facts(ctx, id, req)

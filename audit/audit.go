@@ -9,8 +9,9 @@
 // Verify recomputes every chain in a directory; Export selects entries and
 // writes them with a manifest an auditor can check offline.
 //
-// The package imports nothing else of this repository, so the proxy, the
-// approval API and the command line can all use it.
+// The package imports nothing else of this repository but the units of its
+// settings (internal/confkit), so the proxy, the approval API and the
+// command line can all use it.
 package audit
 
 import (

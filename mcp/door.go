@@ -35,6 +35,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/redact"
@@ -92,7 +93,7 @@ type Door struct {
 // conf is one configuration of the door, immutable once built.
 type conf struct {
 	servers map[string]*server
-	agents  map[string]*config.Agent
+	agents  map[string]*roster.Agent
 	// agentIn is each agent's policy input, converted once.
 	agentIn map[string]any
 	// red redacts arguments and everything a server sends; nil: redaction

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
@@ -85,8 +86,8 @@ func newDoorTest(t *testing.T, p Decider) *doorTest {
 	up := &fakeServer{tools: `[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"rm","annotations":{"destructiveHint":true}}]`}
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
-	agent := &config.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}}
-	cfg := &config.Config{Agents: map[string]*config.Agent{"a1": agent}}
+	agent := &roster.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}}
+	cfg := &config.Config{Agents: map[string]*roster.Agent{"a1": agent}}
 	cfg.Gateway.MCP.Servers = []config.MCPServer{{Name: "files", URL: upSrv.URL, Timeout: config.Duration(5e9)}}
 	d, err := New(Deps{Config: cfg, Policy: p, Limiter: limit.NewMemory(), Log: discard()})
 	if err != nil {
@@ -98,7 +99,7 @@ func newDoorTest(t *testing.T, p Decider) *doorTest {
 
 // serveDoor serves d to agent (as the front door's identity stage would
 // leave the request) and opens a session: the test harnesses' one start.
-func serveDoor(t *testing.T, d *Door, agent *config.Agent, up *fakeServer) *doorTest {
+func serveDoor(t *testing.T, d *Door, agent *roster.Agent, up *fakeServer) *doorTest {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = scope.Attach(r, &scope.Exchange{RequestID: "req-1", Agent: agent})

@@ -13,6 +13,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -49,8 +50,8 @@ func newGovernTest(t *testing.T, block bool, rate config.Rate) (*doorTest, *memT
 	up := &fakeServer{tools: `[{"name":"read_file","inputSchema":{"type":"object"}}]`}
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
-	agent := &config.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}, RateLimit: rate}
-	cfg := &config.Config{Agents: map[string]*config.Agent{"a1": agent}}
+	agent := &roster.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}, RateLimit: rate}
+	cfg := &config.Config{Agents: map[string]*roster.Agent{"a1": agent}}
 	cfg.Gateway.MCP.Servers = []config.MCPServer{{Name: "files", URL: upSrv.URL, Timeout: config.Duration(5 * time.Second)}}
 	cfg.Protocol.Redaction.Detectors = []string{"email"}
 	if block {

@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/redact"
 )
 
 // recorder keeps the bodies a fake server received.
@@ -43,10 +45,10 @@ func newRedactingDoor(t *testing.T, block ...string) (*doorTest, *recorder) {
 	rec := &recorder{next: up}
 	upSrv := httptest.NewServer(rec)
 	t.Cleanup(upSrv.Close)
-	agent := &config.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}}
-	cfg := &config.Config{Agents: map[string]*config.Agent{"a1": agent}}
+	agent := &roster.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}}
+	cfg := &config.Config{Agents: map[string]*roster.Agent{"a1": agent}}
 	cfg.Gateway.MCP.Servers = []config.MCPServer{{Name: "files", URL: upSrv.URL, Timeout: config.Duration(5e9)}}
-	cfg.Protocol.Redaction = config.Redaction{Detectors: []string{"email"}, Block: block}
+	cfg.Protocol.Redaction = redact.Config{Detectors: []string{"email"}, Block: block}
 	d, err := New(Deps{Config: cfg, Policy: fakePolicy{policy.MCPDecision{Decision: policy.MCPAllow}}, Limiter: limit.NewMemory(), Log: discard()})
 	if err != nil {
 		t.Fatal(err)

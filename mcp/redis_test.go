@@ -18,6 +18,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/limit"
@@ -465,9 +466,9 @@ type replica struct {
 
 func newReplica(t *testing.T, upURL string, p Decider, o escalation.Opener, g Grants, s Sessions) *replica {
 	t.Helper()
-	agents := map[string]*config.Agent{}
+	agents := map[string]*roster.Agent{}
 	for _, id := range []string{"a1", "a2"} {
-		agents[id] = &config.Agent{ID: id, MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}}
+		agents[id] = &roster.Agent{ID: id, MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"read_*"}}}
 	}
 	cfg := &config.Config{Agents: agents}
 	cfg.Gateway.MCP.Servers = []config.MCPServer{{Name: "files", URL: upURL, Timeout: config.Duration(5 * time.Second)}}

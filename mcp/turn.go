@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 )
 
@@ -33,7 +33,7 @@ type turn struct {
 	c     *conf
 	srv   *server
 	ex    *scope.Exchange
-	agent *config.Agent
+	agent *roster.Agent
 	sess  Session
 	// protocol is the version the request speaks (its header, else the
 	// session's).

@@ -22,6 +22,7 @@ import (
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/testredis"
@@ -208,7 +209,7 @@ func writeConfig(t *testing.T, dir string, peers map[string]*testkit.Peer, o har
 		b.WriteString(line + "\n")
 		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
 			id := strings.TrimSuffix(strings.TrimSpace(line), ":")
-			b.WriteString("    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n")
+			b.WriteString("    token_sha256: \"" + roster.HashTokenHex("tok-"+id) + "\"\n")
 		}
 	}
 	rego, err := filepath.Abs("../rego")
@@ -300,7 +301,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			t.Logf("service log:\n%s", h.logs.String())
 		}
 	})
-	rbac, err := policy.RBACFor(h.cfg)
+	rbac, err := policy.RBACFor(h.cfg.Dir, h.cfg.Agents, h.cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func newConf(cfg *config.Config, rbac Authorizer) (*conf, error) {
 // worker count and the queue are not changed. Nothing changes unless
 // apply is called.
 func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
-	rbac, err := policy.RBACFor(cfg)
+	rbac, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		return nil, err
 	}

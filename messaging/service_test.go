@@ -17,10 +17,12 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/redact"
 )
 
 // TestNewRequiresDeps: the service refuses to start without any of its
@@ -28,7 +30,7 @@ import (
 func TestNewRequiresDeps(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	cfg, reg := h.cfg, h.reg
-	rbac, err := policy.RBACFor(cfg)
+	rbac, err := policy.RBACFor(cfg.Dir, cfg.Agents, cfg.Gateway.Admin.ReviewerNames())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestNewRequiresDeps(t *testing.T) {
 		})
 	}
 	bad := *cfg
-	bad.Protocol.Redaction = config.Redaction{Messages: true, Detectors: []string{"no_such_detector"}}
+	bad.Protocol.Redaction = redact.Config{Messages: true, Detectors: []string{"no_such_detector"}}
 	d := full()
 	d.Config = &bad
 	if _, err := New(d); err == nil || !strings.Contains(err.Error(), "redaction") {
@@ -81,9 +83,9 @@ func TestNewRequiresDeps(t *testing.T) {
 }
 
 // withAgents returns a copy of cfg whose agent id is changed by f.
-func withAgents(cfg *config.Config, id string, f func(*config.Agent)) *config.Config {
+func withAgents(cfg *config.Config, id string, f func(*roster.Agent)) *config.Config {
 	c := *cfg
-	c.Agents = make(map[string]*config.Agent, len(cfg.Agents))
+	c.Agents = make(map[string]*roster.Agent, len(cfg.Agents))
 	for k, a := range cfg.Agents {
 		c.Agents[k] = a
 	}
@@ -102,8 +104,8 @@ func TestPrepareReload(t *testing.T) {
 	decodeError(t, h.send("planner", event), http.StatusForbidden, "policy_denied")
 
 	next := writeConfig(t, t.TempDir(), h.peers, harnessOpts{protocolExtra: "  redaction:\n    messages: true\n"})
-	next = withAgents(next, "planner", func(a *config.Agent) {
-		a.Messages = append(a.Messages, config.MessageRule{To: []string{"orch"}, Actions: []string{"replan"}})
+	next = withAgents(next, "planner", func(a *roster.Agent) {
+		a.Messages = append(a.Messages, roster.MessageRule{To: []string{"orch"}, Actions: []string{"replan"}})
 	})
 	apply, err := h.svc.Prepare(next)
 	if err != nil {
@@ -120,7 +122,7 @@ func TestPrepareReload(t *testing.T) {
 	}
 
 	bad := *next
-	bad.Protocol.Redaction = config.Redaction{Messages: true, Detectors: []string{"no_such_detector"}}
+	bad.Protocol.Redaction = redact.Config{Messages: true, Detectors: []string{"no_such_detector"}}
 	if _, err := h.svc.Prepare(&bad); err == nil {
 		t.Fatal("a redaction that cannot be built was prepared")
 	}

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/protocol"
+	"github.com/sacpgw/gateway/internal/roster"
 	policyfs "github.com/sacpgw/gateway/rego"
 )
 
@@ -33,8 +34,8 @@ func newEngine(t testing.TB, o Options) *Engine {
 	return e
 }
 
-func testAgents() map[string]*config.Agent {
-	return map[string]*config.Agent{
+func testAgents() map[string]*roster.Agent {
+	return map[string]*roster.Agent{
 		"claude-3": {ID: "claude-3", Type: "code-generator", Capabilities: []string{"read", "write", "analyze"},
 			AllowedTargets: []string{"architecture", "design", "code"}},
 		"copilot-2": {ID: "copilot-2", Type: "code-completer", Capabilities: []string{"read", "suggest"},
@@ -44,11 +45,11 @@ func testAgents() map[string]*config.Agent {
 	}
 }
 
-func testProtocol() config.Protocol {
-	var p config.Protocol
+func testProtocol() protocol.Config {
+	var p protocol.Config
 	p.Version = "1.0"
-	p.Limits = config.Limits{MaxContentSize: 100 << 10, MaxReferences: 20, MaxDeviations: 5, MaxRetryAttempts: 3}
-	p.Compliance = config.Compliance{StrictMode: true, AllowDeviations: false, RequireRationale: true, EnforceReferences: true}
+	p.Limits = protocol.Limits{MaxContentSize: 100 << 10, MaxReferences: 20, MaxDeviations: 5, MaxRetryAttempts: 3}
+	p.Compliance = protocol.Compliance{StrictMode: true, AllowDeviations: false, RequireRationale: true, EnforceReferences: true}
 	return p
 }
 

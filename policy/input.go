@@ -10,7 +10,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/protocol"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // Helpers that build the parts of the input documents that come from the
@@ -19,7 +20,7 @@ import (
 // round trip.
 
 // AgentInput is input.agent: the registry entry without secrets.
-func AgentInput(a *config.Agent) map[string]any {
+func AgentInput(a *roster.Agent) map[string]any {
 	if a == nil {
 		return map[string]any{}
 	}
@@ -39,7 +40,7 @@ func AgentInput(a *config.Agent) map[string]any {
 
 // ProtocolInput is input.protocol: protocol.yaml's approval protocol
 // settings, sizes in bytes and timeouts in milliseconds.
-func ProtocolInput(p config.Protocol) map[string]any {
+func ProtocolInput(p protocol.Config) map[string]any {
 	return map[string]any{
 		"version": p.Version,
 		"timeouts": map[string]any{

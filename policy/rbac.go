@@ -13,7 +13,7 @@ import (
 	"github.com/casbin/casbin/v2"
 	"github.com/casbin/casbin/v2/model"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // DefaultRBACModel is the casbin model of config/rbac_model.conf (without
@@ -54,7 +54,7 @@ const (
 
 // targetTypes are the approval protocol's target types (the configuration
 // defines them); allowed_targets [all] is all of them.
-var targetTypes = config.TargetTypes()
+var targetTypes = roster.TargetTypes()
 
 // capabilityActions maps a capability to the approval actions it grants.
 // Capabilities not listed (analyze, suggest, validate, ...) grant none.
@@ -103,7 +103,7 @@ type Authz struct {
 // use; build a new one when agents.yaml changes.
 type RBAC struct {
 	e         *casbin.Enforcer
-	agents    map[string]*config.Agent
+	agents    map[string]*roster.Agent
 	reviewers map[string]bool
 	// messages memoizes AuthorizeMessage: its verdict depends only on the
 	// policy lines, fixed for this RBAC's life (a reload builds a new
@@ -120,7 +120,7 @@ const maxMessageVerdicts = 4096
 // NewRBAC builds the enforcer from the model file (empty modelPath: the
 // built-in DefaultRBACModel) and a policy generated from agents and the
 // reviewers' names (see config/rbac_model.conf).
-func NewRBAC(modelPath string, agents map[string]*config.Agent, reviewers []string) (*RBAC, error) {
+func NewRBAC(modelPath string, agents map[string]*roster.Agent, reviewers []string) (*RBAC, error) {
 	var (
 		m   model.Model
 		err error
@@ -270,7 +270,7 @@ func (r *RBAC) Authorize(agentID, action, target string) Authz {
 // messageRules are the policy lines of an agent's messages rules: subject
 // the agent itself, object agent:<recipient> (agent:* any, broadcast for a
 // message without recipient), action send:<action> (send:* any).
-func messageRules(id string, rules []config.MessageRule) [][]string {
+func messageRules(id string, rules []roster.MessageRule) [][]string {
 	var p [][]string
 	for _, r := range rules {
 		for _, to := range r.To {
@@ -344,19 +344,15 @@ func (r *RBAC) AuthorizePerson(role, action string) bool {
 	return err == nil && ok
 }
 
-// RBACFor builds the RBAC of cfg: the model file of the config directory
-// (or the built-in one, the same as the shipped file) and policy lines
-// from the agents and the reviewers.
-func RBACFor(cfg *config.Config) (*RBAC, error) {
-	reviewers := make([]string, 0, len(cfg.Gateway.Admin.Reviewers))
-	for _, r := range cfg.Gateway.Admin.Reviewers {
-		reviewers = append(reviewers, r.Name)
-	}
-	model := filepath.Join(cfg.Dir, "rbac_model.conf")
+// RBACFor builds the RBAC of a configuration: the model file of its
+// directory (or the built-in one, the same as the shipped file) and policy
+// lines from the agents and the reviewers.
+func RBACFor(dir string, agents map[string]*roster.Agent, reviewers []string) (*RBAC, error) {
+	model := filepath.Join(dir, "rbac_model.conf")
 	if _, err := os.Stat(model); os.IsNotExist(err) {
 		model = ""
 	}
-	rbac, err := NewRBAC(model, cfg.Agents, reviewers)
+	rbac, err := NewRBAC(model, agents, reviewers)
 	if err != nil {
 		return nil, fmt.Errorf("rbac: %w", err)
 	}

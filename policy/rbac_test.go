@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // modelFile is the shipped model; the built-in DefaultRBACModel must
@@ -15,8 +15,8 @@ const modelFile = "../config/rbac_model.conf"
 
 func TestRBACAuthorize(t *testing.T) {
 	agents := testAgents()
-	agents["builder"] = &config.Agent{ID: "builder", Capabilities: []string{"write", "write"}, AllowedTargets: []string{"test", "docs"}}
-	agents["nobody"] = &config.Agent{ID: "nobody"}
+	agents["builder"] = &roster.Agent{ID: "builder", Capabilities: []string{"write", "write"}, AllowedTargets: []string{"test", "docs"}}
+	agents["nobody"] = &roster.Agent{ID: "nobody"}
 	tests := []struct {
 		agent, action, target string
 		allowed               bool
@@ -110,7 +110,7 @@ func TestRBACErrors(t *testing.T) {
 	if _, err := NewRBAC("testdata/nope.conf", testAgents(), nil); err == nil || !strings.Contains(err.Error(), "testdata/nope.conf") {
 		t.Errorf("missing model: %v", err)
 	}
-	if _, err := NewRBAC("", map[string]*config.Agent{"x": nil}, nil); err == nil {
+	if _, err := NewRBAC("", map[string]*roster.Agent{"x": nil}, nil); err == nil {
 		t.Error("nil agent accepted")
 	}
 	// No agents at all is a valid (deny-all) policy.
@@ -165,9 +165,9 @@ func TestRBACConcurrent(t *testing.T) {
 }
 
 func TestRBACAuthorizeMessage(t *testing.T) {
-	agents := map[string]*config.Agent{
-		"orch":    {ID: "orch", Capabilities: []string{"read", "write"}, AllowedTargets: []string{"all"}, Messages: []config.MessageRule{{To: []string{"planner"}, Actions: []string{"plan_workflow"}}, {To: []string{"broadcast"}, Actions: []string{"*"}}}},
-		"planner": {ID: "planner", Messages: []config.MessageRule{{To: []string{"*"}, Actions: []string{"plan_complete", "send:x"}}}},
+	agents := map[string]*roster.Agent{
+		"orch":    {ID: "orch", Capabilities: []string{"read", "write"}, AllowedTargets: []string{"all"}, Messages: []roster.MessageRule{{To: []string{"planner"}, Actions: []string{"plan_workflow"}}, {To: []string{"broadcast"}, Actions: []string{"*"}}}},
+		"planner": {ID: "planner", Messages: []roster.MessageRule{{To: []string{"*"}, Actions: []string{"plan_complete", "send:x"}}}},
 		"mute":    {ID: "mute", Capabilities: []string{"read"}},
 	}
 	tests := []struct {
@@ -210,8 +210,8 @@ func TestRBACAuthorizeMessage(t *testing.T) {
 // from the cache, and the cache stays bounded however many actions agents
 // invent.
 func TestRBACMessageVerdictsCached(t *testing.T) {
-	agents := map[string]*config.Agent{
-		"a": {ID: "a", Messages: []config.MessageRule{{To: []string{"b"}, Actions: []string{"go"}}}},
+	agents := map[string]*roster.Agent{
+		"a": {ID: "a", Messages: []roster.MessageRule{{To: []string{"b"}, Actions: []string{"go"}}}},
 		"b": {ID: "b"},
 	}
 	r, err := NewRBAC("", agents, nil)

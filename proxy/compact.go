@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/compact"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
@@ -34,16 +34,16 @@ type LibrarySource interface {
 }
 
 // isCompact reports whether the agent answers in compact messages.
-func isCompact(a *config.Agent) bool { return a.ResponseFormat == FormatCompact }
+func isCompact(a *roster.Agent) bool { return a.ResponseFormat == FormatCompact }
 
 // compactTemplate builds compact SACP's agent prompt for the agent.
-func compactTemplate(a *config.Agent) sacp.Template {
+func compactTemplate(a *roster.Agent) sacp.Template {
 	return sacp.NewTemplate(compact.Prompt(compact.PromptAgent{Name: a.ID, Verbs: a.SupportedVerbs, Tools: a.SupportedTools}))
 }
 
 // templateFor is the prompt injected for the agent: the agent's compact SACP
 // prompt for sacp_compact, the SACP template otherwise.
-func (p *Protocol) templateFor(a *config.Agent) sacp.Template {
+func (p *Protocol) templateFor(a *roster.Agent) sacp.Template {
 	if !isCompact(a) {
 		return p.Template
 	}

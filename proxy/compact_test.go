@@ -12,7 +12,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/compact"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/sacp"
@@ -190,7 +190,7 @@ func TestCompactLibrarySource(t *testing.T) {
 		t.Run(tc.note, func(t *testing.T) {
 			var logs bytes.Buffer
 			p := &Protocol{Library: tc.source, EmptyLibrary: empty, Log: slog.New(slog.NewTextHandler(&logs, nil))}
-			ex := &scope.Exchange{RequestID: "req-1", Agent: &config.Agent{ID: "c", ResponseFormat: FormatCompact},
+			ex := &scope.Exchange{RequestID: "req-1", Agent: &roster.Agent{ID: "c", ResponseFormat: FormatCompact},
 				Body: []byte(`{"messages":[{"role":"user","content":"{}"}]}`)}
 			c := p.compactChecker(context.Background(), ex)
 			if valid, errs := c.Check(validCompact); valid != tc.valid {
@@ -226,17 +226,17 @@ func TestProtocolAppliesAndTemplates(t *testing.T) {
 	std := sacp.NewTemplate("standard")
 	built := sacp.NewTemplate("built at startup")
 	p := &Protocol{Template: std, CompactTemplates: map[string]sacp.Template{"c1": built}}
-	c2 := &config.Agent{ID: "c2", ResponseFormat: FormatCompact, SupportedVerbs: []string{"predict"}}
+	c2 := &roster.Agent{ID: "c2", ResponseFormat: FormatCompact, SupportedVerbs: []string{"predict"}}
 	cases := []struct {
-		agent   *config.Agent
+		agent   *roster.Agent
 		applies bool
 		tpl     sacp.Template
 	}{
-		{&config.Agent{ID: "j", ResponseFormat: "json_standard"}, true, std},
-		{&config.Agent{ID: "u", UseStandardProtocol: true}, true, std},
-		{&config.Agent{ID: "c1", ResponseFormat: FormatCompact}, true, built},
+		{&roster.Agent{ID: "j", ResponseFormat: "json_standard"}, true, std},
+		{&roster.Agent{ID: "u", UseStandardProtocol: true}, true, std},
+		{&roster.Agent{ID: "c1", ResponseFormat: FormatCompact}, true, built},
 		{c2, true, compactTemplate(c2)},
-		{&config.Agent{ID: "n", ResponseFormat: "none"}, false, std},
+		{&roster.Agent{ID: "n", ResponseFormat: "none"}, false, std},
 	}
 	for _, tc := range cases {
 		if got := p.Applies(tc.agent); got != tc.applies {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/scope"
 )
 
@@ -52,7 +52,7 @@ func TestBillOf(t *testing.T) {
 }
 
 func TestChargeOf(t *testing.T) {
-	price := config.Price{Input: 10, Output: 30}
+	price := pricing.Price{Input: 10, Output: 30}
 	used := scope.Usage{PromptTokens: 100, CompletionTokens: 10}
 	cases := []struct {
 		name string

@@ -22,6 +22,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/testredis"
@@ -38,7 +39,7 @@ import (
 // testPrices: test-model costs 10 USD per million input tokens, 1 cached
 // and 30 output, so that 1000 prompt tokens and a max_tokens of 1000
 // reserve 10,000 + 30,000 micro-dollars.
-var testPrices = pricing.New(map[string]config.Price{"test-model": {Input: 10, CachedInput: 1, Output: 30}})
+var testPrices = pricing.New(map[string]pricing.Price{"test-model": {Input: 10, CachedInput: 1, Output: 30}})
 
 const day = 24 * time.Hour
 
@@ -95,8 +96,8 @@ type stageCall struct {
 	hold                         func() // runs inside the call, after the reservations
 }
 
-func agentWith(budget int64) *config.Agent {
-	a := &config.Agent{ID: "a", CompletionEstimate: 500}
+func agentWith(budget int64) *roster.Agent {
+	a := &roster.Agent{ID: "a", CompletionEstimate: 500}
 	if budget > 0 {
 		a.Budget = config.Money{MicroUSD: budget, Period: day}
 	}
@@ -104,7 +105,7 @@ func agentWith(budget int64) *config.Agent {
 }
 
 // serveStage runs c through l for agent a.
-func serveStage(ctx context.Context, l *proxy.Limits, a *config.Agent, c stageCall) (*httptest.ResponseRecorder, *scope.Exchange) {
+func serveStage(ctx context.Context, l *proxy.Limits, a *roster.Agent, c stageCall) (*httptest.ResponseRecorder, *scope.Exchange) {
 	earlier := proxy.StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
 		ex.Agent, ex.Model = a, c.model
@@ -148,7 +149,7 @@ func TestLimitsDollarBudgetReserveSettle(t *testing.T) {
 	with := func(f func(*stageCall)) stageCall { c := base; f(&c); return c }
 	cases := []struct {
 		name      string
-		agent     func() *config.Agent
+		agent     func() *roster.Agent
 		attempts  int // the protocol's attempts; 0: one
 		call      stageCall
 		wantOps   []string
@@ -156,46 +157,46 @@ func TestLimitsDollarBudgetReserveSettle(t *testing.T) {
 		// wantUnknown is the reason the spend is unknown, if it is.
 		wantUnknown string
 	}{
-		{name: "settled to the reported usage", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "settled to the reported usage", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.usage = usage(1000, 0, 200) }),
 			wantOps: []string{"reserve usd:a 40000", "settle usd:a 40000->16000"}, wantSpend: 16_000},
-		{name: "cached tokens at the cached price", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "cached tokens at the cached price", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.usage = usage(1000, 800, 0) }),
 			wantOps: []string{"reserve usd:a 40000", "settle usd:a 40000->2800"}, wantSpend: 2_800},
-		{name: "nothing reached a model: refunded", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "nothing reached a model: refunded", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.attempts, c.status = 0, 403 }),
 			wantOps: []string{"reserve usd:a 40000", "settle usd:a 40000->0"}, wantSpend: 0},
-		{name: "the provider refused: refunded", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "the provider refused: refunded", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.status = 400 }),
 			wantOps: []string{"reserve usd:a 40000", "settle usd:a 40000->0"}, wantSpend: 0},
-		{name: "answered without usage: the reservation stays spent", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "answered without usage: the reservation stays spent", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    base,
 			wantOps: []string{"reserve usd:a 40000", "settle usd:a 40000->40000"}, wantUnknown: "no_usage"},
-		{name: "the client left: the reservation stays spent", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "the client left: the reservation stays spent", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.status = 0 }),
 			wantOps: []string{"reserve usd:a 40000", "settle usd:a 40000->40000"}, wantUnknown: "no_usage"},
-		{name: "tokens and dollars, keyed apart", agent: func() *config.Agent {
+		{name: "tokens and dollars, keyed apart", agent: func() *roster.Agent {
 			a := agentWith(1_000_000)
 			a.TokenLimit = config.Rate{N: 100_000, Period: time.Hour}
 			return a
 		}, call: with(func(c *stageCall) { c.usage = usage(1000, 0, 200) }),
 			wantOps: []string{"reserve tok:a 2000", "reserve usd:a 40000", "settle tok:a 2000->1200", "settle usd:a 40000->16000"}, wantSpend: 16_000},
-		{name: "every protocol attempt reserved", agent: func() *config.Agent { return agentWith(1_000_000) }, attempts: 3,
+		{name: "every protocol attempt reserved", agent: func() *roster.Agent { return agentWith(1_000_000) }, attempts: 3,
 			call:    with(func(c *stageCall) { c.usage = usage(3000, 0, 300) }),
 			wantOps: []string{"reserve usd:a 120000", "settle usd:a 120000->39000"}, wantSpend: 39_000},
-		{name: "every choice reserved", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "every choice reserved", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.choices = 2; c.usage = usage(1000, 0, 2000) }),
 			wantOps: []string{"reserve usd:a 70000", "settle usd:a 70000->70000"}, wantSpend: 70_000},
-		{name: "no max_tokens: the completion estimate", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "no max_tokens: the completion estimate", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.maxTokens = 0; c.usage = usage(1000, 0, 10) }),
 			wantOps: []string{"reserve usd:a 25000", "settle usd:a 25000->10300"}, wantSpend: 10_300},
-		{name: "embeddings: no completion", agent: func() *config.Agent { return agentWith(1_000_000) },
+		{name: "embeddings: no completion", agent: func() *roster.Agent { return agentWith(1_000_000) },
 			call:    with(func(c *stageCall) { c.noCompletion = true; c.usage = usage(900, 0, 0) }),
 			wantOps: []string{"reserve usd:a 10000", "settle usd:a 10000->9000"}, wantSpend: 9_000},
-		{name: "no budget: nothing reserved, the spend counted", agent: func() *config.Agent { return agentWith(0) },
+		{name: "no budget: nothing reserved, the spend counted", agent: func() *roster.Agent { return agentWith(0) },
 			call:      with(func(c *stageCall) { c.usage = usage(1000, 0, 200) }),
 			wantSpend: 16_000},
-		{name: "unpriced model without a budget: served, cost unknown", agent: func() *config.Agent { return agentWith(0) },
+		{name: "unpriced model without a budget: served, cost unknown", agent: func() *roster.Agent { return agentWith(0) },
 			call:        with(func(c *stageCall) { c.model = "mystery-1"; c.usage = usage(1000, 0, 200) }),
 			wantUnknown: "no_price"},
 	}
@@ -205,7 +206,7 @@ func TestLimitsDollarBudgetReserveSettle(t *testing.T) {
 			spend := proxy.NewSpend()
 			l := &proxy.Limits{Requests: limit.NewMemory(), Tokens: b, Prices: testPrices, Spend: spend}
 			if tc.attempts > 0 {
-				l.Attempts = func(*config.Agent) int { return tc.attempts }
+				l.Attempts = func(*roster.Agent) int { return tc.attempts }
 			}
 			a := tc.agent()
 			w, ex := serveStage(t.Context(), l, a, tc.call)
@@ -527,7 +528,7 @@ func newCostGateway(t *testing.T, up http.HandlerFunc, opts ...func(*proxy.Deps)
 	dir := t.TempDir()
 	agents := costAgents
 	for _, id := range []string{"free", "budgeted", "sacp"} {
-		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
+		agents = strings.ReplaceAll(agents, "%"+id+"%", roster.HashTokenHex("tok-"+id))
 	}
 	files := map[string]string{
 		config.GatewayFile: `listen: "127.0.0.1:0"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -85,7 +86,7 @@ audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
 `
 	agents := engineAgents
 	for _, id := range []string{"plain", "tiny", "proto", "only_mini"} {
-		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
+		agents = strings.ReplaceAll(agents, "%"+id+"%", roster.HashTokenHex("tok-"+id))
 	}
 	files := map[string]string{
 		config.GatewayFile:  gw,

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -108,7 +109,7 @@ func newFleet(t *testing.T, ps []*provider, o fleetOpts) *fleet {
 	files := map[string]string{
 		config.GatewayFile: "listen: \"127.0.0.1:0\"\nupstreams:\n" + list.String() +
 			"audit: {dir: " + strconv.Quote(filepath.Join(dir, "audit")) + ", chain: t, fail_mode: closed}\n",
-		config.AgentsFile:   "agents:\n  plain:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-plain") + "\"\n    rate_limit: 100000/minute\n" + o.agent,
+		config.AgentsFile:   "agents:\n  plain:\n    type: coder\n    token_sha256: \"" + roster.HashTokenHex("tok-plain") + "\"\n    rate_limit: 100000/minute\n" + o.agent,
 		config.ProtocolFile: "protocol:\n  timeouts:\n    response: " + o.timeout + "\n",
 	}
 	for name, content := range files {

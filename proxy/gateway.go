@@ -14,6 +14,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
@@ -103,7 +104,7 @@ func New(d Deps) (*Gateway, error) {
 	if d.KeepAlive > 0 {
 		proto.KeepAlive = d.KeepAlive
 	}
-	lim.Attempts = func(a *config.Agent) int {
+	lim.Attempts = func(a *roster.Agent) int {
 		if proto.Applies(a) && proto.Reask {
 			return proto.MaxAttempts
 		}
@@ -214,7 +215,7 @@ func (g *Gateway) allowModel(w http.ResponseWriter, r *http.Request, next http.H
 
 // Allowed reports whether the agent's allow-list admits model (an empty
 // list admits every routed model).
-func Allowed(a *config.Agent, model string) bool {
+func Allowed(a *roster.Agent, model string) bool {
 	if len(a.Models) == 0 {
 		return true
 	}

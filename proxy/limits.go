@@ -12,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 )
@@ -36,7 +37,7 @@ type Limits struct {
 	Audit *door.Recorder
 	// Attempts is how many model calls one request of this agent may make
 	// (the protocol's re-asks); nil: one.
-	Attempts func(*config.Agent) int
+	Attempts func(*roster.Agent) int
 	// Prices prices the models (gateway.yaml pricing over the shipped list
 	// prices); nil: the shipped list prices alone.
 	Prices *pricing.Table

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/redact"
@@ -29,7 +29,7 @@ var _ Policies = (*policy.Engine)(nil)
 type AgentInputs map[string]any
 
 // NewAgentInputs prepares the documents of every configured agent.
-func NewAgentInputs(agents map[string]*config.Agent) AgentInputs {
+func NewAgentInputs(agents map[string]*roster.Agent) AgentInputs {
 	in := make(AgentInputs, len(agents))
 	for id, a := range agents {
 		in[id] = policy.Preconvert(policy.AgentInput(a))
@@ -37,7 +37,7 @@ func NewAgentInputs(agents map[string]*config.Agent) AgentInputs {
 	return in
 }
 
-func (in AgentInputs) of(a *config.Agent) any {
+func (in AgentInputs) of(a *roster.Agent) any {
 	if v, ok := in[a.ID]; ok {
 		return v
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/redact"
@@ -103,7 +104,7 @@ func NewProtocol(cfg *config.Config, red *redact.Redactor, rec *door.Recorder) (
 
 // Applies reports whether the agent speaks a protocol (json_standard or
 // sacp_compact).
-func (p *Protocol) Applies(a *config.Agent) bool { return a.StandardProtocol() || isCompact(a) }
+func (p *Protocol) Applies(a *roster.Agent) bool { return a.StandardProtocol() || isCompact(a) }
 
 // Inject is the request stage that appends the agent's protocol prompt to
 // the system prompt of its request and records the prompt's hash.

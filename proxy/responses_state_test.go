@@ -20,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -74,8 +75,8 @@ upstreams:
   - {name: test, type: openai, base_url: ` + srv.URL + `/v1, api_key: sk-provider, max_retries: 0, models: ["*"]}
 audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
 ` + gatewayExtra,
-		config.AgentsFile: "agents:\n  alice:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-alice") + "\"\n" +
-			"  bob:\n    type: coder\n    token_sha256: \"" + config.HashTokenHex("tok-bob") + "\"\n",
+		config.AgentsFile: "agents:\n  alice:\n    type: coder\n    token_sha256: \"" + roster.HashTokenHex("tok-alice") + "\"\n" +
+			"  bob:\n    type: coder\n    token_sha256: \"" + roster.HashTokenHex("tok-bob") + "\"\n",
 		config.ProtocolFile: "protocol:\n  redaction:\n    detectors: [email]\n",
 	}
 	for name, content := range files {

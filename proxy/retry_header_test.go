@@ -20,6 +20,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
@@ -45,7 +46,7 @@ func newLimitedGateway(t *testing.T, agentsYAML string, ids ...string) *limitedG
 	dir := t.TempDir()
 	agents := agentsYAML
 	for _, id := range ids {
-		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
+		agents = strings.ReplaceAll(agents, "%"+id+"%", roster.HashTokenHex("tok-"+id))
 	}
 	files := map[string]string{
 		config.GatewayFile: "listen: \"127.0.0.1:0\"\nupstreams:\n  - {name: mock, type: mock, models: [\"mock-*\"]}\n" +

@@ -43,22 +43,33 @@ const DefaultReplacement = "[REDACTED:{detector}]"
 // detector.
 var ErrUnknownDetector = errors.New("unknown detector")
 
-// Config selects what a Redactor does; it mirrors protocol.redaction.
+// Config is protocol.yaml's redaction: what a Redactor does, and what
+// traffic the gateway redacts besides the answers.
 type Config struct {
 	// Detectors names the detectors to run (Names lists them all). Empty is
 	// an error: empty means redaction is off, and then no Redactor is
 	// built. An unknown or repeated name is an error.
-	Detectors []string
+	Detectors []string `yaml:"detectors"`
 	// Replacement replaces each detected value, with "{detector}" replaced
 	// by the detector's name. Empty means DefaultReplacement. A replacement
 	// that begins and ends with a byte that is not a letter or digit (as the
 	// default does) keeps redaction idempotent: redacting the output again
 	// finds nothing new.
-	Replacement string
+	Replacement string `yaml:"replacement"`
 	// Block names detectors whose match blocks the text (Result.Blocked):
 	// the caller withholds the answer instead of sending it masked. Each
 	// must be one of the enabled detectors.
-	Block []string
+	Block []string `yaml:"block"`
+	// ApplyTo are the SACP fields redacted in a protocol answer. Default:
+	// every field.
+	ApplyTo []string `yaml:"apply_to"`
+	// Requests also redacts what agents send to the models.
+	Requests bool `yaml:"requests"`
+	// Messages also redacts agent-to-agent envelopes (POST /relay/messages):
+	// the string values and member names of the payload and the error
+	// text, both ways.
+	// Default false: agents exchange what they sent.
+	Messages bool `yaml:"messages"`
 }
 
 // A Redactor finds and replaces values. It is immutable once built and safe

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 
@@ -18,7 +19,7 @@ func testConfig() *config.Config {
 			Verbs: []config.Verb{{Name: "predict", Outputs: "predictions"}, {Name: "search", Aliases: []string{"s"}, Outputs: "list"}, {Name: "rank", Outputs: "list"}},
 			Tools: []config.Tool{{ID: "PRC_EST", SupportedVerbs: []string{"predict"}}, {ID: "H_API", SupportedVerbs: []string{"search"}}, {ID: "RANK", SupportedVerbs: []string{"rank"}}},
 		},
-		Agents: map[string]*config.Agent{
+		Agents: map[string]*roster.Agent{
 			"price_predictor": {SupportedVerbs: []string{"predict"}, SupportedTools: []string{"PRC_EST"}, Inputs: []string{"ctx.history", "method", "window"}, Outputs: []string{"predictions"}, Endpoint: "http://pp"},
 			"trend":           {SupportedVerbs: []string{"predict"}, Inputs: []string{"history"}, Outputs: []string{"trends"}},
 			"hotel_search":    {SupportedVerbs: []string{"search", "rank"}, Inputs: []string{"c", "p_max"}},

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/policy"
@@ -43,7 +44,7 @@ type mockEmbedder struct {
 
 func newMockEmbedder(t *testing.T) *mockEmbedder {
 	t.Helper()
-	set, err := upstream.New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	set, err := upstream.New([]upstream.Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func searchConfig() *config.Config {
 			Tools:      []config.Tool{{ID: "H_API", SupportedVerbs: []string{"search"}}},
 			Embeddings: &config.RegistryEmbeddings{Upstream: "mock", Model: "mock-embed"},
 		},
-		Agents: map[string]*config.Agent{
+		Agents: map[string]*roster.Agent{
 			"hotel_search": {Description: "Finds hotels in a city within a nightly budget", Tags: []string{"travel", "eu"},
 				SupportedVerbs: []string{"search", "rank"}, SupportedTools: []string{"H_API"}, Inputs: []string{"c", "p_max"}, Outputs: []string{"list"},
 				ConfidenceScore: conf(0.9), Version: "2.1.0", AgentLocation: "eu-west-1"},
@@ -522,9 +523,9 @@ func TestSearchFiltersByTags(t *testing.T) {
 }
 
 func TestSearchTopK(t *testing.T) {
-	cfg := &config.Config{Agents: map[string]*config.Agent{}}
+	cfg := &config.Config{Agents: map[string]*roster.Agent{}}
 	for i := range 60 {
-		cfg.Agents[fmt.Sprintf("a%02d", i)] = &config.Agent{Tags: []string{"bulk"}, Description: "bulk worker"}
+		cfg.Agents[fmt.Sprintf("a%02d", i)] = &roster.Agent{Tags: []string{"bulk"}, Description: "bulk worker"}
 	}
 	r := newSearchRegistry(t, cfg)
 	for _, tc := range []struct{ topK, want int }{{0, DefaultTopK}, {-1, DefaultTopK}, {1, 1}, {7, 7}, {50, 50}, {51, MaxTopK}, {1000, MaxTopK}} {
@@ -661,7 +662,7 @@ func TestQueryHandler(t *testing.T) {
 	post := func(body string) (int, map[string]any) {
 		t.Helper()
 		req := httptest.NewRequest(http.MethodPost, "/registry/query", strings.NewReader(body))
-		req = scope.Attach(req, &scope.Exchange{Agent: &config.Agent{ID: "orch", MaxRequestSize: 1 << 20}})
+		req = scope.Attach(req, &scope.Exchange{Agent: &roster.Agent{ID: "orch", MaxRequestSize: 1 << 20}})
 		w := httptest.NewRecorder()
 		api.Query(w, req)
 		var out map[string]any
@@ -727,7 +728,7 @@ func TestEmptyAnswerSuggestsSpawn(t *testing.T) {
 			ctx := context.Background()
 			cfg := searchConfig()
 			if strings.HasPrefix(tc.name, "taken") {
-				cfg.Agents["HOTEL_SEARCH_AGENT"] = &config.Agent{}
+				cfg.Agents["HOTEL_SEARCH_AGENT"] = &roster.Agent{}
 				cfg.Registry.Tools = append(cfg.Registry.Tools, config.Tool{ID: "HOTEL_SEARCH_2_TOOL", SupportedVerbs: []string{"search"}})
 				tc.agent = "HOTEL_SEARCH_3_AGENT"
 			}
@@ -752,7 +753,7 @@ func TestEmptyAnswerSuggestsSpawn(t *testing.T) {
 			// As is, through the real handler: 201 and registered.
 			api := &API{Registry: r, Policy: approveAll{}, Log: slog.New(slog.DiscardHandler)}
 			req := httptest.NewRequest(http.MethodPost, "/registry/spawn", bytes.NewReader(raw))
-			req = scope.Attach(req, &scope.Exchange{Agent: &config.Agent{ID: "orch", MaxRequestSize: 1 << 20}})
+			req = scope.Attach(req, &scope.Exchange{Agent: &roster.Agent{ID: "orch", MaxRequestSize: 1 << 20}})
 			w := httptest.NewRecorder()
 			api.Spawn(w, req)
 			if w.Code != http.StatusCreated {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // Spawned agents get a bearer token of their own, made by the gateway: the
@@ -29,7 +30,7 @@ const (
 
 // The fixed limits of a spawned agent: nobody wrote an agents.yaml entry
 // for it, so it gets a small allowance rather than the unlimited zero
-// values of config.Agent.
+// values of roster.Agent.
 const (
 	// SpawnedRequestsPerMinute is a spawned agent's rate_limit.
 	SpawnedRequestsPerMinute = 60
@@ -50,7 +51,7 @@ const (
 type tokenAgent struct {
 	hash  [sha256.Size]byte
 	entry Entry
-	agent *config.Agent
+	agent *roster.Agent
 }
 
 // tokenAgents builds the authentication table of a view's spawned
@@ -72,11 +73,11 @@ func tokenAgents(spawned []Entry) []tokenAgent {
 	return out
 }
 
-// spawnedAgent is the config.Agent the identify stage sees for a spawned
+// spawnedAgent is the roster.Agent the identify stage sees for a spawned
 // agent. Nothing else is granted: no capabilities, no allowed targets, no
 // message rules (the wiring decides what SpawnedBy allows).
-func spawnedAgent(e Entry, h [sha256.Size]byte) *config.Agent {
-	return &config.Agent{
+func spawnedAgent(e Entry, h [sha256.Size]byte) *roster.Agent {
+	return &roster.Agent{
 		ID: e.AgentName, Type: e.Type, Description: e.Description, Tags: e.Tags,
 		SupportedVerbs: e.SupportedVerbs, SupportedTools: e.SupportedTools, Inputs: e.Inputs, Outputs: e.Outputs,
 		Endpoint: e.Endpoint, SpawnedBy: spawnerID(e.SpawnedBy),
@@ -154,7 +155,7 @@ func agentPrompt(e Entry) string {
 // view (a Store read at most every second), not the Store per call; a
 // Store that cannot be read is an error, not the last known agents: an
 // agent retired meanwhile must not authenticate on a stale view.
-func (r *Registry) AgentByToken(ctx context.Context, sum [32]byte) (*config.Agent, bool, error) {
+func (r *Registry) AgentByToken(ctx context.Context, sum [32]byte) (*roster.Agent, bool, error) {
 	v, err := r.current(ctx)
 	if err != nil {
 		return nil, false, err

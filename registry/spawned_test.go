@@ -23,6 +23,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/policy"
@@ -130,7 +131,7 @@ func newSpawnHarness(t *testing.T, store Store, pol Spawner) *spawnHarness {
 	return &spawnHarness{t: t, reg: reg, store: store, clock: clock, api: api, trail: trail, esc: esc}
 }
 
-var spawner = &config.Agent{ID: "orch", Capabilities: []string{"spawn"}, MaxRequestSize: 1 << 20}
+var spawner = &roster.Agent{ID: "orch", Capabilities: []string{"spawn"}, MaxRequestSize: 1 << 20}
 
 func spawnMessage(name, endpoint string) string {
 	ep := ""
@@ -238,7 +239,7 @@ func TestSpawnIssuesTokenOnce(t *testing.T) {
 			if err != nil || !ok {
 				t.Fatalf("AgentByToken: %v %v", ok, err)
 			}
-			want := config.Agent{ID: "VISA_AGENT", Type: "spawned", Description: "Visa rules", Tags: []string{},
+			want := roster.Agent{ID: "VISA_AGENT", Type: "spawned", Description: "Visa rules", Tags: []string{},
 				SupportedVerbs: []string{"check"}, SupportedTools: []string{"VISA_AGENT_Q"}, Inputs: []string{"nationality"}, Outputs: []string{"visa_required"},
 				SpawnedBy: "orch", RateLimit: config.Rate{N: 60, Period: time.Minute}, TokenLimit: config.Rate{N: 100_000, Period: time.Hour}, MaxRequestSize: 64 << 10,
 				TokenSHA256: hexSum(tok), TokenHash: sumOf(tok)}

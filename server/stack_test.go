@@ -24,6 +24,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/metrics"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/limit"
@@ -168,10 +169,10 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	}
 	gw := `listen: "127.0.0.1:0"
 admin:
-  token_sha256: "` + config.HashTokenHex("tok-admin") + `"
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
   reviewers:
     - name: security-lead
-      token_sha256: "` + config.HashTokenHex("tok-reviewer") + `"
+      token_sha256: "` + roster.HashTokenHex("tok-reviewer") + `"
 upstreams:
   - name: mock
     type: mock
@@ -198,7 +199,7 @@ http:
 ` + stateYAML(o.redisURL)
 	agents := testAgents
 	for _, id := range []string{"alpha", "small", "limited", "budget", "restricted", "bench", "proto", "compact"} {
-		agents = strings.ReplaceAll(agents, "%"+id+"%", config.HashTokenHex("tok-"+id))
+		agents = strings.ReplaceAll(agents, "%"+id+"%", roster.HashTokenHex("tok-"+id))
 	}
 	if o.core {
 		o.protocolExtra += "  redaction:\n    detectors: []\n"

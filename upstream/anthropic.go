@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/dialect/anthropic"
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/upstream/internal/inproc"
 )
 
@@ -33,7 +32,7 @@ type anthropicTransport struct {
 	now     func() time.Time
 }
 
-func newAnthropic(c config.Upstream) (http.RoundTripper, *url.URL, error) {
+func newAnthropic(c Config) (http.RoundTripper, *url.URL, error) {
 	rt, base, err := newHTTP(c)
 	if err != nil {
 		return nil, nil, err

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
 
@@ -58,8 +58,8 @@ func TestBreaker(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testkit.NewClock(time.Unix(0, 0))
-			s, err := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"},
-				Breaker: config.Breaker{Failures: 3, Cooldown: config.Duration(cooldown)}}}, nil, WithClock(clk.Now))
+			s, err := New([]Config{{Name: "a", Type: "mock", Models: []string{"*"},
+				Breaker: Breaker{Failures: 3, Cooldown: confkit.Duration(cooldown)}}}, nil, WithClock(clk.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,8 +88,8 @@ func TestBreaker(t *testing.T) {
 // opened and finishing late changes nothing.
 func TestBreakerOneProbeAndLateResults(t *testing.T) {
 	clk := testkit.NewClock(time.Unix(0, 0))
-	s, _ := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"},
-		Breaker: config.Breaker{Failures: 1, Cooldown: config.Duration(time.Minute)}}}, nil, WithClock(clk.Now))
+	s, _ := New([]Config{{Name: "a", Type: "mock", Models: []string{"*"},
+		Breaker: Breaker{Failures: 1, Cooldown: confkit.Duration(time.Minute)}}}, nil, WithClock(clk.Now))
 	u := s.Route("m")
 	early, _ := u.Admit()
 	failing, _ := u.Admit()
@@ -120,8 +120,8 @@ func TestBreakerOneProbeAndLateResults(t *testing.T) {
 // that answers closes it.
 func TestBreakerForced(t *testing.T) {
 	clk := testkit.NewClock(time.Unix(0, 0))
-	s, _ := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"},
-		Breaker: config.Breaker{Failures: 1, Cooldown: config.Duration(time.Minute)}}}, nil, WithClock(clk.Now))
+	s, _ := New([]Config{{Name: "a", Type: "mock", Models: []string{"*"},
+		Breaker: Breaker{Failures: 1, Cooldown: confkit.Duration(time.Minute)}}}, nil, WithClock(clk.Now))
 	u := s.Route("m")
 	p, _ := u.Admit()
 	p.Done(Failed)
@@ -140,10 +140,10 @@ func TestBreakerForced(t *testing.T) {
 	}
 }
 
-// Configs built without config.Load get the documented defaults: five
+// Configs built without Check get the documented defaults: five
 // failures, not one.
 func TestBreakerDefaults(t *testing.T) {
-	s, _ := New([]config.Upstream{{Name: "a", Type: "mock", Models: []string{"*"}}}, nil)
+	s, _ := New([]Config{{Name: "a", Type: "mock", Models: []string{"*"}}}, nil)
 	u := s.Route("m")
 	for i := 1; i <= 5; i++ {
 		p, ok := u.Admit()

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 // noRand fails the test if a random number is drawn.
@@ -25,13 +23,13 @@ func names(us []*Upstream) string {
 	return strings.Join(out, ",")
 }
 
-func mockUp(name string, priority, weight int, models ...string) config.Upstream {
-	return config.Upstream{Name: name, Type: "mock", Models: models, Priority: priority, Weight: weight}
+func mockUp(name string, priority, weight int, models ...string) Config {
+	return Config{Name: name, Type: "mock", Models: models, Priority: priority, Weight: weight}
 }
 
 // Priority orders the groups; a lone match draws no random number.
 func TestCandidatesOrder(t *testing.T) {
-	cfgs := []config.Upstream{
+	cfgs := []Config{
 		mockUp("backup", 2, 1, "gpt-*"),
 		mockUp("local", 0, 1, "llama-*"),
 		mockUp("primary", 1, 1, "gpt-*"),
@@ -63,17 +61,17 @@ func TestCandidatesOrder(t *testing.T) {
 func TestCandidatesSpread(t *testing.T) {
 	cases := []struct {
 		name string
-		cfgs []config.Upstream
+		cfgs []Config
 		want map[string]float64 // share of first places
 		last string             // the last candidate, always
 	}{
-		{name: "equal weights spread evenly", cfgs: []config.Upstream{mockUp("a", 0, 1, "*"), mockUp("b", 0, 1, "*"), mockUp("z", 1, 1, "*")},
+		{name: "equal weights spread evenly", cfgs: []Config{mockUp("a", 0, 1, "*"), mockUp("b", 0, 1, "*"), mockUp("z", 1, 1, "*")},
 			want: map[string]float64{"a": .5, "b": .5}, last: "z"},
-		{name: "3:1", cfgs: []config.Upstream{mockUp("a", 0, 3, "*"), mockUp("b", 0, 1, "*"), mockUp("z", 1, 9, "*")},
+		{name: "3:1", cfgs: []Config{mockUp("a", 0, 3, "*"), mockUp("b", 0, 1, "*"), mockUp("z", 1, 9, "*")},
 			want: map[string]float64{"a": .75, "b": .25}, last: "z"},
-		{name: "1:2:1", cfgs: []config.Upstream{mockUp("a", 0, 1, "*"), mockUp("b", 0, 2, "*"), mockUp("c", 0, 1, "*")},
+		{name: "1:2:1", cfgs: []Config{mockUp("a", 0, 1, "*"), mockUp("b", 0, 2, "*"), mockUp("c", 0, 1, "*")},
 			want: map[string]float64{"a": .25, "b": .5, "c": .25}},
-		{name: "weight 0 counts as the default 1", cfgs: []config.Upstream{mockUp("a", 0, 0, "*"), mockUp("b", 0, 1, "*")},
+		{name: "weight 0 counts as the default 1", cfgs: []Config{mockUp("a", 0, 0, "*"), mockUp("b", 0, 1, "*")},
 			want: map[string]float64{"a": .5, "b": .5}},
 	}
 	const n = 4000
@@ -113,7 +111,7 @@ func TestCandidatesSpread(t *testing.T) {
 func TestStatsOutliveSets(t *testing.T) {
 	st := NewStats()
 	for range 2 {
-		s, err := New([]config.Upstream{mockUp("a", 0, 1, "*")}, nil, WithStats(st))
+		s, err := New([]Config{mockUp("a", 0, 1, "*")}, nil, WithStats(st))
 		if err != nil {
 			t.Fatal(err)
 		}

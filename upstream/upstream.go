@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/upstream/mock"
 )
 
@@ -45,7 +44,7 @@ type Upstream struct {
 	// without a key.
 	authHeader, authValue string
 	// azure: requests go to Azure OpenAI's deployments path (see Target).
-	azure    *config.Azure
+	azure    *Azure
 	patterns []string
 	idle     interface{ CloseIdleConnections() }
 	priority int
@@ -55,7 +54,7 @@ type Upstream struct {
 }
 
 // constructor builds the base transport and API root of one upstream type.
-type constructor func(c config.Upstream) (http.RoundTripper, *url.URL, error)
+type constructor func(c Config) (http.RoundTripper, *url.URL, error)
 
 // constructors maps config types to implementations; adding a provider type
 // is adding an entry, not growing a switch.
@@ -69,7 +68,7 @@ func constructors() map[string]constructor {
 
 // newMock builds the built-in mock provider (package mock), which answers
 // in process and needs nothing of the config.
-func newMock(config.Upstream) (http.RoundTripper, *url.URL, error) {
+func newMock(Config) (http.RoundTripper, *url.URL, error) {
 	base, err := url.Parse(mock.Base)
 	return mock.Provider{}, base, err
 }
@@ -113,14 +112,14 @@ type lockedRand struct {
 	r  *rand.Rand
 }
 
-// Breaker defaults, for configs not built by config.Load (which sets them).
+// Breaker defaults, for configs Check did not fill in.
 const (
 	defaultFailures = 5
 	defaultCooldown = 30 * time.Second
 )
 
 // New builds every upstream of the config.
-func New(cfgs []config.Upstream, log *slog.Logger, opts ...Option) (*Set, error) {
+func New(cfgs []Config, log *slog.Logger, opts ...Option) (*Set, error) {
 	ctors := constructors()
 	s := &Set{now: time.Now}
 	for _, o := range opts {
@@ -337,7 +336,7 @@ func (u *Upstream) Authorize(h http.Header) {
 var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key"}
 
 // credentials is the header that carries c's key to its provider.
-func credentials(c config.Upstream) (header, value string) {
+func credentials(c Config) (header, value string) {
 	switch {
 	case c.APIKey == "":
 		return "", ""
@@ -384,7 +383,7 @@ func NewTransport(maxIdle int) *http.Transport {
 	}
 }
 
-func newHTTP(c config.Upstream) (http.RoundTripper, *url.URL, error) {
+func newHTTP(c Config) (http.RoundTripper, *url.URL, error) {
 	base, err := url.Parse(c.BaseURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("base_url: %w", err)

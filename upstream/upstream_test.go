@@ -15,23 +15,22 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/upstream/mock"
 )
 
 func TestConfigKnowsEveryType(t *testing.T) {
-	var types []string
+	var names []string
 	for name := range constructors() {
-		types = append(types, name)
+		names = append(names, name)
 	}
-	slices.Sort(types)
-	if !slices.Equal(types, config.UpstreamTypes()) {
-		t.Fatalf("constructors %v != config.UpstreamTypes %v", types, config.UpstreamTypes())
+	slices.Sort(names)
+	if !slices.Equal(names, Types()) {
+		t.Fatalf("constructors %v != Types %v", names, Types())
 	}
 }
 
 func TestRouteAndTarget(t *testing.T) {
-	s, err := New([]config.Upstream{
+	s, err := New([]Config{
 		{Name: "local", Type: "openai", BaseURL: "http://vllm:8000/v1/", Models: []string{"llama-*"}},
 		{Name: "azure", Type: "openai", BaseURL: "https://x.openai.azure.com/openai/v1", Models: []string{"gpt-4o", "*"}},
 	}, nil)
@@ -56,7 +55,7 @@ func TestRouteAndTarget(t *testing.T) {
 }
 
 func TestMockIsDeterministicAndStreams(t *testing.T) {
-	s, _ := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, _ := New([]Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	u := s.Route("mock-1")
 	call := func(body string) (int, string) {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, u.Target("/v1/chat/completions", "").String(), strings.NewReader(body))
@@ -104,7 +103,7 @@ func TestUpstreamCustomCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	call := func(ca string) error {
-		s, err := New([]config.Upstream{{Name: "vllm", Type: "openai", BaseURL: srv.URL + "/v1", CAFile: ca, Models: []string{"*"}}}, nil)
+		s, err := New([]Config{{Name: "vllm", Type: "openai", BaseURL: srv.URL + "/v1", CAFile: ca, Models: []string{"*"}}}, nil)
 		if err != nil {
 			return err
 		}
@@ -130,7 +129,7 @@ func TestUpstreamCustomCA(t *testing.T) {
 // near each other, so that semantic registry selection can be tried with no
 // provider.
 func TestMockEmbeddings(t *testing.T) {
-	s, _ := New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, _ := New([]Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	u := s.Route("any-embedding-model")
 	call := func(body string) (int, []byte) {
 		t.Helper()
@@ -213,10 +212,10 @@ func dot(a, b []float64) float64 {
 // with its key in api-key; an anthropic upstream's key goes as x-api-key;
 // and Authorize removes every other credential header.
 func TestTargetAndCredentialsPerType(t *testing.T) {
-	s, err := New([]config.Upstream{
+	s, err := New([]Config{
 		{Name: "azure", Type: "openai", BaseURL: "https://x.openai.azure.com", APIKey: "az-key", Models: []string{"gpt-4o*"},
-			Azure: &config.Azure{APIVersion: "2024-10-21", Deployments: map[string]string{"gpt-4o": "prod gpt4o"}}},
-		{Name: "azure-v1", Type: "openai", BaseURL: "https://y.openai.azure.com/openai/v1", APIKey: "az1-key", Models: []string{"o3"}, Azure: &config.Azure{}},
+			Azure: &Azure{APIVersion: "2024-10-21", Deployments: map[string]string{"gpt-4o": "prod gpt4o"}}},
+		{Name: "azure-v1", Type: "openai", BaseURL: "https://y.openai.azure.com/openai/v1", APIKey: "az1-key", Models: []string{"o3"}, Azure: &Azure{}},
 		{Name: "claude", Type: "anthropic", BaseURL: "https://api.anthropic.com/v1", APIKey: "ant-key", Models: []string{"claude-*"}},
 		{Name: "openai", Type: "openai", BaseURL: "https://api.openai.com/v1", APIKey: "oa-key", Models: []string{"*"}},
 	}, nil)
@@ -255,7 +254,7 @@ func TestAnthropicUpstreamAnswersWhatItCannotAsk(t *testing.T) {
 	var asked atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
 	defer srv.Close()
-	s, err := New([]config.Upstream{{Name: "claude", Type: "anthropic", BaseURL: srv.URL + "/v1", Models: []string{"*"}}}, nil)
+	s, err := New([]Config{{Name: "claude", Type: "anthropic", BaseURL: srv.URL + "/v1", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
-
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 const (
@@ -55,7 +54,7 @@ func TestSidecarExampleWithSDKs(t *testing.T) {
 	docs := render(t, ".", []string{"examples/sidecar-values.yaml"}, []string{
 		"sidecar.port=" + port, "health.port=" + health,
 		// A second known agent, whose token the sidecar must refuse.
-		"config.agents.reviewer-9.token_sha256=" + config.HashTokenHex(otherAgentToken),
+		"config.agents.reviewer-9.token_sha256=" + roster.HashTokenHex(otherAgentToken),
 	})
 	agentEnv := exampleAgentEnv(t, docs)
 	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"} {

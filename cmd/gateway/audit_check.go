@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/confkit"
 )
 
 // loadPubkeys reads the --pubkey files of cmd; false when one is not a key
@@ -116,7 +116,7 @@ func checkKind(kind string) error {
 		return nil
 	}
 	return fmt.Errorf("--kind %q: the gateway writes no such kind%s; the kinds are %s (a trailing * matches a prefix, as in llm.*)",
-		kind, config.DidYouMean(kind, audit.KindPatterns()), strings.Join(audit.Kinds(), ", "))
+		kind, confkit.DidYouMean(kind, audit.KindPatterns()), strings.Join(audit.Kinds(), ", "))
 }
 
 // verifiedSummary says how the export's chains were verified.

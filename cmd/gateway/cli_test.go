@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // builtGateway is the command built once for the tests that run it as a
@@ -174,7 +175,7 @@ func TestInitWritesAWorkingConfig(t *testing.T) {
 		}
 	}
 	agents, _ := os.ReadFile(filepath.Join(dir, config.AgentsFile))
-	if !bytes.Contains(agents, []byte(config.HashTokenHex(tokens["agent copilot-2"]))) {
+	if !bytes.Contains(agents, []byte(roster.HashTokenHex(tokens["agent copilot-2"]))) {
 		t.Error("agents.yaml does not hold the sha256 of copilot-2's printed token")
 	}
 

@@ -21,6 +21,7 @@ import (
 	gateway "github.com/sacpgw/gateway"
 	"github.com/sacpgw/gateway/app"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	policyfs "github.com/sacpgw/gateway/rego"
 )
 
@@ -117,7 +118,7 @@ func initFiles() (map[string][]byte, map[string]string, error) {
 		files[name] = tokenHash.ReplaceAllFunc(files[name], func(m []byte) []byte {
 			old := string(tokenHash.FindSubmatch(m)[1])
 			token := newInitToken()
-			sum := config.HashTokenHex(token)
+			sum := roster.HashTokenHex(token)
 			if config.IsDemoHash(old) {
 				tokens[sum] = token
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 func TestConfigCheck(t *testing.T) {
@@ -130,7 +131,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	ln.Close()
 	files := map[string]string{
 		config.GatewayFile:  "listen: " + addr + "\nlog: {level: info}\nupstreams:\n  - {name: up, type: openai, base_url: " + up.URL + "/v1, models: ['*']}\naudit: {dir: " + dir + "/audit}\n",
-		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + config.HashTokenHex("tok") + "\"\n",
+		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + roster.HashTokenHex("tok") + "\"\n",
 		config.ProtocolFile: "protocol: {}\n",
 	}
 	for name, c := range files {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // writeConfigDir writes a minimal configuration whose gateway.yaml adds
@@ -19,7 +20,7 @@ func writeConfigDir(t *testing.T, dir, extra string) {
 	}
 	files := map[string]string{
 		config.GatewayFile:  "upstreams:\n  - {name: m, type: mock, models: ['*']}\n" + extra,
-		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + config.HashTokenHex("tok-a1") + "\"\n",
+		config.AgentsFile:   "agents:\n  a1:\n    token_sha256: \"" + roster.HashTokenHex("tok-a1") + "\"\n",
 		config.ProtocolFile: "protocol:\n  version: \"1.0\"\n",
 	}
 	for name, content := range files {

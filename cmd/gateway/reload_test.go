@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // TestConfigHotReload runs the real binary: a new agent in agents.yaml can
@@ -31,7 +32,7 @@ func TestConfigHotReload(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	agent := func(id string) string {
-		return "  " + id + ":\n    token_sha256: \"" + config.HashTokenHex("tok-"+id) + "\"\n"
+		return "  " + id + ":\n    token_sha256: \"" + roster.HashTokenHex("tok-"+id) + "\"\n"
 	}
 	write := func(name, content string) {
 		// Write-and-rename, as editors and ConfigMap updates do.

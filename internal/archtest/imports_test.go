@@ -24,8 +24,12 @@ var layers = map[string]int{
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "audit/ship": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
 	"upstream/mock": 0, "upstream/internal/inproc": 0,
-	"internal/doctest": 0, // the docs' snippets test: a package comment, no imports
-	"policy/bundle":    0, // fetches and verifies signed OPA bundles; package policy compiles them
+	"policy/bundle":     0, // fetches and verifies signed OPA bundles; package policy compiles them
+	"internal/confkit":  0, // the units, did-you-mean and problem reporter every part's config is written with
+	"internal/roster":   0, // agents.yaml: the Agent entry every part that serves an agent reads
+	"internal/protocol": 0, // protocol.yaml: the approval protocol's settings, with the SACP and redaction ones
+	"internal/pricing":  0, // what models cost, gateway.yaml's pricing with it
+	"internal/doctest":  0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
 	"internal/browsertest":      0, // headless Chromium for the browser tests, imported by tests only
@@ -34,7 +38,7 @@ var layers = map[string]int{
 	"internal/config": 1, "audit/siem": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
 	// 2: plumbing shared by the front doors.
-	"internal/httpx": 2, "internal/pricing": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
+	"internal/httpx": 2, "internal/escalation": 2, "internal/sourceguard": 2, "internal/metrics": 2,
 	// 3: the door frame every front door stands in (identity, rate gate,
 	// journal, the door contract).
 	"internal/door": 3,
@@ -46,10 +50,9 @@ var layers = map[string]int{
 
 // sideways are the imports allowed within a layer.
 var sideways = map[[2]string]bool{
-	{"internal/scope", "internal/config"}: true,
-	{"internal/scope", "upstream"}:        true,
-	{"upstream", "internal/config"}:       true,
-	{"policy", "internal/config"}:         true,
+	{"internal/scope", "upstream"}:  true,
+	{"internal/config", "upstream"}: true,
+	{"internal/config", "policy"}:   true,
 	// The SIEM stream owns its settings; the loader composes them.
 	{"internal/config", "audit/siem"}: true,
 	// The one set of JSON lexical rules, under the hand-written readers.
@@ -59,6 +62,18 @@ var sideways = map[[2]string]bool{
 	{"redact", "internal/jsonlex"}:   true,
 	// The bundle fetcher's outbound calls pass the one outbound guard.
 	{"policy/bundle", "internal/egress"}: true,
+	// Each part owns its config type, written with the units and the
+	// problem reporter every part's config shares.
+	{"redact", "internal/confkit"}:            true,
+	{"sacp", "internal/confkit"}:              true,
+	{"audit", "internal/confkit"}:             true,
+	{"internal/tracing", "internal/confkit"}:  true,
+	{"internal/pricing", "internal/confkit"}:  true,
+	{"internal/roster", "internal/confkit"}:   true,
+	{"internal/roster", "internal/names"}:     true,
+	{"internal/protocol", "internal/confkit"}: true,
+	{"internal/protocol", "sacp"}:             true,
+	{"internal/protocol", "redact"}:           true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

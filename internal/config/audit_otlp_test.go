@@ -31,7 +31,7 @@ func TestAuditOTLP(t *testing.T) {
 		8:  "audit.otlp.protocol \"grcp\": want http or grpc",
 		11: "audit.otlp.headers.X-Tenant is empty (is the variable it names set?)",
 		12: "unknown key \"batch_sise\"",
-		13: "time.Duration",
+		13: "want a duration",
 	}
 	for line, msg := range want {
 		found := false

@@ -7,15 +7,19 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
+	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/redisx"
-	"github.com/sacpgw/gateway/policy/bundle"
+	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/tracing"
+	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
 
@@ -24,8 +28,8 @@ type Config struct {
 	// Dir is the directory the files were read from.
 	Dir      string
 	Gateway  Gateway
-	Agents   map[string]*Agent
-	Protocol Protocol
+	Agents   map[string]*roster.Agent
+	Protocol protocol.Config
 	// Registry is config/registry.yaml (empty when the file is absent).
 	Registry Registry
 	// Workflows is config/workflows.yaml (empty when the file is absent).
@@ -44,19 +48,19 @@ type Gateway struct {
 	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests. Default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// Log sets the structured log output.
-	Log       Log        `yaml:"log"`
-	Admin     Admin      `yaml:"admin"`
-	Upstreams []Upstream `yaml:"upstreams"`
+	Log       Log               `yaml:"log"`
+	Admin     Admin             `yaml:"admin"`
+	Upstreams []upstream.Config `yaml:"upstreams"`
 	// Pricing is what models cost (per model name; the shipped table for
 	// common models applies to the others), for spend and budgets.
-	Pricing   map[string]Price `yaml:"pricing"`
-	TLS       TLS              `yaml:"tls"`
-	Policy    Policy           `yaml:"policy"`
-	Approval  Approval         `yaml:"approval"`
-	Tracing   Tracing          `yaml:"tracing"`
-	Audit     Audit            `yaml:"audit"`
-	State     State            `yaml:"state"`
-	Messaging Messaging        `yaml:"messaging"`
+	Pricing   map[string]pricing.Price `yaml:"pricing"`
+	TLS       TLS                      `yaml:"tls"`
+	Policy    policy.Config            `yaml:"policy"`
+	Approval  Approval                 `yaml:"approval"`
+	Tracing   tracing.Config           `yaml:"tracing"`
+	Audit     Audit                    `yaml:"audit"`
+	State     State                    `yaml:"state"`
+	Messaging Messaging                `yaml:"messaging"`
 	// HTTP bounds the connections clients hold open.
 	HTTP HTTP `yaml:"http"`
 	// Responses is the stored state of the Responses API
@@ -210,92 +214,19 @@ type Admin struct {
 	Reviewers   []Reviewer `yaml:"reviewers"`
 }
 
+// ReviewerNames are the reviewers' names, in the file's order.
+func (a Admin) ReviewerNames() []string {
+	names := make([]string, 0, len(a.Reviewers))
+	for _, r := range a.Reviewers {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
 // Reviewer is a person who may decide escalations.
 type Reviewer struct {
 	Name        string `yaml:"name"`
 	TokenSHA256 string `yaml:"token_sha256"`
-}
-
-// Upstream is one model provider.
-type Upstream struct {
-	// Name identifies the upstream in logs and audit entries.
-	Name string `yaml:"name"`
-	// Type selects the implementation: "openai" (any OpenAI-compatible
-	// API), "anthropic" (Anthropic's Messages API, translated both ways)
-	// or "mock".
-	Type string `yaml:"type"`
-	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
-	// Required for type openai; ignored for mock.
-	BaseURL string `yaml:"base_url"`
-	// APIKey is sent as the bearer token to the provider (as x-api-key to
-	// an anthropic upstream, as api-key to Azure). Empty sends none (local
-	// models). Never logged.
-	APIKey string `yaml:"api_key"`
-	// Models are globs (path.Match syntax) of the model names routed here
-	// ("*" matches any); among the upstreams that match, Priority and
-	// Weight decide (docs/providers.md).
-	Models []string `yaml:"models"`
-	// MaxRetries is how many times a connection failure or 5xx is retried,
-	// with backoff, while nothing has reached the client yet. Default 2; 0 disables.
-	MaxRetries *int `yaml:"max_retries"`
-	// MaxIdleConns is the keep-alive pool size to this upstream. Default 512.
-	MaxIdleConns int `yaml:"max_idle_conns"`
-	// CAFile is a PEM bundle trusted for this upstream (self-hosted models). Empty: system roots.
-	CAFile string `yaml:"ca_file"`
-	// Priority orders the upstreams that serve a model: the lowest first,
-	// the next ones only as failover. Default 0.
-	Priority int `yaml:"priority"`
-	// Weight spreads the requests among upstreams of one priority that
-	// serve a model. Default 1.
-	Weight int `yaml:"weight"`
-	// Breaker opens after Failures failures in a row (no request goes
-	// there) and lets one probe through after Cooldown. Defaults 5, 30s.
-	Breaker Breaker `yaml:"breaker"`
-	// FirstByteTimeout bounds the wait for this upstream's response
-	// headers; when it passes, the request moves on to the model's next
-	// upstream (failover before the first byte). Zero: only
-	// timeouts.response bounds the exchange.
-	FirstByteTimeout Duration `yaml:"first_byte_timeout"`
-	// Azure, when set, speaks Azure OpenAI's form of the API on an openai
-	// upstream: the key goes in the api-key header and, with APIVersion,
-	// requests go to the deployments path.
-	Azure *Azure `yaml:"azure"`
-	// AnthropicVersion is the anthropic-version header sent to an
-	// anthropic upstream. Default 2023-06-01.
-	AnthropicVersion string `yaml:"anthropic_version"`
-	// DefaultMaxTokens is the max_tokens sent to an anthropic upstream
-	// for a request that set none (Anthropic requires one). Default 4096.
-	DefaultMaxTokens int `yaml:"default_max_tokens"`
-	// PromptCache, on an anthropic upstream, marks each request's system
-	// prompt (with the tools before it) for Anthropic's prompt cache.
-	// Default false: a cache write costs more than plain input, which a
-	// prompt used once never earns back.
-	PromptCache bool `yaml:"prompt_cache"`
-}
-
-// Azure is an openai upstream's Azure OpenAI settings.
-type Azure struct {
-	// APIVersion is the api-version query parameter. Set, requests go to
-	// {base_url}/openai/deployments/{deployment}/{operation}; empty, to
-	// {base_url}/{operation} (Azure's v1 API, base_url ending in
-	// /openai/v1).
-	APIVersion string `yaml:"api_version"`
-	// Deployments maps a model name to its deployment name; a model not
-	// listed is its own deployment name.
-	Deployments map[string]string `yaml:"deployments"`
-}
-
-// Breaker is an upstream's circuit breaker.
-type Breaker struct {
-	Failures int      `yaml:"failures"`
-	Cooldown Duration `yaml:"cooldown"`
-}
-
-// Price is what a model costs, in US dollars per million tokens.
-type Price struct {
-	Input       float64 `yaml:"input"`
-	Output      float64 `yaml:"output"`
-	CachedInput float64 `yaml:"cached_input"`
 }
 
 // TLS configures TLS termination.
@@ -305,30 +236,6 @@ type TLS struct {
 	ClientCAFile string `yaml:"client_ca_file"`
 	// MinVersion is "1.2" or "1.3". Default "1.3".
 	MinVersion string `yaml:"min_version"`
-}
-
-// Policy configures the Rego policies.
-type Policy struct {
-	// Dir holds the Rego files. Default "rego" (beside the config files;
-	// when that is absent, the policies built into the binary serve).
-	Dir string `yaml:"dir"`
-	// DirDefaulted: Dir was not set; set by Load.
-	DirDefaulted bool `yaml:"-"`
-	// ShadowDir holds candidate policies evaluated without effect. Empty: none.
-	ShadowDir string `yaml:"shadow_dir"`
-	// Bundle, when set, replaces Dir's policies with a signed OPA bundle
-	// fetched over HTTP(S) or from an OCI registry (docs/policy-authoring.md).
-	Bundle *bundle.Config `yaml:"bundle"`
-}
-
-// Tracing configures OpenTelemetry export (off by default).
-type Tracing struct {
-	// OTLPEndpoint is an OTLP/HTTP collector base URL, e.g.
-	// http://otel-collector:4318. Empty: no spans are exported (a caller's
-	// traceparent is still passed on to the provider).
-	OTLPEndpoint string `yaml:"otlp_endpoint"`
-	// ServiceName is the service.name of the spans. Default "gateway".
-	ServiceName string `yaml:"service_name"`
 }
 
 // Approval configures the approval protocol (docs/approval.md).
@@ -346,27 +253,12 @@ type Approval struct {
 	RateLimit Rate `yaml:"rate_limit"`
 }
 
-// Audit configures the audit trail.
+// Audit is gateway.yaml's audit: the trail's own settings (audit.Settings,
+// which the audit package owns and checks) and the two ways the trail
+// leaves the machine, whose packages import audit and so cannot be fields
+// of its settings.
 type Audit struct {
-	// Dir holds the audit segments. Default "data/audit".
-	Dir string `yaml:"dir"`
-	// FailMode is closed (no audit entry, no response: 503) or open (serve and
-	// count the loss). Default closed.
-	FailMode string `yaml:"fail_mode"`
-	// SigningKeyFile is an ed25519 private key (PEM) for checkpoints. Empty: unsigned.
-	SigningKeyFile string `yaml:"signing_key_file"`
-	// Chain is this instance's chain id. Default: $POD_NAME, else the host name.
-	Chain string `yaml:"chain"`
-	// SegmentMaxSize rotates segments at this size. Default 64MB.
-	SegmentMaxSize Size `yaml:"segment_max_size"`
-	// CheckpointEvery writes a checkpoint every N entries. Default 1000.
-	CheckpointEvery int `yaml:"checkpoint_every"`
-	// CheckpointInterval writes a checkpoint at least this often. Default 60s.
-	CheckpointInterval Duration `yaml:"checkpoint_interval"`
-	// CommitDelay holds a group commit open up to this long for requests in
-	// progress that have no entry in it yet, so one fsync serves many.
-	// Default 1ms; "0s" turns it off.
-	CommitDelay *Duration `yaml:"commit_delay"`
+	audit.Settings `yaml:",inline"`
 	// OTLP sends every entry to a SIEM's OpenTelemetry collector as well
 	// (audit/siem). Absent: nothing is sent.
 	OTLP *siem.Config `yaml:"otlp"`
@@ -402,93 +294,6 @@ func (s State) RedisSettings() redisx.Settings {
 		return *s.Redis
 	}
 	return redisx.Settings{URL: s.RedisURL}
-}
-
-// Agent is one entry of config/agents.yaml.
-type Agent struct {
-	// ID is the key of the entry in agents.yaml.
-	ID   string `yaml:"-"`
-	Type string `yaml:"type"`
-	// Roles are the roles the agent may claim in a message (sender_type,
-	// SAM sender.role) besides its Type: SAM roles such as initiator or
-	// validator belong to a conversation, not to the agent. Empty: Type only.
-	Roles        []string `yaml:"roles"`
-	Capabilities []string `yaml:"capabilities"`
-	// RateLimit bounds requests. Zero: unlimited.
-	RateLimit Rate `yaml:"rate_limit"`
-	// Budget bounds the agent's spend on models ("25USD/day"), reserved
-	// and settled like tokens. Zero: unlimited.
-	Budget Money `yaml:"budget"`
-	// TokenLimit bounds prompt+completion tokens. Zero: unlimited.
-	TokenLimit Rate `yaml:"token_limit"`
-	// MaxRequestSize bounds the request body. Default 1MB.
-	MaxRequestSize Size     `yaml:"max_request_size"`
-	AllowedTargets []string `yaml:"allowed_targets"`
-	// TokenSHA256 is the lowercase hex SHA-256 of the agent's bearer token.
-	TokenSHA256 string `yaml:"token_sha256"`
-	// ResponseFormat is json_standard, sacp_compact or none. Default none.
-	ResponseFormat      string `yaml:"response_format"`
-	UseStandardProtocol bool   `yaml:"use_standard_protocol"`
-	// DataSchemaFile is a JSON Schema for SACP "data", relative to the config dir.
-	DataSchemaFile string `yaml:"data_schema_file"`
-	// Models is an allow-list of model globs. Empty: any routed model.
-	Models []string `yaml:"models"`
-	// CompletionEstimate is the completion tokens a token budget reserves
-	// for a request that sets no max_tokens. Default 1024.
-	CompletionEstimate int    `yaml:"completion_estimate"`
-	SPIFFEID           string `yaml:"spiffe_id"`
-
-	// Compact SACP's registry fields (docs/agent-messaging.md, Configuration):
-	// what the agent can do, for POST /registry/query and the sacp_compact
-	// prompt.
-	Description    string   `yaml:"description"`
-	Tags           []string `yaml:"tags"`
-	SupportedVerbs []string `yaml:"supported_verbs"`
-	SupportedTools []string `yaml:"supported_tools"`
-	Inputs         []string `yaml:"inputs"`
-	Outputs        []string `yaml:"outputs"`
-	// Endpoint is the http(s) URL where the agent receives messages
-	// (POST /relay/messages relays to it). Empty: the agent receives none.
-	Endpoint string `yaml:"endpoint"`
-	// SpawnedBy, set only on an agent registered at run time (never read
-	// from agents.yaml), is the agent that spawned it: the one it may send
-	// messages to.
-	SpawnedBy string `yaml:"-"`
-	// Messages are the agent-to-agent messages this agent may send (RBAC).
-	// None: it may send none.
-	Messages []MessageRule `yaml:"messages"`
-	// The capability registry's optional fields: a precomputed embedding
-	// of the agent (used as given for semantic selection; its dimension
-	// must match the configured model's), a confidence the operator gives
-	// the agent (0..1), its version and where it runs.
-	Embedding       []float64 `yaml:"embedding"`
-	ConfidenceScore *float64  `yaml:"confidence_score"`
-	Version         string    `yaml:"version"`
-	AgentLocation   string    `yaml:"agent_location"`
-	// CallbackURL, if set, receives the agent's approval request events
-	// (POST, JSON), checked by the egress rules like an endpoint.
-	CallbackURL string `yaml:"callback_url"`
-	// MCPTools are, per MCP server (a name of gateway.yaml's mcp.servers),
-	// globs (path.Match) of the tools the agent may use: {files: ["read_*"]}.
-	// A server not listed is one the agent may not connect to; an empty
-	// list connects it without tools (resources and prompts, as the policy
-	// allows).
-	MCPTools map[string][]string `yaml:"mcp_tools"`
-
-	// TokenHash is TokenSHA256 decoded; set by Load.
-	TokenHash [sha256.Size]byte `yaml:"-"`
-	// DataSchema is the content of DataSchemaFile; set by Load.
-	DataSchema []byte `yaml:"-"`
-}
-
-// MessageRule allows an agent to send the listed actions to the listed
-// recipients through POST /relay/messages.
-type MessageRule struct {
-	// To are recipient agent ids; "*" is any agent, "broadcast" a message
-	// without a recipient.
-	To []string `yaml:"to" json:"to"`
-	// Actions are the envelope actions allowed; "*" is any action.
-	Actions []string `yaml:"actions" json:"actions"`
 }
 
 // Registry is config/registry.yaml: compact SACP's verb and tool library,
@@ -536,108 +341,4 @@ type Tool struct {
 	Description    string   `yaml:"description"`
 	Interface      string   `yaml:"interface"`
 	SupportedVerbs []string `yaml:"supported_verbs"`
-}
-
-// Protocol is config/protocol.yaml: the approval protocol's settings plus the
-// gateway's SACP and redaction settings.
-type Protocol struct {
-	Version    string     `yaml:"version"`
-	Timeouts   Timeouts   `yaml:"timeouts"`
-	Limits     Limits     `yaml:"limits"`
-	Compliance Compliance `yaml:"compliance"`
-	SACP       SACP       `yaml:"sacp"`
-	Redaction  Redaction  `yaml:"redaction"`
-}
-
-// Timeouts of the approval protocol.
-type Timeouts struct {
-	// Validation bounds a policy decision. Default 5000ms.
-	Validation Duration `yaml:"validation"`
-	// Response bounds an upstream call (headers for streams). Default 10000ms.
-	Response Duration `yaml:"response"`
-	// Escalation: escalations older than this become REJECTED. Default 24h.
-	Escalation Duration `yaml:"escalation"`
-	// ApprovalValidity: an APPROVED request expires (EXPIRED) this long
-	// after its approval unless REPORTed. Default 24h.
-	ApprovalValidity Duration `yaml:"approval_validity"`
-	// StreamIdle ends a stream whose upstream sends nothing for this long
-	// with an error event. Default 30s.
-	StreamIdle Duration `yaml:"stream_idle"`
-}
-
-// Limits of the approval protocol.
-type Limits struct {
-	MaxContentSize   Size `yaml:"max_content_size"`
-	MaxReferences    int  `yaml:"max_references"`
-	MaxDeviations    int  `yaml:"max_deviations"`
-	MaxRetryAttempts int  `yaml:"max_retry_attempts"`
-	// MaxInlineBinary: a base64 value larger than this in a workflow
-	// step's data is moved to the blob store. Default 64KB.
-	MaxInlineBinary Size `yaml:"max_inline_binary"`
-}
-
-// Compliance flags of the approval protocol.
-type Compliance struct {
-	StrictMode        bool `yaml:"strict_mode"`
-	AllowDeviations   bool `yaml:"allow_deviations"`
-	RequireRationale  bool `yaml:"require_rationale"`
-	EnforceReferences bool `yaml:"enforce_references"`
-}
-
-// SACP configures the JSON response protocol.
-type SACP struct {
-	// TemplateFile overrides the built-in template, relative to the config dir.
-	TemplateFile string `yaml:"template_file"`
-	// Reask asks the model again on invalid output. Default true.
-	Reask *bool `yaml:"reask"`
-}
-
-// Redaction configures the detectors.
-type Redaction struct {
-	Detectors   []string `yaml:"detectors"`
-	Replacement string   `yaml:"replacement"`
-	ApplyTo     []string `yaml:"apply_to"`
-	Block       []string `yaml:"block"`
-	Requests    bool     `yaml:"requests"`
-	// Messages also redacts agent-to-agent envelopes (POST /relay/messages):
-	// the string values and member names of the payload and the error
-	// text, both ways.
-	// Default false: agents exchange what they sent.
-	Messages bool `yaml:"messages"`
-}
-
-// DefaultModel is the model a workflow node of this agent calls when it
-// names none: the first entry of models that is a name, not a glob.
-func (a *Agent) DefaultModel() string {
-	for _, m := range a.Models {
-		if !strings.ContainsAny(m, "*?[\\") {
-			return m
-		}
-	}
-	return ""
-}
-
-// StandardProtocol reports whether the agent gets the SACP JSON protocol.
-func (a *Agent) StandardProtocol() bool {
-	return a.ResponseFormat == "json_standard" || a.UseStandardProtocol
-}
-
-// ReaskEnabled reports whether invalid SACP answers are re-asked.
-func (s SACP) ReaskEnabled() bool { return s.Reask == nil || *s.Reask }
-
-// Retries is the configured retry count.
-func (u Upstream) Retries() int {
-	if u.MaxRetries == nil {
-		return 2
-	}
-	return *u.MaxRetries
-}
-
-// HashToken returns the SHA-256 of a bearer token, as stored in the config.
-func HashToken(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
-
-// HashTokenHex is HashToken in lowercase hex.
-func HashTokenHex(token string) string {
-	h := HashToken(token)
-	return hex.EncodeToString(h[:])
 }

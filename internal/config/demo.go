@@ -1,5 +1,7 @@
 package config
 
+import "github.com/sacpgw/gateway/internal/roster"
+
 // demoTokens are the tokens README publishes for the quickstart. Their
 // hashes in a running config mean anyone can act as that agent.
 var demoTokens = []string{"gw-demo-claude-3", "gw-demo-copilot-2", "gw-demo-gemini-pro", "gw-demo-admin", "gw-demo-reviewer"}
@@ -30,10 +32,10 @@ func (c *Config) DemoCredentials() []string {
 func (c *Config) DemoTokens() []DemoCredential {
 	demo := map[[32]byte]string{}
 	for _, t := range demoTokens {
-		demo[HashToken(t)] = t
+		demo[roster.HashToken(t)] = t
 	}
 	token := func(hexHash string) string {
-		h, err := decodeHash(hexHash)
+		h, err := roster.ParseHash(hexHash)
 		if err != nil {
 			return ""
 		}
@@ -60,7 +62,7 @@ func (c *Config) DemoTokens() []DemoCredential {
 // published demo token.
 func IsDemoHash(hexHash string) bool {
 	for _, t := range demoTokens {
-		if HashTokenHex(t) == hexHash {
+		if roster.HashTokenHex(t) == hexHash {
 			return true
 		}
 	}

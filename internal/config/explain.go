@@ -11,6 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/protocol"
+	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/sacp"
+	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
 )
 
@@ -54,13 +58,13 @@ func Explain(dir string, opts ...Options) (*Config, []Setting, error) {
 	e := &explainer{l: l}
 	e.file(GatewayFile, "", reflect.ValueOf(&cfg.Gateway).Elem())
 	agents := struct {
-		Agents map[string]*Agent `yaml:"agents"`
+		Agents map[string]*roster.Agent `yaml:"agents"`
 	}{cfg.Agents}
 	e.file(AgentsFile, "", reflect.ValueOf(agents))
-	protocol := struct {
-		Protocol Protocol `yaml:"protocol"`
+	protocolDoc := struct {
+		Protocol protocol.Config `yaml:"protocol"`
 	}{cfg.Protocol}
-	e.file(ProtocolFile, "", reflect.ValueOf(protocol))
+	e.file(ProtocolFile, "", reflect.ValueOf(protocolDoc))
 	if l.roots[RegistryFile] != nil {
 		registry := struct {
 			Registry Registry `yaml:"registry"`
@@ -128,6 +132,10 @@ func (e *explainer) walk(file, key string, n *yaml.Node, keyLine int, v reflect.
 	case reflect.Struct:
 		for i := range t.NumField() {
 			f := t.Field(i)
+			if Inlined(f) {
+				e.walk(file, key, n, keyLine, v.Field(i))
+				continue
+			}
 			name, ok := YAMLName(f)
 			if !ok {
 				continue
@@ -253,10 +261,10 @@ func effectiveNil(parent reflect.Type, name string, pv, fv reflect.Value) (strin
 		return "", false
 	}
 	switch {
-	case parent == reflect.TypeFor[Upstream]() && name == "max_retries":
-		return strconv.Itoa(pv.Interface().(Upstream).Retries()), true
-	case parent == reflect.TypeFor[SACP]() && name == "reask":
-		return strconv.FormatBool(pv.Interface().(SACP).ReaskEnabled()), true
+	case parent == reflect.TypeFor[upstream.Config]() && name == "max_retries":
+		return strconv.Itoa(pv.Interface().(upstream.Config).Retries()), true
+	case parent == reflect.TypeFor[sacp.Config]() && name == "reask":
+		return strconv.FormatBool(pv.Interface().(sacp.Config).ReaskEnabled()), true
 	}
 	return "", false
 }

@@ -1,18 +1,11 @@
 package config
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net"
-	"net/netip"
-	"net/textproto"
-	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -21,12 +14,15 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/workflow/definition"
 
 	"github.com/sacpgw/gateway/compact"
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/names"
-	"github.com/sacpgw/gateway/redact"
-	"github.com/sacpgw/gateway/sacp"
+	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/protocol"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // File names inside the config directory.
@@ -75,22 +71,6 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 }
 
-// The values the loader accepts that the configuration itself defines. The
-// lists that belong to another package (redaction detectors, SACP fields)
-// are read from it, so nothing has to be kept in sync.
-var (
-	upstreamTypes   = [...]string{"anthropic", "mock", "openai"}
-	targetTypes     = [...]string{"architecture", "design", "code", "test", "docs"}
-	responseFormats = [...]string{"none", "json_standard", "sacp_compact"}
-)
-
-// UpstreamTypes lists the upstream types (upstream implements each).
-func UpstreamTypes() []string { return append([]string(nil), upstreamTypes[:]...) }
-
-// TargetTypes lists the approval protocol's target types; an agent's
-// allowed_targets may also say "all".
-func TargetTypes() []string { return append([]string(nil), targetTypes[:]...) }
-
 // Load reads and validates dir/gateway.yaml, dir/agents.yaml and
 // dir/protocol.yaml. On any problem it returns a nil Config and Problems.
 func Load(dir string, opts ...Options) (*Config, error) {
@@ -115,10 +95,10 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 	l := &loader{dir: dir, base: base, env: o.LookupEnv, roots: map[string]*yaml.Node{}, envRefs: map[*yaml.Node]string{}}
 	cfg := &Config{Dir: dir}
 	var agentsDoc struct {
-		Agents map[string]*Agent `yaml:"agents"`
+		Agents map[string]*roster.Agent `yaml:"agents"`
 	}
 	var protocolDoc struct {
-		Protocol Protocol `yaml:"protocol"`
+		Protocol protocol.Config `yaml:"protocol"`
 	}
 	var registryDoc struct {
 		Registry Registry `yaml:"registry"`
@@ -139,13 +119,13 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 		l.gateway(gw, &cfg.Gateway)
 	}
 	if ag != nil {
-		l.agents(ag, cfg.Agents)
+		roster.Check(l.section(AgentsFile, ag, "agents"), cfg.Agents)
 		if gw != nil {
 			l.unroutedModels(ag, cfg.Agents, cfg.Gateway.Upstreams)
 		}
 	}
 	if pr != nil {
-		l.protocol(pr, &cfg.Protocol)
+		cfg.Protocol.Check(l.section(ProtocolFile, pr, "protocol"))
 	}
 	verbs, tools := l.registry(rg, &cfg.Registry)
 	if hasRegistry && rg == nil {
@@ -200,7 +180,7 @@ type loader struct {
 // problem the definitions have, plus a node whose model cannot be known.
 // workflows parses workflows.yaml; its agents are checked against agents
 // when agentsKnown (agents.yaml parsed).
-func (l *loader) workflows(agents map[string]*Agent, agentsKnown bool) *definition.Set {
+func (l *loader) workflows(agents map[string]*roster.Agent, agentsKnown bool) *definition.Set {
 	raw, err := os.ReadFile(filepath.Join(l.dir, WorkflowsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return &definition.Set{}
@@ -228,7 +208,7 @@ func (l *loader) workflows(agents map[string]*Agent, agentsKnown bool) *definiti
 		return &definition.Set{}
 	}
 	if t := set.StepLimit.Text; t != "" {
-		r, err := ParseRate(t)
+		r, err := confkit.ParseRate(t)
 		if err != nil {
 			l.add(WorkflowsFile, set.StepLimit.Line, "step_limit: %v", err)
 		}
@@ -293,63 +273,14 @@ func (l *loader) decode(file string, out any) *yaml.Node {
 func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	const f = GatewayFile
 	at := func(p ...string) int { return lineOf(n, p...) }
-	if g.Policy.Dir == "" {
-		// The default may be absent: the policies built into the binary
-		// then serve (a binary run outside the repository).
-		g.Policy.Dir, g.Policy.DirDefaulted = "rego", true
-	}
-	if g.Audit.Dir == "" {
-		g.Audit.Dir = "data/audit"
-	}
-	if g.State.Dir == "" {
-		g.State.Dir = "data/state"
-	}
-	for _, p := range []*string{&g.TLS.CertFile, &g.TLS.KeyFile, &g.TLS.ClientCAFile, &g.Policy.Dir, &g.Policy.ShadowDir,
-		&g.Audit.Dir, &g.Audit.SigningKeyFile, &g.State.Dir, &g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
+	g.Policy.Check(l.section(f, n, "policy"))
+	l.policyBundle(at, &g.Policy)
+	for _, p := range []*string{&g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
 		l.resolve(p)
 	}
-	l.policyBundle(at, &g.Policy)
-	for i := range g.Upstreams {
-		u := &g.Upstreams[i]
-		l.resolve(&u.CAFile)
-		idx := strconv.Itoa(i)
-		if u.Weight == 0 {
-			u.Weight = 1
-		}
-		if !hasKey(n, "upstreams", idx, "priority") {
-			// Without priorities the order of the file decides, as it
-			// always did: the first upstream serving a model is its
-			// primary, the later ones its failover. Weights spread
-			// traffic only among upstreams given the same priority.
-			u.Priority = i
-		}
-		if u.Weight < 0 || u.Priority < 0 {
-			l.add(f, at("upstreams", idx), "upstreams[%d]: priority and weight must not be negative", i)
-		}
-		if u.Breaker.Failures == 0 {
-			u.Breaker.Failures = 5
-		}
-		if u.Breaker.Cooldown == 0 {
-			u.Breaker.Cooldown = Duration(30 * time.Second)
-		}
-		if u.Breaker.Failures < 0 || u.Breaker.Cooldown < 0 {
-			l.add(f, at("upstreams", idx, "breaker"), "upstreams[%d].breaker: failures and cooldown must be positive", i)
-		}
-	}
-	for model, p := range g.Pricing {
-		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || math.IsNaN(p.Input+p.Output+p.CachedInput) {
-			l.add(f, at("pricing", model), "pricing.%s: prices must be non-negative numbers (USD per million tokens)", model)
-		}
-	}
-	if g.Responses.StoreTTL == 0 {
-		g.Responses.StoreTTL = Duration(24 * time.Hour)
-	}
-	if g.Responses.MaxStoredSize == 0 {
-		g.Responses.MaxStoredSize = 1 << 20
-	}
-	if g.Responses.StoreTTL < 0 || g.Responses.MaxStoredSize < 0 {
-		l.add(f, at("responses"), "responses: store_ttl and max_stored_size must be positive")
-	}
+	upstream.Check(l.section(f, n, "upstreams"), g.Upstreams)
+	pricing.Check(l.section(f, n, "pricing"), g.Pricing)
+	g.Responses.check(l.section(f, n, "responses"))
 	if g.HealthListen != "" {
 		if _, _, err := net.SplitHostPort(g.HealthListen); err != nil {
 			l.add(f, at("health_listen"), "health_listen %q: want host:port (e.g. :8081): %v", g.HealthListen, err)
@@ -361,177 +292,12 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	if g.ShutdownTimeout == 0 {
 		g.ShutdownTimeout = Duration(30 * time.Second)
 	}
-	if g.Log.Level == "" {
-		g.Log.Level = "info"
-	}
-	logLevels := []string{"debug", "info", "warn", "error"}
-	if !oneOf(g.Log.Level, logLevels...) {
-		l.add(f, at("log", "level"), "log.level %q: want debug, info, warn or error%s", g.Log.Level, DidYouMean(g.Log.Level, logLevels))
-	}
-	if g.Log.Format == "" {
-		g.Log.Format = "json"
-	}
-	if !oneOf(g.Log.Format, "json", "text") {
-		l.add(f, at("log", "format"), "log.format %q: want json or text%s", g.Log.Format, DidYouMean(g.Log.Format, []string{"json", "text"}))
-	}
-	if g.Admin.TokenSHA256 != "" {
-		if _, err := decodeHash(g.Admin.TokenSHA256); err != nil {
-			l.add(f, at("admin", "token_sha256"), "admin.token_sha256: %v", err)
-		}
-	}
-	names := map[string]bool{}
-	for i, r := range g.Admin.Reviewers {
-		idx := strconv.Itoa(i)
-		if r.Name == "" {
-			l.add(f, at("admin", "reviewers", idx), "admin.reviewers[%d]: name is required", i)
-		} else if names[r.Name] {
-			l.add(f, at("admin", "reviewers", idx, "name"), "admin.reviewers: duplicate reviewer %q", r.Name)
-		}
-		names[r.Name] = true
-		if _, err := decodeHash(r.TokenSHA256); err != nil {
-			l.add(f, at("admin", "reviewers", idx, "token_sha256"), "admin.reviewers[%d].token_sha256: %v", i, err)
-		}
-	}
-	if len(g.Upstreams) == 0 {
-		l.add(f, at(), "upstreams: at least one upstream is required")
-	}
-	seen := map[string]bool{}
-	for i := range g.Upstreams {
-		u := &g.Upstreams[i]
-		idx := strconv.Itoa(i)
-		field := func(name string) int { return at("upstreams", idx, name) }
-		switch {
-		case u.Name == "":
-			l.add(f, at("upstreams", idx), "upstreams[%d].name is required", i)
-		case seen[u.Name]:
-			l.add(f, field("name"), "upstreams: duplicate upstream %q", u.Name)
-		}
-		seen[u.Name] = true
-		if !oneOf(u.Type, upstreamTypes[:]...) {
-			l.add(f, field("type"), "upstreams[%d].type %q: want one of %s%s", i, u.Type, strings.Join(upstreamTypes[:], ", "), DidYouMean(u.Type, upstreamTypes[:]))
-		}
-		if u.Type == "openai" || u.Type == "anthropic" {
-			if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				l.add(f, field("base_url"), "upstreams[%d].base_url %q: want an http(s) URL such as https://api.openai.com/v1", i, u.BaseURL)
-			}
-		}
-		if u.Azure != nil && u.Type != "openai" {
-			l.add(f, field("azure"), "upstreams[%d].azure: only an openai upstream speaks Azure OpenAI", i)
-		}
-		if u.Azure != nil {
-			for m, d := range u.Azure.Deployments {
-				if d == "" || strings.ContainsAny(d, "/?#%") {
-					l.add(f, at("upstreams", idx, "azure", "deployments", m), "upstreams[%d].azure.deployments.%s: want a deployment name (no / ? # %%)", i, m)
-				}
-			}
-		}
-		if u.Type == "anthropic" {
-			if u.AnthropicVersion == "" {
-				u.AnthropicVersion = "2023-06-01"
-			}
-			if u.DefaultMaxTokens == 0 {
-				u.DefaultMaxTokens = 4096
-			}
-		} else if u.AnthropicVersion != "" || u.DefaultMaxTokens != 0 || u.PromptCache {
-			l.add(f, field("type"), "upstreams[%d]: anthropic_version, default_max_tokens and prompt_cache apply to an anthropic upstream only", i)
-		}
-		if u.DefaultMaxTokens < 0 {
-			l.add(f, field("default_max_tokens"), "upstreams[%d].default_max_tokens: must be positive", i)
-		}
-		if u.FirstByteTimeout < 0 {
-			l.add(f, field("first_byte_timeout"), "upstreams[%d].first_byte_timeout: must not be negative", i)
-		}
-		if len(u.Models) == 0 {
-			l.add(f, field("models"), "upstreams[%d].models: at least one model glob is required (\"*\" = any)", i)
-		}
-		for j, m := range u.Models {
-			if _, err := path.Match(m, ""); err != nil || m == "" {
-				l.add(f, at("upstreams", idx, "models", strconv.Itoa(j)), "upstreams[%d].models: bad glob %q", i, m)
-			}
-		}
-		if u.MaxRetries != nil && (*u.MaxRetries < 0 || *u.MaxRetries > 10) {
-			l.add(f, field("max_retries"), "upstreams[%d].max_retries %d: want 0 to 10", i, *u.MaxRetries)
-		}
-		if u.MaxIdleConns == 0 {
-			u.MaxIdleConns = 512
-		}
-		if u.MaxIdleConns < 0 {
-			l.add(f, field("max_idle_conns"), "upstreams[%d].max_idle_conns: must be positive", i)
-		}
-		l.fileExists(f, field("ca_file"), "upstreams["+idx+"].ca_file", u.CAFile)
-	}
-	if (g.TLS.CertFile == "") != (g.TLS.KeyFile == "") {
-		l.add(f, at("tls"), "tls: cert_file and key_file must be set together")
-	}
-	if g.TLS.ClientCAFile != "" && g.TLS.CertFile == "" {
-		l.add(f, at("tls", "client_ca_file"), "tls.client_ca_file needs cert_file and key_file (mTLS requires TLS)")
-	}
-	l.fileExists(f, at("tls", "cert_file"), "tls.cert_file", g.TLS.CertFile)
-	l.fileExists(f, at("tls", "key_file"), "tls.key_file", g.TLS.KeyFile)
-	l.fileExists(f, at("tls", "client_ca_file"), "tls.client_ca_file", g.TLS.ClientCAFile)
-	if g.TLS.MinVersion == "" {
-		g.TLS.MinVersion = "1.3"
-	}
-	if !oneOf(g.TLS.MinVersion, "1.2", "1.3") {
-		l.add(f, at("tls", "min_version"), "tls.min_version %q: want 1.2 or 1.3%s", g.TLS.MinVersion, DidYouMean(g.TLS.MinVersion, []string{"1.2", "1.3"}))
-	}
-	if g.Approval.CatalogueDir == "" {
-		// The default may be absent (an empty catalogue); a configured one must exist.
-		g.Approval.CatalogueDir = filepath.Join(l.base, "specs")
-	} else {
-		l.resolve(&g.Approval.CatalogueDir)
-		l.fileExists(f, at("approval", "catalogue_dir"), "approval.catalogue_dir", g.Approval.CatalogueDir)
-	}
-	if g.Approval.RateLimit.IsZero() {
-		g.Approval.RateLimit = Rate{N: 60, Period: time.Minute}
-	}
-	for name, u := range map[string]string{"base_url": g.Approval.BaseURL, "webhook": g.Approval.Webhook} {
-		if u == "" {
-			continue
-		}
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			l.add(f, at("approval", name), "approval.%s %q: want an http(s) URL", name, u)
-		}
-	}
-	if g.Tracing.ServiceName == "" {
-		g.Tracing.ServiceName = "gateway"
-	}
-	if e := g.Tracing.OTLPEndpoint; e != "" {
-		if pu, err := url.Parse(e); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			l.add(f, at("tracing", "otlp_endpoint"), "tracing.otlp_endpoint %q: want an http(s) URL such as http://otel-collector:4318", e)
-		}
-	}
-	if g.Audit.FailMode == "" {
-		g.Audit.FailMode = "closed"
-	}
-	if !oneOf(g.Audit.FailMode, "closed", "open") {
-		l.add(f, at("audit", "fail_mode"), "audit.fail_mode %q: want closed or open%s", g.Audit.FailMode, DidYouMean(g.Audit.FailMode, []string{"closed", "open"}))
-	}
-	l.fileExists(f, at("audit", "signing_key_file"), "audit.signing_key_file", g.Audit.SigningKeyFile)
-	if g.Audit.Chain == "" {
-		g.Audit.Chain = defaultChain(l.env)
-	}
-	if strings.ContainsAny(g.Audit.Chain, `/\ `) {
-		l.add(f, at("audit", "chain"), "audit.chain %q: must not contain slashes or spaces", g.Audit.Chain)
-	}
-	if g.Audit.SegmentMaxSize == 0 {
-		g.Audit.SegmentMaxSize = 64 << 20
-	}
-	if g.Audit.CheckpointEvery == 0 {
-		g.Audit.CheckpointEvery = 1000
-	}
-	if g.Audit.CheckpointEvery < 0 {
-		l.add(f, at("audit", "checkpoint_every"), "audit.checkpoint_every: must be positive")
-	}
-	if g.Audit.CheckpointInterval == 0 {
-		g.Audit.CheckpointInterval = Duration(time.Minute)
-	}
-	switch d := g.Audit.CommitDelay; {
-	case d == nil:
-		g.Audit.CommitDelay = new(Duration(time.Millisecond))
-	case *d < 0 || *d > Duration(time.Second):
-		l.add(f, at("audit", "commit_delay"), "audit.commit_delay %s: want between 0s and 1s", d.D())
-	}
+	g.Log.check(l.section(f, n, "log"))
+	g.Admin.check(l.section(f, n, "admin"))
+	g.TLS.check(l.section(f, n, "tls"))
+	g.Approval.check(l.section(f, n, "approval"))
+	g.Tracing.Check(l.section(f, n, "tracing"))
+	g.Audit.Check(l.section(f, n, "audit"))
 	if o := g.Audit.OTLP; o != nil {
 		l.resolve(&o.CAFile)
 		l.fileExists(f, at("audit", "otlp", "ca_file"), "audit.otlp.ca_file", o.CAFile)
@@ -544,265 +310,11 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, at(append([]string{"audit", "ship"}, p.Key...)...), "%s", p.Msg)
 		}
 	}
-	if g.State.Backend == "" {
-		g.State.Backend = "memory"
-	}
-	if !oneOf(g.State.Backend, "memory", "redis") {
-		l.add(f, at("state", "backend"), "state.backend %q: want memory or redis%s", g.State.Backend, DidYouMean(g.State.Backend, []string{"memory", "redis"}))
-	}
+	g.State.check(l.section(f, n, "state"))
 	l.redis(n, &g.State)
-	if g.State.OnFailure == "" {
-		g.State.OnFailure = "local"
-	}
-	if !oneOf(g.State.OnFailure, "closed", "local") {
-		l.add(f, at("state", "on_failure"), "state.on_failure %q: want closed or local%s", g.State.OnFailure, DidYouMean(g.State.OnFailure, []string{"closed", "local"}))
-	}
-	if g.State.Timeout == 0 {
-		g.State.Timeout = Duration(50 * time.Millisecond)
-	}
-	if g.State.Timeout < 0 {
-		l.add(f, at("state", "timeout"), "state.timeout: must be positive")
-	}
 	l.messaging(n, &g.Messaging)
 	l.http(n, &g.HTTP)
 	l.mcp(n, &g.MCP)
-}
-
-// redis checks state.redis_url and state.redis (State.RedisSettings
-// gives the one that is set).
-func (l *loader) redis(n *yaml.Node, st *State) {
-	const f = GatewayFile
-	switch {
-	case st.Redis != nil && st.RedisURL != "":
-		l.add(f, lineOf(n, "state", "redis"), "state: give redis_url or the redis block, not both")
-		return
-	case st.Redis == nil:
-		if st.Backend == "redis" && st.RedisURL == "" {
-			l.add(f, lineOf(n, "state", "redis_url"), "state.redis_url is required with backend redis, or a state.redis block (is REDIS_URL set?)")
-		}
-		return
-	}
-	for _, p := range st.Redis.Check() {
-		l.add(f, lineOf(n, append([]string{"state", "redis"}, p.Path...)...), "%s", p.Msg)
-	}
-	if t := st.Redis.TLS; t != nil {
-		for _, p := range []*string{&t.CAFile, &t.CertFile, &t.KeyFile} {
-			l.resolve(p)
-		}
-	}
-}
-
-func (l *loader) http(n *yaml.Node, h *HTTP) {
-	const f = GatewayFile
-	at := func(p ...string) int { return lineOf(n, append([]string{"http"}, p...)...) }
-	for _, d := range []struct {
-		key string
-		v   *Duration
-		def time.Duration
-	}{
-		{"read_header_timeout", &h.ReadHeaderTimeout, 5 * time.Second},
-		{"body_idle_timeout", &h.BodyIdleTimeout, 15 * time.Second},
-		{"write_idle_timeout", &h.WriteIdleTimeout, time.Minute},
-		{"idle_timeout", &h.IdleTimeout, 2 * time.Minute},
-		{"unauthenticated.audit_window", &h.Unauthenticated.AuditWindow, time.Minute},
-	} {
-		if *d.v == 0 {
-			*d.v = Duration(d.def)
-		}
-		if *d.v < 0 {
-			l.add(f, at(strings.Split(d.key, ".")...), "http.%s: must be positive", d.key)
-		}
-	}
-	u := &h.Unauthenticated
-	if u.ConnsPerSource == 0 {
-		u.ConnsPerSource = 4096
-	}
-	if u.ConnsPerSource < 0 {
-		l.add(f, at("unauthenticated", "conns_per_source"), "http.unauthenticated.conns_per_source: must be positive")
-	}
-	if u.RateLimit.IsZero() {
-		u.RateLimit = Rate{N: 10, Period: time.Second}
-	}
-}
-
-func (l *loader) messaging(n *yaml.Node, m *Messaging) {
-	const f = GatewayFile
-	at := func(p ...string) int { return lineOf(n, append([]string{"messaging"}, p...)...) }
-	for _, d := range []struct {
-		key string
-		v   *Duration
-		def time.Duration
-	}{
-		{"timeout", &m.Timeout, 10 * time.Second},
-		{"max_timeout", &m.MaxTimeout, time.Minute},
-		{"retry_backoff", &m.RetryBackoff, 200 * time.Millisecond},
-		{"history_retention", &m.HistoryRetention, 7 * 24 * time.Hour},
-		{"max_clock_skew", &m.MaxClockSkew, 5 * time.Minute},
-	} {
-		if *d.v == 0 {
-			*d.v = Duration(d.def)
-		}
-		if *d.v < 0 {
-			l.add(f, at(d.key), "messaging.%s: must be positive", d.key)
-		}
-	}
-	if m.Timeout > m.MaxTimeout {
-		l.add(f, at("timeout"), "messaging.timeout %s exceeds messaging.max_timeout %s", m.Timeout.D(), m.MaxTimeout.D())
-	}
-	if (m.TLS.CertFile == "") != (m.TLS.KeyFile == "") {
-		l.add(f, at("tls"), "messaging.tls: cert_file and key_file go together")
-	}
-	l.fileExists(f, at("tls", "ca_file"), "messaging.tls.ca_file", m.TLS.CAFile)
-	l.fileExists(f, at("tls", "cert_file"), "messaging.tls.cert_file", m.TLS.CertFile)
-	l.fileExists(f, at("tls", "key_file"), "messaging.tls.key_file", m.TLS.KeyFile)
-	if m.Workers == 0 {
-		m.Workers = 4
-	}
-	if m.QueueCapacity == 0 {
-		m.QueueCapacity = 10000
-	}
-	if m.Workers < 0 || m.Workers > 256 {
-		l.add(f, at("workers"), "messaging.workers %d: want 1..256", m.Workers)
-	}
-	if m.QueueCapacity < 0 {
-		l.add(f, at("queue_capacity"), "messaging.queue_capacity: must be positive")
-	}
-	m.AllowedPrefixes = nil
-	for i, c := range m.AllowedNetworks {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			l.add(f, at("allowed_networks", strconv.Itoa(i)), "messaging.allowed_networks: %q is not a CIDR such as 10.0.0.0/8", c)
-			continue
-		}
-		m.AllowedPrefixes = append(m.AllowedPrefixes, p.Masked())
-	}
-}
-
-// mcpReservedHeaders are the headers the gateway itself sets on a request
-// to an MCP server: a configured header may not replace them.
-var mcpReservedHeaders = map[string]bool{"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true,
-	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true, "Connection": true, "Transfer-Encoding": true}
-
-// mcp checks gateway.yaml's mcp.servers and fills in their defaults.
-func (l *loader) mcp(n *yaml.Node, m *MCP) {
-	const f = GatewayFile
-	seen := map[string]bool{}
-	for i := range m.Servers {
-		s := &m.Servers[i]
-		idx := strconv.Itoa(i)
-		at := func(p ...string) int { return lineOf(n, append([]string{"mcp", "servers", idx}, p...)...) }
-		switch {
-		case !mcpName(s.Name):
-			l.add(f, at("name"), "mcp.servers[%d].name %q: want 1-64 of a-z, 0-9, '_' and '-' (it is the path /mcp/{name})", i, s.Name)
-		case seen[s.Name]:
-			l.add(f, at("name"), "mcp.servers: duplicate server %q", s.Name)
-		}
-		seen[s.Name] = true
-		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
-			// Credentials in the URL would travel into logs with it:
-			// they belong in headers.
-			l.add(f, at("url"), "mcp.servers[%d].url: want an http(s) URL without credentials or fragment, such as https://files.internal/mcp", i)
-		}
-		if s.Timeout == 0 {
-			s.Timeout = Duration(30 * time.Second)
-		}
-		if s.Timeout < 0 {
-			l.add(f, at("timeout"), "mcp.servers[%d].timeout: must be positive", i)
-		}
-		for _, name := range sortedKeys(s.Headers) {
-			// Neither the name nor the value is quoted back: a value
-			// is a credential, and a name is as good as the line.
-			if mcpReservedHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
-				l.add(f, at("headers", name), "mcp.servers[%d].headers: %s is set by the gateway itself", i, textproto.CanonicalMIMEHeaderKey(name))
-			}
-		}
-		for _, tool := range sortedKeys(s.ToolLimits) {
-			if tool == "" || s.ToolLimits[tool].IsZero() {
-				l.add(f, at("tool_limits", tool), "mcp.servers[%d].tool_limits: want a tool name and a rate such as 10/hour", i)
-			}
-		}
-	}
-}
-
-// mcpName is the rule for an MCP server's name: a path segment of
-// /mcp/{name} that needs no escaping.
-func mcpName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// agentMCP checks the agents' mcp_tools against the configured servers.
-func (l *loader) agentMCP(n *yaml.Node, agents map[string]*Agent, m MCP) {
-	const f = AgentsFile
-	servers := make([]string, 0, len(m.Servers))
-	for _, s := range m.Servers {
-		servers = append(servers, s.Name)
-	}
-	for _, id := range sortedKeys(agents) {
-		a := agents[id]
-		for _, server := range sortedKeys(a.MCPTools) {
-			at := func(p ...string) int { return lineOf(n, append([]string{"agents", id, "mcp_tools", server}, p...)...) }
-			if !oneOf(server, servers...) {
-				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, DidYouMean(server, servers))
-			}
-			for i, g := range a.MCPTools[server] {
-				if _, err := path.Match(g, ""); err != nil || g == "" {
-					l.add(f, at(strconv.Itoa(i)), "agent %q: mcp_tools.%s: bad glob %q", id, server, g)
-				}
-			}
-		}
-	}
-}
-
-// UnmarshalYAML reads a mapping of header names to values. A name given
-// twice (HTTP names ignore case) or that is not a header name, and a value
-// that could split the header, are refused; the value is never quoted in
-// the problem.
-func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.MappingNode {
-		return scalarError(n, errors.New("want a mapping of header names to values"))
-	}
-	out := make(Secrets, len(n.Content)/2)
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		canon := textproto.CanonicalMIMEHeaderKey(k.Value)
-		switch {
-		case k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode:
-			return scalarError(k, errors.New("want header names with text values"))
-		case !headerName(k.Value):
-			return scalarError(k, fmt.Errorf("%q is not a header name", k.Value))
-		case seen[canon]:
-			return scalarError(k, fmt.Errorf("header %s is given twice (names ignore case)", canon))
-		case strings.ContainsAny(v.Value, "\r\n\x00"):
-			return scalarError(v, fmt.Errorf("the value of header %s holds a line break or NUL", canon))
-		}
-		seen[canon] = true
-		out[k.Value] = v.Value
-	}
-	*s = out
-	return nil
-}
-
-// headerName reports whether s is an HTTP field name (RFC 9110 token).
-func headerName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // verbInputTypes are the types a verb input may declare ("name:type").
@@ -821,7 +333,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 	for i, v := range r.Verbs {
 		idx := strconv.Itoa(i)
 		switch {
-		case !validName(v.Name):
+		case !names.Symbol(v.Name):
 			l.add(f, at("verbs", idx, "name"), "registry.verbs[%d].name %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, v.Name)
 		case verbs[v.Name]:
 			l.add(f, at("verbs", idx, "name"), "registry: verb %q is defined twice", v.Name)
@@ -829,8 +341,8 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		verbs[v.Name] = true
 		for j, in := range v.Inputs {
 			name, typ, typed := strings.Cut(in, ":")
-			if name == "" || (typed && !oneOf(typ, verbInputTypes...)) {
-				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), DidYouMean(typ, verbInputTypes))
+			if name == "" || (typed && !confkit.OneOf(typ, verbInputTypes...)) {
+				l.add(f, at("verbs", idx, "inputs", strconv.Itoa(j)), "registry: verb %q: input %q: want name or name:type with type one of %s%s", v.Name, in, strings.Join(verbInputTypes, ", "), confkit.DidYouMean(typ, verbInputTypes))
 			}
 		}
 	}
@@ -838,7 +350,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 	for i, t := range r.Tools {
 		idx := strconv.Itoa(i)
 		switch {
-		case !validName(t.ID):
+		case !names.Symbol(t.ID):
 			l.add(f, at("tools", idx, "id"), "registry.tools[%d].id %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, t.ID)
 		case tools[t.ID]:
 			l.add(f, at("tools", idx, "id"), "registry: tool %q is defined twice", t.ID)
@@ -853,7 +365,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 			case aliases[v] != "":
 				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names %q, an alias of verb %q: supported_verbs takes the verb's name", t.ID, v, aliases[v])
 			default:
-				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, DidYouMean(v, sortedKeys(verbs)))
+				l.add(f, at("tools", idx, "supported_verbs", strconv.Itoa(j)), "registry: tool %q names unknown verb %q%s", t.ID, v, confkit.DidYouMean(v, sortedKeys(verbs)))
 			}
 		}
 	}
@@ -883,282 +395,22 @@ func compactLibrary(r Registry) (*compact.Library, error) {
 // Library is the compact SACP verb and tool library of registry.yaml.
 func (r Registry) Library() (*compact.Library, error) { return compactLibrary(r) }
 
-// agentRoles checks an agent's roles: each a name an envelope can carry
-// (what a role is checked against must be one), none twice.
-func (l *loader) agentRoles(at func(p ...string) int, id string, roles []string) {
-	seen := map[string]bool{}
-	for i, r := range roles {
-		switch {
-		case strings.TrimSpace(r) == "":
-			l.add(AgentsFile, at("roles", strconv.Itoa(i)), "agent %q: roles: an empty role", id)
-		case seen[r]:
-			l.add(AgentsFile, at("roles", strconv.Itoa(i)), "agent %q: roles: duplicate role %q", id, r)
-		}
-		seen[r] = true
-	}
-}
-
-// agentRegistry checks the agents' compact SACP registry fields against the
-// registry and the other agents.
-func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*Agent, verbs, tools map[string]bool) {
+// agentRegistry checks the verbs and tools the agents name against the
+// registry (nil when registry.yaml did not parse).
+func (l *loader) agentRegistry(n *yaml.Node, agents map[string]*roster.Agent, verbs, tools map[string]bool) {
 	const f = AgentsFile
-	var (
-		dim      int    // the dimension of the first precomputed embedding
-		dimAgent string // and whose it is
-	)
 	for _, id := range sortedKeys(agents) {
 		a := agents[id]
 		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
 		for i, v := range a.SupportedVerbs {
 			if verbs != nil && !verbs[v] {
-				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, DidYouMean(v, sortedKeys(verbs)))
+				l.add(f, at("supported_verbs", strconv.Itoa(i)), "agent %q: supported_verbs: verb %q is not in %s%s", id, v, RegistryFile, confkit.DidYouMean(v, sortedKeys(verbs)))
 			}
 		}
 		for i, t := range a.SupportedTools {
 			if tools != nil && !tools[t] {
-				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, DidYouMean(t, sortedKeys(tools)))
+				l.add(f, at("supported_tools", strconv.Itoa(i)), "agent %q: supported_tools: tool %q is not in %s%s", id, t, RegistryFile, confkit.DidYouMean(t, sortedKeys(tools)))
 			}
-		}
-		if a.Endpoint != "" {
-			u, err := url.Parse(a.Endpoint)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				l.add(f, at("endpoint"), "agent %q: endpoint %q: want an http or https URL", id, a.Endpoint)
-			}
-		}
-		if a.CallbackURL != "" {
-			u, err := url.Parse(a.CallbackURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				l.add(f, at("callback_url"), "agent %q: callback_url %q: want an http or https URL", id, a.CallbackURL)
-			}
-		}
-		if c := a.ConfidenceScore; c != nil && (*c < 0 || *c > 1 || math.IsNaN(*c)) {
-			l.add(f, at("confidence_score"), "agent %q: confidence_score %v: want a number from 0 to 1", id, *c)
-		}
-		if len(a.Embedding) > 0 {
-			if dim == 0 {
-				dim, dimAgent = len(a.Embedding), id
-			} else if len(a.Embedding) != dim {
-				l.add(f, at("embedding"), "agent %q: embedding has %d dimensions, agent %q's has %d: they must be of one model", id, len(a.Embedding), dimAgent, dim)
-			}
-			for _, x := range a.Embedding {
-				if math.IsNaN(x) || math.IsInf(x, 0) {
-					l.add(f, at("embedding"), "agent %q: embedding holds a value that is not a finite number", id)
-					break
-				}
-			}
-		}
-		for i, r := range a.Messages {
-			idx := strconv.Itoa(i)
-			if len(r.To) == 0 {
-				l.add(f, at("messages", idx, "actions"), "agent %q: messages[%d].to is required", id, i)
-			}
-			if len(r.Actions) == 0 {
-				l.add(f, at("messages", idx, "to"), "agent %q: messages[%d].actions is required", id, i)
-			}
-			for j, to := range r.To {
-				if to != "*" && to != "broadcast" && agents[to] == nil {
-					l.add(f, at("messages", idx, "to", strconv.Itoa(j)), "agent %q: messages[%d].to: unknown agent %q (want an agent id, \"*\" or \"broadcast\")%s", id, i, to, DidYouMean(to, append(sortedKeys(agents), "broadcast")))
-				}
-			}
-			for j, act := range r.Actions {
-				if act != "*" && !validName(act) {
-					l.add(f, at("messages", idx, "actions", strconv.Itoa(j)), "agent %q: messages[%d].actions: bad action %q", id, i, act)
-				}
-			}
-		}
-	}
-}
-
-// validName: registry names, ids and actions as plans and envelopes carry them.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
-}
-
-func (l *loader) agents(n *yaml.Node, agents map[string]*Agent) {
-	const f = AgentsFile
-	if len(agents) == 0 {
-		l.add(f, lineOf(n, "agents"), "agents: at least one agent is required")
-		return
-	}
-	byHash := map[[32]byte]string{}
-	bySPIFFE := map[string]string{}
-	for _, id := range sortedKeys(agents) {
-		a := agents[id]
-		if a == nil {
-			l.add(f, lineOf(n, "agents", id), "agent %q: empty entry", id)
-			delete(agents, id)
-			continue
-		}
-		a.ID = id
-		at := func(p ...string) int { return lineOf(n, append([]string{"agents", id}, p...)...) }
-		if err := names.Check(id); err != nil {
-			l.add(f, at(), "agents: %v", err)
-		}
-		l.agentRoles(at, id, a.Roles)
-		if a.TokenSHA256 == "" && a.SPIFFEID == "" {
-			l.add(f, at(), "agent %q: token_sha256 or spiffe_id is required", id)
-		}
-		if a.TokenSHA256 != "" {
-			h, err := decodeHash(a.TokenSHA256)
-			if err != nil {
-				l.add(f, at("token_sha256"), "agent %q: token_sha256: %v", id, err)
-			} else if other, dup := byHash[h]; dup {
-				l.add(f, at("token_sha256"), "agent %q: token_sha256 is also agent %q's: each agent needs its own token", id, other)
-			} else {
-				byHash[h] = id
-				a.TokenHash = h
-			}
-		}
-		if a.SPIFFEID != "" {
-			if !strings.HasPrefix(a.SPIFFEID, "spiffe://") {
-				l.add(f, at("spiffe_id"), "agent %q: spiffe_id %q: want spiffe://trust-domain/path", id, a.SPIFFEID)
-			} else if other, dup := bySPIFFE[a.SPIFFEID]; dup {
-				l.add(f, at("spiffe_id"), "agent %q: spiffe_id is also agent %q's", id, other)
-			}
-			bySPIFFE[a.SPIFFEID] = id
-		}
-		if a.ResponseFormat == "" {
-			a.ResponseFormat = "none"
-			if a.UseStandardProtocol {
-				a.ResponseFormat = "json_standard"
-			}
-		}
-		if !oneOf(a.ResponseFormat, responseFormats[:]...) {
-			l.add(f, at("response_format"), "agent %q: response_format %q: want one of %s%s", id, a.ResponseFormat, strings.Join(responseFormats[:], ", "), DidYouMean(a.ResponseFormat, responseFormats[:]))
-		} else if a.UseStandardProtocol && a.ResponseFormat != "json_standard" {
-			l.add(f, at("use_standard_protocol"), "agent %q: use_standard_protocol: true contradicts response_format %q", id, a.ResponseFormat)
-		}
-		if a.MaxRequestSize == 0 {
-			a.MaxRequestSize = 1 << 20
-		}
-		if a.CompletionEstimate == 0 {
-			a.CompletionEstimate = 1024
-		}
-		if a.CompletionEstimate < 0 {
-			l.add(f, at("completion_estimate"), "agent %q: completion_estimate: must be positive", id)
-		}
-		for i, t := range a.AllowedTargets {
-			if targets := append(TargetTypes(), "all"); !oneOf(t, targets...) {
-				l.add(f, at("allowed_targets", strconv.Itoa(i)), "agent %q: allowed_targets: unknown target %q (want %s)%s", id, t, strings.Join(targets, ", "), DidYouMean(t, targets))
-			}
-		}
-		for i, m := range a.Models {
-			if _, err := path.Match(m, ""); err != nil || m == "" {
-				l.add(f, at("models", strconv.Itoa(i)), "agent %q: models: bad glob %q", id, m)
-			}
-		}
-		if a.DataSchemaFile != "" {
-			p := l.shown(a.DataSchemaFile) // as the operator wrote it, beside the config dir
-			l.resolve(&a.DataSchemaFile)
-			raw, err := os.ReadFile(a.DataSchemaFile)
-			switch {
-			case err != nil:
-				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: %v", id, p, errors.Unwrap(err))
-			case !json.Valid(raw):
-				l.add(f, at("data_schema_file"), "agent %q: data_schema_file %s: not valid JSON", id, p)
-			default:
-				a.DataSchema = raw
-			}
-		}
-	}
-}
-
-func (l *loader) protocol(n *yaml.Node, p *Protocol) {
-	const f = ProtocolFile
-	at := func(path ...string) int { return lineOf(n, append([]string{"protocol"}, path...)...) }
-	if p.Version == "" {
-		p.Version = "1.0"
-	}
-	if p.Timeouts.Validation == 0 {
-		p.Timeouts.Validation = Duration(5000 * time.Millisecond)
-	}
-	if p.Timeouts.Response == 0 {
-		p.Timeouts.Response = Duration(10000 * time.Millisecond)
-	}
-	if p.Timeouts.Escalation == 0 {
-		p.Timeouts.Escalation = Duration(24 * time.Hour)
-	}
-	if p.Timeouts.ApprovalValidity == 0 {
-		p.Timeouts.ApprovalValidity = Duration(24 * time.Hour)
-	}
-	if p.Timeouts.ApprovalValidity < 0 {
-		l.add(f, at("timeouts", "approval_validity"), "protocol.timeouts.approval_validity: must be positive")
-	}
-	if p.Timeouts.StreamIdle == 0 {
-		p.Timeouts.StreamIdle = Duration(30 * time.Second)
-	}
-	if p.Timeouts.StreamIdle < 0 {
-		l.add(f, at("timeouts", "stream_idle"), "protocol.timeouts.stream_idle: must be positive")
-	}
-	// The approval protocol's compliance defaults are the strict ones: a key
-	// left out keeps the protection on, never silently off.
-	for key, field := range map[string]*bool{"strict_mode": &p.Compliance.StrictMode, "require_rationale": &p.Compliance.RequireRationale,
-		"enforce_references": &p.Compliance.EnforceReferences} {
-		if !hasKey(n, "protocol", "compliance", key) {
-			*field = true
-		}
-	}
-	lim := &p.Limits
-	if lim.MaxContentSize == 0 {
-		lim.MaxContentSize = 100 << 10
-	}
-	if lim.MaxReferences == 0 {
-		lim.MaxReferences = 20
-	}
-	if lim.MaxInlineBinary == 0 {
-		lim.MaxInlineBinary = 64 << 10
-	}
-	if lim.MaxDeviations == 0 {
-		lim.MaxDeviations = 5
-	}
-	if lim.MaxRetryAttempts == 0 {
-		lim.MaxRetryAttempts = 3
-	}
-	for name, v := range map[string]int{"max_references": lim.MaxReferences, "max_deviations": lim.MaxDeviations, "max_retry_attempts": lim.MaxRetryAttempts} {
-		if v < 0 {
-			l.add(f, at("limits", name), "protocol.limits.%s: must not be negative", name)
-		}
-	}
-	if lim.MaxRetryAttempts > 10 {
-		l.add(f, at("limits", "max_retry_attempts"), "protocol.limits.max_retry_attempts %d: at most 10 (each attempt is a paid model call)", lim.MaxRetryAttempts)
-	}
-	if p.SACP.TemplateFile != "" {
-		l.resolve(&p.SACP.TemplateFile)
-		l.fileExists(f, at("sacp", "template_file"), "protocol.sacp.template_file", p.SACP.TemplateFile)
-	}
-	r := &p.Redaction
-	if r.Detectors == nil {
-		r.Detectors = redact.Names()
-	}
-	for i, d := range r.Detectors {
-		if !oneOf(d, redact.Names()...) {
-			l.add(f, at("redaction", "detectors", strconv.Itoa(i)), "protocol.redaction.detectors: unknown detector %q (want %s)%s", d, strings.Join(redact.Names(), ", "), DidYouMean(d, redact.Names()))
-		}
-	}
-	for i, d := range r.Block {
-		if !oneOf(d, r.Detectors...) {
-			l.add(f, at("redaction", "block", strconv.Itoa(i)), "protocol.redaction.block: %q is not an enabled detector%s", d, DidYouMean(d, r.Detectors))
-		}
-	}
-	if r.Replacement == "" {
-		r.Replacement = "[REDACTED:{detector}]"
-	}
-	if r.ApplyTo == nil {
-		// Every field by default: thought and next_step_hint reach the
-		// client and the audit trail like message and data.
-		r.ApplyTo = sacp.Fields()
-	}
-	for i, a := range r.ApplyTo {
-		if !oneOf(a, sacp.Fields()...) {
-			l.add(f, at("redaction", "apply_to", strconv.Itoa(i)), "protocol.redaction.apply_to: unknown SACP field %q (want %s)%s", a, strings.Join(sacp.Fields(), ", "), DidYouMean(a, sacp.Fields()))
 		}
 	}
 }
@@ -1194,36 +446,6 @@ func (l *loader) fileExists(file string, line int, field, p string) {
 	}
 }
 
-func decodeHash(s string) ([32]byte, error) {
-	var h [32]byte
-	if len(s) != 64 {
-		return h, fmt.Errorf("want 64 hex digits (sha256 of the token), got %d characters", len(s))
-	}
-	if _, err := hex.Decode(h[:], []byte(strings.ToLower(s))); err != nil {
-		return h, fmt.Errorf("want 64 hex digits (sha256 of the token)")
-	}
-	return h, nil
-}
-
-func defaultChain(env func(string) (string, bool)) string {
-	if v, ok := env("POD_NAME"); ok && v != "" {
-		return v
-	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "gateway"
-}
-
-func oneOf(v string, set ...string) bool {
-	for _, s := range set {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -1231,4 +453,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// redis checks state.redis_url and state.redis (State.RedisSettings
+// gives the one that is set).
+func (l *loader) redis(n *yaml.Node, st *State) {
+	const f = GatewayFile
+	switch {
+	case st.Redis != nil && st.RedisURL != "":
+		l.add(f, lineOf(n, "state", "redis"), "state: give redis_url or the redis block, not both")
+		return
+	case st.Redis == nil:
+		if st.Backend == "redis" && st.RedisURL == "" {
+			l.add(f, lineOf(n, "state", "redis_url"), "state.redis_url is required with backend redis, or a state.redis block (is REDIS_URL set?)")
+		}
+		return
+	}
+	for _, p := range st.Redis.Check() {
+		l.add(f, lineOf(n, append([]string{"state", "redis"}, p.Path...)...), "%s", p.Msg)
+	}
+	if t := st.Redis.TLS; t != nil {
+		for _, p := range []*string{&t.CAFile, &t.CertFile, &t.KeyFile} {
+			l.resolve(p)
+		}
+	}
 }

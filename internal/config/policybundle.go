@@ -1,9 +1,11 @@
 package config
 
+import "github.com/sacpgw/gateway/policy"
+
 // policyBundle completes and checks policy.bundle (its type and rules are
 // package bundle's): file paths resolve against the config directory like
 // every other, and each problem carries the line of its key.
-func (l *loader) policyBundle(at func(...string) int, p *Policy) {
+func (l *loader) policyBundle(at func(...string) int, p *policy.Config) {
 	b := p.Bundle
 	if b == nil {
 		return

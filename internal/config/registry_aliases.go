@@ -1,6 +1,10 @@
 package config
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/sacpgw/gateway/internal/names"
+)
 
 // verbAliases checks the verbs' aliases in registry.yaml and returns them,
 // each mapped to its verb's name. An alias is another name of a verb in
@@ -22,7 +26,7 @@ func (l *loader) verbAliases(r *Registry, verbs map[string]bool, at func(p ...st
 		for j, a := range v.Aliases {
 			line := at("verbs", strconv.Itoa(i), "aliases", strconv.Itoa(j))
 			switch {
-			case !validName(a):
+			case !names.Symbol(a):
 				l.add(f, line, "registry: verb %q: alias %q: want 1-64 letters, digits, '_', '-', '.' or ':'", v.Name, a)
 				continue
 			case verbs[a]:

@@ -3,13 +3,15 @@ package config
 import (
 	"path"
 
+	"github.com/sacpgw/gateway/internal/confkit"
+	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
 )
 
 // registryEmbeddings checks registry.embeddings against the upstreams: the
 // model must be one the named upstream serves (its models globs), else
 // every text query would quietly fall back to the lexical ranking.
-func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []Upstream) {
+func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []upstream.Config) {
 	e := r.Embeddings
 	if n == nil || e == nil {
 		return
@@ -36,8 +38,8 @@ func (l *loader) registryEmbeddings(n *yaml.Node, r *Registry, ups []Upstream) {
 				literals = append(literals, m)
 			}
 		}
-		l.add(RegistryFile, at("model"), "registry.embeddings.model %q: upstream %q serves no such model (its models: %v)%s", e.Model, e.Upstream, u.Models, DidYouMean(e.Model, literals))
+		l.add(RegistryFile, at("model"), "registry.embeddings.model %q: upstream %q serves no such model (its models: %v)%s", e.Model, e.Upstream, u.Models, confkit.DidYouMean(e.Model, literals))
 		return
 	}
-	l.add(RegistryFile, at("upstream"), "registry.embeddings.upstream %q: no such upstream in %s%s", e.Upstream, GatewayFile, DidYouMean(e.Upstream, names))
+	l.add(RegistryFile, at("upstream"), "registry.embeddings.upstream %q: no such upstream in %s%s", e.Upstream, GatewayFile, confkit.DidYouMean(e.Upstream, names))
 }

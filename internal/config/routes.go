@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sacpgw/gateway/internal/confkit"
+	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
 )
 
@@ -20,7 +23,7 @@ import (
 // is matched against every glob; for a glob entry, globOverlap decides
 // exactly for '*', '?' and literals and assumes an overlap wherever two
 // character classes ([a-z]) meet, so a glob is never refused wrongly.
-func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*Agent, ups []Upstream) {
+func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*roster.Agent, ups []upstream.Config) {
 	var globs, literals []string
 	for _, u := range ups {
 		for _, g := range u.Models {
@@ -53,7 +56,7 @@ func (l *loader) unroutedModels(n *yaml.Node, agents map[string]*Agent, ups []Up
 				continue
 			}
 			l.add(AgentsFile, line, "agent %q: models: %q is served by no upstream in %s (their models: %s)%s",
-				id, m, GatewayFile, strings.Join(globs, ", "), DidYouMean(m, literals))
+				id, m, GatewayFile, strings.Join(globs, ", "), confkit.DidYouMean(m, literals))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"gopkg.in/yaml.v3"
 )
 
@@ -74,7 +75,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 			seen[k.Value] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
-				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), DidYouMean(k.Value, sortedKeys(fields))))
+				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), confkit.DidYouMean(k.Value, sortedKeys(fields))))
 				continue
 			}
 			checkKeys(v, ft, join(where, k.Value), report)
@@ -116,10 +117,24 @@ func YAMLName(f reflect.StructField) (string, bool) {
 	return name, true
 }
 
+// Inlined reports an embedded struct whose keys are read as the outer
+// struct's own (yaml:",inline"): a part's settings beside what the loader
+// adds to its section.
+func Inlined(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return f.Anonymous && f.Type.Kind() == reflect.Struct && opts == "inline"
+}
+
 func yamlFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if Inlined(f) {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
 		name, ok := YAMLName(f)
 		if !ok {
 			continue
@@ -216,9 +231,11 @@ func splitYAMLError(err error) [][2]string {
 
 func friendlyType(goType string) string {
 	switch {
+	case goType == "time.Duration", goType == "*time.Duration":
+		return "a duration such as 5s or 1m"
 	case strings.HasPrefix(goType, "[]"):
 		return "a list"
-	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "config."):
+	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "."):
 		return "a mapping"
 	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
 		return "an integer"

@@ -1,6 +1,7 @@
 package door
 
 import (
+	"github.com/sacpgw/gateway/internal/roster"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,8 +18,8 @@ import (
 
 // frameConfig has one agent, allowed one request a minute.
 func frameConfig(token string) *config.Config {
-	return &config.Config{Agents: map[string]*config.Agent{
-		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken(token),
+	return &config.Config{Agents: map[string]*roster.Agent{
+		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: roster.HashToken(token),
 			RateLimit: config.Rate{N: 1, Period: time.Minute}},
 	}}
 }
@@ -120,7 +121,7 @@ func TestFramePrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := side.Prepare(&config.Config{Agents: map[string]*config.Agent{}}); err == nil {
+	if _, err := side.Prepare(&config.Config{Agents: map[string]*roster.Agent{}}); err == nil {
 		t.Fatal("a configuration without the sidecar's agent was prepared")
 	}
 }

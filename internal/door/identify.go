@@ -13,7 +13,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 )
 
@@ -26,10 +26,10 @@ import (
 type Identifier struct {
 	agents []tokenEntry
 	// byID finds the agent of an in-process caller (scope.Acting).
-	byID    map[string]*config.Agent
-	sidecar *config.Agent
+	byID    map[string]*roster.Agent
+	sidecar *roster.Agent
 	// bySPIFFE maps the SPIFFE IDs of agents' client certificates (mTLS).
-	bySPIFFE map[string]*config.Agent
+	bySPIFFE map[string]*roster.Agent
 	// Audit records failed authentications (never the token).
 	Audit *Recorder
 	// Spawned, if set, knows the agents registered at run time; a token
@@ -43,20 +43,20 @@ type Identifier struct {
 // token (comparing in constant time), and records that it was used (an
 // unused spawned agent expires).
 type SpawnedAgents interface {
-	AgentByToken(ctx context.Context, sum [sha256.Size]byte) (*config.Agent, bool, error)
+	AgentByToken(ctx context.Context, sum [sha256.Size]byte) (*roster.Agent, bool, error)
 	Touch(ctx context.Context, name string) error
 }
 
 type tokenEntry struct {
 	hash  [sha256.Size]byte
-	agent *config.Agent
+	agent *roster.Agent
 }
 
 // NewIdentifier builds the stage. A non-empty sidecar names the agent that
 // every request is attributed to (sidecar mode): with no key, a placeholder
 // key, or that agent's own token; another agent's token is refused.
-func NewIdentifier(agents map[string]*config.Agent, sidecar string) (*Identifier, error) {
-	id := &Identifier{bySPIFFE: map[string]*config.Agent{}, byID: agents}
+func NewIdentifier(agents map[string]*roster.Agent, sidecar string) (*Identifier, error) {
+	id := &Identifier{bySPIFFE: map[string]*roster.Agent{}, byID: agents}
 	for _, a := range agents {
 		if a.TokenSHA256 != "" {
 			id.agents = append(id.agents, tokenEntry{hash: a.TokenHash, agent: a})
@@ -105,7 +105,7 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 // Identify returns the agent a request authenticates as: by bearer token,
 // by the SPIFFE ID of a verified client certificate, or as the sidecar's
 // agent. A token and a certificate that name different agents are refused.
-func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
+func (s *Identifier) Identify(r *http.Request) (*roster.Agent, error) {
 	a, _, err := s.identify(r)
 	return a, err
 }
@@ -121,7 +121,7 @@ func (s *Identifier) Identify(r *http.Request) (*config.Agent, error) {
 // refused: a pod holding it is misconfigured or has a token it should not,
 // and either is worth a refusal and an audit entry rather than a silent
 // attribution to the sidecar's agent.
-func (s *Identifier) identify(r *http.Request) (*config.Agent, string, error) {
+func (s *Identifier) identify(r *http.Request) (*roster.Agent, string, error) {
 	if acting, ok := scope.ActingOf(r.Context()); ok {
 		// The gateway's own call as the agent: a workflow step, or the
 		// registry embedding the agent's profile or query.
@@ -161,7 +161,7 @@ func (s *Identifier) identify(r *http.Request) (*config.Agent, string, error) {
 
 // sidecarAgent is the sidecar's agent for a request that carries no token
 // of it (none, or a placeholder).
-func (s *Identifier) sidecarAgent(r *http.Request) (*config.Agent, error) {
+func (s *Identifier) sidecarAgent(r *http.Request) (*roster.Agent, error) {
 	if browserContext(r) {
 		// A web page can make a browser send a token-less request to a
 		// loopback sidecar (a text/plain POST needs no preflight): only a
@@ -173,7 +173,7 @@ func (s *Identifier) sidecarAgent(r *http.Request) (*config.Agent, error) {
 
 // acting returns the agent of an in-process caller (a workflow step): one
 // of the configured agents, and at a sidecar only the sidecar's own.
-func (s *Identifier) acting(id string) (*config.Agent, error) {
+func (s *Identifier) acting(id string) (*roster.Agent, error) {
 	a, ok := s.byID[id]
 	switch {
 	case !ok:
@@ -186,7 +186,7 @@ func (s *Identifier) acting(id string) (*config.Agent, error) {
 
 // fromCertificate returns the agent named by the SPIFFE ID (URI SAN) of the
 // client certificate the TLS layer verified, and the ID itself.
-func (s *Identifier) fromCertificate(r *http.Request) (*config.Agent, string) {
+func (s *Identifier) fromCertificate(r *http.Request) (*roster.Agent, string) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
 		return nil, ""
 	}
@@ -203,10 +203,10 @@ func (s *Identifier) fromCertificate(r *http.Request) (*config.Agent, string) {
 // else one spawned at run time, and returns it with the auth method. A
 // token no agent holds is refused, except at a sidecar, where it is a
 // placeholder and the request the sidecar's agent (see identify).
-func (s *Identifier) byToken(r *http.Request, tok string) (*config.Agent, string, error) {
+func (s *Identifier) byToken(r *http.Request, tok string) (*roster.Agent, string, error) {
 	ctx := r.Context()
 	h := sha256.Sum256([]byte(tok))
-	var match *config.Agent
+	var match *roster.Agent
 	for i := range s.agents {
 		if subtle.ConstantTimeCompare(h[:], s.agents[i].hash[:]) == 1 {
 			match = s.agents[i].agent

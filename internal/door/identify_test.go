@@ -14,7 +14,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/testkit"
 )
@@ -22,9 +22,9 @@ import (
 // TestIdentifyActing: an in-process caller (a workflow step) is the agent
 // its context names, and nothing a request carries can make it so.
 func TestIdentifyActing(t *testing.T) {
-	agents := map[string]*config.Agent{
-		"researcher": {ID: "researcher", TokenHash: config.HashToken("tok-researcher")},
-		"starter":    {ID: "starter", TokenHash: config.HashToken("tok-starter")},
+	agents := map[string]*roster.Agent{
+		"researcher": {ID: "researcher", TokenHash: roster.HashToken("tok-researcher")},
+		"starter":    {ID: "starter", TokenHash: roster.HashToken("tok-starter")},
 	}
 	for _, a := range agents {
 		a.TokenSHA256 = "set"
@@ -78,9 +78,9 @@ func TestIdentifyActing(t *testing.T) {
 
 // spawnedByToken is the registry of agents spawned at run time, as the
 // identifier sees it (registry.Registry in the gateway).
-type spawnedByToken map[[sha256.Size]byte]*config.Agent
+type spawnedByToken map[[sha256.Size]byte]*roster.Agent
 
-func (s spawnedByToken) AgentByToken(_ context.Context, sum [sha256.Size]byte) (*config.Agent, bool, error) {
+func (s spawnedByToken) AgentByToken(_ context.Context, sum [sha256.Size]byte) (*roster.Agent, bool, error) {
 	a, ok := s[sum]
 	return a, ok, nil
 }
@@ -93,11 +93,11 @@ func (s spawnedByToken) Touch(context.Context, string) error { return nil }
 // the token of another known agent (configured or spawned) is refused,
 // with a 401 and an auth.failure entry. The agent's own token still works.
 func TestIdentifySidecarPlaceholderKeys(t *testing.T) {
-	agents := map[string]*config.Agent{
-		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")},
-		"claude-3":  {ID: "claude-3", TokenSHA256: "set", TokenHash: config.HashToken("tok-claude")},
+	agents := map[string]*roster.Agent{
+		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: roster.HashToken("tok-copilot")},
+		"claude-3":  {ID: "claude-3", TokenSHA256: "set", TokenHash: roster.HashToken("tok-claude")},
 	}
-	spawned := spawnedByToken{config.HashToken("tok-spawned"): {ID: "helper-1"}}
+	spawned := spawnedByToken{roster.HashToken("tok-spawned"): {ID: "helper-1"}}
 	const placeholder = "unused-the-sidecar-identifies-the-agent"
 	cases := []struct {
 		name, header, value string
@@ -169,7 +169,7 @@ func TestIdentifySidecarPlaceholderKeys(t *testing.T) {
 // TestIdentifyCentralRefusesUnknownKeys: outside sidecar mode a key no agent
 // holds is refused, as before: the placeholder rule is the sidecar's only.
 func TestIdentifyCentralRefusesUnknownKeys(t *testing.T) {
-	agents := map[string]*config.Agent{"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")}}
+	agents := map[string]*roster.Agent{"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: roster.HashToken("tok-copilot")}}
 	id, err := NewIdentifier(agents, "")
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestIdentifyCentralRefusesUnknownKeys(t *testing.T) {
 // unreadableSpawned is a registry of spawned agents whose store is down.
 type unreadableSpawned struct{}
 
-func (unreadableSpawned) AgentByToken(context.Context, [sha256.Size]byte) (*config.Agent, bool, error) {
+func (unreadableSpawned) AgentByToken(context.Context, [sha256.Size]byte) (*roster.Agent, bool, error) {
 	return nil, false, errors.New("redis: connection refused")
 }
 
@@ -202,7 +202,7 @@ func (unreadableSpawned) Touch(context.Context, string) error { return nil }
 // the sidecar answers 503 rather than guess it is a placeholder. The
 // agent's own token needs no lookup and is served.
 func TestIdentifySidecarSpawnedUnreadable(t *testing.T) {
-	agents := map[string]*config.Agent{"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")}}
+	agents := map[string]*roster.Agent{"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: roster.HashToken("tok-copilot")}}
 	id, err := NewIdentifier(agents, "copilot-2")
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +226,9 @@ func TestIdentifySidecarSpawnedUnreadable(t *testing.T) {
 // sidecar identifies it as its own agent or refuses it; it never serves it
 // as another agent, and never refuses the agent's own token sent alone.
 func FuzzIdentifySidecar(f *testing.F) {
-	agents := map[string]*config.Agent{
-		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: config.HashToken("tok-copilot")},
-		"claude-3":  {ID: "claude-3", TokenSHA256: "set", TokenHash: config.HashToken("tok-claude")},
+	agents := map[string]*roster.Agent{
+		"copilot-2": {ID: "copilot-2", TokenSHA256: "set", TokenHash: roster.HashToken("tok-copilot")},
+		"claude-3":  {ID: "claude-3", TokenSHA256: "set", TokenHash: roster.HashToken("tok-claude")},
 	}
 	id, err := NewIdentifier(agents, "copilot-2")
 	if err != nil {

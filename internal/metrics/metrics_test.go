@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/sacpgw/gateway/audit"
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -24,7 +24,7 @@ import (
 const chatRoute = "/v1/chat/completions"
 
 // chat is a finished SACP chat request as the pipeline leaves it.
-func chat(agent *config.Agent, reqID, model string) *scope.Exchange {
+func chat(agent *roster.Agent, reqID, model string) *scope.Exchange {
 	return &scope.Exchange{
 		RequestID:  reqID,
 		SessionID:  "sess-" + reqID,
@@ -49,7 +49,7 @@ func chat(agent *config.Agent, reqID, model string) *scope.Exchange {
 
 func TestObserveChat(t *testing.T) {
 	m := New(Options{NoRuntime: true, Buckets: []float64{0.5, 2}})
-	billing := &config.Agent{ID: "billing"}
+	billing := &roster.Agent{ID: "billing"}
 
 	m.Observe(chat(billing, "req-1", "gpt-4o"), chatRoute, 200, 1500*time.Millisecond)
 	m.ObserveUpstream("openai", 1200*time.Millisecond)
@@ -217,7 +217,7 @@ func scrape(t *testing.T, m *Metrics) string {
 func TestTimeToFirstTokenAndGaps(t *testing.T) {
 	m := New(Options{NoRuntime: true, TTFTBuckets: []float64{0.5, 2}, InterTokenBuckets: []float64{0.01, 0.1}})
 	start := time.Now()
-	billing := &config.Agent{ID: "billing"}
+	billing := &roster.Agent{ID: "billing"}
 
 	// A stream: first content after 300ms, then gaps of 5ms, 50ms, 5ms.
 	ex := &scope.Exchange{Start: start, Agent: billing, Upstream: "openai", Stream: true}
@@ -268,12 +268,12 @@ gateway_ttft_seconds_count{stream="true",upstream="openai"} 1
 func TestSpawnedAgentsShareALabel(t *testing.T) {
 	m := New(Options{NoRuntime: true, Buckets: []float64{1}})
 	for i := range 50 {
-		a := &config.Agent{ID: fmt.Sprintf("worker-%d", i), SpawnedBy: "orchestrator"}
+		a := &roster.Agent{ID: fmt.Sprintf("worker-%d", i), SpawnedBy: "orchestrator"}
 		ex := chat(a, fmt.Sprintf("req-%d", i), "gpt-4o")
 		ex.Checks = append(ex.Checks, scope.Verdict{Check: scope.CheckLimits, Verdict: "reject", Dimension: "requests"})
 		m.Observe(ex, chatRoute, 200, time.Millisecond)
 	}
-	m.Observe(chat(&config.Agent{ID: "orchestrator"}, "req-o", "gpt-4o"), chatRoute, 503, time.Millisecond)
+	m.Observe(chat(&roster.Agent{ID: "orchestrator"}, "req-o", "gpt-4o"), chatRoute, 503, time.Millisecond)
 	body := scrape(t, m)
 	if strings.Contains(body, "worker-") {
 		t.Errorf("a spawned agent's id is a label value:\n%s", body)
@@ -302,7 +302,7 @@ func TestStatusClass(t *testing.T) {
 
 func TestLabelsBounded(t *testing.T) {
 	m := New(Options{NoRuntime: true})
-	a := &config.Agent{ID: "billing", Models: []string{"gpt-*"}}
+	a := &roster.Agent{ID: "billing", Models: []string{"gpt-*"}}
 	m.Observe(chat(a, "req-first", "gpt-first"), chatRoute, 200, time.Millisecond)
 	m.ObserveUpstream("openai", time.Millisecond)
 	before := series(t, m)
@@ -413,7 +413,7 @@ func TestCounterNeedsPrefix(t *testing.T) {
 
 func TestObserveConcurrent(t *testing.T) {
 	m := New(Options{NoRuntime: true})
-	agents := []*config.Agent{{ID: "a"}, {ID: "b"}, {ID: "c"}, nil}
+	agents := []*roster.Agent{{ID: "a"}, {ID: "b"}, {ID: "c"}, nil}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -440,7 +440,7 @@ func TestObserveConcurrent(t *testing.T) {
 
 func BenchmarkObserve(b *testing.B) {
 	m := New(Options{NoRuntime: true})
-	ex := chat(&config.Agent{ID: "billing"}, "req-1", "gpt-4o")
+	ex := chat(&roster.Agent{ID: "billing"}, "req-1", "gpt-4o")
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Observe(ex, chatRoute, 200, 3*time.Millisecond)
@@ -451,7 +451,7 @@ func BenchmarkObserveParallel(b *testing.B) {
 	m := New(Options{NoRuntime: true})
 	var exs []*scope.Exchange
 	for _, id := range []string{"a", "b", "c", "d"} {
-		exs = append(exs, chat(&config.Agent{ID: id}, "r", "m"))
+		exs = append(exs, chat(&roster.Agent{ID: id}, "r", "m"))
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

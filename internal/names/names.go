@@ -40,3 +40,18 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// Symbol reports whether s is a name as compact SACP plans and envelopes
+// carry them (a registry verb or tool, a message action): 1-64 letters,
+// digits, '_', '-', '.' or ':'.
+func Symbol(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

@@ -10,7 +10,7 @@
 // cost is unknown, and the caller decides what that means (a budget cannot
 // be enforced on it).
 //
-// Amounts are integers of micro-dollars (config.Money's unit), so sums
+// Amounts are integers of micro-dollars (confkit.Money's unit), so sums
 // never drift; a call's cost is rounded up to the micro-dollar, so a
 // budget never undercounts.
 package pricing
@@ -19,8 +19,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 // Usage is what one call consumed, as the provider reported it.
@@ -41,7 +39,7 @@ type Usage struct {
 // entries replace these. CachedInput is OpenAI's cached input and
 // Anthropic's cache read; Anthropic's cache writes are not reported through
 // the OpenAI-compatible API and are priced as input.
-var shipped = map[string]config.Price{
+var shipped = map[string]Price{
 	// OpenAI.
 	"gpt-4o":                 {Input: 2.50, CachedInput: 1.25, Output: 10.00},
 	"gpt-4o-2024-05-13":      {Input: 5.00, Output: 15.00}, // the first gpt-4o, priced higher and without caching
@@ -64,7 +62,7 @@ var shipped = map[string]config.Price{
 // Table maps model names to prices. It is immutable once built and safe
 // for concurrent use; the nil *Table is the shipped table.
 type Table struct {
-	prices map[string]config.Price
+	prices map[string]Price
 }
 
 // defaultTable is the shipped table, built once.
@@ -75,8 +73,8 @@ func Default() *Table { return defaultTable }
 
 // New returns the shipped table with overrides (gateway.yaml's pricing)
 // added, an override replacing a shipped entry of the same name whole.
-func New(overrides map[string]config.Price) *Table {
-	t := &Table{prices: make(map[string]config.Price, len(shipped)+len(overrides))}
+func New(overrides map[string]Price) *Table {
+	t := &Table{prices: make(map[string]Price, len(shipped)+len(overrides))}
 	for m, p := range shipped {
 		t.prices[m] = p
 	}
@@ -89,7 +87,7 @@ func New(overrides map[string]config.Price) *Table {
 // Lookup returns model's price: its exact entry, else the longest entry
 // that is a prefix of model ending at a separator ('-', '@', ':').
 // Requiring the separator keeps "gpt-4o" from pricing a "gpt-4oz".
-func (t *Table) Lookup(model string) (config.Price, bool) {
+func (t *Table) Lookup(model string) (Price, bool) {
 	if t == nil {
 		t = defaultTable
 	}
@@ -105,7 +103,7 @@ func (t *Table) Lookup(model string) (config.Price, bool) {
 			}
 		}
 	}
-	return config.Price{}, false
+	return Price{}, false
 }
 
 // Cost is what u costs on model, in micro-dollars; known is false (and the
@@ -124,7 +122,7 @@ func (t *Table) Cost(model string, u Usage) (microUSD int64, known bool) {
 // clamped to sense (no negative tokens, no more cached than prompt) and the
 // sum saturates rather than wraps, so a provider's absurd report cannot
 // turn into a refund.
-func MicroUSD(p config.Price, u Usage) int64 {
+func MicroUSD(p Price, u Usage) int64 {
 	prompt := max(0, u.Prompt)
 	cached := min(max(0, u.Cached), prompt)
 	cachedPrice := p.CachedInput

@@ -3,12 +3,10 @@ package pricing
 import (
 	"math"
 	"testing"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 func TestCost(t *testing.T) {
-	overrides := map[string]config.Price{
+	overrides := map[string]Price{
 		"gpt-4o":      {Input: 2, Output: 8},                   // replaces the shipped entry whole (no cached price)
 		"local-llama": {},                                      // self-hosted: known, and free
 		"acme":        {Input: 1, CachedInput: 0.5, Output: 2}, // a family: acme-large-2025 is priced by prefix

@@ -8,7 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/pricing"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/usage"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -102,7 +103,7 @@ type Exchange struct {
 	Start     time.Time
 
 	// Agent is the identified caller; nil until the identify stage ran.
-	Agent *config.Agent
+	Agent *roster.Agent
 	// Model, Stream and Choices (the request's n; 0 when it set none) come
 	// from the decoded request body.
 	Model   string
@@ -129,7 +130,7 @@ type Exchange struct {
 	// Price is Model's price (USD per million tokens), looked up by the
 	// limits stage; HasPrice says whether the pricing table has one (the
 	// exchange's cost is unknown without).
-	Price    config.Price
+	Price    pricing.Price
 	HasPrice bool
 	// BudgetReserved is what the agent's dollar budget reserved for the
 	// call, in micro-dollars (0 without a budget).

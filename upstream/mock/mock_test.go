@@ -17,7 +17,6 @@ import (
 	"github.com/openai/openai-go/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/upstream/mock"
 )
@@ -26,7 +25,7 @@ import (
 // upstream's (retrying) transport.
 func callMock(t *testing.T, path, body string) (int, string) {
 	t.Helper()
-	s, err := upstream.New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, err := upstream.New([]upstream.Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +42,7 @@ func callMock(t *testing.T, path, body string) (int, string) {
 // mockClient is the official OpenAI Go client talking to the mock.
 func mockClient(t *testing.T) openai.Client {
 	t.Helper()
-	s, err := upstream.New([]config.Upstream{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
+	s, err := upstream.New([]upstream.Config{{Name: "mock", Type: "mock", Models: []string{"*"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package confkit
 
 import (
 	"fmt"
@@ -78,7 +78,7 @@ func (m *Money) UnmarshalYAML(n *yaml.Node) error {
 	}
 	p, err := ParseMoney(v)
 	if err != nil {
-		return scalarError(n, err)
+		return ScalarError(n, err)
 	}
 	*m = p
 	return nil
@@ -186,15 +186,15 @@ func (r Rate) String() string {
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// scalarError reports a bad value as a yaml.TypeError so that the YAML decoder
+// ScalarError reports a bad value as a yaml.TypeError so that the YAML decoder
 // records it and keeps going: every problem in a file is reported at once.
-func scalarError(n *yaml.Node, err error) error {
+func ScalarError(n *yaml.Node, err error) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 }
 
 func scalarValue(n *yaml.Node) (string, error) {
 	if n.Kind != yaml.ScalarNode {
-		return "", scalarError(n, fmt.Errorf("want a scalar value"))
+		return "", ScalarError(n, fmt.Errorf("want a scalar value"))
 	}
 	return n.Value, nil
 }
@@ -207,7 +207,7 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	}
 	p, err := ParseSize(v)
 	if err != nil {
-		return scalarError(n, err)
+		return ScalarError(n, err)
 	}
 	*s = p
 	return nil
@@ -221,7 +221,7 @@ func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
 	}
 	p, err := ParseRate(v)
 	if err != nil {
-		return scalarError(n, err)
+		return ScalarError(n, err)
 	}
 	*r = p
 	return nil
@@ -235,7 +235,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	p, err := ParseDuration(v)
 	if err != nil {
-		return scalarError(n, err)
+		return ScalarError(n, err)
 	}
 	*d = p
 	return nil

@@ -1,0 +1,349 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sacpgw/gateway/internal/confkit"
+	"github.com/sacpgw/gateway/internal/roster"
+	"gopkg.in/yaml.v3"
+)
+
+// The sections of gateway.yaml that no part owns yet (the front doors' and
+// the server's): their defaults and checks, written as the parts' are, so
+// each moves with its type when its door prepares itself from its own
+// section.
+
+func (rs *Responses) check(r confkit.Reporter) {
+	if rs.StoreTTL == 0 {
+		rs.StoreTTL = Duration(24 * time.Hour)
+	}
+	if rs.MaxStoredSize == 0 {
+		rs.MaxStoredSize = 1 << 20
+	}
+	if rs.StoreTTL < 0 || rs.MaxStoredSize < 0 {
+		r.Add(r.Line(), "responses: store_ttl and max_stored_size must be positive")
+	}
+}
+
+func (lg *Log) check(r confkit.Reporter) {
+	if lg.Level == "" {
+		lg.Level = "info"
+	}
+	logLevels := []string{"debug", "info", "warn", "error"}
+	if !confkit.OneOf(lg.Level, logLevels...) {
+		r.Add(r.Line("level"), "log.level %q: want debug, info, warn or error%s", lg.Level, confkit.DidYouMean(lg.Level, logLevels))
+	}
+	if lg.Format == "" {
+		lg.Format = "json"
+	}
+	if !confkit.OneOf(lg.Format, "json", "text") {
+		r.Add(r.Line("format"), "log.format %q: want json or text%s", lg.Format, confkit.DidYouMean(lg.Format, []string{"json", "text"}))
+	}
+}
+
+func (a Admin) check(r confkit.Reporter) {
+	if a.TokenSHA256 != "" {
+		if _, err := roster.ParseHash(a.TokenSHA256); err != nil {
+			r.Add(r.Line("token_sha256"), "admin.token_sha256: %v", err)
+		}
+	}
+	names := map[string]bool{}
+	for i, rv := range a.Reviewers {
+		idx := strconv.Itoa(i)
+		if rv.Name == "" {
+			r.Add(r.Line("reviewers", idx), "admin.reviewers[%d]: name is required", i)
+		} else if names[rv.Name] {
+			r.Add(r.Line("reviewers", idx, "name"), "admin.reviewers: duplicate reviewer %q", rv.Name)
+		}
+		names[rv.Name] = true
+		if _, err := roster.ParseHash(rv.TokenSHA256); err != nil {
+			r.Add(r.Line("reviewers", idx, "token_sha256"), "admin.reviewers[%d].token_sha256: %v", i, err)
+		}
+	}
+}
+
+func (t *TLS) check(r confkit.Reporter) {
+	for _, p := range []*string{&t.CertFile, &t.KeyFile, &t.ClientCAFile} {
+		r.Resolve(p)
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		r.Add(r.Line(), "tls: cert_file and key_file must be set together")
+	}
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		r.Add(r.Line("client_ca_file"), "tls.client_ca_file needs cert_file and key_file (mTLS requires TLS)")
+	}
+	confkit.FileExists(r, r.Line("cert_file"), "tls.cert_file", t.CertFile)
+	confkit.FileExists(r, r.Line("key_file"), "tls.key_file", t.KeyFile)
+	confkit.FileExists(r, r.Line("client_ca_file"), "tls.client_ca_file", t.ClientCAFile)
+	if t.MinVersion == "" {
+		t.MinVersion = "1.3"
+	}
+	if !confkit.OneOf(t.MinVersion, "1.2", "1.3") {
+		r.Add(r.Line("min_version"), "tls.min_version %q: want 1.2 or 1.3%s", t.MinVersion, confkit.DidYouMean(t.MinVersion, []string{"1.2", "1.3"}))
+	}
+}
+
+func (a *Approval) check(r confkit.Reporter) {
+	if a.CatalogueDir == "" {
+		// The default may be absent (an empty catalogue); a configured one must exist.
+		a.CatalogueDir = "specs"
+		r.Resolve(&a.CatalogueDir)
+	} else {
+		r.Resolve(&a.CatalogueDir)
+		confkit.FileExists(r, r.Line("catalogue_dir"), "approval.catalogue_dir", a.CatalogueDir)
+	}
+	if a.RateLimit.IsZero() {
+		a.RateLimit = Rate{N: 60, Period: time.Minute}
+	}
+	for name, u := range map[string]string{"base_url": a.BaseURL, "webhook": a.Webhook} {
+		if u != "" && !confkit.HTTPURL(u) {
+			r.Add(r.Line(name), "approval.%s %q: want an http(s) URL", name, u)
+		}
+	}
+}
+
+func (s *State) check(r confkit.Reporter) {
+	if s.Dir == "" {
+		s.Dir = "data/state"
+	}
+	r.Resolve(&s.Dir)
+	if s.Backend == "" {
+		s.Backend = "memory"
+	}
+	if !confkit.OneOf(s.Backend, "memory", "redis") {
+		r.Add(r.Line("backend"), "state.backend %q: want memory or redis%s", s.Backend, confkit.DidYouMean(s.Backend, []string{"memory", "redis"}))
+	}
+	if s.OnFailure == "" {
+		s.OnFailure = "local"
+	}
+	if !confkit.OneOf(s.OnFailure, "closed", "local") {
+		r.Add(r.Line("on_failure"), "state.on_failure %q: want closed or local%s", s.OnFailure, confkit.DidYouMean(s.OnFailure, []string{"closed", "local"}))
+	}
+	if s.Timeout == 0 {
+		s.Timeout = Duration(50 * time.Millisecond)
+	}
+	if s.Timeout < 0 {
+		r.Add(r.Line("timeout"), "state.timeout: must be positive")
+	}
+}
+
+func (l *loader) http(n *yaml.Node, h *HTTP) {
+	const f = GatewayFile
+	at := func(p ...string) int { return lineOf(n, append([]string{"http"}, p...)...) }
+	for _, d := range []struct {
+		key string
+		v   *Duration
+		def time.Duration
+	}{
+		{"read_header_timeout", &h.ReadHeaderTimeout, 5 * time.Second},
+		{"body_idle_timeout", &h.BodyIdleTimeout, 15 * time.Second},
+		{"write_idle_timeout", &h.WriteIdleTimeout, time.Minute},
+		{"idle_timeout", &h.IdleTimeout, 2 * time.Minute},
+		{"unauthenticated.audit_window", &h.Unauthenticated.AuditWindow, time.Minute},
+	} {
+		if *d.v == 0 {
+			*d.v = Duration(d.def)
+		}
+		if *d.v < 0 {
+			l.add(f, at(strings.Split(d.key, ".")...), "http.%s: must be positive", d.key)
+		}
+	}
+	u := &h.Unauthenticated
+	if u.ConnsPerSource == 0 {
+		u.ConnsPerSource = 4096
+	}
+	if u.ConnsPerSource < 0 {
+		l.add(f, at("unauthenticated", "conns_per_source"), "http.unauthenticated.conns_per_source: must be positive")
+	}
+	if u.RateLimit.IsZero() {
+		u.RateLimit = Rate{N: 10, Period: time.Second}
+	}
+}
+
+func (l *loader) messaging(n *yaml.Node, m *Messaging) {
+	const f = GatewayFile
+	at := func(p ...string) int { return lineOf(n, append([]string{"messaging"}, p...)...) }
+	for _, d := range []struct {
+		key string
+		v   *Duration
+		def time.Duration
+	}{
+		{"timeout", &m.Timeout, 10 * time.Second},
+		{"max_timeout", &m.MaxTimeout, time.Minute},
+		{"retry_backoff", &m.RetryBackoff, 200 * time.Millisecond},
+		{"history_retention", &m.HistoryRetention, 7 * 24 * time.Hour},
+		{"max_clock_skew", &m.MaxClockSkew, 5 * time.Minute},
+	} {
+		if *d.v == 0 {
+			*d.v = Duration(d.def)
+		}
+		if *d.v < 0 {
+			l.add(f, at(d.key), "messaging.%s: must be positive", d.key)
+		}
+	}
+	if m.Timeout > m.MaxTimeout {
+		l.add(f, at("timeout"), "messaging.timeout %s exceeds messaging.max_timeout %s", m.Timeout.D(), m.MaxTimeout.D())
+	}
+	if (m.TLS.CertFile == "") != (m.TLS.KeyFile == "") {
+		l.add(f, at("tls"), "messaging.tls: cert_file and key_file go together")
+	}
+	l.fileExists(f, at("tls", "ca_file"), "messaging.tls.ca_file", m.TLS.CAFile)
+	l.fileExists(f, at("tls", "cert_file"), "messaging.tls.cert_file", m.TLS.CertFile)
+	l.fileExists(f, at("tls", "key_file"), "messaging.tls.key_file", m.TLS.KeyFile)
+	if m.Workers == 0 {
+		m.Workers = 4
+	}
+	if m.QueueCapacity == 0 {
+		m.QueueCapacity = 10000
+	}
+	if m.Workers < 0 || m.Workers > 256 {
+		l.add(f, at("workers"), "messaging.workers %d: want 1..256", m.Workers)
+	}
+	if m.QueueCapacity < 0 {
+		l.add(f, at("queue_capacity"), "messaging.queue_capacity: must be positive")
+	}
+	m.AllowedPrefixes = nil
+	for i, c := range m.AllowedNetworks {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			l.add(f, at("allowed_networks", strconv.Itoa(i)), "messaging.allowed_networks: %q is not a CIDR such as 10.0.0.0/8", c)
+			continue
+		}
+		m.AllowedPrefixes = append(m.AllowedPrefixes, p.Masked())
+	}
+}
+
+// mcpReservedHeaders are the headers the gateway itself sets on a request
+// to an MCP server: a configured header may not replace them.
+var mcpReservedHeaders = map[string]bool{"Accept": true, "Content-Type": true, "Content-Length": true, "Host": true,
+	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true, "Connection": true, "Transfer-Encoding": true}
+
+// mcp checks gateway.yaml's mcp.servers and fills in their defaults.
+func (l *loader) mcp(n *yaml.Node, m *MCP) {
+	const f = GatewayFile
+	seen := map[string]bool{}
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		idx := strconv.Itoa(i)
+		at := func(p ...string) int { return lineOf(n, append([]string{"mcp", "servers", idx}, p...)...) }
+		switch {
+		case !mcpName(s.Name):
+			l.add(f, at("name"), "mcp.servers[%d].name %q: want 1-64 of a-z, 0-9, '_' and '-' (it is the path /mcp/{name})", i, s.Name)
+		case seen[s.Name]:
+			l.add(f, at("name"), "mcp.servers: duplicate server %q", s.Name)
+		}
+		seen[s.Name] = true
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+			// Credentials in the URL would travel into logs with it:
+			// they belong in headers.
+			l.add(f, at("url"), "mcp.servers[%d].url: want an http(s) URL without credentials or fragment, such as https://files.internal/mcp", i)
+		}
+		if s.Timeout == 0 {
+			s.Timeout = Duration(30 * time.Second)
+		}
+		if s.Timeout < 0 {
+			l.add(f, at("timeout"), "mcp.servers[%d].timeout: must be positive", i)
+		}
+		for _, name := range sortedKeys(s.Headers) {
+			// Neither the name nor the value is quoted back: a value
+			// is a credential, and a name is as good as the line.
+			if mcpReservedHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
+				l.add(f, at("headers", name), "mcp.servers[%d].headers: %s is set by the gateway itself", i, textproto.CanonicalMIMEHeaderKey(name))
+			}
+		}
+		for _, tool := range sortedKeys(s.ToolLimits) {
+			if tool == "" || s.ToolLimits[tool].IsZero() {
+				l.add(f, at("tool_limits", tool), "mcp.servers[%d].tool_limits: want a tool name and a rate such as 10/hour", i)
+			}
+		}
+	}
+}
+
+// mcpName is the rule for an MCP server's name: a path segment of
+// /mcp/{name} that needs no escaping.
+func mcpName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// agentMCP checks the agents' mcp_tools against the configured servers.
+func (l *loader) agentMCP(n *yaml.Node, agents map[string]*roster.Agent, m MCP) {
+	const f = AgentsFile
+	servers := make([]string, 0, len(m.Servers))
+	for _, s := range m.Servers {
+		servers = append(servers, s.Name)
+	}
+	for _, id := range sortedKeys(agents) {
+		a := agents[id]
+		for _, server := range sortedKeys(a.MCPTools) {
+			at := func(p ...string) int { return lineOf(n, append([]string{"agents", id, "mcp_tools", server}, p...)...) }
+			if !confkit.OneOf(server, servers...) {
+				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, confkit.DidYouMean(server, servers))
+			}
+			for i, g := range a.MCPTools[server] {
+				if _, err := path.Match(g, ""); err != nil || g == "" {
+					l.add(f, at(strconv.Itoa(i)), "agent %q: mcp_tools.%s: bad glob %q", id, server, g)
+				}
+			}
+		}
+	}
+}
+
+// UnmarshalYAML reads a mapping of header names to values. A name given
+// twice (HTTP names ignore case) or that is not a header name, and a value
+// that could split the header, are refused; the value is never quoted in
+// the problem.
+func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return confkit.ScalarError(n, errors.New("want a mapping of header names to values"))
+	}
+	out := make(Secrets, len(n.Content)/2)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		canon := textproto.CanonicalMIMEHeaderKey(k.Value)
+		switch {
+		case k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode:
+			return confkit.ScalarError(k, errors.New("want header names with text values"))
+		case !headerName(k.Value):
+			return confkit.ScalarError(k, fmt.Errorf("%q is not a header name", k.Value))
+		case seen[canon]:
+			return confkit.ScalarError(k, fmt.Errorf("header %s is given twice (names ignore case)", canon))
+		case strings.ContainsAny(v.Value, "\r\n\x00"):
+			return confkit.ScalarError(v, fmt.Errorf("the value of header %s holds a line break or NUL", canon))
+		}
+		seen[canon] = true
+		out[k.Value] = v.Value
+	}
+	*s = out
+	return nil
+}
+
+// headerName reports whether s is an HTTP field name (RFC 9110 token).
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
