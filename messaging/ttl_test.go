@@ -33,9 +33,9 @@ func TestTTLExpiresQueuedMessages(t *testing.T) {
 	for _, r := range recs {
 		byWF[r.RequestID] = r.Summary["status"].(string)
 	}
-	got := h.peers["planner"].WaitFor(1)
+	h.peers["planner"].WaitFor(1)
 	time.Sleep(50 * time.Millisecond)
-	if got = h.peers["planner"].Received(); len(got) != 1 || !strings.Contains(string(got[0].Body), "wf_ttl_2") {
+	if got := h.peers["planner"].Received(); len(got) != 1 || !strings.Contains(string(got[0].Body), "wf_ttl_2") {
 		t.Fatalf("the recipient got %d messages, want only the one within its ttl", len(got))
 	}
 	statuses := []string{}
