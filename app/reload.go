@@ -76,6 +76,10 @@ func diffPaths(path string, a, b reflect.Value) []string {
 	}
 	var out []string
 	for i := range a.NumField() {
+		if config.Inlined(a.Type().Field(i)) {
+			out = append(out, diffPaths(path, a.Field(i), b.Field(i))...)
+			continue
+		}
 		name, ok := config.YAMLName(a.Type().Field(i))
 		if !ok {
 			continue // derived from other fields, which are compared
