@@ -107,8 +107,13 @@ func (s *Service) auditAuthFailure(r *http.Request, err error) error {
 	if ex := scope.Lookup(r.Context()); ex != nil {
 		rid = ex.RequestID
 	}
-	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid,
-		Summary: map[string]any{"route": r.URL.Path, "method": r.Method, "status": e.Status, "reason": e.Message, "remote": remoteIP(r)}})
+	sum := &audit.Object{}
+	sum.Str("route", r.URL.Path)
+	sum.Str("method", r.Method)
+	sum.Int("status", int64(e.Status))
+	sum.Str("reason", e.Message)
+	sum.Str("remote", remoteIP(r))
+	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid, Object: sum})
 }
 
 // remoteIP is the peer address without the port: failed sign-ins are

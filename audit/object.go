@@ -153,6 +153,26 @@ func (o *Object) Any(key string, v any) {
 	o.add(key, start)
 }
 
+// Members returns an object of the given name, value pairs, each value
+// added with Any: the short form for a summary written as one literal. A
+// name that is not a string, or a name without a value, refuses the entry.
+func Members(kv ...any) *Object {
+	o := &Object{}
+	if len(kv)%2 != 0 {
+		o.fail(errors.New("summary: a name without a value"))
+		return o
+	}
+	for i := 0; i < len(kv); i += 2 {
+		k, ok := kv[i].(string)
+		if !ok {
+			o.fail(fmt.Errorf("summary: member name %v is not a string", kv[i]))
+			return o
+		}
+		o.Any(k, kv[i+1])
+	}
+	return o
+}
+
 // general encodes v by the map path's general rule, as the one member of a
 // summary, and cuts the member's value out: one rule for both paths.
 func (o *Object) general(v any) []byte {

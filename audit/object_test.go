@@ -168,3 +168,18 @@ func TestObjectReadBack(t *testing.T) {
 		t.Error("nil object has members")
 	}
 }
+
+// Members is the map literal's short form, to the byte; a malformed list
+// of pairs refuses the entry rather than writing part of it.
+func TestMembers(t *testing.T) {
+	got, err := Members("b", 1, "a", []string{"x"}, "c", map[string]any{"n": nil}).Bytes()
+	want, _ := canonicalSummary(map[string]any{"b": 1, "a": []string{"x"}, "c": map[string]any{"n": nil}})
+	if err != nil || string(got) != string(want) {
+		t.Errorf("Members = %s, %v; want %s", got, err, want)
+	}
+	for _, kv := range [][]any{{"a"}, {1, "x"}} {
+		if _, err := Members(kv...).Bytes(); err == nil {
+			t.Errorf("Members(%v) was encoded", kv)
+		}
+	}
+}

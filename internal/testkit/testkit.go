@@ -30,12 +30,20 @@ func (t *Trail) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
 		return audit.Entry{}, fmt.Errorf("%w: disk full", audit.ErrUnavailable)
 	}
 	if r.Object != nil {
-		// Built member by member: kept as the map a reader of the trail
-		// would decode, whole numbers as int.
-		r.Summary, r.Object = wholeNumbers(r.Object.Map()).(map[string]any), nil
+		r.Summary, r.Object = SummaryOf(r), nil
 	}
 	t.records = append(t.records, r)
 	return audit.Entry{Seq: int64(len(t.records)), Kind: r.Kind}, nil
+}
+
+// SummaryOf returns r's summary as the map a reader of the trail would
+// decode, whole numbers as int, for tests to assert on.
+func SummaryOf(r audit.Record) map[string]any {
+	if r.Object == nil {
+		return r.Summary
+	}
+	m, _ := wholeNumbers(r.Object.Map()).(map[string]any)
+	return m
 }
 
 // wholeNumbers turns the float64s of decoded JSON that are whole into
