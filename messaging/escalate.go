@@ -107,7 +107,7 @@ func (s *Service) openEscalation(ctx context.Context, m *envelope.Message, waiti
 	sum := audit.Members("message_id", m.ID, "reason", reason, "waiting_agent", waiting)
 	if err != nil {
 		s.log.Error("escalation not opened", "message_id", m.ID, "error", err.Error())
-		sum.Any("opened", false)
+		sum.Bool("opened", false)
 		_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Object: sum})
 		return nil, errorf("escalate %s: %w", m.ID, err)
 	}
@@ -171,7 +171,7 @@ func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relaye
 	// The gateway's ERROR is a message of the thread like any other: it is
 	// audited with its hash before it is recorded.
 	esum := summary(e, "gateway")
-	esum.Any("origin", "gateway")
+	esum.Str("origin", "gateway")
 	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: m.Sender.ID, RequestID: e.ID, PayloadSHA256: sha256Hex(out), Object: esum}); err != nil {
 		return nil, nil, err
 	}
@@ -216,7 +216,7 @@ func (s *Service) Resolve(ctx context.Context, rec escalation.Decided) error {
 		return errorf("encode human response: %w", err)
 	}
 	sum := summary(resp, "review")
-	sum.Any("origin", "human")
+	sum.Str("origin", "human")
 	sum.Any("escalation_id", rec.ID)
 	sum.Any("reviewer", rec.Reviewer)
 	sum.Any("decision", rec.Decision)

@@ -217,7 +217,7 @@ func (s *Service) resume(ctx context.Context, rec escalation.Decided, m *envelop
 		return errorf("encode the decision on %s: %w", rec.ID, err)
 	}
 	sum := summary(resp, "review")
-	sum.Any("origin", "gateway")
+	sum.Str("origin", "gateway")
 	sum.Any("escalation_id", rec.ID)
 	sum.Any("reviewer", rec.Reviewer)
 	sum.Any("decision", rec.Decision)
