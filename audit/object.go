@@ -11,11 +11,12 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// Object is a summary built member by member straight into its canonical
-// JSON (RFC 8785), for the entries written on every request: no map to
-// build, walk and sort by reflection. The bytes are those the map path
-// (Record.Summary) writes for the same members; TestObjectMatchesMap holds
-// the two to it. Nested objects are opened with Begin and closed with End,
+// Object is the one form of an entry's summary, built member by member
+// straight into its canonical JSON (RFC 8785): no map to build, walk and
+// sort by reflection on every request. The bytes are those the map
+// summaries the trail was first written with have for the same members
+// (canonicalSummary); TestObjectMatchesMap and TestObjectAnyMatchesMap
+// hold the two to it, so old and new entries hash alike. Nested objects are opened with Begin and closed with End,
 // in the same buffers, so a whole entry costs a few allocations. A later
 // member of the same name replaces the earlier one. The zero value is an
 // empty object; an Object is for one goroutine.
@@ -284,8 +285,8 @@ func (o *Object) emit(out []byte, lo, hi, parent int) []byte {
 	return append(out, '}')
 }
 
-// Map decodes the object back into the form of Record.Summary (numbers
-// as float64), for readers such as tests.
+// Map decodes the object back into a map (numbers as float64), for
+// readers such as tests.
 func (o *Object) Map() map[string]any {
 	b, err := o.Bytes()
 	if err != nil {

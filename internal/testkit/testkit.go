@@ -29,9 +29,6 @@ func (t *Trail) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
 	if t.fail {
 		return audit.Entry{}, fmt.Errorf("%w: disk full", audit.ErrUnavailable)
 	}
-	if r.Object != nil {
-		r.Summary, r.Object = SummaryOf(r), nil
-	}
 	t.records = append(t.records, r)
 	return audit.Entry{Seq: int64(len(t.records)), Kind: r.Kind}, nil
 }
@@ -40,7 +37,7 @@ func (t *Trail) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
 // decode, whole numbers as int, for tests to assert on.
 func SummaryOf(r audit.Record) map[string]any {
 	if r.Object == nil {
-		return r.Summary
+		return nil
 	}
 	m, _ := wholeNumbers(r.Object.Map()).(map[string]any)
 	return m
@@ -106,7 +103,7 @@ func (t *Trail) Last(kind string) map[string]any {
 	if len(rs) == 0 {
 		return nil
 	}
-	return rs[len(rs)-1].Summary
+	return SummaryOf(rs[len(rs)-1])
 }
 
 // LogBuffer is a log sink safe for a server's goroutines.
