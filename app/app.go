@@ -564,19 +564,19 @@ func newPolicies(cfg *config.Config, log *slog.Logger, auditLog *audit.Log) (*po
 		opts.Dir, opts.FS = "", policyfs.FS
 	}
 	if auditLog != nil {
-		record := func(kind string, summary map[string]any) {
-			if _, err := auditLog.Append(context.Background(), audit.Record{Kind: kind, Summary: summary}); err != nil {
+		record := func(kind string, summary *audit.Object) {
+			if _, err := auditLog.Append(context.Background(), audit.Record{Kind: kind, Object: summary}); err != nil {
 				log.Error("audit entry not written", "kind", kind, "error", err.Error())
 			}
 		}
 		opts.OnReload = func(ev policy.ReloadEvent) {
-			record("policy.reload", map[string]any{"ok": ev.OK, "shadow": ev.Shadow, "dir": ev.Dir, "revision": ev.Revision,
-				"attempted": ev.Attempted, "error": ev.Error, "files": ev.Files, "bundle_revision": ev.BundleRevision})
+			record("policy.reload", audit.Members("ok", ev.OK, "shadow", ev.Shadow, "dir", ev.Dir, "revision", ev.Revision,
+				"attempted", ev.Attempted, "error", ev.Error, "files", ev.Files, "bundle_revision", ev.BundleRevision))
 		}
 		opts.OnShadowDisagreement = func(ev policy.ShadowEvent) {
-			record("policy.shadow", map[string]any{"point": ev.Point, "live": ev.Live, "shadow": ev.Shadow,
-				"live_decision_id": ev.LiveDecisionID, "shadow_decision_id": ev.ShadowDecisionID,
-				"live_revision": ev.LiveRevision, "shadow_revision": ev.ShadowRevision})
+			record("policy.shadow", audit.Members("point", ev.Point, "live", ev.Live, "shadow", ev.Shadow,
+				"live_decision_id", ev.LiveDecisionID, "shadow_decision_id", ev.ShadowDecisionID,
+				"live_revision", ev.LiveRevision, "shadow_revision", ev.ShadowRevision))
 		}
 	}
 	e, err := policy.New(opts)
@@ -676,9 +676,8 @@ func Serve(ctx context.Context, cfg *config.Config, o Options, stderr io.Writer)
 	if err := a.watchConfig(runCtx, cfg.Dir, cfg); err != nil {
 		log.Warn("config hot reload disabled", "error", err.Error())
 	}
-	if _, err := auditLog.Append(ctx, audit.Record{Kind: audit.KindConfigReload, Summary: map[string]any{
-		"event": "startup", "version": o.Version, "files": configDigest(cfg.Dir), "agents": len(cfg.Agents), "sidecar_agent": sidecar,
-	}}); err != nil {
+	if _, err := auditLog.Append(ctx, audit.Record{Kind: audit.KindConfigReload, Object: audit.Members(
+		"event", "startup", "version", o.Version, "files", configDigest(cfg.Dir), "agents", len(cfg.Agents), "sidecar_agent", sidecar)}); err != nil {
 		return fmt.Errorf("audit trail: first entry: %w", err)
 	}
 	warnings(cfg, log)
@@ -728,7 +727,7 @@ func loopback(addr string) bool {
 // approval service) needs a restart.
 func (a *App) Reload(dir string, current *config.Config) *config.Config {
 	cfg, err := config.Load(dir)
-	summary := map[string]any{"event": "reload", "files": configDigest(dir)}
+	summary := audit.Members("event", "reload", "files", configDigest(dir))
 	var pending []string
 	if err == nil {
 		pending = restartPending(a.running, cfg, a.fileListen)
@@ -740,19 +739,19 @@ func (a *App) Reload(dir string, current *config.Config) *config.Config {
 	} else {
 		a.reloadsOK.Add(1)
 		a.pending.Store(&pending)
-		summary["restart_pending"] = pending
+		summary.Any("restart_pending", pending)
 		if len(pending) > 0 {
 			a.log.Warn("config reloaded, but these settings take effect only after a restart; the running values stay", "dir", dir, "restart_pending", strings.Join(pending, ", "))
 		}
 	}
-	summary["ok"] = err == nil
+	summary.Bool("ok", err == nil)
 	if err != nil {
-		summary["error"] = err.Error()
+		summary.Str("error", err.Error())
 		a.log.Error("config reload failed; the last good configuration keeps serving", "dir", dir, "error", err.Error())
 	} else {
 		a.log.Info("config reloaded", "dir", dir, "agents", len(cfg.Agents))
 	}
-	if _, aerr := a.audit.Append(context.Background(), audit.Record{Kind: audit.KindConfigReload, Summary: summary}); aerr != nil {
+	if _, aerr := a.audit.Append(context.Background(), audit.Record{Kind: audit.KindConfigReload, Object: summary}); aerr != nil {
 		a.log.Error("audit entry not written", "kind", audit.KindConfigReload, "error", aerr.Error())
 	}
 	if err != nil {

@@ -196,10 +196,10 @@ func TestOpsSourceTrail(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	for _, r := range []audit.Record{
-		{Kind: audit.KindAuthFailure, Summary: map[string]any{"reason": "Incorrect API key provided.", "remote": "10.0.0.9", "route": "/v1/models"}},
-		{Kind: audit.KindLLMResponse, AgentID: "coder", Summary: map[string]any{"status": 200}},
-		{Kind: "policy.shadow", Summary: map[string]any{"point": "chat", "live": "allow", "shadow": "deny [no gpt-4o]"}},
-		{Kind: audit.KindRateLimitReject, AgentID: "coder", Summary: map[string]any{"dimension": "requests", "checks": map[string]any{"limits": map[string]any{"requests": "10/hour"}}}},
+		{Kind: audit.KindAuthFailure, Object: audit.Members("reason", "Incorrect API key provided.", "remote", "10.0.0.9", "route", "/v1/models")},
+		{Kind: audit.KindLLMResponse, AgentID: "coder", Object: audit.Members("status", 200)},
+		{Kind: "policy.shadow", Object: audit.Members("point", "chat", "live", "allow", "shadow", "deny [no gpt-4o]")},
+		{Kind: audit.KindRateLimitReject, AgentID: "coder", Object: audit.Members("dimension", "requests", "checks", map[string]any{"limits": map[string]any{"requests": "10/hour"}})},
 	} {
 		if _, err := l.Append(t.Context(), r); err != nil {
 			t.Fatal(err)

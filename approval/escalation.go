@@ -107,8 +107,13 @@ func (s *Service) auditAuthFailure(r *http.Request, err error) error {
 	if ex := scope.Lookup(r.Context()); ex != nil {
 		rid = ex.RequestID
 	}
-	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid,
-		Summary: map[string]any{"route": r.URL.Path, "method": r.Method, "status": e.Status, "reason": e.Message, "remote": remoteIP(r)}})
+	sum := &audit.Object{}
+	sum.Str("route", r.URL.Path)
+	sum.Str("method", r.Method)
+	sum.Int("status", int64(e.Status))
+	sum.Str("reason", e.Message)
+	sum.Str("remote", remoteIP(r))
+	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid, Object: sum})
 }
 
 // remoteIP is the peer address without the port: failed sign-ins are
@@ -274,15 +279,14 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 		}
 	}
 	now := s.now().UTC()
-	sum := map[string]any{
-		"reviewer": by, "decision": decision, "comment": comment, "via": via,
-		"escalation_kind": esc.Kind, "escalation_reason": esc.Reason, "escalated_at": esc.At.Format(time.RFC3339Nano),
-		"from": string(rec.State), "to": string(to), "content_sha256": rec.ContentSHA256,
-	}
+	sum := audit.Members(
+		"reviewer", by, "decision", decision, "comment", comment, "via", via,
+		"escalation_kind", esc.Kind, "escalation_reason", esc.Reason, "escalated_at", esc.At.Format(time.RFC3339Nano),
+		"from", string(rec.State), "to", string(to), "content_sha256", rec.ContentSHA256)
 	if esc.ReportedSHA256 != "" {
-		sum["reported_sha256"] = esc.ReportedSHA256
+		sum.Any("reported_sha256", esc.ReportedSHA256)
 	}
-	entry := audit.Record{Kind: audit.KindEscalationDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: id, Summary: sum}
+	entry := audit.Record{Kind: audit.KindEscalationDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: id, Object: sum}
 	if err := s.record(ctx, entry); err != nil {
 		return nil, err
 	}
@@ -317,7 +321,7 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 	})
 	if errors.Is(err, errStateChanged) {
 		_ = s.record(ctx, audit.Record{Kind: audit.KindEscalationDecision, AgentID: rec.AgentID, RequestID: id,
-			Summary: map[string]any{"reviewer": by, "decision": decision, "applied": false, "reason": "the request was decided concurrently"}})
+			Object: audit.Members("reviewer", by, "decision", decision, "applied", false, "reason", "the request was decided concurrently")})
 		return nil, conflict("Request " + quoteID(id) + " was decided by someone else in the meantime.")
 	}
 	if err != nil {
@@ -399,11 +403,11 @@ func (s *Service) expireApproval(ctx context.Context, rec *Record, deadline time
 	since := approvedAt(rec)
 	now := s.now().UTC()
 	note := fmt.Sprintf("Not REPORTed within %s of its approval: expired.", validity)
-	sum := map[string]any{"step": "expiry", "by": byExpiry, "from": string(StateApproved), "to": string(StateExpired),
-		"approved_at": since.Format(time.RFC3339Nano), "approval_validity_ms": validity.Milliseconds(),
-		"request_type": rec.Request.RequestType, "action": rec.Request.Action, "target_type": rec.Request.TargetType,
-		"content_sha256": rec.ContentSHA256}
-	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: rec.ID, Summary: sum}); err != nil {
+	sum := audit.Members("step", "expiry", "by", byExpiry, "from", string(StateApproved), "to", string(StateExpired),
+		"approved_at", since.Format(time.RFC3339Nano), "approval_validity_ms", validity.Milliseconds(),
+		"request_type", rec.Request.RequestType, "action", rec.Request.Action, "target_type", rec.Request.TargetType,
+		"content_sha256", rec.ContentSHA256)
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: rec.ID, Object: sum}); err != nil {
 		return err
 	}
 	_, err := s.update(ctx, rec.ID, func(r *Record) error {

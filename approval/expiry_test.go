@@ -9,6 +9,7 @@ import (
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 
@@ -107,7 +108,7 @@ func TestExpiredApprovalRefusesReport(t *testing.T) {
 		t.Errorf("response %+v", r)
 	}
 	e := h.audit.ByKind(audit.KindAgentDecision)
-	if got := e[len(e)-1].Summary; got["step"] != "expiry" || got["to"] != "EXPIRED" || e[len(e)-1].RequestID != id {
+	if got := testkit.SummaryOf(e[len(e)-1]); got["step"] != "expiry" || got["to"] != "EXPIRED" || e[len(e)-1].RequestID != id {
 		t.Errorf("expiry audit %+v", got)
 	}
 
@@ -127,7 +128,7 @@ func TestExpiredApprovalRefusesReport(t *testing.T) {
 		t.Error("the policy judged a REPORT on an expired approval")
 	}
 	e = h.audit.ByKind(audit.KindAgentDecision)
-	if got := e[len(e)-1].Summary; got["report_outcome"] != "expired" || got["applied"] != false {
+	if got := testkit.SummaryOf(e[len(e)-1]); got["report_outcome"] != "expired" || got["applied"] != false {
 		t.Errorf("late REPORT audit %+v", got)
 	}
 	if _, st = h.status(tokClaude, id); st.State != StateExpired {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 // writeCatalogue writes files (path relative to the catalogue → content)
@@ -443,7 +444,7 @@ func TestFactsUnavailableFailClosed(t *testing.T) {
 			}
 			e := h.audit.ByKind(audit.KindAgentDecision)
 			last := e[len(e)-1]
-			if last.RequestID != resp.RequestID || !strings.Contains(fmt.Sprint(last.Summary["error"]), "facts: ") {
+			if last.RequestID != resp.RequestID || !strings.Contains(fmt.Sprint(testkit.SummaryOf(last)["error"]), "facts: ") {
 				t.Errorf("audit %+v", last)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 // The approval protocol's operation 1: an agent requests approval, creates the
@@ -92,10 +93,10 @@ func TestOperationApprovalThenReport(t *testing.T) {
 		t.Errorf("agent.request entry %+v", first)
 	}
 	dec := h.audit.ByKind(audit.KindAgentDecision)[0]
-	if dec.Summary["decision_id"] != "dec-1" || dec.Summary["policy_revision"] != "test-revision" || dec.Summary["status"] != StatusApproved {
-		t.Errorf("agent.decision entry %+v", dec.Summary)
+	if testkit.SummaryOf(dec)["decision_id"] != "dec-1" || testkit.SummaryOf(dec)["policy_revision"] != "test-revision" || testkit.SummaryOf(dec)["status"] != StatusApproved {
+		t.Errorf("agent.decision entry %+v", testkit.SummaryOf(dec))
 	}
-	if strings.Contains(first.Summary["content_sha256"].(string), "New Feature") {
+	if strings.Contains(testkit.SummaryOf(first)["content_sha256"].(string), "New Feature") {
 		t.Error("content leaked into the audit summary")
 	}
 }
@@ -243,8 +244,8 @@ func TestOperationEscalation(t *testing.T) {
 		t.Errorf("history %+v review %+v", last, st.Escalation.Review)
 	}
 	entries := h.audit.ByKind(audit.KindEscalationDecision)
-	if len(entries) != 1 || entries[0].Summary["reviewer"] != "reviewer:security-lead" || entries[0].Summary["decision"] != "approve" ||
-		entries[0].Summary["comment"] != "Checked: nothing links to it any more." || entries[0].AgentID != "claude-3" {
+	if len(entries) != 1 || testkit.SummaryOf(entries[0])["reviewer"] != "reviewer:security-lead" || testkit.SummaryOf(entries[0])["decision"] != "approve" ||
+		testkit.SummaryOf(entries[0])["comment"] != "Checked: nothing links to it any more." || entries[0].AgentID != "claude-3" {
 		t.Fatalf("escalation.decision entries %+v", entries)
 	}
 	for _, r := range h.audit.Records() {

@@ -28,7 +28,7 @@ func TestImpersonationIsRefusedAndAudited(t *testing.T) {
 		t.Fatalf("impersonation: %d %s", res.status, res.body)
 	}
 	got := h.audit.ByKind(audit.KindAgentRequest)
-	if len(got) != 1 || got[0].AgentID != "claude-3" || got[0].Summary["claimed_agent_id"] != "gemini-pro" || got[0].Summary["verdict"] != "refused" {
+	if len(got) != 1 || got[0].AgentID != "claude-3" || testkit.SummaryOf(got[0])["claimed_agent_id"] != "gemini-pro" || testkit.SummaryOf(got[0])["verdict"] != "refused" {
 		t.Fatalf("audit %+v", got)
 	}
 	if h.decider.lastInput() != nil {
@@ -81,8 +81,8 @@ func TestReportDigestMismatchEscalatesDeviation(t *testing.T) {
 	}
 	decisions := h.audit.ByKind(audit.KindAgentDecision)
 	last := decisions[len(decisions)-1]
-	if last.Summary["deviation"] != true || last.Summary["reported_sha256"] != other || last.Summary["content_sha256"] != resp.ContentSHA256 {
-		t.Errorf("deviation audit %+v", last.Summary)
+	if testkit.SummaryOf(last)["deviation"] != true || testkit.SummaryOf(last)["reported_sha256"] != other || testkit.SummaryOf(last)["content_sha256"] != resp.ContentSHA256 {
+		t.Errorf("deviation audit %+v", testkit.SummaryOf(last))
 	}
 
 	// A reviewer accepting the deviation completes the request.
@@ -184,7 +184,7 @@ func TestStrictDecoding(t *testing.T) {
 	}
 	// Refusals are audited too, with the digest of what was received.
 	for _, r := range h.audit.ByKind(audit.KindAgentRequest) {
-		if r.Summary["verdict"] == "refused" && r.Summary["status"] == 400 && r.PayloadSHA256 == "" {
+		if testkit.SummaryOf(r)["verdict"] == "refused" && testkit.SummaryOf(r)["status"] == 400 && r.PayloadSHA256 == "" {
 			t.Fatalf("refusal without payload digest: %+v", r)
 		}
 	}
@@ -277,7 +277,7 @@ func TestEscalationExpiry(t *testing.T) {
 		t.Fatalf("young: %s", st.State)
 	}
 	e := h.audit.ByKind(audit.KindEscalationDecision)
-	if len(e) != 1 || e[0].Summary["reviewer"] != byExpiry || e[0].Summary["via"] != "expiry" {
+	if len(e) != 1 || testkit.SummaryOf(e[0])["reviewer"] != byExpiry || testkit.SummaryOf(e[0])["via"] != "expiry" {
 		t.Fatalf("expiry audit %+v", e)
 	}
 }
@@ -366,8 +366,8 @@ func TestPolicyFailuresDeny(t *testing.T) {
 		t.Fatalf("decider error: %+v", resp)
 	}
 	d := h.audit.ByKind(audit.KindAgentDecision)
-	if d[0].Summary["error"] != "boom" {
-		t.Errorf("error not audited: %+v", d[0].Summary)
+	if testkit.SummaryOf(d[0])["error"] != "boom" {
+		t.Errorf("error not audited: %+v", testkit.SummaryOf(d[0]))
 	}
 
 	h.decider.set("maybe", nil)

@@ -95,7 +95,7 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchan
 		return nil
 	}
 	rec := audit.Record{Kind: audit.KindRateLimitReject, AgentID: ex.Agent.ID, SessionID: ex.SessionID, RequestID: ex.RequestID,
-		Summary: map[string]any{"route": r.URL.Path, "dimension": "approval_requests", "limit": s.cur().rate.N, "period_s": s.cur().rate.Period.Seconds()}}
+		Object: audit.Members("route", r.URL.Path, "dimension", "approval_requests", "limit", s.cur().rate.N, "period_s", s.cur().rate.Period.Seconds())}
 	if err := s.record(r.Context(), rec); err != nil {
 		return err
 	}
@@ -107,8 +107,8 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, ex *scope.Exchan
 // not be read; req is nil when it could not be decoded; refusal is the
 // error the agent is about to get, if any.
 func (s *Service) auditReceipt(r *http.Request, ex *scope.Exchange, id string, body []byte, req *AgentRequest, refusal error) error {
-	sum := map[string]any{"route": r.URL.Path, "http_request_id": ex.RequestID, "bytes": len(body)}
-	rec := audit.Record{Kind: audit.KindAgentRequest, AgentID: ex.Agent.ID, SessionID: ex.SessionID, RequestID: id, Summary: sum}
+	sum := audit.Members("route", r.URL.Path, "http_request_id", ex.RequestID, "bytes", len(body))
+	rec := audit.Record{Kind: audit.KindAgentRequest, AgentID: ex.Agent.ID, SessionID: ex.SessionID, RequestID: id, Object: sum}
 	if id == "" {
 		rec.RequestID = ex.RequestID
 	}
@@ -119,30 +119,30 @@ func (s *Service) auditReceipt(r *http.Request, ex *scope.Exchange, id string, b
 		if req.SessionID != "" {
 			rec.SessionID = req.SessionID
 		}
-		sum["request_type"] = req.RequestType
-		sum["action"] = req.Action
-		sum["target_type"] = req.TargetType
-		sum["target_path"] = req.TargetPath
-		sum["claimed_agent_id"] = req.AgentID
-		sum["content_sha256"] = sha256Hex([]byte(req.Content))
-		sum["content_bytes"] = len(req.Content)
-		sum["references"] = strs(req.References)
-		sum["deviations"] = len(req.Deviations)
+		sum.Any("request_type", req.RequestType)
+		sum.Any("action", req.Action)
+		sum.Any("target_type", req.TargetType)
+		sum.Any("target_path", req.TargetPath)
+		sum.Any("claimed_agent_id", req.AgentID)
+		sum.Any("content_sha256", sha256Hex([]byte(req.Content)))
+		sum.Any("content_bytes", len(req.Content))
+		sum.Any("references", strs(req.References))
+		sum.Any("deviations", len(req.Deviations))
 		if req.RequestType == TypeReport {
-			sum["report_for"] = req.RequestID
+			sum.Any("report_for", req.RequestID)
 		}
 	}
 	if ex.CorrelationID != "" {
-		sum["correlation_id"] = ex.CorrelationID
+		sum.Any("correlation_id", ex.CorrelationID)
 	}
 	if refusal != nil {
 		e := apierror.From(refusal)
-		sum["verdict"] = "refused"
-		sum["status"] = e.Status
-		sum["error_code"] = e.Code
-		sum["error"] = e.Message
+		sum.Str("verdict", "refused")
+		sum.Any("status", e.Status)
+		sum.Any("error_code", e.Code)
+		sum.Any("error", e.Message)
 	} else {
-		sum["verdict"] = "accepted"
+		sum.Str("verdict", "accepted")
 	}
 	return s.record(r.Context(), rec)
 }
@@ -309,15 +309,15 @@ func (s *Service) process(ctx context.Context, ex *scope.Exchange, id string, re
 
 	decided := &Decision{ID: dec.DecisionID, Revision: dec.Revision, Status: dec.Status, Violations: resp.Violations, Error: evalErr}
 	sum := decisionSummary(req, decided, az, state, rec.ContentSHA256)
-	sum["route"] = route
-	sum["confidence"] = dec.Confidence
+	sum.Any("route", route)
+	sum.Any("confidence", dec.Confidence)
 	if resp.AssignedID != nil {
-		sum["assigned_id"] = *resp.AssignedID
+		sum.Any("assigned_id", *resp.AssignedID)
 	}
 	if esc != nil {
-		sum["escalation_reason"] = esc.Reason
+		sum.Any("escalation_reason", esc.Reason)
 	}
-	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agent.ID, SessionID: sessionOf(ex, req), RequestID: id, Summary: sum}); err != nil {
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agent.ID, SessionID: sessionOf(ex, req), RequestID: id, Object: sum}); err != nil {
 		s.abandon(ctx, id, "the decision could not be audited")
 		return nil, nil, err
 	}
@@ -422,21 +422,20 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-func decisionSummary(req *AgentRequest, d *Decision, az Authz, state State, digest string) map[string]any {
-	sum := map[string]any{
-		"decision_id":     d.ID,
-		"policy_revision": d.Revision,
-		"status":          d.Status,
-		"state":           string(state),
-		"violations":      violationsSummary(d.Violations),
-		"request_type":    req.RequestType,
-		"action":          req.Action,
-		"target_type":     req.TargetType,
-		"authz":           map[string]any{"allowed": az.Allowed, "reason": az.Reason},
-		"content_sha256":  digest,
-	}
+func decisionSummary(req *AgentRequest, d *Decision, az Authz, state State, digest string) *audit.Object {
+	sum := audit.Members(
+		"decision_id", d.ID,
+		"policy_revision", d.Revision,
+		"status", d.Status,
+		"state", string(state),
+		"violations", violationsSummary(d.Violations),
+		"request_type", req.RequestType,
+		"action", req.Action,
+		"target_type", req.TargetType,
+		"authz", map[string]any{"allowed": az.Allowed, "reason": az.Reason},
+		"content_sha256", digest)
 	if d.Error != "" {
-		sum["error"] = d.Error
+		sum.Any("error", d.Error)
 	}
 	return sum
 }
@@ -494,11 +493,11 @@ func (s *Service) report(ctx context.Context, ex *scope.Exchange, req *AgentRequ
 
 	decided := &Decision{ID: dec.DecisionID, Revision: dec.Revision, Status: dec.Status, Violations: resp.Violations, Error: evalErr}
 	sum := decisionSummary(req, decided, az, to, orig.ContentSHA256)
-	sum["route"] = "/agent/request"
-	sum["report_outcome"] = outcome
-	sum["reported_sha256"] = claimed
-	sum["deviation"] = outcome == "deviation"
-	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agent.ID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Summary: sum}); err != nil {
+	sum.Str("route", "/agent/request")
+	sum.Any("report_outcome", outcome)
+	sum.Any("reported_sha256", claimed)
+	sum.Any("deviation", outcome == "deviation")
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agent.ID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Object: sum}); err != nil {
 		return nil, err
 	}
 	if outcome == "rejected" {
@@ -645,9 +644,9 @@ var (
 func (s *Service) refuseExpired(ctx context.Context, ex *scope.Exchange, req *AgentRequest, orig *Record) error {
 	at := orig.UpdatedAt
 	validity := s.validity()
-	sum := map[string]any{"route": "/agent/request", "request_type": req.RequestType, "state": string(orig.State),
-		"report_outcome": "expired", "applied": false, "expired_at": at.Format(time.RFC3339Nano)}
-	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: orig.AgentID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Summary: sum}); err != nil {
+	sum := audit.Members("route", "/agent/request", "request_type", req.RequestType, "state", string(orig.State),
+		"report_outcome", "expired", "applied", false, "expired_at", at.Format(time.RFC3339Nano))
+	if err := s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: orig.AgentID, SessionID: sessionOf(ex, req), RequestID: orig.ID, Object: sum}); err != nil {
 		return err
 	}
 	return conflict(fmt.Sprintf("Request %s is EXPIRED (since %s): it was not REPORTed within timeouts.approval_validity (%s) of its approval, "+
@@ -658,7 +657,7 @@ func (s *Service) refuseExpired(ctx context.Context, ex *scope.Exchange, req *Ag
 // record changed in between (optimistic concurrency lost the race).
 func (s *Service) superseded(ctx context.Context, agentID, id, step string) {
 	_ = s.record(ctx, audit.Record{Kind: audit.KindAgentDecision, AgentID: agentID, RequestID: id,
-		Summary: map[string]any{"applied": false, "step": step, "reason": "the request changed state concurrently"}})
+		Object: audit.Members("applied", false, "step", step, "reason", "the request changed state concurrently")})
 }
 
 func reject(dec policy.ApprovalDecision, rule, desc, suggestion string) policy.ApprovalDecision {

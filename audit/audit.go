@@ -80,13 +80,9 @@ type Record struct {
 	// PayloadSHA256 is the lowercase hex SHA-256 of the exact bytes received
 	// or sent, or empty when the entry has no payload.
 	PayloadSHA256 string
-	// Summary holds the kind-specific facts (model, tokens, status, checks…).
-	// It is encoded with encoding/json and canonicalized with RFC 8785, so
-	// numbers are IEEE doubles: put integers beyond 2^53 in strings. Nil is
+	// Object holds the kind-specific facts (model, tokens, status, checks…),
+	// built member by member into canonical JSON (RFC 8785). Nil is
 	// written as {}.
-	Summary map[string]any
-	// Object, when set, is the summary built member by member (the entries
-	// written on every request); Summary is then ignored.
 	Object *Object
 }
 

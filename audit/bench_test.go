@@ -17,9 +17,9 @@ func BenchmarkAppendParallel(b *testing.B) {
 	l := openLog(b, Config{Dir: b.TempDir(), CheckpointEvery: -1})
 	r := Record{Kind: KindLLMResponse, AgentID: "claude-3", SessionID: "sess-1", RequestID: "req-0123456789",
 		PayloadSHA256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
-		Summary: map[string]any{"model": "gpt-4o-mini", "tokens": map[string]any{"prompt": 120, "completion": 300, "total": 420},
-			"latency_ms": 812, "status": "success", "thought": "The user asks for a summary; answer briefly.",
-			"checks": map[string]any{"auth": "pass", "rbac": "pass", "limits": "pass", "policy": map[string]any{"decision_id": "d-1", "allow": true}}}}
+		Object: Members("model", "gpt-4o-mini", "tokens", map[string]any{"prompt": 120, "completion": 300, "total": 420},
+			"latency_ms", 812, "status", "success", "thought", "The user asks for a summary; answer briefly.",
+			"checks", map[string]any{"auth": "pass", "rbac": "pass", "limits": "pass", "policy": map[string]any{"decision_id": "d-1", "allow": true}})}
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	var mu sync.Mutex
@@ -62,7 +62,7 @@ func BenchmarkAppendParallel(b *testing.B) {
 func BenchmarkAppendPaced(b *testing.B) {
 	l := openLog(b, Config{Dir: b.TempDir(), CheckpointEvery: -1})
 	r := Record{Kind: KindLLMResponse, AgentID: "claude-3", RequestID: "req-1",
-		Summary: map[string]any{"model": "gpt-4o-mini", "tokens": map[string]any{"total": 420}, "status": "success"}}
+		Object: Members("model", "gpt-4o-mini", "tokens", map[string]any{"total": 420}, "status", "success")}
 	const clients = 64
 	lat := make([][]time.Duration, clients)
 	b.ReportAllocs()

@@ -25,7 +25,7 @@ func numbersChain(t *testing.T) string {
 		{"model": "mock-1", "big": float64(1 << 53), "tenth": 0.1, "i": 7},
 		{"model": "mock-1"},
 	} {
-		if _, err := l.Append(context.Background(), Record{Kind: KindLLMRequest, AgentID: "agent-a", Summary: s}); err != nil {
+		if _, err := l.Append(context.Background(), Record{Kind: KindLLMRequest, AgentID: "agent-a", Object: objectOf(s)}); err != nil {
 			t.Fatalf("Append %d: %v", i, err)
 		}
 	}
@@ -132,10 +132,9 @@ func TestSummaryIntegersAreRecordedAsSeen(t *testing.T) {
 	o.Int("error_code", 1<<60+1)
 	o.Int("max", 1<<53-1)
 	for _, r := range []Record{
-		{Kind: KindLLMResponse, Summary: map[string]any{
-			"error_code": int64(1<<60 + 1), "round": int64(1 << 60), "max": 1<<53 - 1, "min": -(1<<53 - 1),
-			"neg": int64(-1 << 53), "huge": uint64(math.MaxUint64), "small": uint(3),
-		}},
+		{Kind: KindLLMResponse, Object: Members(
+			"error_code", int64(1<<60+1), "round", int64(1<<60), "max", 1<<53-1, "min", -(1<<53 - 1),
+			"neg", int64(-1<<53), "huge", uint64(math.MaxUint64), "small", uint(3))},
 		{Kind: KindLLMResponse, Object: &o},
 	} {
 		if _, err := l.Append(context.Background(), r); err != nil {

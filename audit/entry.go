@@ -63,11 +63,6 @@ func prepare(chain []byte, r Record) (*prepared, error) {
 		if summary, err = r.Object.Bytes(); err != nil {
 			return nil, fmt.Errorf("audit record: %w", err)
 		}
-	} else if r.Summary != nil {
-		var err error
-		if summary, err = canonicalSummary(r.Summary); err != nil {
-			return nil, fmt.Errorf("audit record: %w", err)
-		}
 	}
 	size := 160 + len(chain) + len(summary) + len(r.Kind) + len(r.AgentID) + len(r.SessionID) + len(r.RequestID) + len(r.PayloadSHA256)
 	if size+hashSuffixLen > MaxEntryBytes {
@@ -93,7 +88,7 @@ func prepare(chain []byte, r Record) (*prepared, error) {
 	b = append(b, `,"summary":`...)
 	b = append(b, summary...)
 	b = append(b, `,"ts":"`...)
-	r.Summary, r.Object = nil, nil // the canonical bytes are kept; drop the caller's
+	r.Object = nil // the canonical bytes are kept; drop the caller's
 	return &prepared{rec: r, summary: summary, buf: b, mid: mid, tail: tail}, nil
 }
 

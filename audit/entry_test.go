@@ -31,7 +31,6 @@ func TestVector(t *testing.T) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatal(err)
 	}
-	v.Record.Summary = v.Summary
 	// The Record fields have no JSON tags; take them from the same file.
 	var names struct {
 		Kind          string `json:"kind"`
@@ -44,7 +43,7 @@ func TestVector(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Record{Kind: names.Kind, AgentID: names.AgentID, SessionID: names.SessionID,
-		RequestID: names.RequestID, PayloadSHA256: names.PayloadSHA256, Summary: v.Summary}
+		RequestID: names.RequestID, PayloadSHA256: names.PayloadSHA256, Object: objectOf(v.Summary)}
 	wantBody, err := os.ReadFile("testdata/vector.canonical")
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +103,8 @@ func TestPrepareRejects(t *testing.T) {
 		{"no kind", Record{}, "kind is required"},
 		{"bad payload hash", Record{Kind: "k", PayloadSHA256: "ABC"}, "payload_sha256"},
 		{"uppercase payload hash", Record{Kind: "k", PayloadSHA256: strings.Repeat("A", 64)}, "payload_sha256"},
-		{"unencodable summary", Record{Kind: "k", Summary: map[string]any{"f": func() {}}}, "encode summary"},
-		{"too large", Record{Kind: "k", Summary: map[string]any{"m": strings.Repeat("x", MaxEntryBytes)}}, "too large"},
+		{"unencodable summary", Record{Kind: "k", Object: Members("f", func() {})}, "encode summary"},
+		{"too large", Record{Kind: "k", Object: Members("m", strings.Repeat("x", MaxEntryBytes))}, "too large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := prepare(chain, tc.r)
@@ -123,9 +122,9 @@ func TestWrittenLinesAreCanonical(t *testing.T) {
 	chain := appendCanonicalString(nil, "gw.1_a-b")
 	for i, r := range []Record{
 		{Kind: "k"},
-		{Kind: "k\u2028", AgentID: "<&>", SessionID: "\x01", RequestID: "é😀", Summary: map[string]any{}},
-		{Kind: "k", Summary: map[string]any{"f": 0.1, "g": 1e300, "h": -1.5e-9, "n": nil, "a": []any{1, "x", true}}},
-		{Kind: "k", Summary: map[string]any{"z": map[string]any{"b": 1, "a": map[string]any{"\ufb33": 1, "😀": 2}}}},
+		{Kind: "k\u2028", AgentID: "<&>", SessionID: "\x01", RequestID: "é😀", Object: Members()},
+		{Kind: "k", Object: Members("f", 0.1, "g", 1e300, "h", -1.5e-9, "n", nil, "a", []any{1, "x", true})},
+		{Kind: "k", Object: Members("z", map[string]any{"b": 1, "a": map[string]any{"\ufb33": 1, "😀": 2}})},
 		{Kind: "k", AgentID: "bad\xffutf8"},
 	} {
 		p, err := prepare(chain, r)

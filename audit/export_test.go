@@ -27,10 +27,10 @@ func twoChains(t *testing.T, dir string) []exported {
 	var all []exported
 	for i := 0; i < 30; i++ {
 		r := Record{Kind: kinds[i%3], AgentID: []string{"alice", "bob"}[(i/2)%2], RequestID: "r",
-			Summary: map[string]any{"model": "m", "tokens": map[string]any{"total": i}}}
+			Object: Members("model", "m", "tokens", map[string]any{"total": i})}
 		if i == 7 {
-			r.Summary["reason"] = "=HYPERLINK(\"http://x\")"
-			r.Summary["extra"] = map[string]any{"deep": map[string]any{"x": true}, "list": []any{1, 2}}
+			r.Object.Str("reason", "=HYPERLINK(\"http://x\")")
+			r.Object.Any("extra", map[string]any{"deep": map[string]any{"x": true}, "list": []any{1, 2}})
 		}
 		e, err := logs[i%2].Append(context.Background(), r)
 		if err != nil {
@@ -188,26 +188,26 @@ func TestExportCSVColumns(t *testing.T) {
 		want map[string]string // the cells expected besides seq, ts, chain, kind, hashes and entry; every other is empty
 	}{
 		{"llm.response", Record{Kind: KindLLMResponse, AgentID: "a1", SessionID: "s1", RequestID: "r1", PayloadSHA256: GenesisHash,
-			Summary: map[string]any{"model": "gpt-x", "upstream": "openai", "status": 200, "latency_ms": 12.5, "checks": checks,
-				"tokens": map[string]any{"prompt": 3, "completion": 4, "total": 7}, "cost": map[string]any{"usd": "0.000123", "micro_usd": 123},
-				"correlation_id": "c1", "run_id": "run-1", "thought": "t", "message": "m"}},
+			Object: Members("model", "gpt-x", "upstream", "openai", "status", 200, "latency_ms", 12.5, "checks", checks,
+				"tokens", map[string]any{"prompt": 3, "completion": 4, "total": 7}, "cost", map[string]any{"usd": "0.000123", "micro_usd": 123},
+				"correlation_id", "c1", "run_id", "run-1", "thought", "t", "message", "m")},
 			map[string]string{"agent_id": "a1", "session_id": "s1", "request_id": "r1", "payload_sha256": GenesisHash, "model": "gpt-x",
 				"upstream": "openai", "status": "200", "latency_ms": "12.5", "decision_id": "d-llm", "policy_verdict": "allow",
 				"tokens_prompt": "3", "tokens_completion": "4", "tokens_total": "7", "cost_usd": "0.000123", "correlation_id": "c1", "run_id": "run-1"}},
-		{"llm.request refused", Record{Kind: KindLLMRequest, Summary: map[string]any{"route": "/v1/chat/completions", "status": 413, "error_code": "too_large", "stream": false}},
+		{"llm.request refused", Record{Kind: KindLLMRequest, Object: Members("route", "/v1/chat/completions", "status", 413, "error_code", "too_large", "stream", false)},
 			map[string]string{"route": "/v1/chat/completions", "status": "413", "error_code": "too_large"}},
 		{"agent.decision", Record{Kind: KindAgentDecision, RequestID: "req-1",
-			Summary: map[string]any{"decision_id": "d-appr", "status": "ESCALATED", "state": "ESCALATED", "violations": []any{}}},
+			Object: Members("decision_id", "d-appr", "status", "ESCALATED", "state", "ESCALATED", "violations", []any{})},
 			map[string]string{"request_id": "req-1", "decision_id": "d-appr", "status": "ESCALATED"}},
-		{"escalation.decision", Record{Kind: KindEscalationDecision, Summary: map[string]any{"decision": "approve", "reviewer": "security-lead", "comment": "ok"}},
+		{"escalation.decision", Record{Kind: KindEscalationDecision, Object: Members("decision", "approve", "reviewer", "security-lead", "comment", "ok")},
 			map[string]string{"decision": "approve", "reviewer": "security-lead"}},
-		{"auth.failure", Record{Kind: KindAuthFailure, Summary: map[string]any{"route": "/v1/models", "reason": "-1+1", "remote": "10.0.0.1"}},
+		{"auth.failure", Record{Kind: KindAuthFailure, Object: Members("route", "/v1/models", "reason", "-1+1", "remote", "10.0.0.1")},
 			map[string]string{"route": "/v1/models", "reason": "'-1+1"}},
-		{"message.delivery", Record{Kind: "message.delivery", Summary: map[string]any{"message_id": "m-1", "status": "delivered", "attempts": 1}},
+		{"message.delivery", Record{Kind: "message.delivery", Object: Members("message_id", "m-1", "status", "delivered", "attempts", 1)},
 			map[string]string{"message_id": "m-1", "status": "delivered"}},
-		{"workflow.step", Record{Kind: "workflow.step", Summary: map[string]any{"run_id": "run-2", "workflow": "review", "status": "done", "request_id": "inner"}},
+		{"workflow.step", Record{Kind: "workflow.step", Object: Members("run_id", "run-2", "workflow", "review", "status", "done", "request_id", "inner")},
 			map[string]string{"run_id": "run-2", "workflow": "review", "status": "done"}},
-		{"a member of another type", Record{Kind: "x.y", Summary: map[string]any{"model": map[string]any{"name": "m"}, "tokens": 5, "decision": nil}},
+		{"a member of another type", Record{Kind: "x.y", Object: Members("model", map[string]any{"name": "m"}, "tokens", 5, "decision", nil)},
 			map[string]string{"model": `{"name":"m"}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // not panic, and whatever it accepts must hold the entry invariants and be
 // spelled exactly as the writer spells it.
 func FuzzParseEntry(f *testing.F) {
-	p, _ := prepare(appendCanonicalString(nil, "gw"), Record{Kind: "k", AgentID: "a", Summary: map[string]any{"x": []any{1.5, "y"}}})
+	p, _ := prepare(appendCanonicalString(nil, "gw"), Record{Kind: "k", AgentID: "a", Object: Members("x", []any{1.5, "y"})})
 	good, _ := p.appendLine(nil, 3, GenesisHash, time.Unix(1, 2))
 	f.Add(bytes.TrimSuffix(good, []byte("\n")))
 	f.Add([]byte(`{"seq":1}`))

@@ -34,7 +34,7 @@ func rec(i int) Record {
 	return Record{
 		Kind: KindLLMRequest, AgentID: []string{"agent-a", "agent-b"}[i%2],
 		SessionID: "s1", RequestID: "req-" + string(rune('a'+i%26)),
-		Summary: map[string]any{"model": "mock-1", "i": i, "tokens": map[string]any{"total": i * 10}},
+		Object: Members("model", "mock-1", "i", i, "tokens", map[string]any{"total": i * 10}),
 	}
 }
 
@@ -88,4 +88,14 @@ func mustVerify(t testing.TB, dir string) Report {
 		t.Fatalf("Verify: %v", err)
 	}
 	return rep
+}
+
+// objectOf is the summary of m's members, each added with Any: what a
+// map-built summary of the same members was written as.
+func objectOf(m map[string]any) *Object {
+	o := &Object{}
+	for k, v := range m {
+		o.Any(k, v)
+	}
+	return o
 }

@@ -501,11 +501,11 @@ func (l *Log) commit(batch []*request) {
 			return
 		}
 		// The loss is recorded in the chain itself, ahead of the batch.
-		p, err := prepare(l.chainJSON, Record{Kind: KindLoss, Summary: map[string]any{
-			"lost":  l.lostSince,
-			"since": l.brokenSince.UTC().Format(tsLayout),
-			"error": l.broken.Error(),
-		}})
+		p, err := prepare(l.chainJSON, Record{Kind: KindLoss, Object: Members(
+			"lost", l.lostSince,
+			"since", l.brokenSince.UTC().Format(tsLayout),
+			"error", l.broken.Error(),
+		)})
 		if err == nil {
 			batch = append([]*request{{p: p}}, batch...)
 		}

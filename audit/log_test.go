@@ -63,10 +63,10 @@ func TestAppendChain(t *testing.T) {
 	l := openLog(t, Config{Dir: dir})
 	records := []Record{
 		{Kind: KindLLMRequest, AgentID: "claude-3", SessionID: "s", RequestID: "r1",
-			PayloadSHA256: strings.Repeat("ab", 32), Summary: map[string]any{"model": "gpt-4o", "checks": map[string]any{"auth": "pass"}}},
-		{Kind: KindLLMResponse, AgentID: "claude-3", RequestID: "r1", Summary: map[string]any{"tokens": map[string]any{"total": 42}, "thought": "é \"x\" <&>"}},
-		{Kind: KindAuthFailure, Summary: nil},
-		{Kind: KindConfigReload, Summary: map[string]any{"ok": true, "latency_ms": 1.25}},
+			PayloadSHA256: strings.Repeat("ab", 32), Object: Members("model", "gpt-4o", "checks", map[string]any{"auth": "pass"})},
+		{Kind: KindLLMResponse, AgentID: "claude-3", RequestID: "r1", Object: Members("tokens", map[string]any{"total": 42}, "thought", "é \"x\" <&>")},
+		{Kind: KindAuthFailure},
+		{Kind: KindConfigReload, Object: Members("ok", true, "latency_ms", 1.25)},
 	}
 	var got []Entry
 	for _, r := range records {

@@ -11,11 +11,12 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// Object is a summary built member by member straight into its canonical
-// JSON (RFC 8785), for the entries written on every request: no map to
-// build, walk and sort by reflection. The bytes are those the map path
-// (Record.Summary) writes for the same members; TestObjectMatchesMap holds
-// the two to it. Nested objects are opened with Begin and closed with End,
+// Object is the one form of an entry's summary, built member by member
+// straight into its canonical JSON (RFC 8785): no map to build, walk and
+// sort by reflection on every request. The bytes are those the map
+// summaries the trail was first written with have for the same members
+// (canonicalSummary); TestObjectMatchesMap and TestObjectAnyMatchesMap
+// hold the two to it, so old and new entries hash alike. Nested objects are opened with Begin and closed with End,
 // in the same buffers, so a whole entry costs a few allocations. A later
 // member of the same name replaces the earlier one. The zero value is an
 // empty object; an Object is for one goroutine.
@@ -138,6 +139,92 @@ func (o *Object) Strs(key string, v []string) {
 	o.add(key, start)
 }
 
+// Any adds a member of any value encoding/json can write (maps, slices,
+// structs…), encoded once by the rules a whole map summary had: integers
+// beyond ±(2^53-1) as strings, invalid UTF-8 as encoding/json writes it,
+// RFC 8785 member order. A value with no JSON form refuses the entry
+// (Bytes returns the error).
+func (o *Object) Any(key string, v any) {
+	start := o.at()
+	if b, ok := appendCanonical(o.buf, v, 1); ok {
+		o.buf = b
+	} else {
+		o.buf = append(o.buf[:start], o.general(v)...)
+	}
+	o.add(key, start)
+}
+
+// Members returns an object of the given name, value pairs, each value
+// added with Any: the short form for a summary written as one literal. A
+// name that is not a string, or a name without a value, refuses the entry.
+func Members(kv ...any) *Object {
+	o := &Object{}
+	if len(kv)%2 != 0 {
+		o.fail(errors.New("summary: a name without a value"))
+		return o
+	}
+	for i := 0; i < len(kv); i += 2 {
+		k, ok := kv[i].(string)
+		if !ok {
+			o.fail(fmt.Errorf("summary: member name %v is not a string", kv[i]))
+			return o
+		}
+		o.Any(k, kv[i+1])
+	}
+	return o
+}
+
+// general encodes v by the map path's general rule, as the one member of a
+// summary, and cuts the member's value out: one rule for both paths.
+func (o *Object) general(v any) []byte {
+	b, err := canonicalSummary(map[string]any{"v": v})
+	if err != nil {
+		o.fail(err)
+		return []byte("null")
+	}
+	return b[len(`{"v":`) : len(b)-1]
+}
+
+// Raw returns the canonical JSON of the top-level member key (the last of
+// that name), for readers that act on what a summary holds.
+func (o *Object) Raw(key string) (json.RawMessage, bool) {
+	if o == nil {
+		return nil, false
+	}
+	for i := len(o.mems) - 1; i >= 0; i-- {
+		m := o.mems[i]
+		if m.parent != 0 || m.key != key {
+			continue
+		}
+		if m.object {
+			return o.emit(nil, m.start, m.end, i+1), true
+		}
+		return append(json.RawMessage(nil), o.buf[m.start:m.end]...), true
+	}
+	return nil, false
+}
+
+// Text returns the top-level member key when it is a string, else "".
+func (o *Object) Text(key string) string {
+	raw, ok := o.Raw(key)
+	if !ok || len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// RawMember adds a member whose value is already canonical JSON, as Raw
+// returns it (to carry a member from one summary into another).
+func (o *Object) RawMember(key string, raw json.RawMessage) {
+	start := o.at()
+	o.buf = append(o.buf, raw...)
+	o.add(key, start)
+}
+
 func (o *Object) fail(err error) {
 	if o.err == nil {
 		o.err = err
@@ -198,8 +285,8 @@ func (o *Object) emit(out []byte, lo, hi, parent int) []byte {
 	return append(out, '}')
 }
 
-// Map decodes the object back into the form of Record.Summary (numbers
-// as float64), for readers such as tests.
+// Map decodes the object back into a map (numbers as float64), for
+// readers such as tests.
 func (o *Object) Map() map[string]any {
 	b, err := o.Bytes()
 	if err != nil {

@@ -105,3 +105,81 @@ func TestObjectRefusesNaN(t *testing.T) {
 		t.Fatal("an entry with NaN was prepared")
 	}
 }
+
+// Any writes what the map path wrote for the same value, whatever its
+// type: the sites that built maps keep their entries' bytes.
+func TestObjectAnyMatchesMap(t *testing.T) {
+	type point struct {
+		X int    `json:"x"`
+		Y string `json:"y,omitempty"`
+	}
+	values := map[string]any{
+		"str": "a\xffb", "int": 42, "big": int64(1<<53 + 1), "uint": uint64(math.MaxUint64), "flt": 0.1,
+		"nil": nil, "bool": true, "strs": []string{"b", "a"}, "anys": []any{1, "x", map[string]any{"z": 1, "a": []int{1}}},
+		"map": map[string]any{"b": 1, "a": map[string]int{"k": 1 << 60}}, "struct": point{X: 1}, "ints": []int{3, 1},
+		"ptr": &point{X: 2, Y: "é"}, "durs": map[string][]string{"k": nil},
+	}
+	o := &Object{}
+	for k, v := range values {
+		o.Any(k, v)
+	}
+	got, err := o.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := canonicalSummary(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("object %s\n   map %s", got, want)
+	}
+	if o.Any("bad", math.Inf(1)); o.err == nil {
+		t.Error("an infinity was taken")
+	}
+}
+
+// The read-back helpers see the last member of a name, nested ones too.
+func TestObjectReadBack(t *testing.T) {
+	o := &Object{}
+	o.Str("remote", "10.0.0.1")
+	o.Str("remote", "other")
+	o.Int("n", 3)
+	o.Begin("checks")
+	o.Str("remote", "inner")
+	o.End()
+	if got := o.Text("remote"); got != "other" {
+		t.Errorf("Text = %q", got)
+	}
+	if got := o.Text("n"); got != "" {
+		t.Errorf("Text of a number = %q", got)
+	}
+	if raw, ok := o.Raw("checks"); !ok || string(raw) != `{"remote":"inner"}` {
+		t.Errorf("Raw(checks) = %s, %v", raw, ok)
+	}
+	c := &Object{}
+	raw, _ := o.Raw("checks")
+	c.RawMember("c", raw)
+	if b, _ := c.Bytes(); string(b) != `{"c":{"remote":"inner"}}` {
+		t.Errorf("RawMember: %s", b)
+	}
+	var nilObj *Object
+	if nilObj.Text("x") != "" {
+		t.Error("nil object has members")
+	}
+}
+
+// Members is the map literal's short form, to the byte; a malformed list
+// of pairs refuses the entry rather than writing part of it.
+func TestMembers(t *testing.T) {
+	got, err := Members("b", 1, "a", []string{"x"}, "c", map[string]any{"n": nil}).Bytes()
+	want, _ := canonicalSummary(map[string]any{"b": 1, "a": []string{"x"}, "c": map[string]any{"n": nil}})
+	if err != nil || string(got) != string(want) {
+		t.Errorf("Members = %s, %v; want %s", got, err, want)
+	}
+	for _, kv := range [][]any{{"a"}, {1, "x"}} {
+		if _, err := Members(kv...).Bytes(); err == nil {
+			t.Errorf("Members(%v) was encoded", kv)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func (l *Log) resumeSegment(cf *chainFiles, recorded map[string]bool) (*os.File,
 // for each, and for every torn file of an earlier run that no entry names
 // yet.
 func (l *Log) recordRecovery(cf *chainFiles, recorded map[string]bool, segF *os.File, segTorn int64, cpName string, cpTorn int64, treeCP *Checkpoint) error {
-	var recs []map[string]any
+	var recs []*Object
 	if segTorn >= 0 {
 		rec, err := l.moveAside(segF, l.segName, segTorn)
 		if err != nil {
@@ -166,7 +166,7 @@ func (l *Log) recordRecovery(cf *chainFiles, recorded map[string]bool, segF *os.
 		recs = append(recs, rec)
 	}
 	for _, r := range recs {
-		recorded[r["torn_file"].(string)] = true
+		recorded[r.Text("torn_file")] = true
 	}
 	if err := l.resumeTree(cf, treeCP); err != nil {
 		return err
@@ -188,7 +188,7 @@ func (l *Log) recordRecovery(cf *chainFiles, recorded map[string]bool, segF *os.
 	}
 	reqs := make([]*request, 0, len(recs))
 	for _, r := range recs {
-		p, err := prepare(l.chainJSON, Record{Kind: KindRecovery, Summary: r})
+		p, err := prepare(l.chainJSON, Record{Kind: KindRecovery, Object: r})
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func lastEntry(path string) (int64, string, error) {
 // moveAside copies f's bytes from off to its end into <name>.<off>.torn,
 // then cuts f back to off. Both steps are fsynced, in that order, so the
 // bytes exist somewhere at every moment.
-func (l *Log) moveAside(f *os.File, name string, off int64) (map[string]any, error) {
+func (l *Log) moveAside(f *os.File, name string, off int64) (*Object, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -302,7 +302,7 @@ func (l *Log) moveAside(f *os.File, name string, off int64) (map[string]any, err
 
 // recordTorn builds the recovery record for a .torn file whose recovery
 // entry a crash prevented.
-func (l *Log) recordTorn(t tornFile) (map[string]any, error) {
+func (l *Log) recordTorn(t tornFile) (*Object, error) {
 	data, err := os.ReadFile(join(l.dir, t.name))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.name, err)
@@ -311,15 +311,15 @@ func (l *Log) recordTorn(t tornFile) (map[string]any, error) {
 	return recovery(t.source, t.name, t.offset, data), nil
 }
 
-func recovery(file, torn string, off int64, data []byte) map[string]any {
+func recovery(file, torn string, off int64, data []byte) *Object {
 	sum := sha256.Sum256(data)
-	return map[string]any{
-		"file":      file,
-		"torn_file": torn,
-		"offset":    off,
-		"length":    len(data),
-		"sha256":    hex.EncodeToString(sum[:]),
-	}
+	o := &Object{}
+	o.Str("file", file)
+	o.Str("torn_file", torn)
+	o.Int("offset", off)
+	o.Int("length", int64(len(data)))
+	o.Str("sha256", hex.EncodeToString(sum[:]))
+	return o
 }
 
 // writeSynced writes a file and its directory entry durably.

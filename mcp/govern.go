@@ -26,7 +26,7 @@ const KindMessage = "mcp.message"
 var MessageFold = sourceguard.Fold{
 	Kind: KindMessage,
 	Key: func(r audit.Record) string {
-		return r.AgentID + "\x00" + str(r.Summary["server"]) + "\x00" + str(r.Summary["mcp_session_id"]) + "\x00" + str(r.Summary["outcome"])
+		return r.AgentID + "\x00" + r.Object.Text("server") + "\x00" + r.Object.Text("mcp_session_id") + "\x00" + r.Object.Text("outcome")
 	},
 	Keep: []string{"server", "mcp_session_id", "method", "outcome", "blocked"},
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -148,7 +149,7 @@ func TestEveryAgentMessageIsBlocked(t *testing.T) {
 				kind = KindMessage
 			}
 			recs := trail.kind(kind)
-			if len(recs) != 1 || recs[0].Summary["blocked"] != "email" {
+			if len(recs) != 1 || testkit.SummaryOf(recs[0])["blocked"] != "email" {
 				t.Errorf("audit %+v", recs)
 			}
 		})
@@ -223,7 +224,7 @@ func TestRefusedInitializeIsAudited(t *testing.T) {
 			if len(recs) != before+1 {
 				t.Fatalf("%d mcp.call entries after the refused initialize, want %d", len(recs), before+1)
 			}
-			sum := recs[len(recs)-1].Summary
+			sum := testkit.SummaryOf(recs[len(recs)-1])
 			if sum["method"] != "initialize" || sum["decision"] != tc.decision || sum["server"] != "files" {
 				t.Errorf("entry %+v", sum)
 			}

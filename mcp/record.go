@@ -89,7 +89,17 @@ func (t *turn) write(ctx context.Context, kind string, sum map[string]any, paylo
 		digest = sha256Hex(payload)
 	}
 	return t.d.audit.Write(ctx, audit.Record{Kind: kind, AgentID: t.agent.ID, SessionID: t.ex.SessionID, RequestID: t.ex.RequestID,
-		PayloadSHA256: digest, Summary: sum})
+		PayloadSHA256: digest, Object: summaryObject(sum)})
+}
+
+// summaryObject is the audit form of a summary this package builds as a
+// map (its members are also read back, for metrics and the fold's key).
+func summaryObject(sum map[string]any) *audit.Object {
+	o := &audit.Object{}
+	for k, v := range sum {
+		o.Any(k, v)
+	}
+	return o
 }
 
 // spend takes one request of the agent's rate_limit (the key and rule of

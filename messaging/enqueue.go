@@ -128,23 +128,23 @@ func (s *Service) storeAgent(ctx context.Context, in *send, es []mailbox.Entry) 
 func (s *Service) admitted(in *send, relayed []byte, outs []outgoing) audit.Record {
 	m := in.msg
 	sum := summary(m, Route)
-	sum["checks"] = in.checks
-	sum["relayed_sha256"] = sha256Hex(relayed)
+	sum.Any("checks", in.checks)
+	sum.Any("relayed_sha256", sha256Hex(relayed))
 	switch {
 	case m.GroupType != "":
-		sum["group_to"] = names(in.targets)
+		sum.Any("group_to", names(in.targets))
 	case m.Recipient == nil:
-		sum["broadcast_to"] = names(in.targets)
+		sum.Any("broadcast_to", names(in.targets))
 	}
 	if len(outs) > 0 {
 		ds := make([]any, 0, len(outs))
 		for _, o := range outs {
 			ds = append(ds, map[string]any{"recipient": o.to.AgentName, "delivery_id": o.deliveryID, "relayed_sha256": sha256Hex(o.body)})
 		}
-		sum["deliveries"] = ds
+		sum.Any("deliveries", ds)
 	}
 	if in.escalation != nil {
-		sum["thread_escalation_id"] = in.escalation.RequestID
+		sum.Any("thread_escalation_id", in.escalation.RequestID)
 	}
 	return s.record(in.ex, KindMessage, in.ex.PayloadSHA256, sum)
 }
@@ -230,8 +230,8 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 			// already get it twice (they dedupe by message_id), which
 			// beats a message that never reaches the others.
 			retract()
-			_ = s.audit.Write(ctx, s.record(in.ex, KindMessageDelivery, "", map[string]any{
-				"message_id": in.msg.ID, "recipient": o.to.AgentName, "delivery_id": o.deliveryID, "status": "not_queued", "reason": err.Error(), "queued": queued}))
+			_ = s.audit.Write(ctx, s.record(in.ex, KindMessageDelivery, "", audit.Members(
+				"message_id", in.msg.ID, "recipient", o.to.AgentName, "delivery_id", o.deliveryID, "status", "not_queued", "reason", err.Error(), "queued", queued)))
 			if errors.Is(err, mailbox.ErrFull) {
 				return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "queue_full",
 					Message: fmt.Sprintf("The message queue is full: %d of %d recipients were queued. Retry later.", len(queued), len(outs)),

@@ -104,16 +104,17 @@ func (s *Service) openEscalation(ctx context.Context, m *envelope.Message, waiti
 	rec, err := s.escalator.Open(ctx, escalation.Request{
 		Type: escalation.TypeMessage, AgentID: waiting, Action: action(m), Content: string(content), Reason: reason,
 	})
-	sum := map[string]any{"message_id": m.ID, "reason": reason, "waiting_agent": waiting}
+	sum := audit.Members("message_id", m.ID, "reason", reason, "waiting_agent", waiting)
 	if err != nil {
 		s.log.Error("escalation not opened", "message_id", m.ID, "error", err.Error())
-		sum["opened"] = false
-		_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
+		sum.Bool("opened", false)
+		_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Object: sum})
 		return nil, errorf("escalate %s: %w", m.ID, err)
 	}
 	s.stats.escalated.Add(1)
-	sum["opened"], sum["escalation_id"] = true, rec.ID
-	_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Summary: sum})
+	sum.Bool("opened", true)
+	sum.Str("escalation_id", rec.ID)
+	_ = s.audit.Write(ctx, audit.Record{Kind: KindMessageEscalation, AgentID: waiting, RequestID: m.ID, PayloadSHA256: sha256Hex(content), Object: sum})
 	return &EscalationRef{RequestID: rec.ID, Reason: reason, HumanReviewURL: rec.ReviewURL}, nil
 }
 
@@ -151,9 +152,9 @@ func failureKind(err error) string {
 // goes to the log and the audit entry only.
 func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relayed []byte, recipient, code, reason string, cause error, attempts int, latency time.Duration) ([]byte, *EscalationRef, error) {
 	s.log.Warn("message not delivered", "message_id", m.ID, "recipient", recipient, "attempts", attempts, "error", cause.Error())
-	sum := map[string]any{"message_id": m.ID, "recipient": recipient, "status": "failed", "attempts": attempts,
-		"latency_ms": latency.Milliseconds(), "error_code": code, "reason": reason, "cause": failureKind(cause)}
-	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: m.Sender.ID, RequestID: m.ID, PayloadSHA256: sha256Hex(relayed), Summary: sum}); err != nil {
+	sum := audit.Members("message_id", m.ID, "recipient", recipient, "status", "failed", "attempts", attempts,
+		"latency_ms", latency.Milliseconds(), "error_code", code, "reason", reason, "cause", failureKind(cause))
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: m.Sender.ID, RequestID: m.ID, PayloadSHA256: sha256Hex(relayed), Object: sum}); err != nil {
 		return nil, nil, err
 	}
 	if m.Sender.ID == GatewayID || m.Sender.ID == HumanID {
@@ -170,8 +171,8 @@ func (s *Service) deliveryError(ctx context.Context, m *envelope.Message, relaye
 	// The gateway's ERROR is a message of the thread like any other: it is
 	// audited with its hash before it is recorded.
 	esum := summary(e, "gateway")
-	esum["origin"] = "gateway"
-	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: m.Sender.ID, RequestID: e.ID, PayloadSHA256: sha256Hex(out), Summary: esum}); err != nil {
+	esum.Str("origin", "gateway")
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: m.Sender.ID, RequestID: e.ID, PayloadSHA256: sha256Hex(out), Object: esum}); err != nil {
 		return nil, nil, err
 	}
 	if err := s.remember(ctx, e, out, []string{m.Sender.ID}, "gateway", sha256Hex(out)); err != nil {
@@ -215,9 +216,11 @@ func (s *Service) Resolve(ctx context.Context, rec escalation.Decided) error {
 		return errorf("encode human response: %w", err)
 	}
 	sum := summary(resp, "review")
-	sum["origin"] = "human"
-	sum["escalation_id"], sum["reviewer"], sum["decision"] = rec.ID, rec.Reviewer, rec.Decision
-	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: rec.AgentID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Summary: sum}); err != nil {
+	sum.Str("origin", "human")
+	sum.Any("escalation_id", rec.ID)
+	sum.Any("reviewer", rec.Reviewer)
+	sum.Any("decision", rec.Decision)
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: rec.AgentID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Object: sum}); err != nil {
 		return err
 	}
 	if err := s.remember(ctx, resp, out, []string{rec.AgentID}, "human", sha256Hex(out)); err != nil {

@@ -2,6 +2,7 @@ package messaging
 
 import (
 	"context"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
@@ -95,7 +96,7 @@ func TestEscalationNotOpened(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	e := h.records(KindMessageEscalation)
-	if len(e) != 1 || e[0].Summary["opened"] != false || e[0].AgentID != "orch" {
+	if len(e) != 1 || testkit.SummaryOf(e[0])["opened"] != false || e[0].AgentID != "orch" {
 		t.Errorf("message.escalation %+v", e)
 	}
 	if n, _ := h.svc.QueueLen(context.Background()); n != 1 {
@@ -144,7 +145,7 @@ func TestResolveAgentError(t *testing.T) {
 	}
 	var audited bool
 	for _, r := range h.records(KindMessage) {
-		audited = audited || (r.Summary["origin"] == "human" && r.Summary["reviewer"] == "security-lead" && r.Summary["escalation_id"] == "esc_1" && r.PayloadSHA256 == sha256Hex(got.Body))
+		audited = audited || (testkit.SummaryOf(r)["origin"] == "human" && testkit.SummaryOf(r)["reviewer"] == "security-lead" && testkit.SummaryOf(r)["escalation_id"] == "esc_1" && r.PayloadSHA256 == sha256Hex(got.Body))
 	}
 	if !audited {
 		t.Errorf("the reviewer's RESPONSE is not audited: %+v", h.records(KindMessage))

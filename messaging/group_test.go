@@ -2,6 +2,7 @@ package messaging
 
 import (
 	"fmt"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"regexp"
 	"slices"
@@ -64,7 +65,7 @@ func TestGroupSend(t *testing.T) {
 			if w := h.historyOf("executor_b", "workflow_id=wf_g"); w.Code != http.StatusOK || len(jsonBody(t, w)["data"].([]any)) != 1 {
 				t.Errorf("executor_b's history: %d %s", w.Code, w.Body)
 			}
-			rec := h.records(KindMessage)[0].Summary
+			rec := testkit.SummaryOf(h.records(KindMessage)[0])
 			if rec["group"] != "executor" || fmt.Sprint(rec["group_to"]) != "[executor executor_b]" || len(rec["deliveries"].([]any)) != 2 {
 				t.Errorf("message.request %v", rec)
 			}
@@ -128,11 +129,11 @@ func TestTypeChecks(t *testing.T) {
 				t.Errorf("%q (param %q), want ~%q (param %q)", e.Error.Message, param(e), tc.msg, tc.param)
 			}
 			rs := h.records(KindMessageReject)
-			if len(rs) != before+1 || rs[len(rs)-1].Summary["reason"] != e.Error.Message {
+			if len(rs) != before+1 || testkit.SummaryOf(rs[len(rs)-1])["reason"] != e.Error.Message {
 				t.Fatalf("message.reject %+v", rs)
 			}
 			if tc.check != "" {
-				if got := fmt.Sprint(rs[len(rs)-1].Summary["checks"].(map[string]any)[tc.check]); !strings.Contains(got, tc.verdict) {
+				if got := fmt.Sprint(testkit.SummaryOf(rs[len(rs)-1])["checks"].(map[string]any)[tc.check]); !strings.Contains(got, tc.verdict) {
 					t.Errorf("checks.%s = %v, want %s", tc.check, got, tc.verdict)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/scope"
@@ -170,7 +171,7 @@ func (s *Service) AdminHistory(people People) http.Handler {
 			httpx.Fail(w, r, err)
 			return
 		}
-		rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", map[string]any{"reader": who, "thread_kind": tq.kind, "thread_id": tq.id, "messages": len(tq.entries)})
+		rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", audit.Members("reader", who, "thread_kind", tq.kind, "thread_id", tq.id, "messages", len(tq.entries)))
 		if err := s.audit.Write(r.Context(), rec); err != nil {
 			httpx.Fail(w, r, err)
 			return
@@ -244,7 +245,7 @@ func (s *Service) deadLetters(w http.ResponseWriter, r *http.Request, who string
 		}
 		out.Data = append(out.Data, v)
 	}
-	rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", map[string]any{"reader": who, "dead_letters": len(out.Data)})
+	rec := s.record(scope.Lookup(r.Context()), KindMessageRead, "", audit.Members("reader", who, "dead_letters", len(out.Data)))
 	if err := s.audit.Write(r.Context(), rec); err != nil {
 		httpx.Fail(w, r, err)
 		return

@@ -174,7 +174,7 @@ func TestAdminHistory(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	reads := h.records(KindMessageRead)
-	if len(reads) != 1 || fmt.Sprintf("%v %v %v %v", reads[0].Summary["reader"], reads[0].Summary["thread_kind"], reads[0].Summary["thread_id"], reads[0].Summary["messages"]) != "reviewer:security-lead workflow wf_v 3" {
+	if len(reads) != 1 || fmt.Sprintf("%v %v %v %v", testkit.SummaryOf(reads[0])["reader"], testkit.SummaryOf(reads[0])["thread_kind"], testkit.SummaryOf(reads[0])["thread_id"], testkit.SummaryOf(reads[0])["messages"]) != "reviewer:security-lead workflow wf_v 3" {
 		t.Errorf("message.read %+v", reads)
 	}
 	if w := get("tok-admin", "correlation_id=corr_v&limit=1"); w.Code != http.StatusOK || ids(t, w) != "s1" {

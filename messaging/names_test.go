@@ -41,7 +41,7 @@ func TestRedactionOfMemberNames(t *testing.T) {
 			t.Errorf("the thread holds an address: %s", e.Envelope)
 		}
 	}
-	red, _ := h.records(KindMessage)[0].Summary["checks"].(map[string]any)["redaction"].(map[string]any)
+	red, _ := testkit.SummaryOf(h.records(KindMessage)[0])["checks"].(map[string]any)["redaction"].(map[string]any)
 	if fmt.Sprint(red["counts"]) != "map[email:1]" {
 		t.Errorf("audit redaction %v", red)
 	}

@@ -160,7 +160,7 @@ func TestPlanChecked(t *testing.T) {
 			if len(rs) != rejects+1 {
 				t.Fatalf("%d message.reject entries, want %d", len(rs), rejects+1)
 			}
-			sum := rs[len(rs)-1].Summary
+			sum := testkit.SummaryOf(rs[len(rs)-1])
 			if sum["status"] != 422 || sum["error_code"] != tc.code || sum["reason"] != e.Details || sum["message_id"] != e.ReplyTo {
 				t.Errorf("message.reject %v", sum)
 			}
@@ -198,7 +198,7 @@ func TestPlanInAnswerChecked(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	d := h.records(KindMessageDelivery)
-	if len(d) != 1 || d[0].Summary["cause"] != "bad_answer" {
+	if len(d) != 1 || testkit.SummaryOf(d[0])["cause"] != "bad_answer" {
 		t.Errorf("message.delivery %+v", d)
 	}
 	if !strings.Contains(h.logs.String(), "declares no supported_verbs") {
@@ -230,7 +230,7 @@ func TestGroupPlanLeavesOut(t *testing.T) {
 	if w.Code != http.StatusAccepted || fmt.Sprint(jsonBody(t, w)["recipients"]) != "[executor executor_b]" {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	plan, _ := h.records(KindMessage)[0].Summary["checks"].(map[string]any)["plan"].(map[string]any)
+	plan, _ := testkit.SummaryOf(h.records(KindMessage)[0])["checks"].(map[string]any)["plan"].(map[string]any)
 	if left, _ := plan["left_out"].(map[string]any); len(left) != 1 || !strings.Contains(str(left["executor_c"]), "UNKNOWN_VERB") {
 		t.Errorf("checks.plan %v", plan)
 	}

@@ -186,7 +186,9 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	}
 	s.stats.delivered.Add(1)
 	sum := summary(reply, Route)
-	sum["attempts"], sum["latency_ms"], sum["request_message_id"] = attempts, latency.Milliseconds(), m.ID
+	sum.Any("attempts", attempts)
+	sum.Int("latency_ms", latency.Milliseconds())
+	sum.Str("request_message_id", m.ID)
 	rec := s.record(in.ex, KindMessageResponse, sha256Hex(answer), sum)
 	rec.AgentID = in.recipient.AgentName
 	if err := s.audit.Write(ctx, rec); err != nil {

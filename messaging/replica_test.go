@@ -178,7 +178,7 @@ func TestDeadLetters(t *testing.T) {
 			if oldest["delivery_id"] != unacked || oldest["reason"] != "handed out 2 times without being acknowledged" || oldest["deliveries"] != float64(2) {
 				t.Errorf("oldest %v", oldest)
 			}
-			if reads := h.records(KindMessageRead); len(reads) != 1 || reads[0].Summary["dead_letters"] != 2 || reads[0].Summary["reader"] != "admin:admin" {
+			if reads := h.records(KindMessageRead); len(reads) != 1 || testkit.SummaryOf(reads[0])["dead_letters"] != 2 || testkit.SummaryOf(reads[0])["reader"] != "admin:admin" {
 				t.Errorf("message.read %+v", reads)
 			}
 			// Paged like a thread.
@@ -248,7 +248,7 @@ func TestAnswerRepeatsMessageID(t *testing.T) {
 			if w.Code != http.StatusBadGateway || strings.Contains(w.Body.String(), "resp_fixed") {
 				t.Fatalf("second: %d %s", w.Code, w.Body)
 			}
-			if d := h.records(KindMessageDelivery); len(d) != 1 || d[0].Summary["cause"] != "bad_answer" {
+			if d := h.records(KindMessageDelivery); len(d) != 1 || testkit.SummaryOf(d[0])["cause"] != "bad_answer" {
 				t.Errorf("message.delivery %+v", d)
 			}
 			n := 0

@@ -51,13 +51,13 @@ func TestRequestRelayed(t *testing.T) {
 	// Audit: the request with the hash of the bytes received and of the
 	// bytes relayed, the response with the hash of the recipient's bytes.
 	reqRec := h.records(KindMessage)
-	if len(reqRec) != 1 || reqRec[0].PayloadSHA256 != sha256Hex([]byte(req)) || reqRec[0].Summary["relayed_sha256"] != sha256Hex(got[0].Body) ||
-		reqRec[0].AgentID != "orch" || reqRec[0].RequestID != ex.RequestID || reqRec[0].Summary["priority"] != "high" {
+	if len(reqRec) != 1 || reqRec[0].PayloadSHA256 != sha256Hex([]byte(req)) || testkit.SummaryOf(reqRec[0])["relayed_sha256"] != sha256Hex(got[0].Body) ||
+		reqRec[0].AgentID != "orch" || reqRec[0].RequestID != ex.RequestID || testkit.SummaryOf(reqRec[0])["priority"] != "high" {
 		t.Errorf("message.request %+v", reqRec)
 	}
 	respRec := h.records(KindMessageResponse)
 	if len(respRec) != 1 || respRec[0].PayloadSHA256 != sha256Hex([]byte(answer)) || respRec[0].AgentID != "planner" ||
-		respRec[0].Summary["request_message_id"] != "m_req" || respRec[0].Summary["attempts"] != 1 {
+		testkit.SummaryOf(respRec[0])["request_message_id"] != "m_req" || testkit.SummaryOf(respRec[0])["attempts"] != 1 {
 		t.Errorf("message.response %+v", respRec)
 	}
 	thread := h.thread(mailbox.KeyWorkflow, "wf_1")
@@ -160,7 +160,7 @@ func TestRequestRecipientAnswers(t *testing.T) {
 				if w.Code != http.StatusOK || jsonBody(t, w)["in_reply_to"] != "m_1" {
 					t.Fatalf("%d %s", w.Code, w.Body)
 				}
-				if a := h.records(KindMessageResponse)[0].Summary["attempts"]; a != tc.attempts {
+				if a := testkit.SummaryOf(h.records(KindMessageResponse)[0])["attempts"]; a != tc.attempts {
 					t.Errorf("audited attempts %v", a)
 				}
 				return
@@ -170,7 +170,7 @@ func TestRequestRecipientAnswers(t *testing.T) {
 				t.Errorf("the recipient's answer leaked to the sender: %s", w.Body)
 			}
 			d := h.records(KindMessageDelivery)
-			if len(d) != 1 || d[0].Summary["cause"] != tc.cause || d[0].Summary["attempts"] != tc.attempts || d[0].Summary["status"] != "failed" {
+			if len(d) != 1 || testkit.SummaryOf(d[0])["cause"] != tc.cause || testkit.SummaryOf(d[0])["attempts"] != tc.attempts || testkit.SummaryOf(d[0])["status"] != "failed" {
 				t.Errorf("message.delivery %+v", d)
 			}
 		})
@@ -225,7 +225,7 @@ func TestRequestTimeout(t *testing.T) {
 		t.Errorf("answered after %s, the timeout is 100ms", d)
 	}
 	checkFailedRequest(t, h, w, http.StatusGatewayTimeout, "TIMEOUT", "executor did not answer m_1 within its timeout.")
-	if c := h.records(KindMessageDelivery)[0].Summary["cause"]; c != "timeout" {
+	if c := testkit.SummaryOf(h.records(KindMessageDelivery)[0])["cause"]; c != "timeout" {
 		t.Errorf("cause %v", c)
 	}
 }
@@ -237,7 +237,7 @@ func TestRequestRecipientDown(t *testing.T) {
 	h.peers["executor"].Srv.Close()
 	w := h.send("orch", `{"message_id":"m_1","message_type":"request","sender_id":"orch","receiver_id":"executor","workflow_id":"wf_a","action":"run"}`)
 	checkFailedRequest(t, h, w, http.StatusBadGateway, "DELIVERY_FAILED", "The gateway could not deliver m_1 to executor.")
-	if d := h.records(KindMessageDelivery)[0].Summary; d["cause"] != "unreachable" || d["attempts"] != 3 {
+	if d := testkit.SummaryOf(h.records(KindMessageDelivery)[0]); d["cause"] != "unreachable" || d["attempts"] != 3 {
 		t.Errorf("delivery %v", d)
 	}
 }
@@ -252,7 +252,7 @@ func TestRequestToPrivateAddressRefused(t *testing.T) {
 	if n := len(h.peers["executor"].Received()); n != 0 {
 		t.Errorf("the loopback endpoint was called %d times", n)
 	}
-	if d := h.records(KindMessageDelivery)[0].Summary; d["cause"] != "destination_not_allowed" || d["attempts"] != 1 {
+	if d := testkit.SummaryOf(h.records(KindMessageDelivery)[0]); d["cause"] != "destination_not_allowed" || d["attempts"] != 1 {
 		t.Errorf("delivery %v", d)
 	}
 }

@@ -137,7 +137,7 @@ func assertRefused(t *testing.T, h *harness, check, verdict string) {
 	if len(rs) == 0 {
 		t.Fatal("no message.reject entry")
 	}
-	if got := fmt.Sprint(rs[len(rs)-1].Summary["checks"].(map[string]any)[check]); got != verdict {
+	if got := fmt.Sprint(testkit.SummaryOf(rs[len(rs)-1])["checks"].(map[string]any)[check]); got != verdict {
 		t.Errorf("checks.%s = %v, want %s", check, got, verdict)
 	}
 }

@@ -495,57 +495,64 @@ func entryInput(e registry.Entry) map[string]any {
 }
 
 // summary is the audit summary of an envelope.
-func summary(m *envelope.Message, route string) map[string]any {
-	sum := map[string]any{
-		"route": route, "format": string(m.Format), "message_id": m.ID, "message_type": string(m.Type),
-		"action": action(m), "sender": m.Sender.ID, "priority": string(m.Priority),
-	}
+func summary(m *envelope.Message, route string) *audit.Object {
+	sum := &audit.Object{}
+	addSummary(sum, m, route)
+	return sum
+}
+
+// addSummary adds an envelope's members to sum.
+func addSummary(sum *audit.Object, m *envelope.Message, route string) {
+	sum.Str("route", route)
+	sum.Str("format", string(m.Format))
+	sum.Str("message_id", m.ID)
+	sum.Str("message_type", string(m.Type))
+	sum.Any("action", action(m))
+	sum.Str("sender", m.Sender.ID)
+	sum.Str("priority", string(m.Priority))
 	if m.Recipient != nil {
-		sum["recipient"] = m.Recipient.ID
+		sum.Any("recipient", m.Recipient.ID)
 	} else {
-		sum["recipient"] = nil
+		sum.Any("recipient", nil)
 	}
 	if m.GroupType != "" {
-		sum["group"] = m.GroupType
+		sum.Any("group", m.GroupType)
 	}
 	for k, v := range map[string]string{"workflow_id": m.WorkflowID, "correlation_id": m.CorrelationID, "task_id": m.TaskID, "in_reply_to": m.InReplyTo} {
 		if v != "" {
-			sum[k] = v
+			sum.Str(k, v)
 		}
 	}
 	if m.Error != nil {
-		sum["error_code"] = m.Error.Code
-		sum["severity"] = m.Error.Severity
+		sum.Any("error_code", m.Error.Code)
+		sum.Any("severity", m.Error.Severity)
 		if m.Error.Retryable != nil {
-			sum["retryable"] = *m.Error.Retryable
+			sum.Any("retryable", *m.Error.Retryable)
 		}
 	}
-	return sum
 }
 
 // refuse audits a refused envelope (message.reject). The refusal is what
 // the client gets either way, so a failed write is only logged.
 func (s *Service) refuse(ctx context.Context, in *send, err error) {
 	e := apierror.From(err)
-	sum := map[string]any{"route": Route, "status": e.Status, "error_code": e.Code, "reason": e.Message, "checks": in.checks}
+	sum := audit.Members("route", Route, "status", e.Status, "error_code", e.Code, "reason", e.Message, "checks", in.checks)
 	if in.msg != nil {
-		for k, v := range summary(in.msg, Route) {
-			sum[k] = v
-		}
+		addSummary(sum, in.msg, Route)
 	}
 	_ = s.audit.Write(ctx, s.record(in.ex, KindMessageReject, in.ex.PayloadSHA256, sum))
 }
 
 // record builds an audit record for the request's exchange.
-func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum map[string]any) audit.Record {
-	rec := audit.Record{Kind: kind, PayloadSHA256: payloadSHA, Summary: sum}
+func (s *Service) record(ex *scope.Exchange, kind, payloadSHA string, sum *audit.Object) audit.Record {
+	rec := audit.Record{Kind: kind, PayloadSHA256: payloadSHA, Object: sum}
 	if ex != nil {
 		rec.SessionID, rec.RequestID = ex.SessionID, ex.RequestID
 		if ex.Agent != nil {
 			rec.AgentID = ex.Agent.ID
 		}
 		if ex.CorrelationID != "" {
-			sum["http_correlation_id"] = ex.CorrelationID
+			sum.Any("http_correlation_id", ex.CorrelationID)
 		}
 	}
 	return rec

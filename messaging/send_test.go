@@ -70,7 +70,7 @@ func TestSendRefusals(t *testing.T) {
 			if len(rs) != before+1 {
 				t.Fatalf("%d message.reject entries, want %d", len(rs), before+1)
 			}
-			sum := rs[len(rs)-1].Summary
+			sum := testkit.SummaryOf(rs[len(rs)-1])
 			if sum["status"] != tc.status || sum["error_code"] != tc.code || sum["reason"] != e.Error.Message || rs[len(rs)-1].AgentID != tc.agent {
 				t.Errorf("message.reject %+v", rs[len(rs)-1])
 			}
@@ -179,7 +179,7 @@ func TestRedaction(t *testing.T) {
 		}
 	}
 	rec := h.records(KindMessage)[0]
-	red, _ := rec.Summary["checks"].(map[string]any)["redaction"].(map[string]any)
+	red, _ := testkit.SummaryOf(rec)["checks"].(map[string]any)["redaction"].(map[string]any)
 	if rec.PayloadSHA256 != sha256Hex([]byte(req)) || red["verdict"] != "pass" || fmt.Sprint(red["counts"]) != "map[email:1]" {
 		t.Errorf("audit %+v", rec)
 	}
@@ -209,7 +209,7 @@ func TestRedactionOffByDefault(t *testing.T) {
 	if got := string(h.peers["planner"].Received()[0].Body); !strings.Contains(got, "alice@example.com") {
 		t.Errorf("recipient got %s", got)
 	}
-	if c := h.records(KindMessage)[0].Summary["checks"].(map[string]any); c["redaction"] != "not_configured" || c["sender"] != "pass" || c["recipient"] != "pass" {
+	if c := testkit.SummaryOf(h.records(KindMessage)[0])["checks"].(map[string]any); c["redaction"] != "not_configured" || c["sender"] != "pass" || c["recipient"] != "pass" {
 		t.Errorf("checks %v", c)
 	}
 }
@@ -325,7 +325,7 @@ func TestQueueFull(t *testing.T) {
 		t.Errorf("%v %+v", w.Header(), e.Error)
 	}
 	d := h.records(KindMessageDelivery)
-	if len(d) != 1 || d[0].Summary["status"] != "not_queued" {
+	if len(d) != 1 || testkit.SummaryOf(d[0])["status"] != "not_queued" {
 		t.Errorf("delivery entries %+v", d)
 	}
 }

@@ -217,9 +217,12 @@ func (s *Service) resume(ctx context.Context, rec escalation.Decided, m *envelop
 		return errorf("encode the decision on %s: %w", rec.ID, err)
 	}
 	sum := summary(resp, "review")
-	sum["origin"] = "gateway"
-	sum["escalation_id"], sum["reviewer"], sum["decision"], sum["thread_resumed"] = rec.ID, rec.Reviewer, rec.Decision, resumed
-	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: m.Sender.ID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Summary: sum}); err != nil {
+	sum.Str("origin", "gateway")
+	sum.Any("escalation_id", rec.ID)
+	sum.Any("reviewer", rec.Reviewer)
+	sum.Any("decision", rec.Decision)
+	sum.Bool("thread_resumed", resumed)
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessage, AgentID: m.Sender.ID, RequestID: resp.ID, PayloadSHA256: sha256Hex(out), Object: sum}); err != nil {
 		return err
 	}
 	if err := s.remember(ctx, resp, out, []string{m.Sender.ID}, "gateway", sha256Hex(out)); err != nil {

@@ -74,8 +74,8 @@ func exactMember(obj map[string]json.RawMessage, name, at string) (json.RawMessa
 // have received it.
 func (s *Service) dryRun(w http.ResponseWriter, r *http.Request, in *send) {
 	rec := s.admitted(in, nil, nil)
-	rec.Summary["test_mode"] = true
-	rec.Summary["delivered"] = false
+	rec.Object.Bool("test_mode", true)
+	rec.Object.Bool("delivered", false)
 	if err := s.audit.Write(r.Context(), rec); err != nil {
 		httpx.Fail(w, r, err)
 		return

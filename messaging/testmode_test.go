@@ -2,6 +2,7 @@ package messaging
 
 import (
 	"encoding/json"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ func TestTestModeIsADryRun(t *testing.T) {
 		t.Errorf("dry run answer %s", w.Body)
 	}
 	recs := h.records(KindMessage)
-	if len(recs) == 0 || recs[len(recs)-1].Summary["test_mode"] != true || recs[len(recs)-1].Summary["delivered"] != false {
+	if len(recs) == 0 || testkit.SummaryOf(recs[len(recs)-1])["test_mode"] != true || testkit.SummaryOf(recs[len(recs)-1])["delivered"] != false {
 		t.Fatalf("dry run not audited as one: %v", recs)
 	}
 	if len(h.thread(mailbox.KeyWorkflow, "wf_dry")) != 0 {

@@ -1,6 +1,7 @@
 package messaging
 
 import (
+	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -31,7 +32,7 @@ func TestTTLExpiresQueuedMessages(t *testing.T) {
 	recs := h.waitRecords(KindMessageDelivery, 2)
 	byWF := map[string]string{}
 	for _, r := range recs {
-		byWF[r.RequestID] = r.Summary["status"].(string)
+		byWF[r.RequestID] = testkit.SummaryOf(r)["status"].(string)
 	}
 	h.peers["planner"].WaitFor(1)
 	time.Sleep(50 * time.Millisecond)
@@ -40,7 +41,7 @@ func TestTTLExpiresQueuedMessages(t *testing.T) {
 	}
 	statuses := []string{}
 	for _, r := range recs {
-		statuses = append(statuses, r.Summary["status"].(string))
+		statuses = append(statuses, testkit.SummaryOf(r)["status"].(string))
 	}
 	if !(len(recs) == 2 && strings.Contains(strings.Join(statuses, ","), "expired") && strings.Contains(strings.Join(statuses, ","), "delivered")) {
 		t.Fatalf("delivery entries %v (%v)", statuses, byWF)

@@ -70,10 +70,10 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 	}
 	latency := s.now().Sub(start)
 	if err == nil {
-		sum := map[string]any{"message_id": d.MessageID, "recipient": d.Recipient, "status": "delivered", "attempts": attempts,
-			"latency_ms": latency.Milliseconds(), "queued_ms": start.Sub(d.EnqueuedAt).Milliseconds(), "priority": d.Priority, "reclaimed": d.Reclaimed,
-			"delivery_id": d.DeliveryID, "deliveries": d.Deliveries}
-		if aerr := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: d.Sender, RequestID: d.MessageID, PayloadSHA256: sha256Hex(d.Body), Summary: sum}); aerr != nil {
+		sum := audit.Members("message_id", d.MessageID, "recipient", d.Recipient, "status", "delivered", "attempts", attempts,
+			"latency_ms", latency.Milliseconds(), "queued_ms", start.Sub(d.EnqueuedAt).Milliseconds(), "priority", d.Priority, "reclaimed", d.Reclaimed,
+			"delivery_id", d.DeliveryID, "deliveries", d.Deliveries)
+		if aerr := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: d.Sender, RequestID: d.MessageID, PayloadSHA256: sha256Hex(d.Body), Object: sum}); aerr != nil {
 			s.log.Error("delivery not audited: it will be retried", "message_id", d.MessageID, "error", aerr.Error())
 			return
 		}
@@ -100,10 +100,10 @@ func (s *Service) deliver(ctx context.Context, d mailbox.Delivery) {
 // got to it, and drops it: the sender said it is not worth making late.
 // Unrecorded, it stays in flight and the next worker decides again.
 func (s *Service) expire(ctx context.Context, d mailbox.Delivery, now time.Time) {
-	sum := map[string]any{"message_id": d.MessageID, "recipient": d.Recipient, "status": "expired", "attempts": 0,
-		"queued_ms": now.Sub(d.EnqueuedAt).Milliseconds(), "expired_ms": now.Sub(d.ExpiresAt).Milliseconds(), "priority": d.Priority,
-		"reclaimed": d.Reclaimed, "delivery_id": d.DeliveryID, "deliveries": d.Deliveries}
-	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: d.Sender, RequestID: d.MessageID, PayloadSHA256: sha256Hex(d.Body), Summary: sum}); err != nil {
+	sum := audit.Members("message_id", d.MessageID, "recipient", d.Recipient, "status", "expired", "attempts", 0,
+		"queued_ms", now.Sub(d.EnqueuedAt).Milliseconds(), "expired_ms", now.Sub(d.ExpiresAt).Milliseconds(), "priority", d.Priority,
+		"reclaimed", d.Reclaimed, "delivery_id", d.DeliveryID, "deliveries", d.Deliveries)
+	if err := s.audit.Write(ctx, audit.Record{Kind: KindMessageDelivery, AgentID: d.Sender, RequestID: d.MessageID, PayloadSHA256: sha256Hex(d.Body), Object: sum}); err != nil {
 		s.log.Error("expiry not audited: it will be decided again", "message_id", d.MessageID, "error", err.Error())
 		return
 	}

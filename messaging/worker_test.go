@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ func TestEventQueuedAndDelivered(t *testing.T) {
 		t.Errorf("recipient got %s %v", got[0].Body, got[0].Header)
 	}
 	d := h.waitRecords(KindMessageDelivery, 1)[0]
-	if d.Summary["status"] != "delivered" || d.Summary["recipient"] != "orch" || d.Summary["attempts"] != 1 || d.AgentID != "planner" || d.PayloadSHA256 != sha256Hex(got[0].Body) {
+	if testkit.SummaryOf(d)["status"] != "delivered" || testkit.SummaryOf(d)["recipient"] != "orch" || testkit.SummaryOf(d)["attempts"] != 1 || d.AgentID != "planner" || d.PayloadSHA256 != sha256Hex(got[0].Body) {
 		t.Errorf("message.delivery %+v", d)
 	}
 	if !eventually(func() bool { n, _ := h.svc.QueueLen(context.Background()); return n == 0 }) {
@@ -68,7 +69,7 @@ func TestBroadcast(t *testing.T) {
 	if len(thread) != 1 || !thread[0].Broadcast || fmt.Sprint(thread[0].Recipients) != "[executor planner]" {
 		t.Errorf("thread %+v", thread)
 	}
-	if to := h.records(KindMessage)[0].Summary["broadcast_to"]; fmt.Sprint(to) != "[executor planner]" {
+	if to := testkit.SummaryOf(h.records(KindMessage)[0])["broadcast_to"]; fmt.Sprint(to) != "[executor planner]" {
 		t.Errorf("broadcast_to %v", to)
 	}
 	// An agent in the recipients sees the broadcast in its history.
@@ -145,13 +146,13 @@ func TestQueuedDeliveryDeadEnd(t *testing.T) {
 		t.Errorf("ERROR envelope %s", env)
 	}
 	d := h.records(KindMessageDelivery)
-	if len(d) != 1 || d[0].Summary["status"] != "failed" || d[0].Summary["attempts"] != 3 || d[0].Summary["cause"] != "bad_status" {
+	if len(d) != 1 || testkit.SummaryOf(d[0])["status"] != "failed" || testkit.SummaryOf(d[0])["attempts"] != 3 || testkit.SummaryOf(d[0])["cause"] != "bad_status" {
 		t.Errorf("message.delivery %+v", d)
 	}
 	// The gateway's ERROR is audited with the hash of its bytes.
 	var gwErr bool
 	for _, r := range h.records(KindMessage) {
-		gwErr = gwErr || (r.Summary["origin"] == "gateway" && r.PayloadSHA256 == thread[1].PayloadSHA256 && r.PayloadSHA256 == sha256Hex(thread[1].Envelope))
+		gwErr = gwErr || (testkit.SummaryOf(r)["origin"] == "gateway" && r.PayloadSHA256 == thread[1].PayloadSHA256 && r.PayloadSHA256 == sha256Hex(thread[1].Envelope))
 	}
 	if !gwErr {
 		t.Errorf("the gateway's ERROR is not audited with its hash: %+v", h.records(KindMessage))
@@ -161,7 +162,7 @@ func TestQueuedDeliveryDeadEnd(t *testing.T) {
 		!strings.Contains(opened[0].Content, `"message"`) || !strings.Contains(opened[0].Content, "DELIVERY_FAILED") {
 		t.Errorf("escalations %+v", opened)
 	}
-	if e := h.records(KindMessageEscalation)[0].Summary; e["opened"] != true || e["escalation_id"] != "esc_1" || e["waiting_agent"] != "orch" {
+	if e := testkit.SummaryOf(h.records(KindMessageEscalation)[0]); e["opened"] != true || e["escalation_id"] != "esc_1" || e["waiting_agent"] != "orch" {
 		t.Errorf("message.escalation %v", e)
 	}
 	// The sender sees the gateway's ERROR in its history.
@@ -193,7 +194,7 @@ func TestQueuedDeliveryRecovers(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	d := h.waitRecords(KindMessageDelivery, 1)[0]
-	if d.Summary["status"] != "delivered" || d.Summary["attempts"] != 2 {
+	if testkit.SummaryOf(d)["status"] != "delivered" || testkit.SummaryOf(d)["attempts"] != 2 {
 		t.Errorf("message.delivery %+v", d)
 	}
 	if len(h.esc.requests()) != 0 {
@@ -223,8 +224,8 @@ func TestQueuedAttemptTimeoutRetried(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	d := h.waitRecords(KindMessageDelivery, 1)[0]
-	if d.Summary["status"] != "delivered" || d.Summary["attempts"] != 2 {
-		t.Errorf("message.delivery %v, want delivered on the 2nd attempt", d.Summary)
+	if testkit.SummaryOf(d)["status"] != "delivered" || testkit.SummaryOf(d)["attempts"] != 2 {
+		t.Errorf("message.delivery %v, want delivered on the 2nd attempt", testkit.SummaryOf(d))
 	}
 }
 
@@ -245,7 +246,7 @@ func TestQueuedRecipientGone(t *testing.T) {
 	h.run()
 	h.waitRecords(KindMessageEscalation, 1)
 	d := h.records(KindMessageDelivery)
-	if len(d) != 1 || d[0].Summary["status"] != "failed" || d[0].Summary["attempts"] != 0 {
+	if len(d) != 1 || testkit.SummaryOf(d[0])["status"] != "failed" || testkit.SummaryOf(d[0])["attempts"] != 0 {
 		t.Errorf("message.delivery %+v", d)
 	}
 	thread := h.thread(mailbox.KeyCorrelation, "c_gone")
@@ -268,8 +269,8 @@ func TestQueuedFromGatewayNoLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := h.waitRecords(KindMessageDelivery, 1)[0]
-	if d.Summary["status"] != "failed" {
-		t.Errorf("delivery %v", d.Summary)
+	if testkit.SummaryOf(d)["status"] != "failed" {
+		t.Errorf("delivery %v", testkit.SummaryOf(d))
 	}
 	if !eventually(func() bool { n, _ := h.svc.QueueLen(context.Background()); return n == 0 }) {
 		t.Fatal("not acknowledged")
@@ -343,8 +344,8 @@ func TestQueuedDeliveryNotAuditedIsRetried(t *testing.T) {
 	}
 	h.trail.SetFail(false)
 	d := h.waitRecords(KindMessageDelivery, 1)[0]
-	if d.Summary["status"] != "delivered" || d.Summary["reclaimed"] != true {
-		t.Errorf("message.delivery %v, want delivered, reclaimed", d.Summary)
+	if testkit.SummaryOf(d)["status"] != "delivered" || testkit.SummaryOf(d)["reclaimed"] != true {
+		t.Errorf("message.delivery %v, want delivered, reclaimed", testkit.SummaryOf(d))
 	}
 	if got := len(h.peers["planner"].Received()); got != 2 {
 		t.Errorf("the recipient got it %d times, want 2 (the unrecorded attempt, the retry)", got)

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"encoding/json"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -190,11 +191,11 @@ func TestAzureRunsTheChatStages(t *testing.T) {
 		t.Fatalf("audit %v", e.audit.Kinds())
 	}
 	for _, r := range recs {
-		if r.AgentID != "plain" || r.Summary["model"] != "gpt-4o-mini" || r.Summary["dialect"] != nil {
-			t.Errorf("%s entry: agent %q, summary %v", r.Kind, r.AgentID, r.Summary)
+		if r.AgentID != "plain" || testkit.SummaryOf(r)["model"] != "gpt-4o-mini" || testkit.SummaryOf(r)["dialect"] != nil {
+			t.Errorf("%s entry: agent %q, summary %v", r.Kind, r.AgentID, testkit.SummaryOf(r))
 		}
 	}
-	checks, _ := recs[1].Summary["checks"].(map[string]any)
+	checks, _ := testkit.SummaryOf(recs[1])["checks"].(map[string]any)
 	if pol, _ := checks["policy"].(map[string]any); pol["verdict"] != "allow" {
 		t.Errorf("policy check %v: the chat policy did not run", checks["policy"])
 	}
@@ -217,9 +218,9 @@ func TestAzureRunsTheChatStages(t *testing.T) {
 	// A refused framing is on the trail with the agent and the model.
 	w, _ = azureDo(t, e.gw.AzureChatCompletions(), "/openai/deployments/gpt-4o-mini/chat/completions", apiKey("tok-plain"), body)
 	last := e.audit.Records()[len(e.audit.Records())-1]
-	if w.Code != http.StatusBadRequest || last.Kind != "llm.request" || last.AgentID != "plain" || last.Summary["model"] != "gpt-4o-mini" ||
-		last.Summary["status"] != http.StatusBadRequest || last.Summary["route"] != "/openai/deployments/gpt-4o-mini/chat/completions" {
-		t.Errorf("no api-version: %d; last entry %s %q %v", w.Code, last.Kind, last.AgentID, last.Summary)
+	if w.Code != http.StatusBadRequest || last.Kind != "llm.request" || last.AgentID != "plain" || testkit.SummaryOf(last)["model"] != "gpt-4o-mini" ||
+		testkit.SummaryOf(last)["status"] != http.StatusBadRequest || testkit.SummaryOf(last)["route"] != "/openai/deployments/gpt-4o-mini/chat/completions" {
+		t.Errorf("no api-version: %d; last entry %s %q %v", w.Code, last.Kind, last.AgentID, testkit.SummaryOf(last))
 	}
 
 	// One rate for both doors: tiny's one request an hour, spent on /v1.

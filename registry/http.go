@@ -306,8 +306,8 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 		a.Log.Warn("spawn policy did not decide", "agent", ex.Agent.ID, "error", err.Error())
 	}
 	out := SpawnResult{Status: dec.Status, AgentName: sp.AgentName, Reasons: nonNil(dec.Reasons), DecisionID: dec.DecisionID}
-	sum := map[string]any{"agent_name": sp.AgentName, "verb": sp.Verb, "tool": sp.Tool, "decision": dec.Status,
-		"reasons": dec.Reasons, "decision_id": dec.DecisionID, "revision": dec.Revision, "fail_closed": dec.FailClosed, "route": "/registry/spawn"}
+	sum := audit.Members("agent_name", sp.AgentName, "verb", sp.Verb, "tool", sp.Tool, "decision", dec.Status,
+		"reasons", dec.Reasons, "decision_id", dec.DecisionID, "revision", dec.Revision, "fail_closed", dec.FailClosed, "route", "/registry/spawn")
 	// An approved or escalated spawn gets its token now: the requester can
 	// hand it over while a person decides. Only the hash is kept.
 	var token, tokenSum string
@@ -333,12 +333,13 @@ func (a *API) Spawn(w http.ResponseWriter, r *http.Request) {
 
 // spawnApproved registers an approved spawn and answers 201 with its
 // token; a spawn the registry refuses is audited and answered 409 or 400.
-func (a *API) spawnApproved(w http.ResponseWriter, r *http.Request, sp *compact.Spawn, sum map[string]any, out SpawnResult, token, tokenSum string) {
+func (a *API) spawnApproved(w http.ResponseWriter, r *http.Request, sp *compact.Spawn, sum *audit.Object, out SpawnResult, token, tokenSum string) {
 	ctx := r.Context()
 	ex := scope.Get(ctx)
 	e, err := a.Registry.Spawn(ctx, sp, "agent:"+ex.Agent.ID, tokenSum)
 	if err != nil {
-		sum["registered"], sum["error"] = false, err.Error()
+		sum.Bool("registered", false)
+		sum.Str("error", err.Error())
 		if aerr := a.write(ctx, ex, sum); aerr != nil {
 			httpx.Fail(w, r, aerr)
 			return
@@ -351,7 +352,8 @@ func (a *API) spawnApproved(w http.ResponseWriter, r *http.Request, sp *compact.
 		httpx.Fail(w, r, apierror.BadRequest("plan", "The spawn conflicts with the registry: %v.", err))
 		return
 	}
-	sum["registered"], sum["token_issued"] = true, true
+	sum.Bool("registered", true)
+	sum.Bool("token_issued", true)
 	if err := a.write(ctx, ex, sum); err != nil {
 		httpx.Fail(w, r, err)
 		return
@@ -364,7 +366,7 @@ func (a *API) spawnApproved(w http.ResponseWriter, r *http.Request, sp *compact.
 
 // spawnEscalated keeps the token's hash, opens the review and answers 202
 // with the token, which works once a person approves.
-func (a *API) spawnEscalated(w http.ResponseWriter, r *http.Request, raw []byte, sp *compact.Spawn, dec policy.SpawnDecision, sum map[string]any, out SpawnResult, token, tokenSum string) {
+func (a *API) spawnEscalated(w http.ResponseWriter, r *http.Request, raw []byte, sp *compact.Spawn, dec policy.SpawnDecision, sum *audit.Object, out SpawnResult, token, tokenSum string) {
 	ctx := r.Context()
 	ex := scope.Get(ctx)
 	// The hash is kept before the review opens: a person must never be
@@ -385,7 +387,8 @@ func (a *API) spawnEscalated(w http.ResponseWriter, r *http.Request, raw []byte,
 		httpx.Fail(w, r, fmt.Errorf("registry: escalate spawn: %w", err))
 		return
 	}
-	sum["escalation_id"], sum["token_issued"] = rec.ID, true
+	sum.Any("escalation_id", rec.ID)
+	sum.Bool("token_issued", true)
 	if err := a.write(ctx, ex, sum); err != nil {
 		httpx.Fail(w, r, err)
 		return
@@ -397,9 +400,9 @@ func (a *API) spawnEscalated(w http.ResponseWriter, r *http.Request, raw []byte,
 	httpx.WriteJSON(w, r, http.StatusAccepted, out)
 }
 
-func (a *API) write(ctx context.Context, ex *scope.Exchange, sum map[string]any) error {
+func (a *API) write(ctx context.Context, ex *scope.Exchange, sum *audit.Object) error {
 	return a.Audit.Write(ctx, audit.Record{Kind: KindSpawn, AgentID: ex.Agent.ID, SessionID: ex.SessionID, RequestID: ex.RequestID,
-		PayloadSHA256: ex.PayloadSHA256, Summary: sum})
+		PayloadSHA256: ex.PayloadSHA256, Object: sum})
 }
 
 // Resolve is the approval service's Resolver for TypeSpawn: a person's
@@ -441,12 +444,12 @@ func (a *API) Resolve(ctx context.Context, rec escalation.Decided) error {
 	// tokens): the agent is registered as approved but cannot
 	// authenticate; the audit entry says so.
 	_, err := a.Registry.Spawn(ctx, sp, "agent:"+rec.AgentID, tokenSum)
-	sum := map[string]any{"agent_name": sp.AgentName, "decision": "approved", "via": "review", "reviewer": reviewer,
-		"escalation_id": rec.ID, "registered": err == nil, "token_issued": held && err == nil}
+	sum := audit.Members("agent_name", sp.AgentName, "decision", "approved", "via", "review", "reviewer", reviewer,
+		"escalation_id", rec.ID, "registered", err == nil, "token_issued", held && err == nil)
 	if err != nil {
-		sum["error"] = err.Error()
+		sum.Str("error", err.Error())
 	}
-	if aerr := a.Audit.Write(ctx, audit.Record{Kind: KindSpawn, AgentID: rec.AgentID, RequestID: rec.ID, PayloadSHA256: sha256Hex(raw), Summary: sum}); aerr != nil && err == nil {
+	if aerr := a.Audit.Write(ctx, audit.Record{Kind: KindSpawn, AgentID: rec.AgentID, RequestID: rec.ID, PayloadSHA256: sha256Hex(raw), Object: sum}); aerr != nil && err == nil {
 		err = aerr
 	}
 	return err
@@ -474,25 +477,25 @@ func (a *API) Retire(people People) http.Handler {
 		}
 		ctx := r.Context()
 		name := r.PathValue("id")
-		sum := map[string]any{"agent_name": clipName(name), "by": who, "route": "/registry/agents/{id}", "retired": false}
+		sum := audit.Members("agent_name", clipName(name), "by", who, "route", "/registry/agents/{id}", "retired", false)
 		var fail error
 		switch {
 		case !strings.HasPrefix(who, "admin:"):
-			sum["reason"] = "not an admin"
+			sum.Str("reason", "not an admin")
 			fail = apierror.Forbidden("Only the admin may retire an agent.")
 		case names.Check(name) != nil:
-			sum["reason"] = "not an agent name"
+			sum.Str("reason", "not an agent name")
 			fail = retireNotFound(name)
 		default:
 			switch err := a.Registry.Retire(ctx, name); {
 			case err == nil:
-				sum["retired"] = true
+				sum.Bool("retired", true)
 			case errors.Is(err, ErrConfigured):
-				sum["reason"] = "configured agent"
+				sum.Str("reason", "configured agent")
 				fail = &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "agent_not_found", Param: "id",
 					Message: fmt.Sprintf("Agent %q is configured in agents.yaml, not spawned: remove it there.", name)}
 			case errors.Is(err, ErrNotFound):
-				sum["reason"] = "no such spawned agent"
+				sum.Str("reason", "no such spawned agent")
 				fail = retireNotFound(name)
 			default:
 				httpx.Fail(w, r, err)
@@ -503,7 +506,7 @@ func (a *API) Retire(people People) http.Handler {
 		if ex := scope.Lookup(ctx); ex != nil {
 			reqID, session = ex.RequestID, ex.SessionID
 		}
-		if aerr := a.Audit.Write(ctx, audit.Record{Kind: KindRetire, AgentID: auditAgent(name), SessionID: session, RequestID: reqID, Summary: sum}); aerr != nil {
+		if aerr := a.Audit.Write(ctx, audit.Record{Kind: KindRetire, AgentID: auditAgent(name), SessionID: session, RequestID: reqID, Object: sum}); aerr != nil {
 			httpx.Fail(w, r, aerr)
 			return
 		}

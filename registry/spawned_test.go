@@ -731,7 +731,7 @@ func TestRetireHTTP(t *testing.T) {
 			t.Errorf("%s: audited %v, want %v", tc.name, len(recs) > before, tc.audited)
 		}
 		if tc.audited && len(recs) > before {
-			last := recs[len(recs)-1].Summary
+			last := testkit.SummaryOf(recs[len(recs)-1])
 			if last["retired"] != tc.retired || last["by"] != tc.person {
 				t.Errorf("%s: audit %v", tc.name, last)
 			}

@@ -247,8 +247,8 @@ func (e *Engine) Start(ctx context.Context, agent map[string]any, agentID, name 
 		if d.FailClosed {
 			reason = d.Reason
 		}
-		e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Summary: map[string]any{
-			"workflow": name, "allowed": false, "decision_id": d.DecisionID, "policy_revision": d.Revision, "reason": reason}})
+		e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Object: audit.Members(
+			"workflow", name, "allowed", false, "decision_id", d.DecisionID, "policy_revision", d.Revision, "reason", reason)})
 		return nil, &StartError{Reason: reason}
 	}
 	// The run's first step is charged to its caller now, so a caller over
@@ -257,9 +257,9 @@ func (e *Engine) Start(ctx context.Context, agent map[string]any, agentID, name 
 	if err := e.chargeStep(ctx, agentID); err != nil {
 		var le *LimitError
 		if errors.As(err, &le) {
-			e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Summary: map[string]any{
-				"workflow": name, "allowed": false, "decision_id": d.DecisionID, "policy_revision": d.Revision,
-				"limit": "step_limit", "reason": le.Reason}})
+			e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Object: audit.Members(
+				"workflow", name, "allowed", false, "decision_id", d.DecisionID, "policy_revision", d.Revision,
+				"limit", "step_limit", "reason", le.Reason)})
 		}
 		return nil, err
 	}
@@ -275,8 +275,8 @@ func (e *Engine) Start(ctx context.Context, agent map[string]any, agentID, name 
 		}
 	}
 	// The start is on record before anything runs (closed mode: or not at all).
-	if err := e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Summary: map[string]any{
-		"run_id": id, "workflow": name, "allowed": true, "decision_id": d.DecisionID, "policy_revision": d.Revision, "start": wf.Start}}); err != nil {
+	if err := e.write(ctx, audit.Record{Kind: KindStart, AgentID: agentID, Object: audit.Members(
+		"run_id", id, "workflow", name, "allowed", true, "decision_id", d.DecisionID, "policy_revision", d.Revision, "start", wf.Start)}); err != nil {
 		return nil, err
 	}
 	if err := e.store.Create(ctx, r); err != nil {

@@ -103,8 +103,8 @@ func (e *Engine) Resolve(ctx context.Context, d escalation.Decided) error {
 		e.writeEnd(ctx, r)
 		return nil
 	}
-	e.write(ctx, audit.Record{Kind: KindResume, AgentID: c.Agent, Summary: map[string]any{
-		"run_id": r.ID, "workflow": r.Workflow, "node": r.Current, "escalation_id": d.ID, "reviewer": d.Reviewer}})
+	e.write(ctx, audit.Record{Kind: KindResume, AgentID: c.Agent, Object: audit.Members(
+		"run_id", r.ID, "workflow", r.Workflow, "node", r.Current, "escalation_id", d.ID, "reviewer", d.Reviewer)})
 	e.launch(r.ID)
 	return nil
 }

@@ -90,8 +90,8 @@ func (e *Engine) advance(ctx context.Context, id string) bool {
 	}
 	switch updated.Status {
 	case WaitingForHuman:
-		e.write(uctx, audit.Record{Kind: KindSuspend, AgentID: st.Agent, Summary: map[string]any{
-			"run_id": id, "workflow": updated.Workflow, "node": st.Node, "escalation_id": updated.EscalationID, "reason": mv.reason}})
+		e.write(uctx, audit.Record{Kind: KindSuspend, AgentID: st.Agent, Object: audit.Members(
+			"run_id", id, "workflow", updated.Workflow, "node", st.Node, "escalation_id", updated.EscalationID, "reason", mv.reason)})
 		return false
 	case InProgress:
 		return true
@@ -427,20 +427,20 @@ func (e *Engine) end(r *Run, s Status, reason string) {
 }
 
 func (e *Engine) writeStep(ctx context.Context, r *Run, st Step) {
-	sum := map[string]any{"run_id": r.ID, "workflow": r.Workflow, "node": st.Node, "attempt": st.Attempt,
-		"status": st.Status, "request_id": st.RequestID, "run_status": string(r.Status)}
+	sum := audit.Members("run_id", r.ID, "workflow", r.Workflow, "node", st.Node, "attempt", st.Attempt,
+		"status", st.Status, "request_id", st.RequestID, "run_status", string(r.Status))
 	if last := r.Steps[len(r.Steps)-1]; last.Next != "" {
-		sum["next"] = last.Next
+		sum.Str("next", last.Next)
 	}
 	if st.Error != "" {
-		sum["error"] = st.Error
+		sum.Str("error", st.Error)
 	}
-	e.write(ctx, audit.Record{Kind: KindStep, AgentID: st.Agent, Summary: sum})
+	e.write(ctx, audit.Record{Kind: KindStep, AgentID: st.Agent, Object: sum})
 }
 
 func (e *Engine) writeEnd(ctx context.Context, r *Run) {
-	e.write(ctx, audit.Record{Kind: KindEnd, AgentID: r.Caller, Summary: map[string]any{
-		"run_id": r.ID, "workflow": r.Workflow, "status": string(r.Status), "steps": len(r.Steps), "error": r.Error}})
+	e.write(ctx, audit.Record{Kind: KindEnd, AgentID: r.Caller, Object: audit.Members(
+		"run_id", r.ID, "workflow", r.Workflow, "status", string(r.Status), "steps", len(r.Steps), "error", r.Error)})
 }
 
 // write records an entry; the error matters only where the caller waits

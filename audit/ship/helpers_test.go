@@ -120,7 +120,7 @@ func appendN(t *testing.T, l *audit.Log, n int) {
 	t.Helper()
 	for i := range n {
 		if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: "agent-a",
-			Summary: map[string]any{"model": "gpt-test", "i": i}}); err != nil {
+			Object: audit.Members("model", "gpt-test", "i", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

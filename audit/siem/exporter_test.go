@@ -46,15 +46,16 @@ func (tr *trail) write(t *testing.T, n int) {
 	t.Helper()
 	for i := range n {
 		r := audit.Record{Kind: audit.KindLLMResponse, AgentID: "planner_1", SessionID: "sess-1", RequestID: "req-" + string(rune('a'+i%26)),
-			Summary: map[string]any{"model": "mock-1", "route": "/v1/chat/completions", "status": 200, "upstream": "mock",
-				"tokens": map[string]any{"prompt": 11, "completion": 7, "total": 18}, "note": "ünïcode"}}
+			Object: audit.Members("model", "mock-1", "route", "/v1/chat/completions", "status", 200, "upstream", "mock",
+				"tokens", map[string]any{"prompt": 11, "completion": 7, "total": 18}, "note", "ünïcode")}
 		switch i % 4 {
 		case 1:
-			r = audit.Record{Kind: audit.KindAuthFailure, Summary: map[string]any{"remote": "192.0.2.7", "route": "/v1/models", "reason": "bad key"}}
+			r = audit.Record{Kind: audit.KindAuthFailure, Object: audit.Members("remote", "192.0.2.7", "route", "/v1/models", "reason", "bad key")}
 		case 2:
-			r.Summary["status"], r.Summary["error_code"] = 502, "upstream_error"
+			r.Object.Int("status", 502)
+			r.Object.Str("error_code", "upstream_error")
 		case 3:
-			r = audit.Record{Kind: "escalation.decision", RequestID: "esc-1", Summary: map[string]any{"reviewer": "security-lead", "decision": "APPROVED"}}
+			r = audit.Record{Kind: "escalation.decision", RequestID: "esc-1", Object: audit.Members("reviewer", "security-lead", "decision", "APPROVED")}
 		}
 		if _, err := tr.log.Append(context.Background(), r); err != nil {
 			t.Fatal(err)

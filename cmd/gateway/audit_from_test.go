@@ -35,7 +35,7 @@ func shipVanished(t *testing.T, cfg ship.Config, chain, key string, n int) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: chain, Summary: map[string]any{"i": i}}); err != nil {
+		if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: chain, Object: audit.Members("i", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 9 || i == n-1 {
@@ -63,7 +63,7 @@ func shipReplicas(t *testing.T, cfg ship.Config, key string, n int, chains ...st
 	}
 	for j := range n {
 		for i, l := range logs {
-			if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: chains[i], Summary: map[string]any{"i": j}}); err != nil {
+			if _, err := l.Append(context.Background(), audit.Record{Kind: audit.KindLLMRequest, AgentID: chains[i], Object: audit.Members("i", j)}); err != nil {
 				t.Fatal(err)
 			}
 		}

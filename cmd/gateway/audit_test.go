@@ -36,7 +36,7 @@ func writeChain(t *testing.T, dir string, n int) string {
 	}
 	for i := 0; i < n; i++ {
 		if _, err := l.Append(context.Background(), audit.Record{Kind: "llm.request", AgentID: []string{"a1", "a2"}[i%2],
-			Summary: map[string]any{"model": "mock-1", "tokens": map[string]any{"total": i}}}); err != nil {
+			Object: audit.Members("model", "mock-1", "tokens", map[string]any{"total": i})}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +122,7 @@ func writeLife(t *testing.T, dir, key string, n int) {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		if _, err := l.Append(context.Background(), audit.Record{Kind: "llm.request", Summary: map[string]any{"i": i}}); err != nil {
+		if _, err := l.Append(context.Background(), audit.Record{Kind: "llm.request", Object: audit.Members("i", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -89,8 +89,12 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	a, method, err := s.identify(r)
 	if err != nil {
 		e := apierror.From(err)
-		summary := map[string]any{"route": r.URL.Path, "method": r.Method, "reason": e.Message, "remote": clientIP(r)}
-		if aerr := JournalOf(r, s.Audit).Refused(r.Context(), audit.Record{Kind: audit.KindAuthFailure, Summary: summary}); aerr != nil {
+		summary := &audit.Object{}
+		summary.Str("route", r.URL.Path)
+		summary.Str("method", r.Method)
+		summary.Str("reason", e.Message)
+		summary.Str("remote", clientIP(r))
+		if aerr := JournalOf(r, s.Audit).Refused(r.Context(), audit.Record{Kind: audit.KindAuthFailure, Object: summary}); aerr != nil {
 			return aerr
 		}
 		return err

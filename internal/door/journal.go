@@ -97,15 +97,11 @@ func Stamp(ex *scope.Exchange, rec audit.Record) audit.Record {
 	return rec
 }
 
-// withSummary adds a string member to rec's summary, whichever form it has.
+// withSummary adds a string member to rec's summary.
 func withSummary(rec audit.Record, name, value string) audit.Record {
-	switch {
-	case rec.Object != nil:
-		rec.Object.Str(name, value)
-	case rec.Summary != nil:
-		rec.Summary[name] = value
-	default:
-		rec.Summary = map[string]any{name: value}
+	if rec.Object == nil {
+		rec.Object = &audit.Object{}
 	}
+	rec.Object.Str(name, value)
 	return rec
 }

@@ -207,7 +207,10 @@ func (g *Guard) Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 		}
 	}
 	if grp.key == Other && r.Kind == audit.KindAuthFailure {
-		r.Summary["remote"] = Other
+		if r.Object == nil {
+			r.Object = &audit.Object{}
+		}
+		r.Object.Str("remote", Other)
 	}
 	return g.next.Append(ctx, r)
 }
@@ -217,7 +220,7 @@ func (g *Guard) keyOf(r audit.Record) string {
 	if f, ok := g.folds[r.Kind]; ok {
 		return f.Key(r)
 	}
-	src, _ := r.Summary["remote"].(string)
+	src := r.Object.Text("remote")
 	if src == "" {
 		src = "unknown"
 	}
@@ -234,21 +237,21 @@ func (g *Guard) summary(grp group, s *source) *audit.Record {
 	if f, ok := g.folds[grp.kind]; ok {
 		keep = f.Keep
 	}
-	sum := map[string]any{}
+	sum := &audit.Object{}
 	for _, k := range keep {
-		if v, ok := s.sample.Summary[k]; ok {
-			sum[k] = v
+		if v, ok := s.sample.Object.Raw(k); ok {
+			sum.RawMember(k, v)
 		}
 	}
-	rec := &audit.Record{Kind: grp.kind, Summary: sum}
+	rec := &audit.Record{Kind: grp.kind, Object: sum}
 	if grp.kind == audit.KindAuthFailure {
-		sum["remote"] = grp.key
+		sum.Str("remote", grp.key)
 	} else if grp.key != Other {
 		rec.AgentID, rec.SessionID = s.sample.AgentID, s.sample.SessionID
 	}
-	sum["count"] = s.count
-	sum["first_ts"] = s.first.UTC().Format(time.RFC3339Nano)
-	sum["last_ts"] = s.last.UTC().Format(time.RFC3339Nano)
+	sum.Int("count", int64(s.count))
+	sum.Str("first_ts", s.first.UTC().Format(time.RFC3339Nano))
+	sum.Str("last_ts", s.last.UTC().Format(time.RFC3339Nano))
 	s.count, s.sample = 0, audit.Record{}
 	return rec
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 type trail struct {
@@ -26,7 +27,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func failure(src string) audit.Record {
-	return audit.Record{Kind: audit.KindAuthFailure, Summary: map[string]any{"remote": src, "route": "/v1/chat/completions", "reason": "Incorrect API key provided."}}
+	return audit.Record{Kind: audit.KindAuthFailure, Object: audit.Members("remote", src, "route", "/v1/chat/completions", "reason", "Incorrect API key provided.")}
 }
 
 func TestFloodIsSummarizedPerSourceAndWindow(t *testing.T) {
@@ -52,7 +53,7 @@ func TestFloodIsSummarizedPerSourceAndWindow(t *testing.T) {
 	if len(tr.got) != 3 {
 		t.Fatalf("1000 failures wrote %d entries, want 3 (first, other kind, summary)", len(tr.got))
 	}
-	s := tr.got[2].Summary
+	s := testkit.SummaryOf(tr.got[2])
 	if s["count"] != 999 || s["remote"] != "10.0.0.1" || s["first_ts"] == nil || s["last_ts"] == nil || s["route"] != "/v1/chat/completions" {
 		t.Fatalf("summary = %v", s)
 	}
@@ -115,7 +116,7 @@ func TestFoldIsSummarizedPerKey(t *testing.T) {
 	for i := range 1000 {
 		c.t = c.t.Add(time.Millisecond)
 		sess := []string{"s1", "s2"}[i%2]
-		r := audit.Record{Kind: "mcp.message", AgentID: "a1", SessionID: sess, Summary: map[string]any{"server": "files", "method": "notifications/progress", "secret": "x"}}
+		r := audit.Record{Kind: "mcp.message", AgentID: "a1", SessionID: sess, Object: audit.Members("server", "files", "method", "notifications/progress", "secret", "x")}
 		if _, err := g.Append(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func TestFoldIsSummarizedPerKey(t *testing.T) {
 		t.Fatalf("%d entries after the flush, want 4", len(tr.got))
 	}
 	for _, r := range tr.got[2:] {
-		s := r.Summary
+		s := testkit.SummaryOf(r)
 		if r.Kind != "mcp.message" || r.AgentID != "a1" || s["count"] != 499 || s["server"] != "files" || s["method"] != "notifications/progress" || s["secret"] != nil {
 			t.Errorf("summary %+v", r)
 		}

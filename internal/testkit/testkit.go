@@ -29,13 +29,18 @@ func (t *Trail) Append(_ context.Context, r audit.Record) (audit.Entry, error) {
 	if t.fail {
 		return audit.Entry{}, fmt.Errorf("%w: disk full", audit.ErrUnavailable)
 	}
-	if r.Object != nil {
-		// Built member by member: kept as the map a reader of the trail
-		// would decode, whole numbers as int.
-		r.Summary, r.Object = wholeNumbers(r.Object.Map()).(map[string]any), nil
-	}
 	t.records = append(t.records, r)
 	return audit.Entry{Seq: int64(len(t.records)), Kind: r.Kind}, nil
+}
+
+// SummaryOf returns r's summary as the map a reader of the trail would
+// decode, whole numbers as int, for tests to assert on.
+func SummaryOf(r audit.Record) map[string]any {
+	if r.Object == nil {
+		return nil
+	}
+	m, _ := wholeNumbers(r.Object.Map()).(map[string]any)
+	return m
 }
 
 // wholeNumbers turns the float64s of decoded JSON that are whole into
@@ -98,7 +103,7 @@ func (t *Trail) Last(kind string) map[string]any {
 	if len(rs) == 0 {
 		return nil
 	}
-	return rs[len(rs)-1].Summary
+	return SummaryOf(rs[len(rs)-1])
 }
 
 // LogBuffer is a log sink safe for a server's goroutines.
