@@ -59,6 +59,9 @@ const a2aAgents = `agents:
   planner_1:
     type: planner
     endpoint: "%endpoint:planner_1%"
+    # Not allowed the registry's embeddings model: its profile is embedded
+    # by the gateway itself, so free-text queries stay semantic.
+    models: [mock-1]
     supported_verbs: [predict]
     supported_tools: [PRC_EST]
     inputs: [ctx.history, method, window]

@@ -29,6 +29,7 @@ import (
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/metrics"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/sourceguard"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/limit"
@@ -107,6 +108,9 @@ type App struct {
 	// embedModel is the registry's embeddings model (registry.embeddings),
 	// swapped on reload.
 	embedModel atomic.Pointer[string]
+	// embedSelf is the gateway's own identity for the registry's profile
+	// embeddings (nil without registry.embeddings); it changes on reload.
+	embedSelf atomic.Pointer[roster.Agent]
 	// upstreamStats (failovers, breakers) and spend count across reloads.
 	upstreamStats *upstream.Stats
 	spend         *proxy.Spend
@@ -376,6 +380,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	a.state.responses = newResponseState(cfg, a.state.redis)
 	a.metrics, a.checks = a.newMetrics(), a.baseChecks()
 	a.embedModel.Store(embeddingsModel(cfg))
+	a.embedSelf.Store(embeddingsSelf(cfg))
 	if a.registry, err = a.newRegistry(cfg); err != nil {
 		return fail(&UsageError{err.Error()})
 	}
@@ -437,7 +442,7 @@ func (a *App) newServer(cfg *config.Config, tracer *tracing.Tracer) (*server.Ser
 // spawned agents of the state backend.
 func (a *App) newRegistry(cfg *config.Config) (*registry.Registry, error) {
 	opts := []registry.Option{registry.WithLogger(a.log),
-		registry.WithEmbedder(embedder{handler: a.Handler, model: func() string { return *a.embedModel.Load() }})}
+		registry.WithEmbedder(embedder{handler: a.Handler, model: func() string { return *a.embedModel.Load() }, self: a.embedSelf.Load})}
 	if a.state.redis != nil {
 		opts = append(opts, registry.WithVectorCache(registry.NewRedisVectorCache(a.state.redis,
 			registry.RedisVectorCacheOptions{Timeout: cfg.Gateway.State.Timeout.D()})))
@@ -523,6 +528,25 @@ func embeddingsModel(cfg *config.Config) *string {
 		m = e.Model
 	}
 	return &m
+}
+
+// embeddingsSelf is the identity the gateway embeds agents' profiles as:
+// allowed the embeddings model and nothing else, under
+// registry.embeddings' own limits. Nil without registry.embeddings.
+func embeddingsSelf(cfg *config.Config) *roster.Agent {
+	e := cfg.Registry.Embeddings
+	if e == nil {
+		return nil
+	}
+	rate, tokens := e.RateLimit, e.TokenLimit
+	if rate.N == 0 {
+		rate = config.Rate{N: 600, Period: time.Minute}
+	}
+	if tokens.N == 0 {
+		tokens = config.Rate{N: 2_000_000, Period: time.Hour}
+	}
+	return &roster.Agent{ID: registry.ProfileCaller, Type: "gateway", Models: []string{e.Model},
+		RateLimit: rate, TokenLimit: tokens, MaxRequestSize: 1 << 20}
 }
 
 // bounds are the server's connection limits from gateway.yaml's http.
@@ -792,6 +816,7 @@ func (a *App) reconfigure(cfg *config.Config) error {
 		apply()
 	}
 	a.embedModel.Store(embeddingsModel(cfg))
+	a.embedSelf.Store(embeddingsSelf(cfg))
 	return nil
 }
 

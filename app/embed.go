@@ -7,23 +7,35 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/registry"
 )
 
 // embedder makes the registry's embeddings calls through the gateway's own
-// handler, in process, as an agent (scope.Acting): identified, limited,
-// checked and audited like the agent's own /v1/embeddings request. The
-// query text is embedded as the agent that queries, an agent's profile as
-// that agent.
+// handler, in process (scope.Acting): identified, limited, checked and
+// audited like an agent's own /v1/embeddings request. The query text is
+// embedded as the agent that queries; every candidate's profile as the
+// gateway itself (registry.ProfileCaller), under registry.embeddings'
+// own limits.
 type embedder struct {
 	handler func() http.Handler
 	// model is the current registry.embeddings model (it changes on reload).
 	model func() string
+	// self is the gateway's own identity for the profiles' embeddings
+	// (registry.ProfileCaller), nil when registry.embeddings is unset.
+	self func() *roster.Agent
 }
 
 // Embed returns one vector per text.
 func (e embedder) Embed(ctx context.Context, agentID string, texts []string) ([][]float64, error) {
-	rec, err := callInProcess(ctx, e.handler(), scope.Acting{AgentID: agentID}, "/v1/embeddings", nil,
+	acting := scope.Acting{AgentID: agentID}
+	if agentID == registry.ProfileCaller {
+		if acting.Self = e.self(); acting.Self == nil {
+			return nil, fmt.Errorf("embeddings: registry.embeddings is not set")
+		}
+	}
+	rec, err := callInProcess(ctx, e.handler(), acting, "/v1/embeddings", nil,
 		map[string]any{"model": e.model(), "input": texts})
 	if err != nil {
 		return nil, fmt.Errorf("embeddings: %w", err)

@@ -343,8 +343,14 @@ func (r *Registry) semantic(ctx context.Context, v *view, agentID string, q Quer
 	return out, note, nil
 }
 
+// ProfileCaller is who embeds the candidates' profiles: the gateway's own
+// identity (the Embedder maps it), never a candidate, so that an agent's
+// permissions do not decide whether a query is ranked semantically. Agent
+// names cannot contain ':', so no agent can be it.
+const ProfileCaller = "gateway:registry"
+
 // embedProfiles embeds the profiles of cands[pending] into vecs, four calls
-// at a time (each runs as its own agent, so they cannot share one call),
+// at a time,
 // and caches them. Any failure fails the whole ranking: a ranking of some
 // agents by embeddings and others by nothing would be no ranking.
 func (r *Registry) embedProfiles(ctx context.Context, v *view, agentID string, cands []Match, pending []int, vecs [][]float64, dim int) error {
@@ -366,11 +372,10 @@ func (r *Registry) embedProfiles(ctx context.Context, v *view, agentID string, c
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			e := cands[i].Entry
-			as := e.AgentName
-			if e.Spawned {
-				as = agentID // a spawned agent has no identity to call as
-			}
-			vec, err := r.embedOne(ctx, as, ProfileText(e))
+			// Every profile is embedded by the gateway itself: as the
+			// candidate, one agent not allowed the model would turn every
+			// free-text query lexical.
+			vec, err := r.embedOne(ctx, ProfileCaller, ProfileText(e))
 			if err == nil && len(vec) != dim {
 				err = fmt.Errorf("%d dimensions, the query text's has %d", len(vec), dim)
 			}

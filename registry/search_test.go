@@ -266,7 +266,8 @@ func TestSearchCachesProfileVectors(t *testing.T) {
 		return ans
 	}
 	search()
-	if got, want := agentsOf(emb.take()), []string{"code_reviewer", "flight_booker", "hotel_search", "orch", "price_predictor", "translator"}; !slices.Equal(got, want) {
+	// The query as the agent that asks; every profile as the gateway itself.
+	if got, want := agentsOf(emb.take()), []string{ProfileCaller, ProfileCaller, ProfileCaller, ProfileCaller, ProfileCaller, "orch"}; !slices.Equal(got, want) {
 		t.Fatalf("first query embedded as %v, want %v", got, want)
 	}
 	first := search()
@@ -281,7 +282,7 @@ func TestSearchCachesProfileVectors(t *testing.T) {
 	}
 	apply()
 	search()
-	want := []string{"orch: find hotels", "translator: " + ProfileText(mustLookup(t, r, "translator"))}
+	want := []string{ProfileCaller + ": " + ProfileText(mustLookup(t, r, "translator")), "orch: find hotels"}
 	if got := emb.take(); !slices.Equal(got, want) {
 		t.Fatalf("after a reload: calls %v, want %v", got, want)
 	}
@@ -304,7 +305,8 @@ func TestSearchCachesProfileVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	search()
-	if got := emb.take(); !slices.Equal(got, []string{"orch: find hotels", "orch: " + ProfileText(mustLookup(t, r, "HOSTEL_AGENT"))}) {
+	// A spawned agent's profile too is embedded by the gateway itself.
+	if got := emb.take(); !slices.Equal(got, []string{ProfileCaller + ": " + ProfileText(mustLookup(t, r, "HOSTEL_AGENT")), "orch: find hotels"}) {
 		t.Fatalf("after a spawn: calls %v", got)
 	}
 	if len(first.Data) == 0 || first.Data[0].AgentName != "hotel_search" {
@@ -373,8 +375,8 @@ func TestSearchRedisVectorCache(t *testing.T) {
 	if a3, err := r3.Search(ctx, "orch", q, 0); err != nil || a3.Ranking != RankSemantic || a3.Data[0].AgentName != "hotel_search" {
 		t.Fatalf("with a corrupt cached vector: %+v %v", a3, err)
 	}
-	if got := agentsOf(emb2.take()); !slices.Equal(got, []string{"hotel_search", "orch"}) {
-		t.Errorf("corrupt vector: calls as %v, want hotel_search embedded again", got)
+	if got := emb2.take(); len(got) != 2 || !slices.Contains(got, ProfileCaller+": "+ProfileText(e)) {
+		t.Errorf("corrupt vector: calls %v, want hotel_search's profile embedded again", got)
 	}
 
 	srv.Stop()
@@ -406,8 +408,9 @@ func TestSearchFallsBackToLexical(t *testing.T) {
 			}
 			return nil
 		}, wantNote: "embeddings call failed"},
-		{name: "one profile refused", fail: func(a, _ string) error {
-			if a == "translator" {
+		// The gateway's own call refused (its limits spent, say).
+		{name: "one profile refused", fail: func(a, s string) error {
+			if a == ProfileCaller && strings.HasPrefix(s, "name: translator\n") {
 				return errors.New("403 model not allowed")
 			}
 			return nil

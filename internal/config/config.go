@@ -320,6 +320,11 @@ type Spawn struct {
 type RegistryEmbeddings struct {
 	Upstream string `yaml:"upstream"`
 	Model    string `yaml:"model"`
+	// RateLimit and TokenLimit bound the gateway's own embeddings calls for
+	// agents' profiles (it calls as "gateway:registry", on the trail by
+	// that name). Default 600/minute and 2000000/hour.
+	RateLimit  Rate `yaml:"rate_limit"`
+	TokenLimit Rate `yaml:"token_limit"`
 }
 
 // Verb is a compact SACP verb definition. An input is "name" or "name:type"

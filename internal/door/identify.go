@@ -127,8 +127,13 @@ func (s *Identifier) Identify(r *http.Request) (*roster.Agent, error) {
 // attribution to the sidecar's agent.
 func (s *Identifier) identify(r *http.Request) (*roster.Agent, string, error) {
 	if acting, ok := scope.ActingOf(r.Context()); ok {
+		if acting.Self != nil {
+			// The gateway calling for itself (no network request can
+			// carry a context value).
+			return acting.Self, "gateway", nil
+		}
 		// The gateway's own call as the agent: a workflow step, or the
-		// registry embedding the agent's profile or query.
+		// registry embedding the querying agent's text.
 		method := "in_process"
 		if acting.RunID != "" {
 			method = "workflow"

@@ -306,6 +306,11 @@ func Lookup(ctx context.Context) *Exchange {
 type Acting struct {
 	// AgentID is the agent the step calls as (the node's agent).
 	AgentID string
+	// Self, when set, is an identity of the gateway's own, not an agent of
+	// agents.yaml: the registry embedding candidates' profiles calls as it,
+	// under its own limits and on the trail by its own name, so that no
+	// candidate's permissions decide whether a query is semantic.
+	Self *roster.Agent
 	// RunID and Node link the exchange's audit entries to the run's step.
 	RunID, Node string
 }
