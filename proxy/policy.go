@@ -76,7 +76,7 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 // guard applies data.gateway.guardrails.response to a validated answer
 // (SACP's guardrails; docs/policy-authoring.md, guardrails.response): it may
 // force status "failure" and withhold the message.
-func guard(ctx context.Context, p Policies, agents AgentInputs, red *redact.Redactor, ex *scope.Exchange, resp *sacp.Response) {
+func guard(ctx context.Context, p Policies, agents AgentInputs, scan *dataScan, ex *scope.Exchange, resp *sacp.Response) {
 	if p == nil {
 		return
 	}
@@ -89,7 +89,7 @@ func guard(ctx context.Context, p Policies, agents AgentInputs, red *redact.Reda
 	if resp.NextStepHint != "" {
 		obj["next_step_hint"] = resp.NextStepHint
 	}
-	obj["sensitive_data"] = sensitive(red, resp.Data)
+	obj["sensitive_data"] = sensitive(scan)
 	d, _ := p.Guardrails(ctx, map[string]any{"agent": agents.of(ex.Agent), "response": obj})
 	verdict := scope.Verdict{Check: scope.CheckGuardrails, Verdict: "pass", DecisionID: d.DecisionID, Revision: d.Revision,
 		RedactMessage: d.RedactMessage, Reason: d.Reason, FailClosed: d.FailClosed}
@@ -103,27 +103,44 @@ func guard(ctx context.Context, p Policies, agents AgentInputs, red *redact.Reda
 	ex.Check(verdict)
 }
 
-// sensitive names, sorted, the redaction detectors that find something in
+// dataScan is one redaction pass over a validated answer's data: the
+// guardrail reads which detectors found something, the redaction uses the
+// rewritten bytes, so the data is scanned once.
+type dataScan struct {
+	out json.RawMessage
+	res redact.Result
+	err error
+}
+
+// scanData scans data with red; nil when there is nothing to scan.
+func scanData(red *redact.Redactor, data json.RawMessage) *dataScan {
+	if red == nil || len(data) == 0 {
+		return nil
+	}
+	out, res, err := red.JSON(data)
+	return &dataScan{out: out, res: res, err: err}
+}
+
+// sensitive names, sorted, the redaction detectors that found something in
 // an answer's data (member names and values): what SACP's redaction
 // guardrail means by a failure that "contains sensitive data", so that a
 // failure carrying only an error code keeps its message. Empty, never nil:
 // a rule reads it with count().
-func sensitive(red *redact.Redactor, data json.RawMessage) []string {
+func sensitive(scan *dataScan) []string {
 	found := []string{}
-	if red == nil || len(data) == 0 {
+	switch {
+	case scan == nil:
 		return found
-	}
-	_, res, err := red.JSON(data)
-	if err != nil {
+	case scan.err != nil:
 		// Validated data is JSON; a reading error is counted as sensitive
 		// so that the guardrail errs on the side of withholding.
 		return []string{"unreadable"}
 	}
-	for name := range res.Counts {
+	for name := range scan.res.Counts {
 		found = append(found, name)
 	}
-	if res.Blocked != "" && res.Counts[res.Blocked] == 0 {
-		found = append(found, res.Blocked)
+	if b := scan.res.Blocked; b != "" && scan.res.Counts[b] == 0 {
+		found = append(found, b)
 	}
 	slices.Sort(found)
 	return found

@@ -182,15 +182,19 @@ func (c *standardChecker) Protocol(v string) scope.Verdict {
 func (c *standardChecker) Settle(ctx context.Context, ex *scope.Exchange, content string) settled {
 	p, outcome := c.p, c.last
 	resp := outcome.Response
+	var scan *dataScan
 	if outcome.Valid {
 		// Guardrails judge what the model said (they run on every validated
 		// answer: README, "Behaviour", Policy); the fallback wrapper is the
 		// gateway's own words.
-		guard(ctx, p.Policies, p.AgentInputs, p.Redactor, ex, &resp)
+		if p.Policies != nil || p.ApplyTo["data"] {
+			scan = scanData(p.Redactor, resp.Data)
+		}
+		guard(ctx, p.Policies, p.AgentInputs, scan, ex, &resp)
 	} else {
 		resp = sacp.Fallback(content)
 	}
-	blocked := p.redactResponse(ex, &resp)
+	blocked := p.redactResponse(ex, &resp, scan)
 	from := ""
 	if outcome.Valid {
 		from = outcome.StatusFrom
@@ -364,7 +368,7 @@ func (p *Protocol) auditTexts(ss []string) []string {
 
 // redactResponse redacts the apply_to fields in place, counting on the
 // Exchange; it returns the blocking detector's name if one matched.
-func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) string {
+func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response, scan *dataScan) string {
 	if p.Redactor == nil {
 		ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "disabled"})
 		return ""
@@ -381,7 +385,10 @@ func (p *Protocol) redactResponse(ex *scope.Exchange, resp *sacp.Response) strin
 	text("message", &resp.Message)
 	text("next_step_hint", &resp.NextStepHint)
 	if p.ApplyTo["data"] && len(resp.Data) > 0 {
-		out, r, err := p.Redactor.JSON(resp.Data)
+		if scan == nil { // not scanned for the guardrail (the fallback's data)
+			scan = scanData(p.Redactor, resp.Data)
+		}
+		out, r, err := scan.out, scan.res, scan.err
 		if err != nil {
 			// The validator passed it, so this cannot happen; if it did,
 			// data that cannot be scanned is withheld, never passed on.

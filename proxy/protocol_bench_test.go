@@ -60,7 +60,7 @@ func BenchmarkProtocolAnswer(b *testing.B) {
 						b.Fatalf("invalid: %v", out.Errors)
 					}
 					resp := out.Response
-					p.redactResponse(&scope.Exchange{}, &resp)
+					p.redactResponse(&scope.Exchange{}, &resp, nil)
 					_ = resp.Compact()
 				}
 			})

@@ -321,7 +321,7 @@ func (r *Registry) semantic(ctx context.Context, v *view, agentID string, q Quer
 		}
 		pending = append(pending, i)
 	}
-	if err := r.embedProfiles(ctx, v, agentID, cands, pending, vecs, dim); err != nil {
+	if err := r.embedProfiles(ctx, v, cands, pending, vecs, dim); err != nil {
 		return nil, "", err
 	}
 	for i, m := range cands {
@@ -353,7 +353,7 @@ const ProfileCaller = "gateway:registry"
 // at a time,
 // and caches them. Any failure fails the whole ranking: a ranking of some
 // agents by embeddings and others by nothing would be no ranking.
-func (r *Registry) embedProfiles(ctx context.Context, v *view, agentID string, cands []Match, pending []int, vecs [][]float64, dim int) error {
+func (r *Registry) embedProfiles(ctx context.Context, v *view, cands []Match, pending []int, vecs [][]float64, dim int) error {
 	if len(pending) == 0 {
 		return nil
 	}

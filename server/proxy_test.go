@@ -19,7 +19,7 @@ import (
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
-	"github.com/sacpgw/gateway/upstream"
+	"github.com/sacpgw/gateway/upstream/mock"
 )
 
 // fakeOpenAI is an OpenAI-compatible upstream recording what it received.
@@ -441,7 +441,7 @@ func TestModelsAndEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(emb.Data) != 2 || len(emb.Data[0].Embedding) != upstream.MockEmbeddingDim {
+	if len(emb.Data) != 2 || len(emb.Data[0].Embedding) != mock.EmbeddingDim {
 		t.Errorf("embeddings = %+v", emb.Data)
 	}
 }

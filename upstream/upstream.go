@@ -73,11 +73,6 @@ func newMock(Config) (http.RoundTripper, *url.URL, error) {
 	return mock.Provider{}, base, err
 }
 
-// MockEmbeddingDim is the length of the mock provider's embeddings, kept
-// here for the callers that compare with the mock's answers through an
-// upstream; new code uses mock.EmbeddingDim.
-const MockEmbeddingDim = mock.EmbeddingDim
-
 // Set is the configured upstreams. The upstreams whose globs match a model
 // are its candidates (Candidates): the lowest priority first, spread by
 // weight within a priority; a request tries them in that order while its
