@@ -19,6 +19,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -561,3 +562,36 @@ func (s *Service) notify(rec *Record) {
 func slackEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
+
+// SignedIn is the person behind r for the doors that serve people (the
+// admin API and console): a page session's cookie, else an admin or
+// reviewer bearer token. A refused token is audited as auth.failure; an
+// agent's token is 403.
+func (s *Service) SignedIn(r *http.Request) (door.Person, error) {
+	if r.Header.Get("Authorization") == "" {
+		sess, err := s.session(r)
+		if err != nil {
+			return door.Person{}, err
+		}
+		if sess != nil {
+			p := sess.who.person()
+			p.CSRF = sess.csrf
+			return p, nil
+		}
+	}
+	who, err := s.adminAuth(r)
+	if err != nil {
+		if aerr := s.auditAuthFailure(r, err); aerr != nil {
+			return door.Person{}, aerr
+		}
+		return door.Person{}, err
+	}
+	return who.person(), nil
+}
+
+// person is p as the door frame names people.
+func (p principal) person() door.Person {
+	return door.Person{Name: p.Name, Admin: p.Admin, Reviewer: !p.Admin, Via: "token"}
+}
+
+var _ door.PeopleAuth = (*Service)(nil)

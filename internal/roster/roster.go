@@ -19,6 +19,10 @@ type Agent struct {
 	// ID is the key of the entry in agents.yaml.
 	ID   string `yaml:"-"`
 	Type string `yaml:"type"`
+	// Team is the team the agent belongs to: its limits and budgets apply
+	// on top of the agent's, and its reviewers decide the agent's
+	// escalations. Empty: no team.
+	Team string `yaml:"team"`
 	// Roles are the roles the agent may claim in a message (sender_type,
 	// SAM sender.role) besides its Type: SAM roles such as initiator or
 	// validator belong to a conversation, not to the agent. Empty: Type only.
