@@ -29,6 +29,7 @@ var layers = map[string]int{
 	"internal/roster":   0, // agents.yaml: the Agent entry every part that serves an agent reads
 	"internal/protocol": 0, // protocol.yaml: the approval protocol's settings, with the SACP and redaction ones
 	"internal/pricing":  0, // what models cost, gateway.yaml's pricing with it
+	"internal/team":     0, // a team of agents: its shared limits, from teams.yaml and the admin API
 	"internal/doctest":  0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
@@ -71,6 +72,7 @@ var sideways = map[[2]string]bool{
 	{"internal/pricing", "internal/confkit"}:  true,
 	{"internal/roster", "internal/confkit"}:   true,
 	{"internal/roster", "internal/names"}:     true,
+	{"internal/team", "internal/confkit"}:     true,
 	{"internal/protocol", "internal/confkit"}: true,
 	{"internal/protocol", "sacp"}:             true,
 	{"internal/protocol", "redact"}:           true,
