@@ -109,7 +109,8 @@ func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
 		return nil, nil
 	}
 	eng, err := workflow.New(workflow.Deps{
-		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler}, Policy: a.policies, Steps: a.state.limiter,
+		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler, endpoint: a.hasEndpoint}, Policy: a.policies, Steps: a.state.limiter,
+		Picker:    registryPicker{handler: a.Handler, registry: a.registry, relay: func() *messaging.Service { return a.messaging }},
 		Escalator: a.approval, Audit: a.rec, Log: a.log, Owner: cfg.Gateway.Audit.Chain,
 		PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
 		Blobs:         a.state.blobs, MaxInlineBinary: int(cfg.Protocol.Limits.MaxInlineBinary),

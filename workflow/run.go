@@ -48,6 +48,8 @@ type Step struct {
 	Next string `json:"next,omitempty"`
 	// Error says why the step failed.
 	Error string `json:"error,omitempty"`
+	// Pick is how a registry-driven node's agent was chosen.
+	Pick *Pick `json:"pick,omitempty"`
 	// RequestID is the governed call's request id: its llm.* audit entries.
 	RequestID string    `json:"request_id,omitempty"`
 	StartedAt time.Time `json:"started_at"`

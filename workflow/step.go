@@ -192,9 +192,23 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if timeout <= 0 {
 		timeout = e.stepTimeout
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
 	release := e.keepLease(ctx, run.ID)
-	reply, err := e.caller.Call(cctx, Call{Agent: node.Agent, Model: node.Model, Input: input, RunID: run.ID, Node: node.Name})
+	call := Call{Agent: node.Agent, Model: node.Model, Input: input, RunID: run.ID, Node: node.Name}
+	if node.Pick != nil {
+		pk, err := e.pick(ctx, wf, node, run, timeout)
+		e.writePick(ctx, run, node.Name, pk, err)
+		st.Pick, st.Agent = pk, pk.Chosen
+		if err != nil {
+			release()
+			return stepFailed(err.Error())
+		}
+		call.Agent, call.Sender, call.Action = pk.Chosen, run.Caller, pk.Query.Action
+		if call.Model == "" {
+			call.Model = pk.model
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	reply, err := e.caller.Call(cctx, call)
 	release()
 	cancel()
 	st.RequestID = reply.RequestID
@@ -211,7 +225,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if err != nil {
 		return stepFailed(err.Error())
 	}
-	if err := e.checkURLs(ctx, wf, node, a); err != nil {
+	if err := e.checkURLs(ctx, wf, node, st.Agent, a); err != nil {
 		return stepFailed(err.Error())
 	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
@@ -243,7 +257,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 // signed URL is a capability to read a document, handed to every later
 // agent of the run. One that is not https, scheme-relative ones included,
 // is refused before the policy is asked.
-func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, a Answer) error {
+func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, agent string, a Answer) error {
 	urls := signedURLs(a)
 	if len(urls) > maxSignedURLs {
 		return fmt.Errorf("the answer carries %d signed URLs, more than %d: refused", len(urls), maxSignedURLs)
@@ -254,7 +268,7 @@ func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *d
 		}
 		pctx, cancel := context.WithTimeout(ctx, e.policyTimeout)
 		d, err := e.policy.SignedURL(pctx, map[string]any{
-			"agent":    map[string]any{"id": node.Agent},
+			"agent":    map[string]any{"id": agent},
 			"workflow": map[string]any{"name": wf.Name, "callers": anySlice(wf.Callers)},
 			"node":     node.Name,
 			"url":      map[string]any{"raw": u.String(), "host": u.Hostname(), "path": u.Path},
@@ -274,11 +288,19 @@ func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *d
 	return nil
 }
 
-// runAgents may read a run's blobs: its caller and its nodes' agents.
+// runAgents may read a run's blobs: its caller, its nodes' fixed agents
+// and the agents its registry-driven steps chose.
 func runAgents(wf *definition.Workflow, r *Run) []string {
 	agents := []string{r.Caller}
 	for _, n := range wf.NodeOrder {
-		agents = append(agents, wf.Nodes[n].Agent)
+		if a := wf.Nodes[n].Agent; a != "" {
+			agents = append(agents, a)
+		}
+	}
+	for _, s := range r.Steps {
+		if s.Pick != nil && s.Agent != "" {
+			agents = append(agents, s.Agent)
+		}
 	}
 	return union(nil, agents)
 }
