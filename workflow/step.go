@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/globalctx"
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
@@ -308,20 +307,7 @@ func runAgents(wf *definition.Workflow, r *Run) []string {
 // entityWrites are the Global Context entities an answer writes (its
 // data.entities): a node writes only the entities it owns.
 func entityWrites(node *definition.Node, a Answer) (map[string]any, error) {
-	raw, ok := a.Data["entities"]
-	if !ok {
-		return nil, nil
-	}
-	ents, ok := raw.(map[string]any)
-	if !ok {
-		return nil, errors.New("data.entities must be an object of entity name to value")
-	}
-	for _, name := range slices.Sorted(maps.Keys(ents)) {
-		if !slices.Contains(node.Owns, name) {
-			return nil, fmt.Errorf("node %s wrote entity %q, which it does not own (owns: %s)", node.Name, name, strings.Join(node.Owns, ", "))
-		}
-	}
-	return ents, nil
+	return globalctx.Writes("node "+node.Name, node.Owns, a.Data)
 }
 
 // applyAnswer records node's answer a and its checked entity writes on r.
@@ -330,10 +316,7 @@ func applyAnswer(r *Run, node string, a Answer, writes map[string]any) {
 		r.Outputs = map[string]*Answer{}
 	}
 	r.Outputs[node] = &a
-	if len(writes) > 0 && r.Context.Entities == nil {
-		r.Context.Entities = map[string]any{}
-	}
-	maps.Copy(r.Context.Entities, writes)
+	r.Context.Apply(writes)
 }
 
 // route decides the move after node answered a: negotiation, a pause for a
