@@ -91,7 +91,7 @@ func (a *App) relayDoor(cfg *config.Config) (door.Door, error) {
 	}
 	svc, err := messaging.New(messaging.Deps{
 		Config: cfg, Registry: a.registry, RBAC: rbac, Policy: a.policies, Queue: a.state.queue, History: a.state.history,
-		Audit: a.rec, Escalator: a.approval, People: a.approval, Log: a.log, Client: client,
+		Audit: a.rec, Escalator: a.approval, People: a.approval, Log: a.log, Client: client, Contexts: a.relayContexts(cfg),
 	})
 	if err != nil {
 		return nil, err

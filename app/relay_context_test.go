@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/testredis"
 )
 
 // contextAgents are a2aAgents with seed 003's domains: the vendor agent
@@ -176,5 +178,24 @@ func TestSeed003HandoffNotAcknowledged(t *testing.T) {
 	}
 	if status, resp := g.send("vendor_onboarding_agent", samMessage("m2", "vendor_onboarding_agent", "compliance_agent", "EVENT", "vendor_update", vendorEntity)); status != http.StatusAccepted {
 		t.Errorf("the sender writes after the failed handoff: %d %v", status, resp)
+	}
+}
+
+// TestSeed003HandoffAcrossReplicas: the Global Context is the gateway's,
+// not a replica's: with the Redis backend a handoff made through one
+// replica is seen, and enforced, by another.
+func TestSeed003HandoffAcrossReplicas(t *testing.T) {
+	rd := testredis.Start(t)
+	a := newA2A(t, a2aOpts{agents: contextAgents(t), redisURL: rd.URL(), chain: "replica-a"})
+	b := newA2A(t, a2aOpts{agents: contextAgents(t), redisURL: rd.URL(), chain: "replica-b", peers: a.peers})
+	if status, body, header := a.do(http.MethodPost, "/relay/messages", "tok-vendor_onboarding_agent",
+		samMessage("msg-handoff", "vendor_onboarding_agent", "compliance_agent", "REQUEST", "handoff", vendorEntity)); status != http.StatusOK || header.Get("X-Handoff") != "complete" {
+		t.Fatalf("handoff on A: %d %s", status, body)
+	}
+	if status, c := b.threadContext("compliance_agent"); status != http.StatusOK || c["current_agent"] != "compliance_agent" {
+		t.Fatalf("context on B: %d %v", status, c)
+	}
+	if status, _ := b.send("vendor_onboarding_agent", samMessage("m2", "vendor_onboarding_agent", "compliance_agent", "EVENT", "vendor_update", vendorEntity)); status != http.StatusConflict {
+		t.Errorf("the former current agent writes on B: %d, want 409", status)
 	}
 }
