@@ -156,6 +156,19 @@ func (g *a2a) spawnReview() string {
 	return ""
 }
 
+// visaRun starts a visa-check run, has a reviewer take decision on the
+// spawn it asks for, and returns the run once it ended.
+func (g *a2a) visaRun(decision string) (string, workflow.View) {
+	g.t.Helper()
+	id := g.startRun("starter", "visa-check", `{"traveller": "a French citizen going to Japan"}`)
+	review := g.spawnReview()
+	if status, body, _ := g.do(http.MethodPost, "/admin/escalations/"+review+"/decision", "tok-reviewer",
+		`{"decision":"`+decision+`","reviewer":"security-lead","comment":"decided"}`); status != http.StatusOK {
+		g.t.Fatalf("%s the spawn: %d %s", decision, status, body)
+	}
+	return id, g.runEnd("starter", "visa-check", id)
+}
+
 // TestSeed001AppendixDSpawnAndRetry: seed 001 Appendix D end to end on
 // the mock provider. The visa node asks the registry for an agent that
 // checks visas; none fits, so the registry's SPAWN_AGENT suggestion goes to
@@ -171,13 +184,7 @@ func TestSeed001AppendixDSpawnAndRetry(t *testing.T) {
 		return fmt.Sprintf(`{"message_id":"visa-answer","sender":{"agent_id":%q},"recipient":{"agent_id":"starter"},"message_type":"RESPONSE",`+
 			`"payload":{"action":"check","data":{"thought":"rules","status":"success","data":{"visa_required":false},"message":"No visa needed."}}}`, to["agent_id"])
 	}))
-	id := g.startRun("starter", "visa-check", `{"traveller": "a French citizen going to Japan"}`)
-	review := g.spawnReview()
-	if status, body, _ := g.do(http.MethodPost, "/admin/escalations/"+review+"/decision", "tok-reviewer",
-		`{"decision":"approve","reviewer":"security-lead","comment":"visa agent ok"}`); status != http.StatusOK {
-		t.Fatalf("approving the spawn: %d %s", status, body)
-	}
-	v := g.runEnd("starter", "visa-check", id)
+	id, v := g.visaRun("approve")
 	if v.Status != workflow.Completed || nodesOf(v.Steps) != "collect:success visa:success" {
 		t.Fatalf("run %s: %s, steps %s, error %q", id, v.Status, nodesOf(v.Steps), v.Error)
 	}
@@ -289,13 +296,7 @@ func TestSeed001AppendixARegistryPicks(t *testing.T) {
 // the step and the run; the endpoint is never called.
 func TestSeed001AppendixDSpawnRejected(t *testing.T) {
 	g, peer := newPickFlow(t)
-	id := g.startRun("starter", "visa-check", `{"traveller": "x"}`)
-	review := g.spawnReview()
-	if status, body, _ := g.do(http.MethodPost, "/admin/escalations/"+review+"/decision", "tok-reviewer",
-		`{"decision":"reject","reviewer":"security-lead","comment":"no new agents today"}`); status != http.StatusOK {
-		t.Fatalf("rejecting the spawn: %d %s", status, body)
-	}
-	v := g.runEnd("starter", "visa-check", id)
+	_, v := g.visaRun("reject")
 	if v.Status != workflow.Failed || !strings.Contains(v.Error, "rejected by a person") {
 		t.Fatalf("run: %s, error %q; want a failure saying the spawn was rejected", v.Status, v.Error)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/globalctx"
 	"github.com/sacpgw/gateway/internal/httpx"
-	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/mailbox"
 )
 
@@ -270,15 +269,14 @@ func (s *Service) settleContext(ctx context.Context, in *send, reply *envelope.M
 // the thread's Global Context, to an agent that sent or received one of
 // its messages; to any other agent, and for a thread without a context, 404.
 func (s *Service) Context(w http.ResponseWriter, r *http.Request) {
-	me := scope.Get(r.Context()).Agent.ID
-	tq, err := s.thread(r)
-	if err != nil {
-		httpx.Fail(w, r, err)
+	tq, me, ok := s.agentThread(w, r)
+	if !ok {
 		return
 	}
 	party := slices.ContainsFunc(tq.entries, func(e mailbox.Entry) bool { return e.Sender == me || slices.Contains(e.Recipients, me) })
 	var tc *ThreadContext
 	if party {
+		var err error
 		if tc, err = s.contexts.Get(r.Context(), tq.kind+":"+tq.id); err != nil {
 			httpx.Fail(w, r, errorf("thread context: %w", err))
 			return
