@@ -53,8 +53,16 @@ type Handoff struct {
 	AcknowledgedAt time.Time `json:"acknowledged_at,omitzero"`
 }
 
-// locked reports a handoff in progress: nobody writes until it settles.
-func (c *ThreadContext) locked() bool { return c.Handoff != nil && c.Handoff.State == HandoffPending }
+// maxHandoffLock bounds a handoff's lock: past the longest REQUEST
+// (metadata.timeout_ms is at most an hour) a pending handoff is one whose
+// replica died before it settled, and it must not block the thread for good.
+const maxHandoffLock = time.Hour + time.Minute
+
+// locked reports a handoff in progress at now: nobody writes until it
+// settles.
+func (c *ThreadContext) locked(now time.Time) bool {
+	return c.Handoff != nil && c.Handoff.State == HandoffPending && now.Sub(c.Handoff.RequestedAt) < maxHandoffLock
+}
 
 // ContextStore keeps the threads' Global Contexts (memory, or Redis shared
 // by the replicas).
@@ -172,7 +180,7 @@ func (s *Service) checkContext(r *http.Request, in *send) error {
 	}
 	check := func(tc *ThreadContext) error {
 		switch {
-		case tc.locked():
+		case tc.locked(s.now()):
 			return errContext("The Global Context of this thread is locked: the handoff from %s to %s is pending.", tc.Handoff.From, tc.Handoff.To)
 		case tc.CurrentAgent != "" && tc.CurrentAgent != sender.ID:
 			return errContext("Only the current agent (%s) writes entities or hands off in this thread.", tc.CurrentAgent)
@@ -232,8 +240,8 @@ func (s *Service) settleContext(ctx context.Context, in *send, reply *envelope.M
 	m, sender, done := in.msg, in.ex.Agent.ID, false
 	_, err := s.contexts.Update(context.WithoutCancel(ctx), p.key, func(tc *ThreadContext) error {
 		s.open(tc, p.key, sender)
-		mine := p.handoff && tc.locked() && tc.Handoff.MessageID == m.ID
 		now := s.now().UTC()
+		mine := p.handoff && tc.locked(now) && tc.Handoff.MessageID == m.ID
 		if !in.stored {
 			if mine {
 				tc.Handoff.State = HandoffFailed
@@ -242,7 +250,7 @@ func (s *Service) settleContext(ctx context.Context, in *send, reply *envelope.M
 		}
 		// The writes were checked before the message went out; a handoff
 		// writes under its own lock ("the sender finalizes its state").
-		if len(p.writes) > 0 && (mine || (!tc.locked() && tc.CurrentAgent == sender)) {
+		if len(p.writes) > 0 && (mine || (!tc.locked(now) && tc.CurrentAgent == sender)) {
 			tc.Apply(p.writes)
 		}
 		tc.History = append(tc.History, globalctx.HistoryEntry{Agent: sender, Action: action(m), Timestamp: now})

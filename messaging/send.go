@@ -74,6 +74,7 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	}
 	esc, err := s.suspendThread(r.Context(), in)
 	if err != nil {
+		s.settleContext(r.Context(), in, nil) // a handoff's lock is released
 		s.reject(w, r, in, err)
 		return
 	}
