@@ -220,7 +220,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	a := reply.Answer
 	// Large binary values leave the answer before anything stores or
 	// routes on it; the run's agents may fetch them.
-	refs, err := externalize(ctx, e.blobs, a.Data, e.maxInline, runAgents(wf, run))
+	refs, err := externalize(ctx, e.blobs, a.Data, e.maxInline, union(runAgents(wf, run), []string{st.Agent}))
 	if err != nil {
 		return stepFailed(err.Error())
 	}
