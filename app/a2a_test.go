@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -145,6 +146,10 @@ type a2aOpts struct {
 	// dir reuses a config directory (and so its state dir): the gateway
 	// restarted on the same files.
 	dir string
+	// agents replaces a2aAgents; files are more config files by name
+	// (registry.yaml's replacing the repository's).
+	agents string
+	files  map[string]string
 }
 
 func newA2A(t testing.TB, o a2aOpts) *a2a {
@@ -175,6 +180,9 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 		}
 	}
 	agents := a2aAgents
+	if o.agents != "" {
+		agents = o.agents
+	}
 	for id, p := range peers {
 		agents = strings.ReplaceAll(agents, "%endpoint:"+id+"%", p.Srv.URL+"/messages")
 	}
@@ -217,6 +225,7 @@ messaging:
 		t.Fatal(err)
 	}
 	files[config.RegistryFile] = string(reg) + o.registryExtra
+	maps.Copy(files, o.files)
 	cfg, a, auditLog := buildFromFiles(t, dir, files)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

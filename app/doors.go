@@ -91,7 +91,7 @@ func (a *App) relayDoor(cfg *config.Config) (door.Door, error) {
 	}
 	svc, err := messaging.New(messaging.Deps{
 		Config: cfg, Registry: a.registry, RBAC: rbac, Policy: a.policies, Queue: a.state.queue, History: a.state.history,
-		Audit: a.rec, Escalator: a.approval, People: a.approval, Log: a.log, Client: client,
+		Audit: a.rec, Escalator: a.approval, People: a.approval, Log: a.log, Client: client, Contexts: a.relayContexts(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -109,7 +109,8 @@ func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
 		return nil, nil
 	}
 	eng, err := workflow.New(workflow.Deps{
-		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler}, Policy: a.policies, Steps: a.state.limiter,
+		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler, endpoint: a.hasEndpoint}, Policy: a.policies, Steps: a.state.limiter,
+		Picker:    registryPicker{handler: a.Handler, registry: a.registry, relay: func() *messaging.Service { return a.messaging }},
 		Escalator: a.approval, Audit: a.rec, Log: a.log, Owner: cfg.Gateway.Audit.Chain,
 		PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),
 		Blobs:         a.state.blobs, MaxInlineBinary: int(cfg.Protocol.Limits.MaxInlineBinary),

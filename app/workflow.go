@@ -24,16 +24,29 @@ const maxStepAnswer = 8 << 20
 // validated, redacted and audited exactly like the agent's own request.
 type stepCaller struct {
 	handler func() http.Handler
+	// endpoint reports whether an agent receives messages at an endpoint;
+	// a registry-driven step's agent that does is messaged by the run's
+	// caller through the relay (relayStep) instead.
+	endpoint func(ctx context.Context, agent string) bool
 }
 
 // Call implements workflow.Caller.
 func (c stepCaller) Call(ctx context.Context, call workflow.Call) (workflow.Reply, error) {
+	if call.Sender != "" && c.endpoint != nil && c.endpoint(ctx, call.Agent) {
+		return c.relayStep(ctx, call)
+	}
 	header := http.Header{"X-Correlation-Id": {call.RunID}}
 	rec, err := callInProcess(ctx, c.handler(), scope.Acting{AgentID: call.Agent, RunID: call.RunID, Node: call.Node},
 		"/v1/chat/completions", header, map[string]any{
 			"model":    call.Model,
 			"messages": []any{map[string]any{"role": "user", "content": call.Input}},
 		})
+	return replyOf(rec, err, call.Agent, stepAnswer)
+}
+
+// replyOf is a step's reply: the in-process call's request id, and the
+// answer read from its body by read.
+func replyOf(rec *stepResponse, err error, agent string, read func([]byte) (workflow.Answer, error)) (workflow.Reply, error) {
 	reply := workflow.Reply{}
 	if rec != nil {
 		reply.RequestID = rec.header.Get("X-Request-Id")
@@ -41,9 +54,9 @@ func (c stepCaller) Call(ctx context.Context, call workflow.Call) (workflow.Repl
 	if err != nil {
 		return reply, err
 	}
-	a, err := stepAnswer(rec.body.Bytes())
+	a, err := read(rec.body.Bytes())
 	if err != nil {
-		return reply, fmt.Errorf("the answer of agent %s: %w", call.Agent, err)
+		return reply, fmt.Errorf("the answer of agent %s: %w", agent, err)
 	}
 	reply.Answer = a
 	return reply, nil
@@ -98,13 +111,21 @@ func callInProcess(ctx context.Context, h http.Handler, acting scope.Acting, pat
 	if err != nil {
 		return nil, fmt.Errorf("in-process request: %w", err)
 	}
+	return inProcess(ctx, h, acting, http.MethodPost, path, header, raw)
+}
+
+// inProcess is callInProcess with any method and a body as it is (nil for
+// none).
+func inProcess(ctx context.Context, h http.Handler, acting scope.Acting, method, path string, header http.Header, raw []byte) (*stepResponse, error) {
 	ctx = scope.WithActing(ctx, acting)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("in-process request: %w", err)
 	}
 	maps.Copy(req.Header, header)
-	req.Header.Set("Content-Type", "application/json")
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.RemoteAddr = "127.0.0.1:0" // in process
 	rec := &stepResponse{header: http.Header{}}
 	h.ServeHTTP(rec, req)

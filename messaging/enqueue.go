@@ -261,6 +261,7 @@ func (s *Service) enqueue(w http.ResponseWriter, r *http.Request, in *send) erro
 		// The thread now waits for a person: the sender learns where.
 		body["thread_suspended"] = in.escalation
 	}
+	s.settleContext(ctx, in, nil)
 	httpx.WriteJSON(w, r, http.StatusAccepted, body)
 	return nil
 }

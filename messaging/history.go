@@ -120,10 +120,8 @@ func list(kind, id string, entries []mailbox.Entry, p page) HistoryList {
 // or received. A thread with none of its messages is 404, exactly like a
 // thread that does not exist, so agents cannot probe other workflows.
 func (s *Service) History(w http.ResponseWriter, r *http.Request) {
-	me := scope.Get(r.Context()).Agent.ID
-	tq, err := s.thread(r)
-	if err != nil {
-		httpx.Fail(w, r, err)
+	tq, me, ok := s.agentThread(w, r)
+	if !ok {
 		return
 	}
 	visible := make([]mailbox.Entry, 0, len(tq.entries))
@@ -133,6 +131,18 @@ func (s *Service) History(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tq.answer(w, r, visible, " were sent to or by agent "+me)
+}
+
+// agentThread is the thread r asks the authenticated agent me about; a
+// bad query is answered here (ok false).
+func (s *Service) agentThread(w http.ResponseWriter, r *http.Request) (tq threadQuery, me string, ok bool) {
+	me = scope.Get(r.Context()).Agent.ID
+	tq, err := s.thread(r)
+	if err != nil {
+		httpx.Fail(w, r, err)
+		return tq, me, false
+	}
+	return tq, me, true
 }
 
 // People authenticates the admin's and reviewers' tokens (approval.Service).

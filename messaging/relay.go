@@ -209,6 +209,10 @@ func (s *Service) relay(w http.ResponseWriter, r *http.Request, in *send) error 
 	if esc != nil {
 		w.Header().Set("X-Escalation-Id", esc.RequestID)
 	}
+	if s.settleContext(ctx, in, reply) {
+		// The handoff's "complete" notice to its sender.
+		w.Header().Set("X-Handoff", HandoffComplete)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)

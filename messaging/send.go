@@ -47,6 +47,8 @@ type send struct {
 	// testMode: the payload asks for a dry run (ctx.test_mode); checked
 	// and audited, delivered to nobody.
 	testMode bool
+	// thread is what the message does to its thread's Global Context.
+	thread *threadPlan
 }
 
 // refusal marks an error found after the checks (the history refusing a
@@ -72,6 +74,7 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 	}
 	esc, err := s.suspendThread(r.Context(), in)
 	if err != nil {
+		s.settleContext(r.Context(), in, nil) // a handoff's lock is released
 		s.reject(w, r, in, err)
 		return
 	}
@@ -85,6 +88,8 @@ func (s *Service) Send(w http.ResponseWriter, r *http.Request) {
 		// Refused or failed before it went out: nobody waits on it.
 		s.unsuspend(r.Context(), in)
 	}
+	// A handoff that did not go through releases its thread's lock.
+	s.settleContext(r.Context(), in, nil)
 	if _, late := errors.AsType[*refusal](err); late {
 		s.reject(w, r, in, err)
 		return
@@ -118,7 +123,7 @@ func (s *Service) reject(w http.ResponseWriter, r *http.Request, in *send, err e
 // records its verdict in in.checks for the audit entry.
 func (s *Service) accept(r *http.Request, in *send) error {
 	for _, step := range []func(*http.Request, *send) error{
-		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.checkSuspended, s.redact, s.checkPlan, s.checkTestMode,
+		s.readEnvelope, s.checkSender, s.resolveRecipient, s.authorize, s.checkRepeat, s.checkSuspended, s.redact, s.checkPlan, s.checkTestMode, s.checkContext,
 	} {
 		if err := step(r, in); err != nil {
 			return err

@@ -97,6 +97,8 @@ type Deps struct {
 	Client *http.Client
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// Contexts keeps the threads' Global Contexts. Nil: in memory.
+	Contexts ContextStore
 }
 
 // Service relays and governs agent-to-agent messages.
@@ -111,6 +113,7 @@ type Service struct {
 	log       *slog.Logger
 	client    *http.Client
 	now       func() time.Time
+	contexts  ContextStore
 
 	// conf is what a config reload replaces; each request reads it once.
 	conf atomic.Pointer[conf]
@@ -199,7 +202,10 @@ func New(d Deps) (*Service, error) {
 	}
 	s := &Service{
 		reg: d.Registry, policy: d.Policy, queue: d.Queue, history: d.History,
-		audit: d.Audit, escalator: d.Escalator, people: d.People, log: d.Log, client: d.Client, now: d.Now,
+		audit: d.Audit, escalator: d.Escalator, people: d.People, log: d.Log, client: d.Client, now: d.Now, contexts: d.Contexts,
+	}
+	if s.contexts == nil {
+		s.contexts = NewMemoryContexts()
 	}
 	c, err := newConf(d.Config, d.RBAC)
 	if err != nil {
@@ -247,6 +253,7 @@ func (s *Service) Routes() []door.Route {
 	return []door.Route{
 		{Method: http.MethodPost, Path: "/relay/messages", Handler: http.HandlerFunc(s.Send), Access: door.Metered},
 		{Method: http.MethodGet, Path: "/relay/messages", Handler: http.HandlerFunc(s.History), Access: door.Agent},
+		{Method: http.MethodGet, Path: "/relay/context", Handler: http.HandlerFunc(s.Context), Access: door.Agent},
 		{Method: http.MethodGet, Path: "/admin/messages", Handler: s.AdminHistory(s.people), Access: door.People},
 	}
 }

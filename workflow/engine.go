@@ -44,6 +44,9 @@ const takeOverEvery = 2 * time.Second
 type Call struct {
 	Agent, Model, Input string
 	RunID, Node         string
+	// Sender is set for a registry-driven node: the run's caller, who
+	// messages the chosen agent, and Action is what it sends.
+	Sender, Action string
 }
 
 // Reply is the validated SACP answer of a Call.
@@ -94,6 +97,9 @@ type Deps struct {
 	// MaxInlineBinary is the size (as written) above which a base64 value
 	// in an answer's data is moved to Blobs; zero: 64 KiB.
 	MaxInlineBinary int
+	// Picker asks the registry for a registry-driven node's agent; nil:
+	// such a node fails its step.
+	Picker Picker
 }
 
 // Engine starts, advances, suspends, resumes and cancels runs.
@@ -111,6 +117,7 @@ type Engine struct {
 	policyTimeout time.Duration
 	blobs         BlobStore
 	maxInline     int
+	picker        Picker
 	now           func() time.Time
 	leaseTTL      time.Duration
 
@@ -134,7 +141,7 @@ func New(d Deps) (*Engine, error) {
 	}
 	e := &Engine{store: d.Store, caller: d.Caller, policy: d.Policy, steps: d.Steps, escalator: d.Escalator, audit: d.Audit, log: d.Log,
 		owner: d.Owner, stepTimeout: d.StepTimeout, policyTimeout: d.PolicyTimeout, blobs: d.Blobs, maxInline: d.MaxInlineBinary,
-		now: time.Now, leaseTTL: 15 * time.Second,
+		picker: d.Picker, now: time.Now, leaseTTL: 15 * time.Second,
 		running: map[string]context.CancelFunc{}, changed: map[string]chan struct{}{}}
 	if e.owner == "" {
 		e.owner = "gateway-" + newID()[:8]

@@ -211,11 +211,21 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 func (a *API) Describe() http.Handler { return endpoint(a.describe) }
 
 type nodeView struct {
-	Agent   string   `json:"agent"`
+	// Agent is the agent's id, or a pickView for a registry-driven node.
+	Agent   any      `json:"agent"`
 	Model   string   `json:"model,omitempty"`
 	Input   string   `json:"input"`
 	Owns    []string `json:"owns"`
 	Timeout string   `json:"timeout,omitempty"`
+}
+
+// pickView is a registry-driven node's agent as workflows.yaml wrote it.
+type pickView struct {
+	Verb          string   `json:"verb,omitempty"`
+	Inputs        []string `json:"inputs,omitempty"`
+	OutputType    string   `json:"output_type,omitempty"`
+	Text          string   `json:"text,omitempty"`
+	SpawnEndpoint string   `json:"spawn_endpoint,omitempty"`
 }
 
 type edgeView struct {
@@ -232,6 +242,9 @@ func (a *API) describe(w http.ResponseWriter, r *http.Request) error {
 	nodes := map[string]nodeView{}
 	for name, n := range wf.Nodes {
 		v := nodeView{Agent: n.Agent, Model: n.Model, Input: n.Input.String(), Owns: nonNil(n.Owns)}
+		if p := n.Pick; p != nil {
+			v.Agent = pickView{Verb: p.Verb, Inputs: p.Inputs, OutputType: p.OutputType, Text: p.Text, SpawnEndpoint: p.SpawnEndpoint}
+		}
 		if n.Timeout > 0 {
 			v.Timeout = n.Timeout.String()
 		}
@@ -247,7 +260,7 @@ func (a *API) describe(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpx.WriteJSON(w, r, http.StatusOK, map[string]any{
 		"name": wf.Name, "description": wf.Description, "callers": nonNil(wf.Callers), "start": wf.Start,
-		"max_steps": wf.MaxSteps, "max_negotiation_rounds": wf.MaxNegotiationRounds,
+		"max_steps": wf.MaxSteps, "max_negotiation_rounds": wf.MaxNegotiationRounds, "max_spawns": wf.MaxSpawns,
 		"nodes": nodes, "edges": edges, "mermaid": wf.Mermaid(),
 	})
 	return nil

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/globalctx"
 )
 
 // Status is a run's state.
@@ -48,40 +50,24 @@ type Step struct {
 	Next string `json:"next,omitempty"`
 	// Error says why the step failed.
 	Error string `json:"error,omitempty"`
+	// Pick is how a registry-driven node's agent was chosen.
+	Pick *Pick `json:"pick,omitempty"`
 	// RequestID is the governed call's request id: its llm.* audit entries.
 	RequestID string    `json:"request_id,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at"`
 }
 
-// Context is the run's Global Context: entities each written only by the
-// node that owns it, an append-only history kept by the engine, and
-// artifacts (blob references).
-type Context struct {
-	WorkflowID   string         `json:"workflow_id"`
-	Status       Status         `json:"status"`
-	CurrentAgent string         `json:"current_agent"`
-	Entities     map[string]any `json:"entities"`
-	History      []HistoryEntry `json:"history"`
-	Artifacts    []Artifact     `json:"artifacts"`
-}
+// Context is the run's Global Context (internal/globalctx): entities each
+// written only by the node that owns it, an append-only history kept by
+// the engine, and artifacts (blob references).
+type Context = globalctx.Context[Status]
 
 // HistoryEntry is one thing an agent did in the run.
-type HistoryEntry struct {
-	Agent     string    `json:"agent"`
-	Node      string    `json:"node"`
-	Action    string    `json:"action"`
-	Timestamp time.Time `json:"timestamp"`
-}
+type HistoryEntry = globalctx.HistoryEntry
 
 // Artifact is a document a run produced, by reference.
-type Artifact struct {
-	Type      string `json:"type"`
-	URL       string `json:"url"`
-	Node      string `json:"node"`
-	MediaType string `json:"media_type,omitempty"`
-	Size      int    `json:"size,omitempty"`
-}
+type Artifact = globalctx.Artifact
 
 // Run is one execution of a workflow: what the API shows, and what the
 // engine keeps to continue it (in the state backend, so another replica

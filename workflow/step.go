@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/globalctx"
 
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
@@ -192,9 +191,23 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	if timeout <= 0 {
 		timeout = e.stepTimeout
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
 	release := e.keepLease(ctx, run.ID)
-	reply, err := e.caller.Call(cctx, Call{Agent: node.Agent, Model: node.Model, Input: input, RunID: run.ID, Node: node.Name})
+	call := Call{Agent: node.Agent, Model: node.Model, Input: input, RunID: run.ID, Node: node.Name}
+	if node.Pick != nil {
+		pk, err := e.pick(ctx, wf, node, run, timeout)
+		e.writePick(ctx, run, node.Name, pk, err)
+		st.Pick, st.Agent = pk, pk.Chosen
+		if err != nil {
+			release()
+			return stepFailed(err.Error())
+		}
+		call.Agent, call.Sender, call.Action = pk.Chosen, run.Caller, pk.Query.Action
+		if call.Model == "" {
+			call.Model = pk.model
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	reply, err := e.caller.Call(cctx, call)
 	release()
 	cancel()
 	st.RequestID = reply.RequestID
@@ -207,11 +220,11 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 	a := reply.Answer
 	// Large binary values leave the answer before anything stores or
 	// routes on it; the run's agents may fetch them.
-	refs, err := externalize(ctx, e.blobs, a.Data, e.maxInline, runAgents(wf, run))
+	refs, err := externalize(ctx, e.blobs, a.Data, e.maxInline, union(runAgents(wf, run), []string{st.Agent}))
 	if err != nil {
 		return stepFailed(err.Error())
 	}
-	if err := e.checkURLs(ctx, wf, node, a); err != nil {
+	if err := e.checkURLs(ctx, wf, node, st.Agent, a); err != nil {
 		return stepFailed(err.Error())
 	}
 	st.Answer, st.Status, st.EndedAt = &a, a.Status, e.now().UTC()
@@ -243,7 +256,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 // signed URL is a capability to read a document, handed to every later
 // agent of the run. One that is not https, scheme-relative ones included,
 // is refused before the policy is asked.
-func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, a Answer) error {
+func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *definition.Node, agent string, a Answer) error {
 	urls := signedURLs(a)
 	if len(urls) > maxSignedURLs {
 		return fmt.Errorf("the answer carries %d signed URLs, more than %d: refused", len(urls), maxSignedURLs)
@@ -254,7 +267,7 @@ func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *d
 		}
 		pctx, cancel := context.WithTimeout(ctx, e.policyTimeout)
 		d, err := e.policy.SignedURL(pctx, map[string]any{
-			"agent":    map[string]any{"id": node.Agent},
+			"agent":    map[string]any{"id": agent},
 			"workflow": map[string]any{"name": wf.Name, "callers": anySlice(wf.Callers)},
 			"node":     node.Name,
 			"url":      map[string]any{"raw": u.String(), "host": u.Hostname(), "path": u.Path},
@@ -274,11 +287,19 @@ func (e *Engine) checkURLs(ctx context.Context, wf *definition.Workflow, node *d
 	return nil
 }
 
-// runAgents may read a run's blobs: its caller and its nodes' agents.
+// runAgents may read a run's blobs: its caller, its nodes' fixed agents
+// and the agents its registry-driven steps chose.
 func runAgents(wf *definition.Workflow, r *Run) []string {
 	agents := []string{r.Caller}
 	for _, n := range wf.NodeOrder {
-		agents = append(agents, wf.Nodes[n].Agent)
+		if a := wf.Nodes[n].Agent; a != "" {
+			agents = append(agents, a)
+		}
+	}
+	for _, s := range r.Steps {
+		if s.Pick != nil && s.Agent != "" {
+			agents = append(agents, s.Agent)
+		}
 	}
 	return union(nil, agents)
 }
@@ -286,20 +307,7 @@ func runAgents(wf *definition.Workflow, r *Run) []string {
 // entityWrites are the Global Context entities an answer writes (its
 // data.entities): a node writes only the entities it owns.
 func entityWrites(node *definition.Node, a Answer) (map[string]any, error) {
-	raw, ok := a.Data["entities"]
-	if !ok {
-		return nil, nil
-	}
-	ents, ok := raw.(map[string]any)
-	if !ok {
-		return nil, errors.New("data.entities must be an object of entity name to value")
-	}
-	for _, name := range slices.Sorted(maps.Keys(ents)) {
-		if !slices.Contains(node.Owns, name) {
-			return nil, fmt.Errorf("node %s wrote entity %q, which it does not own (owns: %s)", node.Name, name, strings.Join(node.Owns, ", "))
-		}
-	}
-	return ents, nil
+	return globalctx.Writes("node "+node.Name, node.Owns, a.Data)
 }
 
 // applyAnswer records node's answer a and its checked entity writes on r.
@@ -308,10 +316,7 @@ func applyAnswer(r *Run, node string, a Answer, writes map[string]any) {
 		r.Outputs = map[string]*Answer{}
 	}
 	r.Outputs[node] = &a
-	if len(writes) > 0 && r.Context.Entities == nil {
-		r.Context.Entities = map[string]any{}
-	}
-	maps.Copy(r.Context.Entities, writes)
+	r.Context.Apply(writes)
 }
 
 // route decides the move after node answered a: negotiation, a pause for a

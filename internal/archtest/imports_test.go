@@ -19,7 +19,7 @@ const module = "github.com/sacpgw/gateway/"
 // sideways lists the pair.
 var layers = map[string]int{
 	// 0: leaves, no project imports of their own.
-	"internal/strictjson": 0, "internal/jsonlex": 0, "internal/names": 0, "internal/egress": 0,
+	"internal/strictjson": 0, "internal/jsonlex": 0, "internal/names": 0, "internal/globalctx": 0, "internal/egress": 0,
 	"internal/testcert": 0, "internal/textdiff": 0, "internal/testredis": 0, "internal/redisx": 0, "internal/tracing": 0, "internal/apierror": 0, "redact": 0, "sacp": 0,
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "audit/ship": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,

@@ -221,7 +221,9 @@ func (l *loader) workflows(agents map[string]*roster.Agent, agentsKnown bool) *d
 				break
 			}
 			node := wf.Nodes[n]
-			if node.Model == "" {
+			// A registry-driven node's agent, and so its default model,
+			// is known only when its step runs.
+			if node.Model == "" && node.Pick == nil {
 				// The default is filled in here, where the agents are known.
 				if node.Model = agents[node.Agent].DefaultModel(); node.Model == "" {
 					l.add(WorkflowsFile, node.Line, "workflow %s, node %s: set model: agent %s lists no model by name (only globs or none)", name, n, node.Agent)

@@ -68,6 +68,10 @@ type Agent struct {
 	// from agents.yaml), is the agent that spawned it: the one it may send
 	// messages to.
 	SpawnedBy string `yaml:"-"`
+	// Owns are the Global Context entities the agent may write in the
+	// relay threads it takes part in (payload.context.entities), as a
+	// workflow node's owns. None: it writes none.
+	Owns []string `yaml:"owns"`
 	// Messages are the agent-to-agent messages this agent may send (RBAC).
 	// None: it may send none.
 	Messages []MessageRule `yaml:"messages"`

@@ -36,8 +36,13 @@ const (
 	defaultNegotiation = 2
 	minNegotiation     = 0
 	maxNegotiation     = 10
-	minTimeout         = time.Second
-	maxTimeout         = time.Hour
+	// A registry-driven node asks for at most max_spawns new agents per
+	// run (SPAWN_AGENT, each decided by the spawn policy); 0: never.
+	defaultSpawns = 1
+	minSpawns     = 0
+	maxSpawns     = 5
+	minTimeout    = time.Second
+	maxTimeout    = time.Hour
 )
 
 // Names of workflows, nodes and entities are restricted so that they can be
@@ -154,6 +159,7 @@ type Workflow struct {
 	Start                string
 	MaxSteps             int // default 20; 1..1000
 	MaxNegotiationRounds int // default 2; 0..10
+	MaxSpawns            int // default 1; 0..5: agents a run may ask to spawn
 	Nodes                map[string]*Node
 	NodeOrder            []string // declaration order
 	Edges                []*Edge  // declaration order
@@ -161,12 +167,38 @@ type Workflow struct {
 }
 
 // Node is one step of a workflow: an agent called with a rendered input.
+// The agent is fixed (Agent) or chosen by the registry at each step (Pick).
 type Node struct {
 	Name, Agent, Model string
+	Pick               *Pick         // nil: Agent is the node's agent
 	Input              *Template     // required
 	Owns               []string      // Global Context entity names this node may write
 	Timeout            time.Duration // 0 = not set (the engine's default applies); when set 1s..1h
 	Line               int
+}
+
+// Pick is a registry-driven node's agent: the registry is asked for the
+// best agent matching it when the step runs (seed 001 Appendices A, B, D).
+type Pick struct {
+	Verb, OutputType, Text string
+	Inputs                 []string
+	// SpawnEndpoint is where an agent spawned for this node receives its
+	// messages; empty: a spawned agent gets none, so it cannot be called.
+	SpawnEndpoint string
+}
+
+// AgentLabel names the node's agent for people: its id, or what the
+// registry is asked for ("registry: verb check", "registry: text").
+func (n *Node) AgentLabel() string {
+	switch {
+	case n.Pick == nil:
+		return n.Agent
+	case n.Pick.Verb != "":
+		return "registry: verb " + n.Pick.Verb
+	case n.Pick.OutputType != "":
+		return "registry: output " + n.Pick.OutputType
+	}
+	return "registry: text"
 }
 
 // Edge leads from one node to another node or to End or Failed.

@@ -34,8 +34,8 @@ func (w *Workflow) Mermaid() string {
 	b.WriteString("flowchart TD\n")
 	for _, name := range w.NodeOrder {
 		label := name
-		if n := w.Nodes[name]; n != nil && n.Agent != "" {
-			label += " (" + n.Agent + ")"
+		if n := w.Nodes[name]; n != nil && n.AgentLabel() != "" {
+			label += " (" + n.AgentLabel() + ")"
 		}
 		fmt.Fprintf(&b, "  %s[\"%s\"]\n", mermaidID(name), mermaidText(label))
 	}
@@ -260,7 +260,7 @@ func (w *Workflow) svgLayout(path []string, current string) (map[string]*svgBox,
 		}
 		bx := &svgBox{name: name, level: level[name], h: svgBoxH}
 		if n := w.Nodes[name]; n != nil {
-			bx.agent = n.Agent
+			bx.agent = n.AgentLabel()
 		}
 		bx.w = math.Max(svgMinBoxW, math.Max(
 			float64(utf8.RuneCountInString(bx.name))*svgNameCharW,

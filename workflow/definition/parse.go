@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -224,7 +225,7 @@ type edgeSrc struct {
 func (p *parser) workflow(name string, key, val *yaml.Node) *Workflow {
 	what := fmt.Sprintf("workflow %q", name)
 	f, ok := p.fields(val, what,
-		"description", "callers", "start", "max_steps", "max_negotiation_rounds", "nodes", "edges")
+		"description", "callers", "start", "max_steps", "max_negotiation_rounds", "max_spawns", "nodes", "edges")
 	if !ok {
 		return nil
 	}
@@ -233,6 +234,7 @@ func (p *parser) workflow(name string, key, val *yaml.Node) *Workflow {
 		Line:                 key.Line,
 		MaxSteps:             defaultMaxSteps,
 		MaxNegotiationRounds: defaultNegotiation,
+		MaxSpawns:            defaultSpawns,
 		Nodes:                map[string]*Node{},
 	}
 	if e, ok := f["description"]; ok {
@@ -246,24 +248,9 @@ func (p *parser) workflow(name string, key, val *yaml.Node) *Workflow {
 			w.Callers = append(w.Callers, c.val)
 		}
 	}
-	if e, ok := f["max_steps"]; ok {
-		if v, ok := p.integer(e.val, what+": max_steps"); ok {
-			if v < minMaxSteps || v > maxMaxSteps {
-				p.addf(e.val.Line, "%s: max_steps must be between %d and %d, not %d", what, minMaxSteps, maxMaxSteps, v)
-			} else {
-				w.MaxSteps = v
-			}
-		}
-	}
-	if e, ok := f["max_negotiation_rounds"]; ok {
-		if v, ok := p.integer(e.val, what+": max_negotiation_rounds"); ok {
-			if v < minNegotiation || v > maxNegotiation {
-				p.addf(e.val.Line, "%s: max_negotiation_rounds must be between %d and %d, not %d", what, minNegotiation, maxNegotiation, v)
-			} else {
-				w.MaxNegotiationRounds = v
-			}
-		}
-	}
+	p.bounded(f, what, "max_steps", minMaxSteps, maxMaxSteps, &w.MaxSteps)
+	p.bounded(f, what, "max_negotiation_rounds", minNegotiation, maxNegotiation, &w.MaxNegotiationRounds)
+	p.bounded(f, what, "max_spawns", minSpawns, maxSpawns, &w.MaxSpawns)
 
 	srcs := map[string]nodeSrc{}
 	nodesOK := false
@@ -407,6 +394,8 @@ func (p *parser) node(wfWhat string, key, val *yaml.Node) (*Node, nodeSrc) {
 	}
 	if e, ok := f["agent"]; !ok {
 		p.addf(key.Line, "%s: agent is required", what)
+	} else if e.val.Kind == yaml.MappingNode {
+		n.Pick = p.pick(e.val, what+": agent")
 	} else if a, ok := p.nonEmpty(e.val, what+": agent"); ok {
 		n.Agent = a
 		switch exists, protocol := p.agents(a); {
@@ -453,6 +442,64 @@ func (p *parser) node(wfWhat string, key, val *yaml.Node) (*Node, nodeSrc) {
 		}
 	}
 	return n, src
+}
+
+// bounded reads the optional integer key of f into dst, which keeps its
+// default when the key is absent or out of lo..hi (reported).
+func (p *parser) bounded(f map[string]entry, what, key string, lo, hi int, dst *int) {
+	e, ok := f[key]
+	if !ok {
+		return
+	}
+	v, ok := p.integer(e.val, what+": "+key)
+	if !ok {
+		return
+	}
+	if v < lo || v > hi {
+		p.addf(e.val.Line, "%s: %s must be between %d and %d, not %d", what, key, lo, hi, v)
+		return
+	}
+	*dst = v
+}
+
+// pick reads a registry-driven agent: {verb, inputs, output_type, text,
+// spawn_endpoint}, with verb, output_type or text at least. The agent is
+// chosen at each step, so nothing here names an agent to check.
+func (p *parser) pick(val *yaml.Node, what string) *Pick {
+	f, ok := p.fields(val, what, "verb", "inputs", "output_type", "text", "spawn_endpoint")
+	if !ok {
+		return nil
+	}
+	pk := &Pick{}
+	for _, kv := range []struct {
+		key string
+		dst *string
+	}{{"verb", &pk.Verb}, {"output_type", &pk.OutputType}, {"text", &pk.Text}} {
+		if e, ok := f[kv.key]; ok {
+			*kv.dst, _ = p.nonEmpty(e.val, what+": "+kv.key)
+		}
+	}
+	if e, ok := f["inputs"]; ok {
+		for _, in := range p.strList(e.val, what+": inputs", true) {
+			pk.Inputs = append(pk.Inputs, in.val)
+		}
+	}
+	if e, ok := f["spawn_endpoint"]; ok {
+		if s, ok := p.nonEmpty(e.val, what+": spawn_endpoint"); ok {
+			if u, err := url.Parse(s); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+				p.addf(e.val.Line, "%s: spawn_endpoint %q must be an http(s) URL with a host and no user info", what, s)
+			} else {
+				pk.SpawnEndpoint = s
+			}
+		}
+	}
+	_, verb := f["verb"]
+	_, output := f["output_type"]
+	_, text := f["text"]
+	if !verb && !output && !text {
+		p.addf(val.Line, "%s: a registry-driven agent needs verb, output_type or text", what)
+	}
+	return pk
 }
 
 func (p *parser) edge(wfWhat string, item *yaml.Node) (*Edge, edgeSrc) {

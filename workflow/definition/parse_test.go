@@ -254,6 +254,13 @@ func TestParseProblems(t *testing.T) {
 		{"max_steps float", "    start: a\n", "    start: a\n    max_steps: 2.5\n", 4, "max_steps must be an integer, not a number"},
 		{"negotiation out of range", "    start: a\n", "    start: a\n    max_negotiation_rounds: 11\n", 4, "max_negotiation_rounds must be between 0 and 10, not 11"},
 		{"merge key", "      - {from: b, to: end}\n", "      - {from: b, to: end, <<: {when: x}}\n", 13, "merge keys (<<) are not supported"},
+		{"registry agent without criterion", "agent: researcher", "agent: {inputs: [x]}", 6, "a registry-driven agent needs verb, output_type or text"},
+		{"registry agent unknown key", "agent: researcher", "agent: {verb: check, agent_name: x}", 6, `agent: unknown key "agent_name"`},
+		{"registry agent empty text", "agent: researcher", `agent: {text: " "}`, 6, "text must not be empty"},
+		{"registry agent bad endpoint", "agent: researcher", "agent: {verb: check, spawn_endpoint: \"ftp://x/y\"}", 6, "spawn_endpoint \"ftp://x/y\" must be an http(s) URL"},
+		{"registry agent endpoint with user", "agent: researcher", "agent: {verb: check, spawn_endpoint: \"https://u:p@x/y\"}", 6, "no user info"},
+		{"registry agent as a list", "agent: researcher", "agent: [check]", 6, "agent must be a single value, not a list"},
+		{"max_spawns out of range", "    start: a\n", "    start: a\n    max_spawns: 6\n", 4, "max_spawns must be between 0 and 5, not 6"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -394,5 +401,44 @@ func TestParseStepLimit(t *testing.T) {
 	var probs Problems
 	if !errors.As(err, &probs) || len(probs) != 1 || probs[0].Line != 2 || !strings.Contains(probs[0].Msg, "step_limit") {
 		t.Errorf("a list as step_limit: %v, want one problem on line 2", err)
+	}
+}
+
+// TestParseRegistryAgent: seed 001 Appendix D's node names no agent but
+// what the registry is asked for; the fixed form is unchanged beside it.
+func TestParseRegistryAgent(t *testing.T) {
+	src := vary(t, "        agent: email-validator\n", `        agent:
+          verb: check
+          inputs: [nationality, destination]
+          output_type: visa_required
+          spawn_endpoint: https://agents.example/visa
+`)
+	src = strings.Replace(src, "    start: a\n", "    start: a\n    max_spawns: 2\n", 1)
+	set, err := Parse([]byte(src), testAgents)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	w := set.Get("w")
+	if w.MaxSpawns != 2 {
+		t.Errorf("MaxSpawns = %d, want 2", w.MaxSpawns)
+	}
+	if a := w.Nodes["a"]; a.Agent != "researcher" || a.Pick != nil {
+		t.Errorf("node a: agent %q pick %v, want the fixed researcher", a.Agent, a.Pick)
+	}
+	b := w.Nodes["b"]
+	want := Pick{Verb: "check", Inputs: []string{"nationality", "destination"}, OutputType: "visa_required", SpawnEndpoint: "https://agents.example/visa"}
+	if b.Agent != "" || b.Pick == nil || b.Pick.Verb != want.Verb || b.Pick.OutputType != want.OutputType ||
+		!slices.Equal(b.Pick.Inputs, want.Inputs) || b.Pick.SpawnEndpoint != want.SpawnEndpoint {
+		t.Fatalf("node b: agent %q pick %+v, want %+v", b.Agent, b.Pick, want)
+	}
+	if !strings.Contains(w.Mermaid(), `b["b (registry: verb check)"]`) {
+		t.Errorf("Mermaid does not say what the registry is asked:\n%s", w.Mermaid())
+	}
+	text, err := Parse([]byte(vary(t, "        agent: email-validator\n", "        agent: {text: \"check visa rules\"}\n")), testAgents)
+	if err != nil {
+		t.Fatalf("Parse text form: %v", err)
+	}
+	if p := text.Get("w").Nodes["b"].Pick; p == nil || p.Text != "check visa rules" || text.Get("w").MaxSpawns != 1 {
+		t.Errorf("text form: pick %+v, max_spawns %d; want the text and the default 1", p, text.Get("w").MaxSpawns)
 	}
 }
