@@ -312,7 +312,7 @@ func commitDelay(d *config.Duration) time.Duration {
 // the trail shows which rules were in force.
 func configDigest(dir string) map[string]any {
 	out := map[string]any{"dir": dir}
-	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile, config.WorkflowsFile} {
+	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile, config.WorkflowsFile, config.TeamsFile} {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 			sum := sha256.Sum256(b)
 			out[name] = hex.EncodeToString(sum[:])
