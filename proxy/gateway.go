@@ -16,6 +16,7 @@ import (
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/upstream"
@@ -51,6 +52,8 @@ type Deps struct {
 	// Responses keeps the Responses API's conversations (previous_response_id),
 	// shared across reloads; nil: a memory store of this Gateway's own.
 	Responses *ResponseState
+	// Teams finds the teams created at run time; nil: teams.yaml's only.
+	Teams team.Source
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -76,7 +79,7 @@ func New(d Deps) (*Gateway, error) {
 		return nil, errors.New("proxy: Config, Upstreams, Requests, Tokens and Log are required")
 	}
 	rec := d.Audit
-	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Requests: d.Requests, Audit: rec, Log: d.Log})
+	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Requests: d.Requests, Audit: rec, Log: d.Log, Teams: d.Teams})
 	if err != nil {
 		return nil, err
 	}
