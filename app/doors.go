@@ -140,6 +140,7 @@ func (a *App) openAIDoor(cfg *config.Config, ups *upstream.Set) (door.Door, erro
 		Spawned:      a.registry,
 		Spend:        a.spend,
 		Responses:    a.state.responses,
+		Usage:        a.usage,
 	}, a.upstreamStats)
 	if err != nil {
 		return nil, err

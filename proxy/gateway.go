@@ -13,6 +13,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/ledger"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
@@ -54,6 +55,8 @@ type Deps struct {
 	Responses *ResponseState
 	// Teams finds the teams created at run time; nil: teams.yaml's only.
 	Teams team.Source
+	// Usage records the usage per day, per agent and team; nil: not recorded.
+	Usage *ledger.Recorder
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -84,7 +87,7 @@ func New(d Deps) (*Gateway, error) {
 		return nil, err
 	}
 	ident := gate.Ident
-	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec, Prices: pricing.New(d.Config.Gateway.Pricing), Spend: d.Spend}
+	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec, Prices: pricing.New(d.Config.Gateway.Pricing), Spend: d.Spend, Usage: d.Usage}
 	var red *redact.Redactor
 	if rc := d.Config.Protocol.Redaction; len(rc.Detectors) > 0 {
 		// "detectors: []" turns redaction off (config fills in all

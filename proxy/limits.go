@@ -11,6 +11,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/ledger"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
@@ -43,6 +44,9 @@ type Limits struct {
 	Prices *pricing.Table
 	// Spend counts what the agents spent, for /metrics; nil: not counted.
 	Spend *Spend
+	// Usage records each served request's usage per day, per agent and
+	// team; nil: not recorded.
+	Usage *ledger.Recorder
 }
 
 // settleTimeout bounds the settle, which runs on a context the client's
@@ -239,6 +243,7 @@ func (l *Limits) settleAfter(r *http.Request, ex *scope.Exchange, sw *statusWrit
 	b := billOf(ex, sw.status)
 	c := chargeOf(ex, b)
 	l.Spend.record(ex.Agent.ID, c)
+	l.recordUsage(ex, b, c)
 	for i := range held {
 		s := &held[i]
 		if s.dollars {
@@ -257,6 +262,26 @@ func (l *Limits) settleAfter(r *http.Request, ex *scope.Exchange, sw *statusWrit
 		}
 	}
 	l.settle(r, ex, held)
+}
+
+// recordUsage adds the request to the usage history: its tokens when the
+// provider reported them, its spend when it was priced.
+func (l *Limits) recordUsage(ex *scope.Exchange, b bill, c charge) {
+	if l.Usage == nil {
+		return
+	}
+	u := ledger.Counts{Requests: 1}
+	if b == billUsage {
+		u.Tokens = int64(ex.Usage.TotalTokens)
+	}
+	if c.priced {
+		u.MicroUSD = c.microUSD
+	}
+	team := ""
+	if ex.Team != nil {
+		team = ex.Team.Name
+	}
+	l.Usage.Add(ex.Agent.ID, team, u)
 }
 
 // settlement is one budget's settle after the call; actual starts as the

@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"internal/protocol": 0, // protocol.yaml: the approval protocol's settings, with the SACP and redaction ones
 	"internal/pricing":  0, // what models cost, gateway.yaml's pricing with it
 	"internal/team":     0, // a team of agents: its shared limits, from teams.yaml and the admin API
+	"internal/ledger":   0, // usage per day per agent and team, in the state backend
 	"internal/doctest":  0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
