@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testredis"
+	"github.com/sacpgw/gateway/usagepage"
 )
 
 // teamAgents are agents.yaml for the team tests: three agents of team ds
@@ -41,8 +45,18 @@ const teamsYAML = `teams:
 // chat rule that refuses team frozen by input.agent.team.
 func newTeamGateway(t *testing.T, target, stateDir string) *a2a {
 	t.Helper()
-	dir := t.TempDir()
-	auditDir := filepath.Join(dir, "audit")
+	dir, auditDir, files := teamFiles(t, target, stateDir)
+	g := serveApp(t, dir, auditDir, files)
+	checkSlots(t, g.app)
+	return g
+}
+
+// teamFiles writes the rule and returns the config dir, the audit dir
+// and the config files of newTeamGateway.
+func teamFiles(t *testing.T, target, stateDir string) (dir, auditDir string, files map[string]string) {
+	t.Helper()
+	dir = t.TempDir()
+	auditDir = filepath.Join(dir, "audit")
 	pdir := filepath.Join(dir, "rego")
 	if err := os.CopyFS(pdir, os.DirFS(policyDir(a2aOpts{}))); err != nil {
 		t.Fatal(err)
@@ -72,14 +86,12 @@ audit:
 	for _, id := range []string{"ds-1", "ds-2", "ds-3", "fz-1", "solo"} {
 		agents = strings.Replace(agents, "%"+id+"%", roster.HashTokenHex("tok-"+id), 1)
 	}
-	g := serveApp(t, dir, auditDir, map[string]string{
+	return dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
 		config.AgentsFile:   agents,
 		config.ProtocolFile: "protocol:\n  version: \"1.0\"\n",
 		config.TeamsFile:    teamsYAML,
-	})
-	checkSlots(t, g.app)
-	return g
+	}
 }
 
 // chatBody sends one chat as agent and returns the status and the error
@@ -139,4 +151,59 @@ func TestTeamRateLimitAcrossReplicas(t *testing.T) {
 	if st, msg := chatBody(t, gs[0].srv.URL, "fz-1"); st != http.StatusForbidden || !strings.Contains(msg, "team frozen may not call models") {
 		t.Errorf("team frozen's agent: %d %s, want the policy's refusal", st, msg)
 	}
+}
+
+// TestUsageSurvivesRestart: the requests of a team's agents are on the
+// usage page, per team and per agent, after the gateway restarted (the
+// memory backend's file of state.dir), and the page is the admin's.
+func TestUsageSurvivesRestart(t *testing.T) {
+	stateDir := t.TempDir()
+	dir, auditDir, files := teamFiles(t, "", stateDir)
+	_, a, auditLog := buildFromFiles(t, dir, files)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	srv := httptest.NewServer(a.Handler())
+	for _, agent := range []string{"ds-1", "ds-1", "ds-2", "solo"} {
+		if st, msg := chatBody(t, srv.URL, agent); st != http.StatusOK {
+			t.Fatalf("%s: %d %s", agent, st, msg)
+		}
+	}
+	// The restart: the server stops, Run flushes what it summed.
+	srv.Close()
+	cancel()
+	<-done
+	a.Close()
+	auditLog.Close()
+
+	g := serveApp(t, dir, auditDir, files)
+	if res, err := http.Get(g.srv.URL + usagepage.Path); err != nil || res.Request.URL.Path != "/review/login" {
+		t.Fatalf("signed out: %v, want the sign-in form", err)
+	}
+	page := adminPage(t, g.srv.URL, usagepage.Path)
+	for _, want := range []string{`id="usage-ds"`, "3 in 30 days", `id="usage-ds-1"`, "2 in 30 days", `id="usage-solo"`, `name="viewport"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the usage page after a restart lacks %s:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `id="usage-frozen"`) {
+		t.Errorf("a team that made no request has a chart")
+	}
+}
+
+// adminPage signs in with the admin token and returns the page at path.
+func adminPage(t *testing.T, base, path string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	res, err := browser.PostForm(base+"/review/login", url.Values{"token": {"tok-admin"}, "next": {path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || res.Request.URL.Path != path {
+		t.Fatalf("sign-in to %s: %d at %s", path, res.StatusCode, res.Request.URL)
+	}
+	return string(b)
 }
