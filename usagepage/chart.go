@@ -113,5 +113,11 @@ func count(n int64) string {
 	return b.String()
 }
 
-// money writes micro-dollars as dollars, every digit a small amount has.
-func money(microUSD int64) string { return "$" + pricing.FormatUSD(microUSD) }
+// money writes micro-dollars as dollars: cents at least ($18.40), and
+// every digit a smaller amount has ($0.0004), so a sub-cent spend never
+// reads as nothing.
+func money(microUSD int64) string {
+	s := pricing.FormatUSD(microUSD)
+	whole, frac, _ := strings.Cut(s, ".")
+	return "$" + whole + "." + (frac + "00")[:max(2, len(frac))]
+}
