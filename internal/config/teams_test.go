@@ -66,3 +66,25 @@ func TestTeamsProblems(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainTeams: config explain says where a team's limit was set.
+func TestExplainTeams(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, okGateway, teamAgents, okProtocol)
+	if err := os.WriteFile(filepath.Join(dir, TeamsFile), []byte("teams:\n  data-science:\n    rate_limit: 100/minute\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, settings, err := Explain(dir, Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range settings {
+		if strings.Contains(s.Key, "data-science") && strings.HasSuffix(s.Key, "rate_limit") {
+			if want := filepath.Join(dir, TeamsFile) + ":3"; s.Source != want || s.Value != "100/minute" {
+				t.Errorf("%+v, want 100/minute from %s", s, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no team rate_limit in %+v", settings)
+}
