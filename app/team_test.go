@@ -155,7 +155,8 @@ func TestTeamRateLimitAcrossReplicas(t *testing.T) {
 
 // TestUsageSurvivesRestart: the requests of a team's agents are on the
 // usage page, per team and per agent, after the gateway restarted (the
-// memory backend's file of state.dir), and the page is the admin's.
+// memory backend's file of state.dir), and the page is the admin's; a
+// request refused before any model call is not counted.
 func TestUsageSurvivesRestart(t *testing.T) {
 	stateDir := t.TempDir()
 	dir, auditDir, files := teamFiles(t, "", stateDir)
@@ -168,6 +169,9 @@ func TestUsageSurvivesRestart(t *testing.T) {
 		if st, msg := chatBody(t, srv.URL, agent); st != http.StatusOK {
 			t.Fatalf("%s: %d %s", agent, st, msg)
 		}
+	}
+	if st, _ := chatBody(t, srv.URL, "fz-1"); st != http.StatusForbidden {
+		t.Fatalf("fz-1: %d, want the policy's refusal", st)
 	}
 	// The restart: the server stops, Run flushes what it summed.
 	srv.Close()
@@ -186,8 +190,8 @@ func TestUsageSurvivesRestart(t *testing.T) {
 			t.Errorf("the usage page after a restart lacks %s:\n%s", want, page)
 		}
 	}
-	if strings.Contains(page, `id="usage-frozen"`) {
-		t.Errorf("a team that made no request has a chart")
+	if strings.Contains(page, `id="usage-frozen"`) || strings.Contains(page, `id="usage-fz-1"`) {
+		t.Errorf("a request the policy refused before any model call is counted")
 	}
 }
 

@@ -264,10 +264,12 @@ func (l *Limits) settleAfter(r *http.Request, ex *scope.Exchange, sw *statusWrit
 	l.settle(r, ex, held)
 }
 
-// recordUsage adds the request to the usage history: its tokens when the
-// provider reported them, its spend when it was priced.
+// recordUsage adds the request to the usage history when a model was
+// called for it (one refused before, by policy or redaction, is the audit
+// trail's): its tokens when the provider reported them, its spend when it
+// was priced.
 func (l *Limits) recordUsage(ex *scope.Exchange, b bill, c charge) {
-	if l.Usage == nil {
+	if l.Usage == nil || ex.Attempts == 0 {
 		return
 	}
 	u := ledger.Counts{Requests: 1}
