@@ -142,13 +142,5 @@ func write(w http.ResponseWriter, r *http.Request, status int, v view) {
 		httpx.Fail(w, r, fmt.Errorf("usage page: %w", err))
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	httpx.WritePage(w, status, []byte(b.String()))
 }

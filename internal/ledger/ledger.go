@@ -36,6 +36,23 @@ func (c *Counts) add(d Counts) {
 	c.MicroUSD += d.MicroUSD
 }
 
+// book is counts by day, then subject.
+type book map[string]map[string]Counts
+
+// merge adds counts to day's.
+func (b book) merge(day string, counts map[string]Counts) {
+	m := b[day]
+	if m == nil {
+		m = make(map[string]Counts, len(counts))
+		b[day] = m
+	}
+	for s, c := range counts {
+		v := m[s]
+		v.add(c)
+		m[s] = v
+	}
+}
+
 // IsZero reports whether nothing was counted.
 func (c Counts) IsZero() bool { return c == Counts{} }
 
@@ -65,7 +82,7 @@ type Recorder struct {
 	now   func() time.Time
 
 	mu      sync.Mutex
-	pending map[string]map[string]Counts // day → subject → counts
+	pending book
 	// flushMu makes flushes one at a time, so a failed one's counts are
 	// put back before the next takes them.
 	flushMu sync.Mutex
@@ -73,7 +90,7 @@ type Recorder struct {
 
 // NewRecorder returns a recorder over store.
 func NewRecorder(store Store, log *slog.Logger) *Recorder {
-	return &Recorder{store: store, log: log, now: time.Now, pending: map[string]map[string]Counts{}}
+	return &Recorder{store: store, log: log, now: time.Now, pending: book{}}
 }
 
 // Add counts one request of agent (of team, "" for none). It never blocks
@@ -82,27 +99,14 @@ func (r *Recorder) Add(agent, team string, c Counts) {
 	if r == nil {
 		return
 	}
+	counts := map[string]Counts{AgentPrefix + agent: c}
+	if team != "" {
+		counts[TeamPrefix+team] = c
+	}
 	day := Day(r.now())
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := r.pending[day]
-	if m == nil {
-		m = map[string]Counts{}
-		r.pending[day] = m
-	}
-	for _, s := range subjects(agent, team) {
-		v := m[s]
-		v.add(c)
-		m[s] = v
-	}
-}
-
-func subjects(agent, team string) []string {
-	out := []string{AgentPrefix + agent}
-	if team != "" {
-		out = append(out, TeamPrefix+team)
-	}
-	return out
+	r.pending.merge(day, counts)
 }
 
 // maxPendingDays bounds what a store that keeps failing leaves in memory:
@@ -116,7 +120,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	defer r.flushMu.Unlock()
 	r.mu.Lock()
 	batch := r.pending
-	r.pending = map[string]map[string]Counts{}
+	r.pending = book{}
 	r.mu.Unlock()
 	var errs []error
 	for day, counts := range batch {
@@ -132,16 +136,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 func (r *Recorder) putBack(day string, counts map[string]Counts) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := r.pending[day]
-	if m == nil {
-		m = map[string]Counts{}
-		r.pending[day] = m
-	}
-	for s, c := range counts {
-		v := m[s]
-		v.add(c)
-		m[s] = v
-	}
+	r.pending.merge(day, counts)
 	oldest := Day(r.now().AddDate(0, 0, -maxPendingDays))
 	for d := range r.pending {
 		if d < oldest {
@@ -209,18 +204,12 @@ func (r *Recorder) Read(ctx context.Context) (map[string]*Series, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
+	if stored == nil {
+		stored = book{}
+	}
 	r.mu.Lock()
 	for day, counts := range r.pending {
-		m := stored[day]
-		if m == nil {
-			m = map[string]Counts{}
-			stored[day] = m
-		}
-		for s, c := range counts {
-			v := m[s]
-			v.add(c)
-			m[s] = v
-		}
+		book(stored).merge(day, counts)
 	}
 	r.mu.Unlock()
 	out := map[string]*Series{}

@@ -2,7 +2,8 @@ package team
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/sacpgw/gateway/internal/confkit"
 )
@@ -75,11 +76,4 @@ func CheckMember(r confkit.Reporter, line int, agent, team string, teams map[str
 }
 
 // Names are the teams' names in order.
-func Names(teams map[string]*Team) []string {
-	out := make([]string, 0, len(teams))
-	for n := range teams {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names(teams map[string]*Team) []string { return slices.Sorted(maps.Keys(teams)) }
