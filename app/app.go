@@ -28,6 +28,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
+	"github.com/sacpgw/gateway/internal/ledger"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/sourceguard"
@@ -114,6 +115,9 @@ type App struct {
 	// upstreamStats (failovers, breakers) and spend count across reloads.
 	upstreamStats *upstream.Stats
 	spend         *proxy.Spend
+	// usage is the usage per day per agent and team (the state backend's),
+	// flushed by Run.
+	usage *ledger.Recorder
 	// running is the configuration the gateway started with, and
 	// fileListen the listen address its gateway.yaml gave; pending is
 	// what the last successful reload changed of the restart-only
@@ -148,6 +152,7 @@ func (a *App) Run(ctx context.Context) {
 	if a.workflows != nil {
 		wg.Go(func() { a.workflows.Run(ctx) })
 	}
+	wg.Go(func() { a.usage.Run(ctx, ledger.FlushEvery) })
 	wg.Go(func() { a.sweepSpawned(ctx) })
 	if a.siem != nil {
 		wg.Go(func() { a.siem.Run(ctx) })
@@ -227,6 +232,8 @@ type state struct {
 	blobs workflow.BlobStore
 	// responses are the Responses API's kept conversations (responses_state.go).
 	responses *proxy.ResponseState
+	// usage is the usage per day (a file of state.dir, or Redis hashes).
+	usage ledger.Store
 }
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
@@ -244,7 +251,11 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
-		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(),
+		usage, err := ledger.NewFileStore(cfg.Gateway.State.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("state.dir: %w", err)
+		}
+		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(), usage: usage,
 			queue:   mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: msg.QueueCapacity, ClaimIdle: claimIdle}),
 			history: mailbox.NewMemoryHistory(hist), spawned: spawned, runs: workflow.NewMemoryStore(),
 			blobs: workflow.NewMemoryBlobStore(0)}, nil
@@ -265,7 +276,7 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	if err != nil {
 		log.Warn("message queue: Redis not ready at startup; the queue retries on use", "error", err.Error())
 	}
-	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client,
+	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client, usage: ledger.NewRedisStore(client, ""),
 		queue: queue, history: mailbox.NewRedisHistory(client, hist), spawned: registry.NewRedisStore(client, ""),
 		runs: workflow.NewRedisStore(client, "", cfg.Gateway.State.Timeout.D()), blobs: workflow.NewRedisBlobStore(client, "", cfg.Gateway.State.Timeout.D(), 0)}, nil
 }
@@ -312,7 +323,7 @@ func commitDelay(d *config.Duration) time.Duration {
 // the trail shows which rules were in force.
 func configDigest(dir string) map[string]any {
 	out := map[string]any{"dir": dir}
-	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile, config.WorkflowsFile} {
+	for _, name := range []string{config.GatewayFile, config.AgentsFile, config.ProtocolFile, config.RegistryFile, config.WorkflowsFile, config.TeamsFile} {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 			sum := sha256.Sum256(b)
 			out[name] = hex.EncodeToString(sum[:])
@@ -378,6 +389,7 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		return fail(&UsageError{err.Error()})
 	}
 	a.state.responses = newResponseState(cfg, a.state.redis)
+	a.usage = ledger.NewRecorder(a.state.usage, log)
 	a.metrics, a.checks = a.newMetrics(), a.baseChecks()
 	a.embedModel.Store(embeddingsModel(cfg))
 	a.embedSelf.Store(embeddingsSelf(cfg))

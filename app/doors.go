@@ -14,6 +14,7 @@ import (
 	"github.com/sacpgw/gateway/proxy"
 	"github.com/sacpgw/gateway/registry"
 	"github.com/sacpgw/gateway/upstream"
+	"github.com/sacpgw/gateway/usagepage"
 	"github.com/sacpgw/gateway/workflow"
 )
 
@@ -30,6 +31,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 		a.workflowDoor,
 		a.mcpDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
+		a.usageDoor,
 		func(cfg *config.Config) (door.Door, error) { return a.openAIDoor(cfg, ups) },
 	}
 }
@@ -141,12 +143,22 @@ func (a *App) openAIDoor(cfg *config.Config, ups *upstream.Set) (door.Door, erro
 		Spawned:      a.registry,
 		Spend:        a.spend,
 		Responses:    a.state.responses,
+		Usage:        a.usage,
 	}, a.upstreamStats)
 	if err != nil {
 		return nil, err
 	}
 	a.openai = d
 	return d, nil
+}
+
+// usageDoor is the usage page (/review/usage), for the people the
+// approval service signs in.
+func (a *App) usageDoor(cfg *config.Config) (door.Door, error) {
+	if a.approval == nil {
+		return nil, nil
+	}
+	return usagepage.New(cfg, a.approval, a.usage, a.log), nil
 }
 
 // unserved is a part that takes reloads but serves no routes.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/textdiff"
 )
 
@@ -187,23 +188,12 @@ func render(w http.ResponseWriter, status int, name string, data any) error {
 	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
 		return fmt.Errorf("render %s: %w", name, err)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	// An inline workflow drawing needs nothing more: it is inline markup
-	// (no image request), and its colours are SVG presentation attributes
-	// (fill, stroke), which style-src does not govern; style attributes
-	// and <style> elements are refused in it anyway (checkGraph). No
-	// script source, ever.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	// same-origin, not no-referrer: under no-referrer browsers send
-	// "Origin: null" with the page's own form posts, which sameOrigin must
-	// refuse. Other sites still never see the review URL.
-	h.Set("Referrer-Policy", "same-origin")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	// An inline workflow drawing needs nothing more than httpx.PageCSP:
+	// it is inline markup (no image request), and its colours are SVG
+	// presentation attributes (fill, stroke), which style-src does not
+	// govern; style attributes and <style> elements are refused in it
+	// anyway (checkGraph).
+	httpx.WritePage(w, status, buf.Bytes())
 	return nil
 }
 

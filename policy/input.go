@@ -35,6 +35,7 @@ func AgentInput(a *roster.Agent) map[string]any {
 		"supported_verbs":  anyList(a.SupportedVerbs),
 		"supported_tools":  anyList(a.SupportedTools),
 		"tags":             anyList(a.Tags),
+		"team":             a.Team,
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/internal/testredis"
 	"github.com/sacpgw/gateway/limit"
@@ -94,6 +95,7 @@ type stageCall struct {
 	attempts, status             int
 	usage                        *scope.Usage
 	hold                         func() // runs inside the call, after the reservations
+	team                         *team.Team
 }
 
 func agentWith(budget int64) *roster.Agent {
@@ -108,7 +110,7 @@ func agentWith(budget int64) *roster.Agent {
 func serveStage(ctx context.Context, l *proxy.Limits, a *roster.Agent, c stageCall) (*httptest.ResponseRecorder, *scope.Exchange) {
 	earlier := proxy.StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
-		ex.Agent, ex.Model = a, c.model
+		ex.Agent, ex.Model, ex.Team = a, c.model, c.team
 		ex.TokenEstimate, ex.MaxTokens, ex.Choices, ex.NoCompletion = c.estimate, c.maxTokens, c.choices, c.noCompletion
 		next.ServeHTTP(w, r)
 		return nil

@@ -13,9 +13,11 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/ledger"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/redact"
 	"github.com/sacpgw/gateway/upstream"
@@ -51,6 +53,10 @@ type Deps struct {
 	// Responses keeps the Responses API's conversations (previous_response_id),
 	// shared across reloads; nil: a memory store of this Gateway's own.
 	Responses *ResponseState
+	// Teams finds the teams created at run time; nil: teams.yaml's only.
+	Teams team.Source
+	// Usage records the usage per day, per agent and team; nil: not recorded.
+	Usage *ledger.Recorder
 }
 
 // Gateway holds the compiled chains of the OpenAI-compatible API.
@@ -76,12 +82,12 @@ func New(d Deps) (*Gateway, error) {
 		return nil, errors.New("proxy: Config, Upstreams, Requests, Tokens and Log are required")
 	}
 	rec := d.Audit
-	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Requests: d.Requests, Audit: rec, Log: d.Log})
+	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Requests: d.Requests, Audit: rec, Log: d.Log, Teams: d.Teams})
 	if err != nil {
 		return nil, err
 	}
 	ident := gate.Ident
-	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec, Prices: pricing.New(d.Config.Gateway.Pricing), Spend: d.Spend}
+	lim := &Limits{Requests: d.Requests, Tokens: d.Tokens, Audit: rec, Prices: pricing.New(d.Config.Gateway.Pricing), Spend: d.Spend, Usage: d.Usage}
 	var red *redact.Redactor
 	if rc := d.Config.Protocol.Redaction; len(rc.Detectors) > 0 {
 		// "detectors: []" turns redaction off (config fills in all

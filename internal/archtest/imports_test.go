@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"internal/protocol": 0, // protocol.yaml: the approval protocol's settings, with the SACP and redaction ones
 	"internal/pricing":  0, // what models cost, gateway.yaml's pricing with it
 	"internal/team":     0, // a team of agents: its shared limits, from teams.yaml and the admin API
+	"internal/ledger":   0, // usage per day per agent and team, in the state backend
 	"internal/doctest":  0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
@@ -44,7 +45,7 @@ var layers = map[string]int{
 	// journal, the door contract).
 	"internal/door": 3,
 	// 4: the front doors.
-	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4,
+	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4, "usagepage": 4,
 	// 5: the HTTP shell; 6: the wiring (Build); 7: the command.
 	"server": 5, "app": 6, "cmd/gateway": 7,
 }
@@ -96,7 +97,7 @@ var sideways = map[[2]string]bool{
 // doors groups the front doors; no door imports another's packages.
 var doors = map[string]string{
 	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
-	"workflow": "workflow", "mcp": "mcp",
+	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage",
 }
 
 // imports lists the non-test imports of every package with go list, one

@@ -17,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/redisx"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/internal/tracing"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/upstream"
@@ -34,6 +35,8 @@ type Config struct {
 	Registry Registry
 	// Workflows is config/workflows.yaml (empty when the file is absent).
 	Workflows *definition.Set
+	// Teams is config/teams.yaml, by name (nil when the file is absent).
+	Teams map[string]*team.Team
 }
 
 // Gateway is config/gateway.yaml: the server itself.

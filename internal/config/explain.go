@@ -13,6 +13,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/sacp"
 	"github.com/sacpgw/gateway/upstream"
 	"gopkg.in/yaml.v3"
@@ -70,6 +71,9 @@ func Explain(dir string, opts ...Options) (*Config, []Setting, error) {
 			Registry Registry `yaml:"registry"`
 		}{cfg.Registry}
 		e.file(RegistryFile, "", reflect.ValueOf(registry))
+	}
+	if l.roots[TeamsFile] != nil {
+		e.file(TeamsFile, "", reflect.ValueOf(team.File{Teams: cfg.Teams}))
 	}
 	return cfg, e.out, nil
 }

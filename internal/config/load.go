@@ -23,6 +23,7 @@ import (
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/team"
 )
 
 // File names inside the config directory.
@@ -36,6 +37,9 @@ const (
 	// WorkflowsFile is optional: the workflow definitions
 	// (docs/workflows.md), read by workflow/definition.
 	WorkflowsFile = "workflows.yaml"
+	// TeamsFile is optional: the teams agents.yaml's team: names, with
+	// the limits their agents share (internal/team).
+	TeamsFile = "teams.yaml"
 )
 
 // Problem is one configuration error, located in a file.
@@ -149,6 +153,7 @@ func load(dir string, opts ...Options) (*Config, *loader, error) {
 	// Without a parsed agents.yaml, every workflow's agents would be
 	// reported missing: its own problems say what to fix.
 	cfg.Workflows = l.workflows(cfg.Agents, ag != nil)
+	cfg.Teams = l.teams(ag, cfg.Agents)
 	if len(l.problems) > 0 {
 		sort.SliceStable(l.problems, func(i, j int) bool {
 			a, b := l.problems[i], l.problems[j]
@@ -232,6 +237,28 @@ func (l *loader) workflows(agents map[string]*roster.Agent, agentsKnown bool) *d
 		}
 	}
 	return set
+}
+
+// teams reads the optional teams.yaml and checks every agent's team
+// against it (ag is agents.yaml's tree, nil when it did not parse).
+func (l *loader) teams(ag *yaml.Node, agents map[string]*roster.Agent) map[string]*team.Team {
+	var doc team.File
+	if _, err := os.Stat(filepath.Join(l.dir, TeamsFile)); err == nil {
+		tn := l.decode(TeamsFile, &doc)
+		if tn == nil {
+			// Its own problems say what to fix; every agent's team would
+			// be reported missing too.
+			return nil
+		}
+		team.Check(l.section(TeamsFile, tn, "teams"), doc.Teams)
+	}
+	if ag != nil {
+		r := l.section(AgentsFile, ag, "agents")
+		for _, id := range roster.IDs(agents) {
+			team.CheckMember(r, r.Line(id, "team"), id, agents[id].Team, doc.Teams)
+		}
+	}
+	return doc.Teams
 }
 
 func (l *loader) add(file string, line int, format string, args ...any) {

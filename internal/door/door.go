@@ -22,6 +22,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/limit"
 )
 
@@ -107,6 +108,9 @@ type GateDeps struct {
 	// Audit is the one recorder; nil writes nothing.
 	Audit *Recorder
 	Log   *slog.Logger
+	// Teams finds the teams created at run time (the admin API's store);
+	// nil: only teams.yaml's. The file's teams come from the configuration.
+	Teams team.Source
 }
 
 // NewGate builds the frame of cfg.
@@ -119,6 +123,7 @@ func NewGate(cfg *config.Config, d GateDeps) (*Gate, error) {
 		return nil, err
 	}
 	ident.Spawned, ident.Log, ident.Audit = d.Spawned, d.Log, d.Audit
+	ident.Teams = team.Combined{File: cfg.Teams, Runtime: d.Teams}
 	return &Gate{Ident: ident, Rate: &RateGate{Requests: d.Requests, Audit: d.Audit}}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/team"
 )
 
 // Identifier is the identify stage every door runs first: bearer token,
@@ -37,6 +39,10 @@ type Identifier struct {
 	Spawned SpawnedAgents
 	// Log receives the failures to record a spawned agent's use.
 	Log *slog.Logger
+	// Teams finds the identified agent's team (teams.yaml's and the
+	// runtime ones); nil: the agents' teams are not looked up, and an
+	// agent in a team is refused (fail closed).
+	Teams team.Source
 }
 
 // SpawnedAgents finds an agent registered at run time by the SHA-256 of its
@@ -102,8 +108,33 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	ex.Agent = a
 	ex.Check(scope.Verdict{Check: scope.CheckAuth, Verdict: "pass", Method: method})
 	ex.Authenticated()
+	if ex.Team, err = s.teamOf(r.Context(), a); err != nil {
+		return err
+	}
 	next.ServeHTTP(w, r)
 	return nil
+}
+
+// teamOf finds a's team. An agent whose team cannot be found is refused
+// rather than served without the team's limits: the team's budget is a
+// promise to whoever pays for it.
+func (s *Identifier) teamOf(ctx context.Context, a *roster.Agent) (*team.Team, error) {
+	if a.Team == "" {
+		return nil, nil
+	}
+	var t *team.Team
+	found := false
+	if s.Teams != nil {
+		var err error
+		if t, found, err = s.Teams.Team(ctx, a.Team); err != nil {
+			return nil, StateError("team", err)
+		}
+	}
+	if !found {
+		return nil, &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypePermission, Code: "team_not_found",
+			Message: fmt.Sprintf("Agent %s belongs to team %s, which is not defined; ask the gateway's operator.", a.ID, a.Team)}
+	}
+	return t, nil
 }
 
 // Identify returns the agent a request authenticates as: by bearer token,

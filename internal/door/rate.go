@@ -21,6 +21,11 @@ import (
 // the ops page.
 const RequestsKey = "req:"
 
+// TeamRequestsKey is the key of a team's rate_limit, the team's name
+// appended. Every key of a team is one key on its own (no script or
+// transaction spans two), so a Redis Cluster may place it anywhere.
+const TeamRequestsKey = "team:req:"
+
 // RateGate is the request-rate gate of the doors that send nothing to a
 // model: one request of the agent's rate_limit, after the identify stage.
 type RateGate struct {
@@ -57,25 +62,42 @@ func RejectLimit(r *http.Request, rec *Recorder, dim string, e error) error {
 // RateRule is a rate_limit or token_limit as a limit.Rule.
 func RateRule(r config.Rate) limit.Rule { return limit.Rule{N: r.N, Period: r.Period} }
 
-// AllowRequest spends one request of the agent's rate_limit (shared by
-// every front door: chat, embeddings, agent-to-agent messages, workflows,
-// the registry), writing the x-ratelimit-*-requests headers; a refusal is
-// audited through rec as ratelimit.reject.
+// AllowRequest spends one request of the agent's rate_limit, then of its
+// team's (shared by every front door: chat, embeddings, agent-to-agent
+// messages, workflows, the registry), writing the x-ratelimit-*-requests
+// headers of the tighter of the two; a refusal names the limit that
+// refused and is audited through rec as ratelimit.reject.
 func AllowRequest(w http.ResponseWriter, r *http.Request, requests limit.Limiter, rec *Recorder) error {
 	ex := scope.Get(r.Context())
 	a := ex.Agent
-	if a.RateLimit.IsZero() {
+	h := w.Header()
+	var shown *limit.Result
+	if !a.RateLimit.IsZero() {
+		res, err := requests.Allow(r.Context(), RequestsKey+a.ID, RateRule(a.RateLimit), 1)
+		if err != nil {
+			return StateError("rate limiter", err)
+		}
+		SetLimitHeaders(h, "requests", res)
+		if !res.Allowed {
+			return RejectLimit(r, rec, "requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
+				a.ID, a.RateLimit, RoundUp(res.RetryAfter)), RetryAfter(h, res)))
+		}
+		shown = &res
+	}
+	t := ex.Team
+	if t == nil || t.RateLimit.IsZero() {
 		return nil
 	}
-	h := w.Header()
-	res, err := requests.Allow(r.Context(), RequestsKey+a.ID, RateRule(a.RateLimit), 1)
+	res, err := requests.Allow(r.Context(), TeamRequestsKey+t.Name, RateRule(t.RateLimit), 1)
 	if err != nil {
-		return StateError("rate limiter", err)
+		return StateError("team rate limiter", err)
 	}
-	SetLimitHeaders(h, "requests", res)
+	if shown == nil || !res.Allowed || res.Remaining < shown.Remaining {
+		SetLimitHeaders(h, "requests", res)
+	}
 	if !res.Allowed {
-		return RejectLimit(r, rec, "requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for agent %s: %s. Retry after %s.",
-			a.ID, a.RateLimit, RoundUp(res.RetryAfter)), RetryAfter(h, res)))
+		return RejectLimit(r, rec, "team_requests", apierror.RateLimited(fmt.Sprintf("Rate limit reached for team %s (agent %s's team): %s. Retry after %s.",
+			t.Name, a.ID, t.RateLimit, RoundUp(res.RetryAfter)), RetryAfter(h, res)))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/internal/usage"
 	"github.com/sacpgw/gateway/upstream"
 )
@@ -104,6 +105,9 @@ type Exchange struct {
 
 	// Agent is the identified caller; nil until the identify stage ran.
 	Agent *roster.Agent
+	// Team is the agent's team, found by the identify stage; nil for an
+	// agent in no team. Its limits apply on top of the agent's.
+	Team *team.Team
 	// Model, Stream and Choices (the request's n; 0 when it set none) come
 	// from the decoded request body.
 	Model   string
