@@ -59,12 +59,8 @@ func serveMain(args []string, stderr io.Writer) int {
 	if code, ok := parseArgs(fs, args, 0, stderr); !ok {
 		return code
 	}
-	if !needConfig(dir, stderr) {
-		return exitUsage
-	}
-	cfg, err := config.Load(*dir)
-	if err != nil {
-		reportConfig(stderr, err)
+	cfg, ok := loadConfig(dir, stderr)
+	if !ok {
 		return exitUsage
 	}
 	tuneGC()

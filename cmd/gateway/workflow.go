@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 // workflowMain is "gateway workflow graph NAME [--config DIR]": the
@@ -33,12 +31,8 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: gateway workflow graph NAME [--config DIR]")
 		return exitUsage
 	}
-	if !needConfig(dir, stderr) {
-		return exitUsage
-	}
-	cfg, err := config.Load(*dir)
-	if err != nil {
-		reportConfig(stderr, err)
+	cfg, ok := loadConfig(dir, stderr)
+	if !ok {
 		return exitUsage
 	}
 	wf := cfg.Workflows.Get(name)
