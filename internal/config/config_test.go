@@ -76,6 +76,7 @@ func TestLoadProblems(t *testing.T) {
 		want       string // "file:line: substring"
 	}{
 		{"duplicate agent", okGateway, okAgents + "  a1:\n    token_sha256: \"" + strings.Repeat("b", 64) + "\"\n", okProtocol, `agents.yaml:4: duplicate entry "a1" in agents (first at line 2)`},
+		{"duplicate key", okGateway, okAgents + "    token_sha256: \"" + strings.Repeat("b", 64) + "\"\n", okProtocol, `agents.yaml:4: duplicate key "token_sha256" in agents.a1 (first at line 3)`},
 		{"shared token", okGateway, okAgents + "  a2:\n    token_sha256: \"" + "61b89502ba471149636931e887f65a4f785d47e646b2c8521cfd02dbfed43722" + "\"\n", okProtocol, `agents.yaml:5: agent "a2": token_sha256 is also agent "a1"'s`},
 		{"no identity", okGateway, "agents:\n  a1:\n    type: x\n", okProtocol, `agents.yaml:2: agent "a1": token_sha256 or spiffe_id is required`},
 		{"no upstreams", "listen: \":1\"\n", okAgents, okProtocol, "gateway.yaml:1: upstreams: at least one upstream is required"},
