@@ -12,6 +12,18 @@ import (
 	"github.com/sacpgw/gateway/internal/usage"
 )
 
+// Completion is the part of an OpenAI chat completion, or of a stream
+// chunk, that the dialects' translations read; E is the dialect's reading
+// of the error object a stream may carry instead.
+type Completion[E any] struct {
+	ID      string   `json:"id"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []Choice `json:"choices"`
+	Usage   *Usage   `json:"usage"`
+	Error   *E       `json:"error"`
+}
+
 // ReadCompletion reads a chat completion, with json v2's defaults and
 // unknown members allowed, and its one choice, which has a message; api
 // names the API that answers with one ("Messages").

@@ -1,17 +1,5 @@
 package neutral
 
-// Completion is the part of an OpenAI chat completion, or of a stream
-// chunk, that the dialects' translations read; E is the dialect's reading
-// of the error object a stream may carry instead.
-type Completion[E any] struct {
-	ID      string   `json:"id"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []Choice `json:"choices"`
-	Usage   *Usage   `json:"usage"`
-	Error   *E       `json:"error"`
-}
-
 // Choice is a choice of a chat completion (Message) or of a stream chunk
 // (Delta).
 type Choice struct {
