@@ -289,3 +289,34 @@ func mustAbs(t *testing.T, p string) string {
 // shippedDir is the configuration directory the repository ships: data
 // only, beside the code that reads it.
 const shippedDir = "../../config"
+
+// TestSectionDurationDefaults: an unset duration of the http and
+// messaging sections takes its documented default, and one that is set
+// stays as written.
+func TestSectionDurationDefaults(t *testing.T) {
+	gw := okGateway + "http:\n  idle_timeout: 30s\nmessaging:\n  max_timeout: 2m\n"
+	cfg, err := loadFiles(t, gw, okAgents, okProtocol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, m := cfg.Gateway.HTTP, cfg.Gateway.Messaging
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"http.read_header_timeout", h.ReadHeaderTimeout.D(), 5 * time.Second},
+		{"http.body_idle_timeout", h.BodyIdleTimeout.D(), 15 * time.Second},
+		{"http.write_idle_timeout", h.WriteIdleTimeout.D(), time.Minute},
+		{"http.idle_timeout", h.IdleTimeout.D(), 30 * time.Second},
+		{"http.unauthenticated.audit_window", h.Unauthenticated.AuditWindow.D(), time.Minute},
+		{"messaging.timeout", m.Timeout.D(), 10 * time.Second},
+		{"messaging.max_timeout", m.MaxTimeout.D(), 2 * time.Minute},
+		{"messaging.retry_backoff", m.RetryBackoff.D(), 200 * time.Millisecond},
+		{"messaging.history_retention", m.HistoryRetention.D(), 7 * 24 * time.Hour},
+		{"messaging.max_clock_skew", m.MaxClockSkew.D(), 5 * time.Minute},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
