@@ -71,18 +71,7 @@ func ParseMoney(s string) (Money, error) {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (m *Money) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseMoney(v)
-	if err != nil {
-		return ScalarError(n, err)
-	}
-	*m = p
-	return nil
-}
+func (m *Money) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, m, ParseMoney) }
 
 // Duration is a time span written with a unit ("5000ms", "10s", "24h").
 // A bare number is refused: "5000" could mean milliseconds or seconds.
@@ -192,51 +181,25 @@ func ScalarError(n *yaml.Node, err error) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 }
 
-func scalarValue(n *yaml.Node) (string, error) {
+// unmarshalScalar sets *v to the scalar n as parse reads it; a bad value
+// is a ScalarError, so the decoder goes on to the next.
+func unmarshalScalar[T any](n *yaml.Node, v *T, parse func(string) (T, error)) error {
 	if n.Kind != yaml.ScalarNode {
-		return "", ScalarError(n, fmt.Errorf("want a scalar value"))
+		return ScalarError(n, fmt.Errorf("want a scalar value"))
 	}
-	return n.Value, nil
-}
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (s *Size) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseSize(v)
+	p, err := parse(n.Value)
 	if err != nil {
 		return ScalarError(n, err)
 	}
-	*s = p
+	*v = p
 	return nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseRate(v)
-	if err != nil {
-		return ScalarError(n, err)
-	}
-	*r = p
-	return nil
-}
+func (s *Size) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, s, ParseSize) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseDuration(v)
-	if err != nil {
-		return ScalarError(n, err)
-	}
-	*d = p
-	return nil
-}
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, r, ParseRate) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, d, ParseDuration) }
