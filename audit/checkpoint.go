@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/gowebpki/jcs"
 )
 
 // Checkpoint attests that entry Seq of Chain had hash Hash at time TS. With
@@ -132,18 +130,9 @@ var checkpointFields = []string{"chain", "hash", "seq", "signature", "ts"}
 
 // parseCheckpoint parses one checkpoints line strictly.
 func parseCheckpoint(line []byte) (Checkpoint, error) {
-	canon, err := jcs.Transform(line)
+	canon, fields, err := canonicalFields(line, checkpointFields)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("not canonicalizable JSON: %w", err)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &fields); err != nil {
-		return Checkpoint{}, errors.New("not a JSON object")
-	}
-	for _, k := range checkpointFields {
-		if _, ok := fields[k]; !ok {
-			return Checkpoint{}, fmt.Errorf("missing field %q", k)
-		}
+		return Checkpoint{}, err
 	}
 	n := len(checkpointFields)
 	for _, k := range []string{"key_id", "merkle", "note"} {
