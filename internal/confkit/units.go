@@ -36,18 +36,7 @@ func (m Money) String() string {
 		return "unlimited"
 	}
 	amount := strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/"
-	// The periods map has short aliases too: name the period one way.
-	switch m.Period {
-	case time.Second:
-		return amount + "second"
-	case time.Minute:
-		return amount + "minute"
-	case time.Hour:
-		return amount + "hour"
-	case 24 * time.Hour:
-		return amount + "day"
-	}
-	return amount + m.Period.String()
+	return amount + periodName(m.Period)
 }
 
 // ParseMoney parses "25USD/day" (a positive amount of at most six decimals,
@@ -158,18 +147,24 @@ func (r Rate) String() string {
 		return "unlimited"
 	}
 	// Written for every request's audit entry: no map, no fmt.
-	n := strconv.Itoa(r.N)
-	switch r.Period {
+	return strconv.Itoa(r.N) + "/" + periodName(r.Period)
+}
+
+// periodName names a period of a money budget or a rate one way (the
+// periods map has short aliases too): second, minute, hour or day, else
+// as a duration.
+func periodName(d time.Duration) string {
+	switch d {
 	case time.Second:
-		return n + "/second"
+		return "second"
 	case time.Minute:
-		return n + "/minute"
+		return "minute"
 	case time.Hour:
-		return n + "/hour"
+		return "hour"
 	case 24 * time.Hour:
-		return n + "/day"
+		return "day"
 	}
-	return n + "/" + r.Period.String()
+	return d.String()
 }
 
 // D returns the value as a time.Duration.
