@@ -36,7 +36,7 @@ func (m Money) String() string {
 		return "unlimited"
 	}
 	amount := strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/"
-	return amount + periodName(m.Period)
+	return amount + PeriodName(m.Period)
 }
 
 // ParseMoney parses "25USD/day" (a positive amount of at most six decimals,
@@ -147,13 +147,13 @@ func (r Rate) String() string {
 		return "unlimited"
 	}
 	// Written for every request's audit entry: no map, no fmt.
-	return strconv.Itoa(r.N) + "/" + periodName(r.Period)
+	return strconv.Itoa(r.N) + "/" + PeriodName(r.Period)
 }
 
-// periodName names a period of a money budget or a rate one way (the
+// PeriodName names a period of a money budget or a rate one way (the
 // periods map has short aliases too): second, minute, hour or day, else
 // as a duration.
-func periodName(d time.Duration) string {
+func PeriodName(d time.Duration) string {
 	switch d {
 	case time.Second:
 		return "second"
