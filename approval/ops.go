@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/roster"
 )
@@ -311,7 +312,7 @@ func usageBar(l LimitUse) bar {
 		b.Colour = colourOK
 	}
 	b.Text = fmt.Sprintf("%s of %s%s per %s (%d%%)", amount(l.Dimension, l.Used), amount(l.Dimension, l.Limit), unit(l.Dimension),
-		periodName(l.Period), int(math.Round(frac*100)))
+		confkit.PeriodName(l.Period), int(math.Round(frac*100)))
 	if l.Used > 0 && l.Reset > 0 {
 		b.Text += "; whole again in " + span(max(l.Reset, time.Minute))
 	}

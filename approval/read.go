@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 )
@@ -145,7 +146,7 @@ func (s *Service) capabilities(w http.ResponseWriter, r *http.Request) error {
 		Capabilities: nonNil(a.Capabilities), AllowedTargets: nonNil(a.AllowedTargets),
 		RateLimit: a.RateLimit.String(), TokenLimit: a.TokenLimit.String(), MaxRequestSize: int64(a.MaxRequestSize),
 		ResponseFormat: responseFormat(a), Models: nonNil(a.Models),
-		ApprovalRateLimit: strconv.Itoa(s.cur().rate.N) + "/" + periodName(s.cur().rate.Period),
+		ApprovalRateLimit: strconv.Itoa(s.cur().rate.N) + "/" + confkit.PeriodName(s.cur().rate.Period),
 		RequestTypes:      requestTypes, Actions: actions, TargetTypes: targetTypes,
 		MaxContentSize: int64(lim.MaxContentSize), MaxReferences: lim.MaxReferences, MaxDeviations: lim.MaxDeviations,
 		KnownReferences: s.cur().cat.Len(),
@@ -166,20 +167,6 @@ func responseFormat(a *roster.Agent) string {
 		return "json_standard"
 	}
 	return "none"
-}
-
-func periodName(d time.Duration) string {
-	switch d {
-	case time.Second:
-		return "second"
-	case time.Minute:
-		return "minute"
-	case time.Hour:
-		return "hour"
-	case 24 * time.Hour:
-		return "day"
-	}
-	return d.String()
 }
 
 // writeJSON sends v. HTML is not escaped: content and paths appear as the

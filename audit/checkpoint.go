@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/gowebpki/jcs"
 )
 
 // Checkpoint attests that entry Seq of Chain had hash Hash at time TS. With
@@ -67,40 +65,35 @@ func KeyID(pub ed25519.PublicKey) string {
 //
 // with ts exactly as written in the checkpoint line.
 func (c Checkpoint) SignedMessage() []byte {
-	b := []byte(`{"chain":`)
-	b = appendCanonicalString(b, c.Chain)
-	b = append(b, `,"hash":`...)
-	b = appendCanonicalString(b, c.Hash)
-	b = append(b, `,"seq":`...)
-	b = fmt.Appendf(b, "%d", c.Seq)
-	b = append(b, `,"ts":`...)
-	b = appendCanonicalString(b, c.TS)
+	b := appendMember([]byte{'{'}, "chain", c.Chain)
+	b = appendMember(append(b, ','), "hash", c.Hash)
+	b = fmt.Appendf(b, `,"seq":%d`, c.Seq)
+	b = appendMember(append(b, ','), "ts", c.TS)
 	return append(b, '}')
+}
+
+// appendMember appends "name":value, value a canonical JSON string.
+func appendMember(b []byte, name, value string) []byte {
+	b = append(append(append(b, '"'), name...), `":`...)
+	return appendCanonicalString(b, value)
 }
 
 // line is the checkpoint's line in the checkpoints file, with its newline.
 func (c Checkpoint) line() []byte {
-	b := []byte(`{"chain":`)
-	b = appendCanonicalString(b, c.Chain)
-	b = append(b, `,"hash":`...)
-	b = appendCanonicalString(b, c.Hash)
+	b := appendMember([]byte{'{'}, "chain", c.Chain)
+	b = appendMember(append(b, ','), "hash", c.Hash)
 	if c.KeyID != "" { // "key_id" sorts between "hash" and "seq"
-		b = append(b, `,"key_id":`...)
-		b = appendCanonicalString(b, c.KeyID)
+		b = appendMember(append(b, ','), "key_id", c.KeyID)
 	}
 	if c.Merkle != nil { // "merkle" and "note" sort between "key_id" and "seq"
 		b = c.Merkle.appendCanonical(append(b, `,"merkle":`...))
 	}
 	if c.Note != "" {
-		b = append(b, `,"note":`...)
-		b = appendCanonicalString(b, c.Note)
+		b = appendMember(append(b, ','), "note", c.Note)
 	}
-	b = append(b, `,"seq":`...)
-	b = fmt.Appendf(b, "%d", c.Seq)
-	b = append(b, `,"signature":`...)
-	b = appendCanonicalString(b, c.Signature)
-	b = append(b, `,"ts":`...)
-	b = appendCanonicalString(b, c.TS)
+	b = fmt.Appendf(b, `,"seq":%d`, c.Seq)
+	b = appendMember(append(b, ','), "signature", c.Signature)
+	b = appendMember(append(b, ','), "ts", c.TS)
 	return append(b, "}\n"...)
 }
 
@@ -137,18 +130,9 @@ var checkpointFields = []string{"chain", "hash", "seq", "signature", "ts"}
 
 // parseCheckpoint parses one checkpoints line strictly.
 func parseCheckpoint(line []byte) (Checkpoint, error) {
-	canon, err := jcs.Transform(line)
+	canon, fields, err := canonicalFields(line, checkpointFields)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("not canonicalizable JSON: %w", err)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &fields); err != nil {
-		return Checkpoint{}, errors.New("not a JSON object")
-	}
-	for _, k := range checkpointFields {
-		if _, ok := fields[k]; !ok {
-			return Checkpoint{}, fmt.Errorf("missing field %q", k)
-		}
+		return Checkpoint{}, err
 	}
 	n := len(checkpointFields)
 	for _, k := range []string{"key_id", "merkle", "note"} {
@@ -231,36 +215,30 @@ func writeNewFile(path string, data []byte, mode os.FileMode) error {
 
 // LoadPrivateKey reads an ed25519 private key from a PKCS#8 PEM file.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	der, err := readPEM(path, "PRIVATE KEY")
-	if err != nil {
-		return nil, err
-	}
-	k, err := x509.ParsePKCS8PrivateKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("signing key %s: %w", path, err)
-	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("signing key %s: not an ed25519 key", path)
-	}
-	return priv, nil
+	return loadKey[ed25519.PrivateKey](path, "PRIVATE KEY", "signing key", x509.ParsePKCS8PrivateKey)
 }
 
 // LoadPublicKey reads an ed25519 public key from a PKIX PEM file.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
-	der, err := readPEM(path, "PUBLIC KEY")
+	return loadKey[ed25519.PublicKey](path, "PUBLIC KEY", "public key", x509.ParsePKIXPublicKey)
+}
+
+// loadKey reads the PEM block of type typ from path, parses it and takes
+// the ed25519 key K from it; what names the key in an error.
+func loadKey[K ed25519.PrivateKey | ed25519.PublicKey](path, typ, what string, parse func([]byte) (any, error)) (K, error) {
+	der, err := readPEM(path, typ)
 	if err != nil {
 		return nil, err
 	}
-	k, err := x509.ParsePKIXPublicKey(der)
+	k, err := parse(der)
 	if err != nil {
-		return nil, fmt.Errorf("public key %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	pub, ok := k.(ed25519.PublicKey)
+	key, ok := k.(K)
 	if !ok {
-		return nil, fmt.Errorf("public key %s: not an ed25519 key", path)
+		return nil, fmt.Errorf("%s %s: not an ed25519 key", what, path)
 	}
-	return pub, nil
+	return key, nil
 }
 
 func readPEM(path, typ string) ([]byte, error) {

@@ -178,24 +178,34 @@ var errHashMismatch = errors.New("hash mismatch")
 // a reader of the line would see a value the trail never recorded.
 var errNotCanonical = errors.New("entry is not in canonical form")
 
+// canonicalFields is a line of the trail (an entry, a checkpoint) in its
+// RFC 8785 form, and its members, every one of required among them.
+func canonicalFields(line []byte, required []string) ([]byte, map[string]json.RawMessage, error) {
+	canon, err := jcs.Transform(line)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not canonicalizable JSON: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &fields); err != nil {
+		return nil, nil, errors.New("not a JSON object")
+	}
+	for _, k := range required {
+		if _, ok := fields[k]; !ok {
+			return nil, nil, fmt.Errorf("missing field %q", k)
+		}
+	}
+	return canon, fields, nil
+}
+
 // parseEntry parses one line (without its newline) strictly, as Verify and
 // an independent verifier would: the line must be I-JSON without duplicate
 // keys, carry exactly the entry fields with the right types, its hash
 // must be the SHA-256 of the RFC 8785 form of the line without "hash", and
 // the line must be that form with the hash inserted, byte for byte.
 func parseEntry(line []byte) (Entry, error) {
-	canon, err := jcs.Transform(line)
+	canon, fields, err := canonicalFields(line, entryFields)
 	if err != nil {
-		return Entry{}, fmt.Errorf("not canonicalizable JSON: %w", err)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &fields); err != nil {
-		return Entry{}, errors.New("not a JSON object")
-	}
-	for _, k := range entryFields {
-		if _, ok := fields[k]; !ok {
-			return Entry{}, fmt.Errorf("missing field %q", k)
-		}
+		return Entry{}, err
 	}
 	if len(fields) != len(entryFields) {
 		for k := range fields {

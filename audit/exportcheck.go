@@ -261,22 +261,19 @@ func (c *exportCheck) fail(line int, seq int64, chain, format string, a ...any) 
 }
 
 func (c *exportCheck) readJSONL(r io.Reader) error {
-	lr := newLineReader(r)
-	for {
-		line, complete, err := lr.line()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("verify export: read %s: %w", c.name, err)
-		}
+	var stop error // what ended the reading: a torn line, a bad entry
+	err := readLines(r, c.name, func(num int, line []byte, complete bool) bool {
 		if !complete {
-			return c.fail(lr.num, 0, "", "torn line (no newline at end of file): the file is cut short")
+			stop = c.fail(num, 0, "", "torn line (no newline at end of file): the file is cut short")
+		} else {
+			_, stop = c.entry(num, line)
 		}
-		if _, err := c.entry(lr.num, line); err != nil {
-			return err
-		}
+		return stop == nil
+	})
+	if err != nil {
+		return fmt.Errorf("verify export: %w", err)
 	}
+	return stop
 }
 
 func (c *exportCheck) readCSV(r io.Reader) error {

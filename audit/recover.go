@@ -330,6 +330,23 @@ func writeSynced(path string, data []byte) error {
 	return syncDir(filepath.Dir(path))
 }
 
+// ReplaceFile replaces the file at path with data, atomically and
+// durably: written beside it (path+".tmp"), fsynced, renamed over it, the
+// directory fsynced; a crash leaves the old file or the new one, never a
+// torn one. The shipper and the SIEM stream keep their cursors this way.
+func ReplaceFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	err := writeFileSync(tmp, data, os.O_TRUNC, 0o640)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
 // writeFileSync creates (flag: O_EXCL or O_TRUNC) and fsyncs a file.
 func writeFileSync(path string, data []byte, flag int, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, mode)

@@ -587,14 +587,20 @@ func eachLine(fsys fs.FS, path string, fn func(num int, line []byte, complete bo
 		return err
 	}
 	defer f.Close()
-	lr := newLineReader(f)
+	return readLines(f, path, fn)
+}
+
+// readLines calls fn for each line read from r, the file name, until fn
+// returns false.
+func readLines(r io.Reader, name string, fn func(num int, line []byte, complete bool) bool) error {
+	lr := newLineReader(r)
 	for {
 		line, complete, err := lr.line()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
+			return fmt.Errorf("read %s: %w", name, err)
 		}
 		if !fn(lr.num, line, complete) {
 			return nil

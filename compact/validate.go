@@ -178,21 +178,14 @@ func (l *Library) check(raw []byte, answer bool) (value, Result) {
 	return v, l.checkMessage(&v, "", answer)
 }
 
+// kindNames name each kind of value in the messages of a refusal.
+var kindNames = [...]string{kindNull: "null", kindBool: "a boolean", kindNumber: "a number", kindString: "a string", kindArray: "an array", kindObject: "an object"}
+
 func describeKind(k kind) string {
-	switch k {
-	case kindNull:
-		return "null"
-	case kindBool:
-		return "a boolean"
-	case kindNumber:
-		return "a number"
-	case kindString:
-		return "a string"
-	case kindArray:
-		return "an array"
-	default:
-		return "an object"
+	if int(k) < len(kindNames) {
+		return kindNames[k]
 	}
+	return "an object"
 }
 
 // checker validates one message (the top level or a subtask).
@@ -310,36 +303,20 @@ type message struct {
 // under both its keys and a key that differs from a field only by case.
 func (c *checker) readFields(msg *value) (message, Result) {
 	f := message{gKey: "g"}
+	slots := [...]slot{{"plan", &f.plan}, {"status", &f.status}, {"msg_id", &f.msgID}, {"reply_to", &f.replyTo}, {"state", &f.state},
+		{"proto_ver", &f.protoVer}, {"out_fmt", &f.outFmt}, {"ctx", &f.ctx}, {"test_mode", &f.testMode}, {"subtask", &f.subtask}}
 	for i := range msg.members() {
 		m := msg.member(i)
-		switch shortName(m.key) {
-		case "g":
+		name := shortName(m.key)
+		switch {
+		case name == "g":
 			if f.g != nil {
 				// The parser has refused a repeated key, so this is the
 				// other spelling.
 				return f, c.fail(CodeMalformedMessage, m.key, "%q and %q are the same field (the goal): a message has one of them", f.gKey, m.key)
 			}
 			f.g, f.gKey = m.val, m.key
-		case "plan":
-			f.plan = m.val
-		case "status":
-			f.status = m.val
-		case "msg_id":
-			f.msgID = m.val
-		case "reply_to":
-			f.replyTo = m.val
-		case "state":
-			f.state = m.val
-		case "proto_ver":
-			f.protoVer = m.val
-		case "out_fmt":
-			f.outFmt = m.val
-		case "ctx":
-			f.ctx = m.val
-		case "test_mode":
-			f.testMode = m.val
-		case "subtask":
-			f.subtask = m.val
+		case fill(slots[:], name, m.val):
 		default:
 			// Read once, as every reader will: a key that differs from a
 			// field only by case ("G" beside "g") would be that field to a
@@ -350,6 +327,24 @@ func (c *checker) readFields(msg *value) (message, Result) {
 		}
 	}
 	return f, validResult()
+}
+
+// slot is where the member named name goes as a message or an ERR
+// object is read.
+type slot struct {
+	name string
+	to   **value
+}
+
+// fill puts v into the slot named name; false when none is.
+func fill(slots []slot, name string, v *value) bool {
+	for _, s := range slots {
+		if s.name == name {
+			*s.to = v
+			return true
+		}
+	}
+	return false
 }
 
 // checkOptional checks the optional fields a message has: msg_id,
@@ -433,41 +428,19 @@ func oneOf(s string, set []string) bool {
 func checkErrObject(obj *value) Result {
 	c := checker{}
 	var status, code, details, path, msgID, replyTo, extra *value
+	slots := [...]slot{{"status", &status}, {"code", &code}, {"details", &details}, {"path", &path}, {"msg_id", &msgID}, {"reply_to", &replyTo}}
 	extraKey := ""
 	for i := range obj.members() {
 		m := obj.member(i)
-		switch m.key {
-		case "status":
-			status = m.val
-		case "code":
-			code = m.val
-		case "details":
-			details = m.val
-		case "path":
-			path = m.val
-		case "msg_id":
-			msgID = m.val
-		case "reply_to":
-			replyTo = m.val
-		default:
-			if extra == nil {
-				extra, extraKey = m.val, m.key
-			}
+		if !fill(slots[:], m.key, m.val) && extra == nil {
+			extra, extraKey = m.val, m.key
 		}
 	}
 	if status == nil || status.kind != kindString || status.str != StatusErr {
-		got := "nothing"
-		if status != nil {
-			got = describe(status)
-		}
-		return c.fail(CodeInvalidField, "status", `an answer with "status" must be an ERR object ("status": "ERR"), got %s`, got)
+		return c.fail(CodeInvalidField, "status", `an answer with "status" must be an ERR object ("status": "ERR"), got %s`, describeOrNothing(status))
 	}
 	if code == nil || code.kind != kindString || code.str == "" {
-		got := "nothing"
-		if code != nil {
-			got = describe(code)
-		}
-		return c.fail(CodeInvalidField, "code", `ERR object needs "code", a non-empty string, got %s`, got)
+		return c.fail(CodeInvalidField, "code", `ERR object needs "code", a non-empty string, got %s`, describeOrNothing(code))
 	}
 	if details != nil && details.kind != kindString {
 		return c.fail(CodeInvalidField, "details", `ERR object "details" must be a string, got %s`, describe(details))
@@ -485,6 +458,14 @@ func checkErrObject(obj *value) Result {
 		return c.fail(CodeInvalidField, clip(extraKey), "ERR object has unexpected key %s", clipQuote(extraKey))
 	}
 	return validResult()
+}
+
+// describeOrNothing describes v, or says it is absent.
+func describeOrNothing(v *value) string {
+	if v == nil {
+		return "nothing"
+	}
+	return describe(v)
 }
 
 // clip cuts s to at most maxEcho bytes on a rune boundary.

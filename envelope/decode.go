@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -13,11 +14,37 @@ import (
 // envelope with both or neither is rejected: guessing would let a sender pick
 // which set of fields the gateway checks.
 func Decode(raw []byte) (*Message, error) {
+	return decodeAs(raw, "")
+}
+
+// DecodeACL decodes and validates an ACL envelope (docs/glossary.md).
+func DecodeACL(raw []byte) (*Message, error) {
+	return decodeAs(raw, ACL)
+}
+
+// DecodeSAM decodes and validates a SAM envelope (docs/glossary.md).
+func DecodeSAM(raw []byte) (*Message, error) {
+	return decodeAs(raw, SAM)
+}
+
+// decodeAs scans raw's top-level object, its sub-objects collected, and
+// decodes it in format f ("": the format its sender member says).
+func decodeAs(raw []byte, f Format) (*Message, error) {
 	s := scanner{collectSubs: true}
 	top, fe := s.scanObject(raw, 0, "")
 	if fe != nil {
 		return nil, fe
 	}
+	switch f {
+	case ACL:
+		return s.decodeACL(top)
+	case SAM:
+		return s.decodeSAM(top)
+	}
+	return s.decodeDetected(top)
+}
+
+func (s *scanner) decodeDetected(top []member) (*Message, error) {
 	var hasSender, hasSenderID bool
 	for i := range top {
 		switch string(top[i].key) {
@@ -38,45 +65,47 @@ func Decode(raw []byte) (*Message, error) {
 	return nil, &FieldError{Field: "sender", Reason: "required: sender (SAM) or sender_id (ACL)"}
 }
 
-// DecodeACL decodes and validates an ACL envelope (docs/glossary.md).
-func DecodeACL(raw []byte) (*Message, error) {
-	s := scanner{collectSubs: true}
-	top, fe := s.scanObject(raw, 0, "")
-	if fe != nil {
-		return nil, fe
+// readMembers reads the top-level members in order with field, which
+// returns false for a member it does not know (refused by name), and
+// stops at the first problem; then the required members must all be
+// there, the first missing one named.
+func readMembers(top []member, required []string, field func(key, v []byte) (bool, *FieldError)) *FieldError {
+	for i := range top {
+		known, fe := field(top[i].key, top[i].val)
+		if !known {
+			fe = unknownField("", top[i].key)
+		}
+		if fe != nil {
+			return fe
+		}
 	}
-	return s.decodeACL(top)
+	for _, name := range required {
+		if !slices.ContainsFunc(top, func(m member) bool { return string(m.key) == name }) {
+			return &FieldError{Field: name, Reason: "required"}
+		}
+	}
+	return nil
 }
 
-// DecodeSAM decodes and validates a SAM envelope (docs/glossary.md).
-func DecodeSAM(raw []byte) (*Message, error) {
-	s := scanner{collectSubs: true}
-	top, fe := s.scanObject(raw, 0, "")
-	if fe != nil {
-		return nil, fe
-	}
-	return s.decodeSAM(top)
-}
+// aclRequired are the members an ACL envelope must have, in the order a
+// missing one is reported.
+var aclRequired = []string{"message_type", "sender_id"}
 
 func (s *scanner) decodeACL(top []member) (*Message, error) {
 	m := &Message{Format: ACL, Priority: Medium}
-	var haveType, haveSender, emptyReceiverType bool
+	var emptyReceiverType bool
 	var to Party
-	for i := range top {
-		v := top[i].val
-		var fe *FieldError
-		switch string(top[i].key) {
+	fe := readMembers(top, aclRequired, func(key, v []byte) (known bool, fe *FieldError) {
+		switch string(key) {
 		case "message_id":
 			m.ID, fe = optID("message_id", v)
 		case "message_type":
-			haveType = true
 			m.Type, fe = decodeType(ACL, v)
 		case "timestamp":
 			m.Timestamp, fe = decodeTime(v)
 		case "priority":
 			m.Priority, fe = decodePriority("priority", v)
 		case "sender_id":
-			haveSender = true
 			m.Sender.ID, fe = optID("sender_id", v)
 		case "sender_type":
 			m.Sender.Role, fe = optText("sender_type", v, maxRole)
@@ -108,16 +137,14 @@ func (s *scanner) decodeACL(top []member) (*Message, error) {
 		case "metadata":
 			m.Metadata, fe = optObject("metadata", v, true)
 		default:
-			fe = unknownField("", top[i].key)
+			return false, nil
 		}
-		if fe != nil {
-			return nil, fe
-		}
+		return true, fe
+	})
+	if fe != nil {
+		return nil, fe
 	}
-	if !haveType {
-		return nil, &FieldError{Field: "message_type", Reason: "required"}
-	}
-	if !haveSender || m.Sender.ID == "" {
+	if m.Sender.ID == "" {
 		return nil, &FieldError{Field: "sender_id", Reason: "required"}
 	}
 	switch {
@@ -153,19 +180,17 @@ func (s *scanner) decodeACL(top []member) (*Message, error) {
 			}
 		}
 	}
-	if fe := m.validate(); fe != nil {
-		return nil, fe
-	}
-	return m, nil
+	return m.validated()
 }
+
+// samRequired are the members a SAM envelope must have, in the order a
+// missing one is reported.
+var samRequired = []string{"message_type", "sender"}
 
 func (s *scanner) decodeSAM(top []member) (*Message, error) {
 	m := &Message{Format: SAM, Priority: Medium}
-	var haveType, haveSender bool
-	for i := range top {
-		v := top[i].val
-		var fe *FieldError
-		switch string(top[i].key) {
+	fe := readMembers(top, samRequired, func(key, v []byte) (known bool, fe *FieldError) {
+		switch string(key) {
 		case "message_id":
 			m.ID, fe = optID("message_id", v)
 		case "correlation_id":
@@ -173,30 +198,14 @@ func (s *scanner) decodeSAM(top []member) (*Message, error) {
 		case "timestamp":
 			m.Timestamp, fe = decodeTime(v)
 		case "sender":
-			haveSender = true
 			if v[0] != '{' {
 				fe = &FieldError{Field: "sender", Reason: "must be an object {agent_id, role}"}
 				break
 			}
 			m.Sender, fe = decodeParty("sender", s.subs[subSender])
 		case "recipient":
-			if string(v) == "null" {
-				break
-			}
-			if v[0] != '{' {
-				fe = &FieldError{Field: "recipient", Reason: "must be an object {agent_id, role} or null"}
-				break
-			}
-			var p Party
-			p, fe = decodeParty("recipient", s.subs[subRecipient])
-			if fe == nil && p.ID == "" {
-				// {"agent_id": null, "role": T}: a group send.
-				m.GroupType = p.Role
-				break
-			}
-			m.Recipient = &p
+			fe = s.samRecipient(m, v)
 		case "message_type":
-			haveType = true
 			m.Type, fe = decodeType(SAM, v)
 		case "payload":
 			if m.Payload, fe = optObject("payload", v, false); fe == nil {
@@ -207,27 +216,47 @@ func (s *scanner) decodeSAM(top []member) (*Message, error) {
 				fe = m.samMetadata(s.subs[subMetadata])
 			}
 		case "error":
-			if string(v) == "null" {
-				break
-			}
-			if v[0] != '{' {
+			if isObject(v) {
+				m.Error, fe = decodeErrorObject(s.subs[subError])
+			} else if string(v) != "null" {
 				fe = &FieldError{Field: "error", Reason: "must be an object {code, message, source, severity, retryable}"}
-				break
 			}
-			m.Error, fe = decodeErrorObject(s.subs[subError])
 		default:
-			fe = unknownField("", top[i].key)
+			return false, nil
 		}
-		if fe != nil {
-			return nil, fe
-		}
+		return true, fe
+	})
+	if fe != nil {
+		return nil, fe
 	}
-	if !haveType {
-		return nil, &FieldError{Field: "message_type", Reason: "required"}
+	return m.validated()
+}
+
+// samRecipient reads a SAM recipient: null (a broadcast), a party, or a
+// party with a null agent_id (a group send to its role).
+func (s *scanner) samRecipient(m *Message, v []byte) *FieldError {
+	if string(v) == "null" {
+		return nil
 	}
-	if !haveSender {
-		return nil, &FieldError{Field: "sender", Reason: "required"}
+	if !isObject(v) {
+		return &FieldError{Field: "recipient", Reason: "must be an object {agent_id, role} or null"}
 	}
+	p, fe := decodeParty("recipient", s.subs[subRecipient])
+	if fe == nil && p.ID == "" {
+		// {"agent_id": null, "role": T}: a group send.
+		m.GroupType = p.Role
+		return nil
+	}
+	m.Recipient = &p
+	return fe
+}
+
+// isObject: the scanned value v is an object (not null, nor any other
+// kind).
+func isObject(v []byte) bool { return v[0] == '{' }
+
+// validated is m once it passes validate.
+func (m *Message) validated() (*Message, error) {
 	if fe := m.validate(); fe != nil {
 		return nil, fe
 	}

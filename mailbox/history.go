@@ -123,17 +123,11 @@ type HistoryOptions struct {
 }
 
 func (o HistoryOptions) withDefaults() HistoryOptions {
-	if o.Retention <= 0 {
-		o.Retention = DefaultRetention
-	}
-	if o.MaxPerThread <= 0 {
-		o.MaxPerThread = DefaultMaxPerThread
-	}
+	o.Retention = orDefault(o.Retention, DefaultRetention)
+	o.MaxPerThread = orDefault(o.MaxPerThread, DefaultMaxPerThread)
+	o.Timeout = orDefault(o.Timeout, DefaultRedisTimeout)
 	if o.Prefix == "" {
 		o.Prefix = DefaultRedisPrefix
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultRedisTimeout
 	}
 	return o
 }

@@ -56,6 +56,15 @@ const (
 	DefaultRedisTimeout = 2 * time.Second
 )
 
+// orDefault is v when it is positive, else def: an option left zero (or
+// set below zero) takes its default.
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // Delivery is one message to hand to one recipient.
 type Delivery struct {
 	ID string // set by Push (memory: sequence; Redis: stream entry id, unique only together with Priority); "" on input
@@ -115,6 +124,21 @@ type Queue interface {
 	// Len is the number of deliveries waiting plus those in flight (popped,
 	// not acknowledged); capacity applies to it. Dead letters do not count.
 	Len(ctx context.Context) (int64, error)
+}
+
+// forPush is d as a queue takes it in: its priority in range, not yet
+// handed out, stamped with when it was queued and with a delivery id when
+// it has none.
+func (d Delivery) forPush() Delivery {
+	d.Priority = clampPriority(d.Priority)
+	d.Reclaimed, d.Deliveries = false, 0
+	if d.EnqueuedAt.IsZero() {
+		d.EnqueuedAt = time.Now()
+	}
+	if d.DeliveryID == "" {
+		d.DeliveryID = NewID()
+	}
+	return d
 }
 
 // clampPriority maps any int onto 0..lowPriority, so a bad priority from an

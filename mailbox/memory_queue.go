@@ -69,20 +69,12 @@ func NewMemoryQueue(capacity int) *MemoryQueue {
 
 // NewMemoryQueueWithOptions returns an empty queue configured by o.
 func NewMemoryQueueWithOptions(o MemoryQueueOptions) *MemoryQueue {
-	if o.Capacity <= 0 {
-		o.Capacity = DefaultMemoryCapacity
-	}
-	if o.ClaimIdle <= 0 {
-		o.ClaimIdle = DefaultClaimIdle
-	}
-	if o.MaxDeliveries <= 0 {
-		o.MaxDeliveries = DefaultMaxDeliveries
-	}
-	if o.DeadLetterMax <= 0 {
-		o.DeadLetterMax = DefaultDeadLetterMax
-	}
-	return &MemoryQueue{capacity: o.Capacity, claimIdle: o.ClaimIdle, maxDeliveries: o.MaxDeliveries, deadMax: o.DeadLetterMax,
-		now: time.Now, inflight: make(map[string]Delivery), popped: make(map[string]int64)}
+	return &MemoryQueue{
+		capacity:      orDefault(o.Capacity, DefaultMemoryCapacity),
+		claimIdle:     orDefault(o.ClaimIdle, DefaultClaimIdle),
+		maxDeliveries: orDefault(o.MaxDeliveries, DefaultMaxDeliveries),
+		deadMax:       orDefault(o.DeadLetterMax, DefaultDeadLetterMax),
+		now:           time.Now, inflight: make(map[string]Delivery), popped: make(map[string]int64)}
 }
 
 // Push implements Queue. The queue keeps d.Body: the caller must not modify
@@ -91,14 +83,7 @@ func (q *MemoryQueue) Push(ctx context.Context, d Delivery) (Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return Delivery{}, err
 	}
-	d.Priority = clampPriority(d.Priority)
-	d.Reclaimed, d.Deliveries = false, 0
-	if d.EnqueuedAt.IsZero() {
-		d.EnqueuedAt = time.Now()
-	}
-	if d.DeliveryID == "" {
-		d.DeliveryID = NewID()
-	}
+	d = d.forPush()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.nWaiting+len(q.inflight) >= q.capacity {

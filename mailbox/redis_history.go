@@ -101,14 +101,7 @@ func (h *RedisHistory) Append(ctx context.Context, es ...Entry) error {
 	if err != nil || len(ts) == 0 {
 		return err
 	}
-	args := make([]any, 0, 3+len(keys)+len(recs))
-	args = append(args, h.opt.MaxPerThread, h.opt.Retention.Milliseconds(), len(keys))
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	for _, r := range recs {
-		args = append(args, r)
-	}
+	args := scriptArgs(keys, recs, h.opt.MaxPerThread, h.opt.Retention.Milliseconds())
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
 	res, err := appendScript.Run(ctx, h.client, h.threadKeys(ts), args...).Int64Slice()
@@ -174,14 +167,11 @@ end
 return 1
 `)
 
-// Retract implements History. The records removed are the ones Append
-// stored for es (stored).
-func (h *RedisHistory) Retract(ctx context.Context, es ...Entry) error {
-	es, ts, keys, recs, err := h.stored(es)
-	if err != nil || len(ts) == 0 {
-		return err
-	}
-	args := make([]any, 0, 1+len(keys)+len(recs))
+// scriptArgs is the ARGV of the append and retract scripts: the head
+// values, the number of keys, the keys, then the records.
+func scriptArgs(keys []string, recs [][]byte, head ...any) []any {
+	args := make([]any, 0, len(head)+1+len(keys)+len(recs))
+	args = append(args, head...)
 	args = append(args, len(keys))
 	for _, k := range keys {
 		args = append(args, k)
@@ -189,6 +179,17 @@ func (h *RedisHistory) Retract(ctx context.Context, es ...Entry) error {
 	for _, r := range recs {
 		args = append(args, r)
 	}
+	return args
+}
+
+// Retract implements History. The records removed are the ones Append
+// stored for es (stored).
+func (h *RedisHistory) Retract(ctx context.Context, es ...Entry) error {
+	es, ts, keys, recs, err := h.stored(es)
+	if err != nil || len(ts) == 0 {
+		return err
+	}
+	args := scriptArgs(keys, recs)
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
 	if err := retractScript.Run(ctx, h.client, h.threadKeys(ts), args...).Err(); err != nil {

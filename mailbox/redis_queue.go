@@ -117,26 +117,14 @@ func NewRedisQueue(client redis.UniversalClient, o RedisQueueOptions) (*RedisQue
 		}
 		o.Consumer = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	if o.ClaimIdle <= 0 {
-		o.ClaimIdle = DefaultClaimIdle
-	}
-	if o.Block <= 0 {
-		o.Block = DefaultBlock
-	}
-	if o.MaxLen <= 0 {
-		o.MaxLen = DefaultRedisMaxLen
-	}
-	if o.MaxDeliveries <= 0 {
-		o.MaxDeliveries = DefaultMaxDeliveries
-	}
-	if o.DeadLetterMax <= 0 {
-		o.DeadLetterMax = DefaultDeadLetterMax
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultRedisTimeout
-	}
-	q := &RedisQueue{client: client, consumer: o.Consumer, claimIdle: o.ClaimIdle, block: o.Block, timeout: o.Timeout, maxLen: o.MaxLen,
-		maxDeliveries: o.MaxDeliveries, deadMax: o.DeadLetterMax, countsKey: o.Prefix + ":qn", deadKey: o.Prefix + ":dead"}
+	q := &RedisQueue{client: client, consumer: o.Consumer,
+		claimIdle:     orDefault(o.ClaimIdle, DefaultClaimIdle),
+		block:         orDefault(o.Block, DefaultBlock),
+		timeout:       orDefault(o.Timeout, DefaultRedisTimeout),
+		maxLen:        orDefault(o.MaxLen, DefaultRedisMaxLen),
+		maxDeliveries: orDefault(o.MaxDeliveries, DefaultMaxDeliveries),
+		deadMax:       orDefault(o.DeadLetterMax, DefaultDeadLetterMax),
+		countsKey:     o.Prefix + ":qn", deadKey: o.Prefix + ":dead"}
 	for p := range q.keys {
 		q.keys[p] = o.Prefix + ":q:" + strconv.Itoa(p)
 	}
@@ -193,14 +181,7 @@ return redis.call('XADD', KEYS[tonumber(ARGV[2])], '*', unpack(ARGV, 3))
 
 // Push implements Queue.
 func (q *RedisQueue) Push(ctx context.Context, d Delivery) (Delivery, error) {
-	d.Priority = clampPriority(d.Priority)
-	d.Reclaimed, d.Deliveries = false, 0
-	if d.EnqueuedAt.IsZero() {
-		d.EnqueuedAt = time.Now()
-	}
-	if d.DeliveryID == "" {
-		d.DeliveryID = NewID()
-	}
+	d = d.forPush()
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	args := []any{q.maxLen, d.Priority + 1,

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/sacpgw/gateway/audit"
 )
 
 // cursorFile, in the audit directory, records what was shipped where, so
@@ -63,28 +65,8 @@ func (c *cursor) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := c.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
+	if err := audit.ReplaceFile(c.path, data); err != nil {
 		return fmt.Errorf("save ship cursor: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, c.path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("save ship cursor: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(c.path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }

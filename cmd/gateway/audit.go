@@ -72,28 +72,6 @@ func auditMain(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// parseFlags parses args into flags; it returns an exit code and false when
-// the caller should stop (help asked for, or a usage error already printed).
-func parseFlags(flags *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false // the flag package has printed the problem and the usage
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "gateway audit %s: unexpected argument %q\n", flags.Name(), flags.Arg(0))
-		return exitUsage, false
-	}
-	return exitOK, true
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	flags := flag.NewFlagSet(name, flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	return flags
-}
-
 // auditDirOf fills *dir when --dir was not given: the audit.dir of the
 // configuration in cfgDir (relative paths there are relative to it), or
 // data/audit when the default configuration directory does not exist.
@@ -137,7 +115,7 @@ func checkDir(cmd, dir string, stderr io.Writer) bool {
 }
 
 func auditVerify(args []string, stdout, stderr io.Writer) int {
-	flags := newFlagSet("verify", stderr)
+	flags := newFlagSet("audit verify", stderr)
 	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
 	cfgDir := flags.String("config", "", "configuration directory whose gateway.yaml names the audit dir "+configDefault+"; with none found, data/audit")
 	var pubFiles []string
@@ -149,7 +127,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	export := flags.String("export", "", "check this export file and its manifest instead of an audit directory")
 	manifest := flags.String("manifest", "", "the export's manifest (default: FILE.manifest.json)")
 	from := flags.String("from", "", "verify every chain shipped to object storage at s3://bucket/prefix instead of a directory")
-	if code, ok := parseFlags(flags, args, stderr); !ok {
+	if code, ok := parseArgs(flags, args, 0, stderr); !ok {
 		return code
 	}
 	if *from != "" {
@@ -275,7 +253,7 @@ func verifySummary(rep audit.Report) string {
 }
 
 func auditExport(args []string, stdout, stderr io.Writer) int {
-	flags := newFlagSet("export", stderr)
+	flags := newFlagSet("audit export", stderr)
 	dir := flags.String("dir", "", "audit directory (default: the configuration's audit.dir)")
 	cfgDir := flags.String("config", "", "configuration directory whose gateway.yaml names the audit dir "+configDefault+"; with none found, data/audit")
 	format := flags.String("format", "", "jsonl (the original lines) or csv (fixed columns, docs/compliance.md)")
@@ -290,7 +268,7 @@ func auditExport(args []string, stdout, stderr io.Writer) int {
 		pubFiles = append(pubFiles, f)
 		return nil
 	})
-	if code, ok := parseFlags(flags, args, stderr); !ok {
+	if code, ok := parseArgs(flags, args, 0, stderr); !ok {
 		return code
 	}
 	usage := func(format string, a ...any) int {
@@ -391,11 +369,11 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 }
 
 func auditKeygen(args []string, stdout, stderr io.Writer) int {
-	flags := newFlagSet("keygen", stderr)
+	flags := newFlagSet("audit keygen", stderr)
 	prefix := flags.String("out", "", "write PREFIX.key (private) and PREFIX.pub (public)")
 	priv := flags.String("private", "", "private key file (with --public)")
 	pub := flags.String("public", "", "public key file (with --private)")
-	if code, ok := parseFlags(flags, args, stderr); !ok {
+	if code, ok := parseArgs(flags, args, 0, stderr); !ok {
 		return code
 	}
 	switch {

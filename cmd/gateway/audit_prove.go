@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,7 +13,7 @@ import (
 
 // auditProve is `gateway audit prove`.
 func auditProve(args []string, stdout, stderr io.Writer) int {
-	flags := newFlagSet("prove", stderr)
+	flags := newFlagSet("audit prove", stderr)
 	dir, cfgDir, chain, out := proofFlags(flags)
 	seq := flags.Int64("seq", 0, "seq of the entry to prove")
 	cpFile := flags.String("checkpoint", "", "checkpoint note to prove against (default: the chain's latest signed checkpoint)")
@@ -68,10 +67,10 @@ func auditProve(args []string, stdout, stderr io.Writer) int {
 // auditCheckpoint is `gateway audit checkpoint`: a chain's signed
 // checkpoint note, to keep and later prove against or extend from.
 func auditCheckpoint(args []string, stdout, stderr io.Writer) int {
-	flags := newFlagSet("checkpoint", stderr)
+	flags := newFlagSet("audit checkpoint", stderr)
 	dir, cfgDir, chain, out := proofFlags(flags)
 	size := flags.Int64("size", -1, "the checkpoint of this tree size (default: the latest)")
-	if code, ok := parseFlags(flags, args, stderr); !ok {
+	if code, ok := parseArgs(flags, args, 0, stderr); !ok {
 		return code
 	}
 	if !auditDirOf("checkpoint", dir, flags, *cfgDir, stderr) || !checkDir("checkpoint", *dir, stderr) {
@@ -88,7 +87,7 @@ func auditCheckpoint(args []string, stdout, stderr io.Writer) int {
 // auditVerifyProof is `gateway audit verify-proof`: an auditor's check of
 // a proof with only the public keys.
 func auditVerifyProof(args []string, stdout, stderr io.Writer) int {
-	flags := newFlagSet("verify-proof", stderr)
+	flags := newFlagSet("audit verify-proof", stderr)
 	var pubFiles []string
 	flags.Func("pubkey", "ed25519 public key (PEM) the checkpoint is signed with; repeat it for each key to accept", func(f string) error {
 		pubFiles = append(pubFiles, f)
@@ -149,14 +148,6 @@ func proofFlags(flags *flag.FlagSet) (dir, cfgDir, chain, out *string) {
 	chain = flags.String("chain", "", "the chain (default: the only chain in the directory)")
 	out = flags.String("out", "-", "write to this file; - is stdout")
 	return dir, cfgDir, chain, out
-}
-
-// helpOrUsage is the exit code of a failed flag parse.
-func helpOrUsage(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	return exitUsage
 }
 
 // readArgFile reads a file named on the command line; false (printed) when

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -13,13 +12,9 @@ import (
 // script built from the command table and each command's own flags, so a
 // new command or flag is completed without anyone editing a script.
 func completionMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("completion", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("completion", stderr)
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+		return helpOrUsage(err)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: gateway completion bash|zsh|fish")

@@ -89,6 +89,21 @@ func needConfig(dir *string, stderr io.Writer) bool {
 	return true
 }
 
+// loadConfig loads the configuration of *dir (found by needConfig when no
+// --config gave it); false, with the problems printed, when there is none
+// to load or it is not valid.
+func loadConfig(dir *string, stderr io.Writer) (*config.Config, bool) {
+	if !needConfig(dir, stderr) {
+		return nil, false
+	}
+	cfg, err := config.Load(*dir)
+	if err != nil {
+		reportConfig(stderr, err)
+		return nil, false
+	}
+	return cfg, true
+}
+
 // hasFlag reports whether args set the flag name, in any of the flag
 // package's spellings, before a "--".
 func hasFlag(args []string, name string) bool {

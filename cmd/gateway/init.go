@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -30,17 +29,9 @@ import (
 // ones and the shipped policies in DIR/rego, checked as config check
 // checks it. It refuses a DIR that exists and is not empty.
 func initMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 1 {
-		fmt.Fprintf(stderr, "gateway init: unexpected argument %q\n", fs.Arg(1))
-		return exitUsage
+	fs := newFlagSet("init", stderr)
+	if code, ok := parseArgs(fs, args, 1, stderr); !ok {
+		return code
 	}
 	dir := "config"
 	if fs.NArg() == 1 {

@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,47 +43,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func versionMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if code, ok := parseCommand(fs, args, stderr); !ok {
+	fs := newFlagSet("version", stderr)
+	if code, ok := parseArgs(fs, args, 0, stderr); !ok {
 		return code
 	}
 	fmt.Fprintf(stdout, "gateway %s commit %s %s\n", version, buildCommit(), runtime.Version())
 	return exitOK
 }
 
-// parseCommand parses a command's flags and refuses arguments after them;
-// it returns false with the exit code when the command should stop (-help
-// is exit 0: the dispatch prints the help).
-func parseCommand(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gateway %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
-	}
-	return exitOK, true
-}
-
 func serveMain(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", stderr)
 	dir := fs.String("config", "", configHelp)
 	listen := fs.String("listen", "", "listen address (overrides gateway.yaml listen)")
 	sidecar := fs.String("sidecar-agent", "", "sidecar mode: attribute every request to this agent (no key or any placeholder key; another agent's token is refused); requires a loopback listen address")
-	if code, ok := parseCommand(fs, args, stderr); !ok {
+	if code, ok := parseArgs(fs, args, 0, stderr); !ok {
 		return code
 	}
-	if !needConfig(dir, stderr) {
-		return exitUsage
-	}
-	cfg, err := config.Load(*dir)
-	if err != nil {
-		reportConfig(stderr, err)
+	cfg, ok := loadConfig(dir, stderr)
+	if !ok {
 		return exitUsage
 	}
 	tuneGC()
@@ -102,11 +78,10 @@ func serveMain(args []string, stderr io.Writer) int {
 }
 
 func checkMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("config check", stderr)
 	dir := fs.String("config", "", configHelp)
 	explain := fs.Bool("explain", false, "print the effective configuration, defaults applied, each value with its source (file:line, env ${VAR} or default)")
-	if code, ok := parseCommand(fs, args, stderr); !ok {
+	if code, ok := parseArgs(fs, args, 0, stderr); !ok {
 		return code
 	}
 	if !needConfig(dir, stderr) {

@@ -31,21 +31,13 @@ func policyMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: gateway policy test [--config DIR] [-run REGEX] [-v] [POLICYDIR]  (POLICYDIR defaults to the policy.dir of DIR, default config)")
 		return exitUsage
 	}
-	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("policy test", stderr)
 	cfgDir := fs.String("config", "", "configuration directory whose gateway.yaml names the policy dir "+configDefault)
 	run := fs.String("run", "", "run only the tests whose package.name matches this regular expression")
 	verbose := fs.Bool("v", false, "also list the cases of passing table tests")
 	timeout := fs.Duration("timeout", 5*time.Second, "limit for each test")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 1 {
-		fmt.Fprintf(stderr, "gateway policy test: unexpected argument %q\n", fs.Arg(1))
-		return exitUsage
+	if code, ok := parseArgs(fs, args[1:], 1, stderr); !ok {
+		return code
 	}
 	// The policy dir: the argument, else the configuration's policy.dir
 	// (relative paths there are relative to the configuration directory),

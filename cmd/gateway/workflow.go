@@ -1,13 +1,9 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/sacpgw/gateway/internal/config"
 )
 
 // workflowMain is "gateway workflow graph NAME [--config DIR]": the
@@ -17,8 +13,7 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: gateway workflow graph NAME [--config DIR]")
 		return exitUsage
 	}
-	fs := flag.NewFlagSet("workflow graph", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("workflow graph", stderr)
 	dir := fs.String("config", "", configHelp)
 	// The name may come before or after the flags.
 	rest := args[1:]
@@ -27,10 +22,7 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 		name, rest = rest[0], rest[1:]
 	}
 	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+		return helpOrUsage(err)
 	}
 	if name == "" && fs.NArg() > 0 {
 		name = fs.Arg(0)
@@ -39,12 +31,8 @@ func workflowMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: gateway workflow graph NAME [--config DIR]")
 		return exitUsage
 	}
-	if !needConfig(dir, stderr) {
-		return exitUsage
-	}
-	cfg, err := config.Load(*dir)
-	if err != nil {
-		reportConfig(stderr, err)
+	cfg, ok := loadConfig(dir, stderr)
+	if !ok {
 		return exitUsage
 	}
 	wf := cfg.Workflows.Get(name)

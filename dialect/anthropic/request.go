@@ -399,21 +399,29 @@ func (m *message) translate(path string) ([]neutral.ChatMessage, error) {
 	if len(m.Content.blocks) == 0 {
 		return nil, errorf(path+".content", "must be non-empty")
 	}
+	// Every block is checked before any is translated: the first block
+	// that is not well formed is the answer, whatever its role.
+	for i := range m.Content.blocks {
+		if err := m.Content.blocks[i].check(blockPath(path, i)); err != nil {
+			return nil, err
+		}
+	}
 	if m.Role == "assistant" {
 		return assistant(path, m.Content.blocks)
 	}
 	return user(path, m.Content.blocks)
 }
 
+// blockPath is the path of the i-th content block of the message at path.
+func blockPath(path string, i int) string { return path + ".content." + strconv.Itoa(i) }
+
+// assistant translates an assistant turn's checked blocks.
 func assistant(path string, blocks []block) ([]neutral.ChatMessage, error) {
 	var texts []string
 	var calls []neutral.ChatToolCall
 	for i := range blocks {
 		b := &blocks[i]
-		bpath := path + ".content." + strconv.Itoa(i)
-		if err := b.check(bpath); err != nil {
-			return nil, err
-		}
+		bpath := blockPath(path, i)
 		switch b.Type {
 		case "text":
 			texts = append(texts, *b.Text)
@@ -438,16 +446,14 @@ func assistant(path string, blocks []block) ([]neutral.ChatMessage, error) {
 	return []neutral.ChatMessage{msg}, nil
 }
 
+// user translates a user turn's checked blocks.
 func user(path string, blocks []block) ([]neutral.ChatMessage, error) {
 	var out []neutral.ChatMessage
 	var parts []neutral.ChatPart
 	onlyText := true
 	for i := range blocks {
 		b := &blocks[i]
-		bpath := path + ".content." + strconv.Itoa(i)
-		if err := b.check(bpath); err != nil {
-			return nil, err
-		}
+		bpath := blockPath(path, i)
 		switch b.Type {
 		case "tool_result":
 			// A tool message must follow the assistant's tool calls

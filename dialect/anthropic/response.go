@@ -24,11 +24,7 @@ import (
 // JSON object, an unknown finish_reason): a failure of the upstream, for a
 // 502, never a client error.
 func Response(chat []byte) ([]byte, error) {
-	var c completion
-	if err := json.Unmarshal(chat, &c); err != nil {
-		return nil, fmt.Errorf("reading the chat completion: %w", err)
-	}
-	ch, err := neutral.OnlyChoice(c.Choices, "Messages")
+	c, ch, err := neutral.ReadCompletion[apiError](chat, "Messages")
 	if err != nil {
 		return nil, err
 	}
@@ -59,13 +55,7 @@ func Response(chat []byte) ([]byte, error) {
 
 // completion is the part of an OpenAI chat completion, or of a stream
 // chunk, that the translation reads.
-type completion struct {
-	ID      string    `json:"id"`
-	Model   string    `json:"model"`
-	Choices []choice  `json:"choices"`
-	Usage   *usage    `json:"usage"`
-	Error   *apiError `json:"error"`
-}
+type completion = neutral.Completion[apiError]
 
 // The choices of a completion or chunk are the neutral form's.
 type (

@@ -31,11 +31,7 @@ func Response(chat []byte) ([]byte, error) {
 // response it continues, and, when m.Keep is set, whether it was kept
 // (Keep is called with the answer before the body is returned).
 func ResponseWith(chat []byte, m Meta) ([]byte, error) {
-	var c completion
-	if err := json.Unmarshal(chat, &c); err != nil {
-		return nil, fmt.Errorf("reading the chat completion: %w", err)
-	}
-	ch, err := neutral.OnlyChoice(c.Choices, "Responses")
+	c, ch, err := neutral.ReadCompletion[apiError](chat, "Responses")
 	if err != nil {
 		return nil, err
 	}
@@ -85,14 +81,7 @@ func ResponseWith(chat []byte, m Meta) ([]byte, error) {
 
 // completion is the part of an OpenAI chat completion, or of a stream
 // chunk, that the translation reads.
-type completion struct {
-	ID      string    `json:"id"`
-	Created int64     `json:"created"`
-	Model   string    `json:"model"`
-	Choices []choice  `json:"choices"`
-	Usage   *usage    `json:"usage"`
-	Error   *apiError `json:"error"`
-}
+type completion = neutral.Completion[apiError]
 
 // The choices of a completion or chunk are the neutral form's.
 type (

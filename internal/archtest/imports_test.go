@@ -84,6 +84,8 @@ var sideways = map[[2]string]bool{
 	// the dialects that show the counts.
 	{"dialect/anthropic", "internal/usage"}:        true,
 	{"dialect/internal/neutral", "internal/usage"}: true,
+	// A dialect's refusal of a field is the strict reading's error.
+	{"dialect/internal/neutral", "internal/strictjson"}: true,
 	// Shipping reads the trail's files by audit's rules and dials through
 	// the outbound guard.
 	{"audit/ship", "audit"}:           true,

@@ -76,6 +76,7 @@ func TestLoadProblems(t *testing.T) {
 		want       string // "file:line: substring"
 	}{
 		{"duplicate agent", okGateway, okAgents + "  a1:\n    token_sha256: \"" + strings.Repeat("b", 64) + "\"\n", okProtocol, `agents.yaml:4: duplicate entry "a1" in agents (first at line 2)`},
+		{"duplicate key", okGateway, okAgents + "    token_sha256: \"" + strings.Repeat("b", 64) + "\"\n", okProtocol, `agents.yaml:4: duplicate key "token_sha256" in agents.a1 (first at line 3)`},
 		{"shared token", okGateway, okAgents + "  a2:\n    token_sha256: \"" + "61b89502ba471149636931e887f65a4f785d47e646b2c8521cfd02dbfed43722" + "\"\n", okProtocol, `agents.yaml:5: agent "a2": token_sha256 is also agent "a1"'s`},
 		{"no identity", okGateway, "agents:\n  a1:\n    type: x\n", okProtocol, `agents.yaml:2: agent "a1": token_sha256 or spiffe_id is required`},
 		{"no upstreams", "listen: \":1\"\n", okAgents, okProtocol, "gateway.yaml:1: upstreams: at least one upstream is required"},
@@ -288,3 +289,34 @@ func mustAbs(t *testing.T, p string) string {
 // shippedDir is the configuration directory the repository ships: data
 // only, beside the code that reads it.
 const shippedDir = "../../config"
+
+// TestSectionDurationDefaults: an unset duration of the http and
+// messaging sections takes its documented default, and one that is set
+// stays as written.
+func TestSectionDurationDefaults(t *testing.T) {
+	gw := okGateway + "http:\n  idle_timeout: 30s\nmessaging:\n  max_timeout: 2m\n"
+	cfg, err := loadFiles(t, gw, okAgents, okProtocol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, m := cfg.Gateway.HTTP, cfg.Gateway.Messaging
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"http.read_header_timeout", h.ReadHeaderTimeout.D(), 5 * time.Second},
+		{"http.body_idle_timeout", h.BodyIdleTimeout.D(), 15 * time.Second},
+		{"http.write_idle_timeout", h.WriteIdleTimeout.D(), time.Minute},
+		{"http.idle_timeout", h.IdleTimeout.D(), 30 * time.Second},
+		{"http.unauthenticated.audit_window", h.Unauthenticated.AuditWindow.D(), time.Minute},
+		{"messaging.timeout", m.Timeout.D(), 10 * time.Second},
+		{"messaging.max_timeout", m.MaxTimeout.D(), 2 * time.Minute},
+		{"messaging.retry_backoff", m.RetryBackoff.D(), 200 * time.Millisecond},
+		{"messaging.history_retention", m.HistoryRetention.D(), 7 * 24 * time.Hour},
+		{"messaging.max_clock_skew", m.MaxClockSkew.D(), 5 * time.Minute},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}

@@ -361,13 +361,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 	before := len(l.problems)
 	for i, v := range r.Verbs {
 		idx := strconv.Itoa(i)
-		switch {
-		case !names.Symbol(v.Name):
-			l.add(f, at("verbs", idx, "name"), "registry.verbs[%d].name %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, v.Name)
-		case verbs[v.Name]:
-			l.add(f, at("verbs", idx, "name"), "registry: verb %q is defined twice", v.Name)
-		}
-		verbs[v.Name] = true
+		l.registryName(at("verbs", idx, "name"), "verbs", i, "name", v.Name, verbs)
 		for j, in := range v.Inputs {
 			name, typ, typed := strings.Cut(in, ":")
 			if name == "" || (typed && !confkit.OneOf(typ, verbInputTypes...)) {
@@ -378,13 +372,7 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 	aliases := l.verbAliases(r, verbs, at)
 	for i, t := range r.Tools {
 		idx := strconv.Itoa(i)
-		switch {
-		case !names.Symbol(t.ID):
-			l.add(f, at("tools", idx, "id"), "registry.tools[%d].id %q: want 1-64 letters, digits, '_', '-', '.' or ':'", i, t.ID)
-		case tools[t.ID]:
-			l.add(f, at("tools", idx, "id"), "registry: tool %q is defined twice", t.ID)
-		}
-		tools[t.ID] = true
+		l.registryName(at("tools", idx, "id"), "tools", i, "id", t.ID, tools)
 		if len(t.SupportedVerbs) == 0 {
 			l.add(f, at("tools", idx, "id"), "registry: tool %q: supported_verbs is required", t.ID)
 		}
@@ -407,6 +395,19 @@ func (l *loader) registry(n *yaml.Node, r *Registry) (verbs, tools map[string]bo
 		}
 	}
 	return verbs, tools
+}
+
+// registryName checks the name of registry.yaml's list[i] (a verb's name,
+// a tool's id), at line: a symbol, and not one seen before in the list;
+// it adds the name to seen.
+func (l *loader) registryName(line int, list string, i int, field, name string, seen map[string]bool) {
+	switch {
+	case !names.Symbol(name):
+		l.add(RegistryFile, line, "registry.%s[%d].%s %q: want 1-64 letters, digits, '_', '-', '.' or ':'", list, i, field, name)
+	case seen[name]:
+		l.add(RegistryFile, line, "registry: %s %q is defined twice", strings.TrimSuffix(list, "s"), name)
+	}
+	seen[name] = true
 }
 
 func compactLibrary(r Registry) (*compact.Library, error) {

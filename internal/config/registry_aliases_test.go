@@ -73,6 +73,20 @@ func TestRegistryAliases(t *testing.T) {
     - name: search
       aliases: [s]
 `, agents: agents + "    supported_verbs: [search, s]\n", want: []string{`agents.yaml:4: agent "a": supported_verbs: verb "s" is not in registry.yaml`}},
+		{name: "verb and tool names", registry: `registry:
+  verbs:
+    - name: search
+    - name: "bad verb"
+    - name: search
+  tools:
+    - id: H_API
+      supported_verbs: [search]
+    - id: "bad tool"
+      supported_verbs: [search]
+    - id: H_API
+      supported_verbs: [search]
+`, want: []string{`registry.yaml:4: registry.verbs[1].name "bad verb": want 1-64 letters`, `registry.yaml:5: registry: verb "search" is defined twice`,
+			`registry.yaml:9: registry.tools[1].id "bad tool": want 1-64 letters`, `registry.yaml:11: registry: tool "H_API" is defined twice`}},
 		{name: "reserved alias", registry: `registry:
   verbs:
     - name: merge

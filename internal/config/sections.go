@@ -135,27 +135,37 @@ func (s *State) check(r confkit.Reporter) {
 	}
 }
 
+// durationSetting is a duration of a gateway.yaml section: its key
+// (dotted below the section), where it is kept, and its default.
+type durationSetting struct {
+	key string
+	v   *Duration
+	def time.Duration
+}
+
+// durations gives each unset duration of section its default and refuses
+// a negative one at its line (at finds a key's line in the section).
+func (l *loader) durations(section string, at func(...string) int, ds []durationSetting) {
+	for _, d := range ds {
+		if *d.v == 0 {
+			*d.v = Duration(d.def)
+		}
+		if *d.v < 0 {
+			l.add(GatewayFile, at(strings.Split(d.key, ".")...), "%s.%s: must be positive", section, d.key)
+		}
+	}
+}
+
 func (l *loader) http(n *yaml.Node, h *HTTP) {
 	const f = GatewayFile
 	at := func(p ...string) int { return lineOf(n, append([]string{"http"}, p...)...) }
-	for _, d := range []struct {
-		key string
-		v   *Duration
-		def time.Duration
-	}{
+	l.durations("http", at, []durationSetting{
 		{"read_header_timeout", &h.ReadHeaderTimeout, 5 * time.Second},
 		{"body_idle_timeout", &h.BodyIdleTimeout, 15 * time.Second},
 		{"write_idle_timeout", &h.WriteIdleTimeout, time.Minute},
 		{"idle_timeout", &h.IdleTimeout, 2 * time.Minute},
 		{"unauthenticated.audit_window", &h.Unauthenticated.AuditWindow, time.Minute},
-	} {
-		if *d.v == 0 {
-			*d.v = Duration(d.def)
-		}
-		if *d.v < 0 {
-			l.add(f, at(strings.Split(d.key, ".")...), "http.%s: must be positive", d.key)
-		}
-	}
+	})
 	u := &h.Unauthenticated
 	if u.ConnsPerSource == 0 {
 		u.ConnsPerSource = 4096
@@ -171,24 +181,13 @@ func (l *loader) http(n *yaml.Node, h *HTTP) {
 func (l *loader) messaging(n *yaml.Node, m *Messaging) {
 	const f = GatewayFile
 	at := func(p ...string) int { return lineOf(n, append([]string{"messaging"}, p...)...) }
-	for _, d := range []struct {
-		key string
-		v   *Duration
-		def time.Duration
-	}{
+	l.durations("messaging", at, []durationSetting{
 		{"timeout", &m.Timeout, 10 * time.Second},
 		{"max_timeout", &m.MaxTimeout, time.Minute},
 		{"retry_backoff", &m.RetryBackoff, 200 * time.Millisecond},
 		{"history_retention", &m.HistoryRetention, 7 * 24 * time.Hour},
 		{"max_clock_skew", &m.MaxClockSkew, 5 * time.Minute},
-	} {
-		if *d.v == 0 {
-			*d.v = Duration(d.def)
-		}
-		if *d.v < 0 {
-			l.add(f, at(d.key), "messaging.%s: must be positive", d.key)
-		}
-	}
+	})
 	if m.Timeout > m.MaxTimeout {
 		l.add(f, at("timeout"), "messaging.timeout %s exceeds messaging.max_timeout %s", m.Timeout.D(), m.MaxTimeout.D())
 	}

@@ -44,6 +44,18 @@ func noteEnvRefs(n *yaml.Node, refs map[*yaml.Node]string) {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
+// repeated reports the key k of a mapping (what is "key" of a struct,
+// "entry" of a map) when seen already has it, with the line it was first
+// at, and otherwise adds it to seen.
+func repeated(seen map[string]int, k *yaml.Node, what, where string, report func(int, string)) bool {
+	if first, dup := seen[k.Value]; dup {
+		report(k.Line, fmt.Sprintf("duplicate %s %q%s (first at line %d)", what, k.Value, in(where), first))
+		return true
+	}
+	seen[k.Value] = k.Line
+	return false
+}
+
 // checkKeys walks the node against the Go type it will be decoded into and
 // reports every unknown or duplicate key. yaml.v3's KnownFields is only
 // available on a Decoder over raw bytes, and we decode from an env-expanded
@@ -68,11 +80,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if first, dup := seen[k.Value]; dup {
-				report(k.Line, fmt.Sprintf("duplicate key %q%s (first at line %d)", k.Value, in(where), first))
+			if repeated(seen, k, "key", where, report) {
 				continue
 			}
-			seen[k.Value] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
 				report(k.Line, fmt.Sprintf("unknown key %q%s%s", k.Value, in(where), confkit.DidYouMean(k.Value, sortedKeys(fields))))
@@ -87,12 +97,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int,
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if first, dup := seen[k.Value]; dup {
-				report(k.Line, fmt.Sprintf("duplicate entry %q%s (first at line %d)", k.Value, in(where), first))
-				continue
+			if !repeated(seen, k, "entry", where, report) {
+				checkKeys(v, t.Elem(), join(where, k.Value), report)
 			}
-			seen[k.Value] = k.Line
-			checkKeys(v, t.Elem(), join(where, k.Value), report)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {

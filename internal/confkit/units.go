@@ -36,18 +36,7 @@ func (m Money) String() string {
 		return "unlimited"
 	}
 	amount := strconv.FormatFloat(float64(m.MicroUSD)/1e6, 'f', -1, 64) + "USD/"
-	// The periods map has short aliases too: name the period one way.
-	switch m.Period {
-	case time.Second:
-		return amount + "second"
-	case time.Minute:
-		return amount + "minute"
-	case time.Hour:
-		return amount + "hour"
-	case 24 * time.Hour:
-		return amount + "day"
-	}
-	return amount + m.Period.String()
+	return amount + PeriodName(m.Period)
 }
 
 // ParseMoney parses "25USD/day" (a positive amount of at most six decimals,
@@ -71,18 +60,7 @@ func ParseMoney(s string) (Money, error) {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (m *Money) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseMoney(v)
-	if err != nil {
-		return ScalarError(n, err)
-	}
-	*m = p
-	return nil
-}
+func (m *Money) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, m, ParseMoney) }
 
 // Duration is a time span written with a unit ("5000ms", "10s", "24h").
 // A bare number is refused: "5000" could mean milliseconds or seconds.
@@ -169,18 +147,24 @@ func (r Rate) String() string {
 		return "unlimited"
 	}
 	// Written for every request's audit entry: no map, no fmt.
-	n := strconv.Itoa(r.N)
-	switch r.Period {
+	return strconv.Itoa(r.N) + "/" + PeriodName(r.Period)
+}
+
+// PeriodName names a period of a money budget or a rate one way (the
+// periods map has short aliases too): second, minute, hour or day, else
+// as a duration.
+func PeriodName(d time.Duration) string {
+	switch d {
 	case time.Second:
-		return n + "/second"
+		return "second"
 	case time.Minute:
-		return n + "/minute"
+		return "minute"
 	case time.Hour:
-		return n + "/hour"
+		return "hour"
 	case 24 * time.Hour:
-		return n + "/day"
+		return "day"
 	}
-	return n + "/" + r.Period.String()
+	return d.String()
 }
 
 // D returns the value as a time.Duration.
@@ -192,51 +176,25 @@ func ScalarError(n *yaml.Node, err error) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 }
 
-func scalarValue(n *yaml.Node) (string, error) {
+// unmarshalScalar sets *v to the scalar n as parse reads it; a bad value
+// is a ScalarError, so the decoder goes on to the next.
+func unmarshalScalar[T any](n *yaml.Node, v *T, parse func(string) (T, error)) error {
 	if n.Kind != yaml.ScalarNode {
-		return "", ScalarError(n, fmt.Errorf("want a scalar value"))
+		return ScalarError(n, fmt.Errorf("want a scalar value"))
 	}
-	return n.Value, nil
-}
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (s *Size) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseSize(v)
+	p, err := parse(n.Value)
 	if err != nil {
 		return ScalarError(n, err)
 	}
-	*s = p
+	*v = p
 	return nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseRate(v)
-	if err != nil {
-		return ScalarError(n, err)
-	}
-	*r = p
-	return nil
-}
+func (s *Size) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, s, ParseSize) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalarValue(n)
-	if err != nil {
-		return err
-	}
-	p, err := ParseDuration(v)
-	if err != nil {
-		return ScalarError(n, err)
-	}
-	*d = p
-	return nil
-}
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, r, ParseRate) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error { return unmarshalScalar(n, d, ParseDuration) }

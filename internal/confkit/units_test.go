@@ -81,3 +81,21 @@ func TestParseMoney(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitStrings: money budgets and rates are written back the way the
+// config check and the audit entries show them, each period named one way.
+func TestUnitStrings(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{Money{MicroUSD: 25_000_000, Period: 24 * time.Hour}.String(), "25USD/day"},
+		{Money{MicroUSD: 500_000, Period: time.Second}.String(), "0.5USD/second"},
+		{Money{MicroUSD: 1, Period: 90 * time.Minute}.String(), "0.000001USD/1h30m0s"},
+		{Rate{N: 10, Period: time.Minute}.String(), "10/minute"},
+		{Rate{N: 3, Period: 2 * time.Hour}.String(), "3/2h0m0s"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -12,16 +12,33 @@ import (
 	"github.com/sacpgw/gateway/internal/usage"
 )
 
-// OnlyChoice is a chat completion's one choice, which has a message; api
+// Completion is the part of an OpenAI chat completion, or of a stream
+// chunk, that the dialects' translations read; E is the dialect's reading
+// of the error object a stream may carry instead.
+type Completion[E any] struct {
+	ID      string   `json:"id"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []Choice `json:"choices"`
+	Usage   *Usage   `json:"usage"`
+	Error   *E       `json:"error"`
+}
+
+// ReadCompletion reads a chat completion, with json v2's defaults and
+// unknown members allowed, and its one choice, which has a message; api
 // names the API that answers with one ("Messages").
-func OnlyChoice(choices []Choice, api string) (*Choice, error) {
-	if len(choices) != 1 {
-		return nil, fmt.Errorf("the chat completion has %d choices; the %s API answers with one", len(choices), api)
+func ReadCompletion[E any](chat []byte, api string) (*Completion[E], *Choice, error) {
+	var c Completion[E]
+	if err := json.Unmarshal(chat, &c); err != nil {
+		return nil, nil, fmt.Errorf("reading the chat completion: %w", err)
 	}
-	if choices[0].Message == nil {
-		return nil, errors.New("the chat completion's choice has no message")
+	if len(c.Choices) != 1 {
+		return nil, nil, fmt.Errorf("the chat completion has %d choices; the %s API answers with one", len(c.Choices), api)
 	}
-	return &choices[0], nil
+	if c.Choices[0].Message == nil {
+		return nil, nil, errors.New("the chat completion's choice has no message")
+	}
+	return &c, &c.Choices[0], nil
 }
 
 // Usage is the usage of a chat completion, or of a stream's usage chunk,

@@ -9,25 +9,18 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sacpgw/gateway/internal/strictjson"
 )
 
 // FieldError is a client error about one field; the path is dotted the way
-// the APIs' own errors name fields ("messages.0.content.1.type").
-type FieldError struct {
-	path string
-	msg  string
-}
-
-func (e *FieldError) Error() string {
-	if e.path == "" {
-		return e.msg
-	}
-	return e.path + ": " + e.msg
-}
+// the APIs' own errors name fields ("messages.0.content.1.type"). It is
+// the strict reading's error: one shape for a refused document, whoever
+// refused it.
+type FieldError = strictjson.Error
 
 // Errorf is a FieldError about the field at path.
 func Errorf(path, format string, args ...any) error {
-	return &FieldError{path: path, msg: fmt.Sprintf(format, args...)}
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Decode is the one strict reading of a client's body into a T: valid
