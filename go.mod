@@ -40,6 +40,7 @@ require (
 )
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.0.0 // indirect
 	github.com/agnivade/levenshtein v1.2.1 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

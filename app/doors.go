@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	a2adoor "github.com/sacpgw/gateway/a2a"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
@@ -29,6 +30,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 		a.relayDoor,
 		a.workflowDoor,
 		a.mcpDoor,
+		a.a2aDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
 		func(cfg *config.Config) (door.Door, error) { return a.openAIDoor(cfg, ups) },
 	}
@@ -120,6 +122,30 @@ func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
 	a.workflows = eng
 	a.approval.Handle(approval.TypeWorkflow, eng.Resolve)
 	return &workflow.API{Engine: eng}, nil
+}
+
+// a2aDoor is the A2A front door (docs/a2a.md): the agents that declare
+// a2a.url, reached through the outbound guard, their cards' skills in the
+// registry.
+func (a *App) a2aDoor(cfg *config.Config) (door.Door, error) {
+	d, err := a2adoor.New(a2adoor.Deps{Config: cfg, Policy: a.policies, Client: a.egress.Client(0), Log: a.log,
+		Audit: a.rec, Skills: registrySkills{a.registry}})
+	if err != nil {
+		return nil, err
+	}
+	a.a2a = d
+	return d, nil
+}
+
+// registrySkills lists the A2A cards' skills in the registry.
+type registrySkills struct{ r *registry.Registry }
+
+func (s registrySkills) SetSkills(agent string, skills []a2adoor.Skill) {
+	out := make([]registry.Skill, len(skills))
+	for i, sk := range skills {
+		out[i] = registry.Skill{ID: sk.ID, Name: sk.Name, Description: sk.Description, Tags: sk.Tags}
+	}
+	s.r.SetSkills(agent, out)
 }
 
 // openAIDoor is the OpenAI-compatible API and its dialects, on ups; the
