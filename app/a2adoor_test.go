@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,8 @@ type a2aAgent struct {
 	got     []*a2asdk.Message
 	headers []http.Header
 	release chan struct{}
+	// card is what the agent publishes.
+	card atomic.Pointer[a2asdk.AgentCard]
 }
 
 func (ag *a2aAgent) messages() []*a2asdk.Message {
@@ -108,7 +111,10 @@ func newA2AAgent(t testing.TB) *a2aAgent {
 			{ID: "translate", Name: "Translate", Description: "Translates text between languages.", Tags: []string{"language"}},
 		},
 	}
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	ag.card.Store(card)
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2asrv.AgentCardProducerFn(func(context.Context) (*a2asdk.AgentCard, error) {
+		return ag.card.Load(), nil
+	})))
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(ag)))
 	t.Cleanup(ag.srv.Close)
 	return ag
@@ -228,6 +234,31 @@ func TestA2ASkillsInRegistry(t *testing.T) {
 	status, body, _ := g.do(http.MethodPost, "/registry/query", "tok-caller", `{"query": {"text": "quarterly report key points"}, "top_k": 3}`)
 	if status != http.StatusOK || !strings.Contains(string(body), `"helper"`) || !strings.Contains(string(body), `"summarize"`) {
 		t.Fatalf("registry query: %d %s", status, body)
+	}
+}
+
+// TestA2ACardChangeSeen: a card that changes is seen on refresh, audited
+// with the skills it added and removed, and the registry finds the new
+// skill.
+func TestA2ACardChangeSeen(t *testing.T) {
+	ag := newA2AAgent(t)
+	g := newA2AGateway(t, ag)
+	a2aClient(t, g, "tok-caller")
+	changed := *ag.card.Load()
+	changed.Skills = []a2asdk.AgentSkill{changed.Skills[0], {ID: "classify", Name: "Classify", Description: "Sorts invoices by vendor.", Tags: []string{"invoices"}}}
+	ag.card.Store(&changed)
+	g.app.a2a.Refresh(t.Context())
+	var found bool
+	for _, e := range g.entries("a2a.card") {
+		s := string(e.Summary)
+		found = found || (strings.Contains(s, `"skills_added":["classify"]`) && strings.Contains(s, `"skills_removed":["translate"]`) && strings.Contains(s, `"previous_sha256"`))
+	}
+	if !found {
+		t.Fatalf("card change not audited: %+v", g.entries("a2a.card"))
+	}
+	status, body, _ := g.do(http.MethodPost, "/registry/query", "tok-caller", `{"query": {"text": "sort invoices by vendor"}, "top_k": 1}`)
+	if status != http.StatusOK || !strings.Contains(string(body), `"classify"`) {
+		t.Fatalf("registry after the change: %d %s", status, body)
 	}
 }
 
