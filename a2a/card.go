@@ -112,11 +112,15 @@ func (cs *cards) fetch(ctx context.Context, a *roster.Agent) (*cardState, error)
 	st := &cardState{url: a.A2A.URL, card: card, endpoint: endpoint, digest: sha256Hex(raw), read: cs.d.now()}
 	cs.mu.Lock()
 	prev := cs.byAgent[a.ID]
-	cs.byAgent[a.ID] = st
 	cs.mu.Unlock()
+	// The change is audited and listed before the card serves: a caller
+	// that got it finds its skills in the registry.
 	if prev == nil || prev.digest != st.digest {
 		cs.changed(ctx, a.ID, prev, st)
 	}
+	cs.mu.Lock()
+	cs.byAgent[a.ID] = st
+	cs.mu.Unlock()
 	return st, nil
 }
 

@@ -36,6 +36,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/redact"
@@ -86,6 +87,10 @@ type Deps struct {
 	Audit *door.Recorder
 	// Skills, when set, lists the cards' skills in the registry.
 	Skills SkillSink
+	// Opener opens the reviews of the questions of agents with
+	// a2a.human_input (the approval service); nil: every question goes
+	// to the caller.
+	Opener escalation.Opener
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -93,16 +98,18 @@ type Deps struct {
 // Door serves /a2a/{agent}. It is safe for concurrent use; Prepare swaps
 // in a new configuration for the next request.
 type Door struct {
-	conf   atomic.Pointer[conf]
-	policy Decider
-	client *http.Client
-	log    *slog.Logger
-	audit  *door.Recorder
-	skills SkillSink
-	now    func() time.Time
-	cards  *cards
-	owners *owners
-	rpc    http.Handler
+	conf    atomic.Pointer[conf]
+	policy  Decider
+	client  *http.Client
+	log     *slog.Logger
+	audit   *door.Recorder
+	skills  SkillSink
+	now     func() time.Time
+	cards   *cards
+	owners  *owners
+	waiting *waiting
+	opener  escalation.Opener
+	rpc     http.Handler
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -126,7 +133,8 @@ func New(d Deps) (*Door, error) {
 	if d.Config == nil || d.Policy == nil || d.Client == nil || d.Log == nil {
 		return nil, errors.New("a2a: Config, Policy, Client and Log are required")
 	}
-	dr := &Door{policy: d.Policy, client: d.Client, log: d.Log, audit: d.Audit, skills: d.Skills, now: d.Now, owners: newOwners()}
+	dr := &Door{policy: d.Policy, client: d.Client, log: d.Log, audit: d.Audit, skills: d.Skills, now: d.Now, owners: newOwners(),
+		waiting: &waiting{by: map[string]string{}}, opener: d.Opener}
 	if dr.now == nil {
 		dr.now = time.Now
 	}

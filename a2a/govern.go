@@ -319,6 +319,9 @@ func (d *Door) checkMessage(ctx context.Context, cl *call, req *sdk.SendMessageR
 	if !d.owners.owns(ownTask, cl.target.ID, string(m.TaskID), cl.caller.ID) && m.TaskID != "" {
 		return sdk.NewError(sdk.ErrTaskNotFound, fmt.Sprintf("Task %q was not found.", clip(string(m.TaskID))))
 	}
+	if id := d.waiting.get(cl.target.ID, string(m.TaskID)); id != "" && m.TaskID != "" {
+		return sdk.NewError(sdk.ErrUnsupportedOperation, fmt.Sprintf("Task %q waits for a person's answer (review %s): it takes no other message until then.", clip(string(m.TaskID)), id))
+	}
 	if !d.owners.free(ownContext, cl.target.ID, m.ContextID, cl.caller.ID) {
 		return sdk.NewError(sdk.ErrInvalidParams, fmt.Sprintf("Context %q belongs to another caller.", clip(m.ContextID)))
 	}
@@ -441,6 +444,13 @@ func (d *Door) answer(ctx context.Context, cl *call, ev sdk.Event) error {
 		return d.withhold(ctx, cl, fmt.Sprintf("The agent's answer carries %s data, which this gateway does not relay.", res.Blocked))
 	}
 	sum := eventSummary(cl, ev)
+	review, err := d.askPerson(ctx, cl, ev)
+	if err != nil {
+		return err
+	}
+	if review != "" {
+		sum["escalation_id"] = review
+	}
 	if len(res.Counts) > 0 {
 		sum["redactions"] = res.Counts
 		cl.ex.Redacted(res.Counts)
@@ -555,16 +565,23 @@ func (d *Door) record(ctx context.Context, cl *call, kind string, sum map[string
 	return d.recordPayload(ctx, cl, kind, sum, cl.payload)
 }
 
-// recordPayload appends an entry; in closed mode an entry that cannot be
-// written refuses the call.
+// recordPayload appends an entry of cl's exchange.
 func (d *Door) recordPayload(ctx context.Context, cl *call, kind string, sum map[string]any, digest string) error {
+	return d.write(ctx, cl.caller.ID, cl.ex, kind, sum, digest)
+}
+
+// write appends an entry for agent (of exchange ex, nil for none); in
+// closed mode an entry that cannot be written refuses the call.
+func (d *Door) write(ctx context.Context, agent string, ex *scope.Exchange, kind string, sum map[string]any, digest string) error {
 	o := &audit.Object{}
 	for k, v := range sum {
 		o.Any(k, v)
 	}
-	err := d.audit.Write(ctx, audit.Record{Kind: kind, AgentID: cl.caller.ID, SessionID: cl.ex.SessionID, RequestID: cl.ex.RequestID,
-		PayloadSHA256: digest, Object: o})
-	if err != nil {
+	rec := audit.Record{Kind: kind, AgentID: agent, PayloadSHA256: digest, Object: o}
+	if ex != nil {
+		rec.SessionID, rec.RequestID = ex.SessionID, ex.RequestID
+	}
+	if err := d.audit.Write(ctx, rec); err != nil {
 		return sdk.NewError(sdk.ErrInternalError, "The audit trail is unavailable: nothing was relayed.")
 	}
 	return nil

@@ -64,6 +64,11 @@ func (ag *a2aAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 		if ec.StoredTask == nil && !yield(a2asdk.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
+		if ec.StoredTask == nil && strings.Contains(text, "ask me") {
+			q := a2asdk.NewMessageForTask(a2asdk.MessageRoleAgent, ec, a2asdk.NewTextPart("Which quarter?"))
+			yield(a2asdk.NewStatusUpdateEvent(ec, a2asdk.TaskStateInputRequired, q), nil)
+			return
+		}
 		if strings.Contains(text, "slow") {
 			if !yield(a2asdk.NewStatusUpdateEvent(ec, a2asdk.TaskStateWorking, nil), nil) {
 				return
@@ -160,7 +165,7 @@ messaging:
     type: worker
     token_sha256: %q
     description: A document helper.
-    a2a: {url: %q}
+    a2a: {url: %q, human_input: true}
 `, roster.HashTokenHex("tok-caller"), roster.HashTokenHex("tok-other"), roster.HashTokenHex("tok-intern"), roster.HashTokenHex("tok-helper"), ag.srv.URL)
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile:  gw,
@@ -413,6 +418,64 @@ func TestA2AStreamGetCancelResubscribe(t *testing.T) {
 		return strings.Contains(string(e.Summary), `"state":"TASK_STATE_CANCELED"`)
 	}) {
 		t.Fatal("the cancel's state change is not audited")
+	}
+}
+
+// TestA2AInputRequiredAnsweredByPerson: a task that asks for input waits
+// for a person (its caller may not answer it meanwhile); the answer the
+// person approves is the task's next message, and the task completes.
+func TestA2AInputRequiredAnsweredByPerson(t *testing.T) {
+	ag := newA2AAgent(t)
+	g := newA2AGateway(t, ag)
+	c, _ := a2aClient(t, g, "tok-caller")
+	res, err := c.SendMessage(t.Context(), textMessage("please ask me", "summarize"))
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	task, ok := res.(*a2asdk.Task)
+	if !ok || task.Status.State != a2asdk.TaskStateInputRequired {
+		t.Fatalf("result = %#v, want a task waiting for input", res)
+	}
+	review, _ := task.Metadata["gateway_review"].(map[string]any)
+	id, _ := review["escalation_id"].(string)
+	if id == "" {
+		t.Fatalf("the task does not say a person answers: %+v", task.Metadata)
+	}
+	_, err = c.SendMessage(t.Context(), &a2asdk.SendMessageRequest{Message: &a2asdk.Message{ID: "m-self", Role: a2asdk.MessageRoleUser,
+		TaskID: task.ID, ContextID: task.ContextID, Parts: a2asdk.ContentParts{a2asdk.NewTextPart("Q1")}}})
+	if !errors.Is(err, a2asdk.ErrUnsupportedOperation) {
+		t.Fatalf("the caller's own answer: err = %v, want refused while a person decides", err)
+	}
+	status, body, _ := g.do(http.MethodGet, "/admin/escalations", "tok-admin", "")
+	if status != http.StatusOK || !strings.Contains(string(body), id) || !strings.Contains(string(body), "Which quarter?") {
+		t.Fatalf("escalation: %d %s", status, body)
+	}
+	if status, body, _ := g.do(http.MethodPost, "/admin/escalations/"+id+"/decision", "tok-admin",
+		`{"decision":"approve","reviewer":"ops","comment":"Q3 2026"}`); status != http.StatusOK {
+		t.Fatalf("decision: %d %s", status, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.GetTask(t.Context(), &a2asdk.GetTaskRequest{ID: task.ID})
+		if err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		if got.Status.State == a2asdk.TaskStateCompleted {
+			raw, _ := json.Marshal(got.Artifacts)
+			if !strings.Contains(string(raw), "Q3 2026") {
+				t.Fatalf("the agent did not get the person's answer: %s", raw)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task still %s", got.Status.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e := g.entries("message.request"); !slices.ContainsFunc(e, func(e audit.Entry) bool {
+		return strings.Contains(string(e.Summary), `"escalation_id":"`+id+`"`) && strings.Contains(string(e.Summary), `"by":"admin:ops"`)
+	}) {
+		t.Fatal("the person's answer is not audited")
 	}
 }
 

@@ -126,12 +126,19 @@ func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
 
 // a2aDoor is the A2A front door (docs/a2a.md): the agents that declare
 // a2a.url, reached through the outbound guard, their cards' skills in the
-// registry.
+// registry, their questions (a2a.human_input) on the approval service.
 func (a *App) a2aDoor(cfg *config.Config) (door.Door, error) {
-	d, err := a2adoor.New(a2adoor.Deps{Config: cfg, Policy: a.policies, Client: a.egress.Client(0), Log: a.log,
-		Audit: a.rec, Skills: registrySkills{a.registry}})
+	deps := a2adoor.Deps{Config: cfg, Policy: a.policies, Client: a.egress.Client(0), Log: a.log,
+		Audit: a.rec, Skills: registrySkills{a.registry}}
+	if a.approval != nil {
+		deps.Opener = a.approval
+	}
+	d, err := a2adoor.New(deps)
 	if err != nil {
 		return nil, err
+	}
+	if a.approval != nil {
+		a.approval.Handle(approval.TypeA2AInput, d.Resolve)
 	}
 	a.a2a = d
 	return d, nil

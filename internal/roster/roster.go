@@ -109,6 +109,11 @@ type A2A struct {
 	// URL is the agent's A2A base URL, http or https: its card is at
 	// <url>/.well-known/agent-card.json. Callers never see it.
 	URL string `yaml:"url"`
+	// HumanInput sends the agent's questions to a person: a task of this
+	// agent that enters input-required or auth-required waits on the
+	// review page, and the person's answer is its next message. False:
+	// the caller answers, as A2A has it.
+	HumanInput bool `yaml:"human_input"`
 }
 
 // DefaultModel is the model a workflow node of this agent calls when it
