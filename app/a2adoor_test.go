@@ -136,6 +136,9 @@ func newA2AGateway(t testing.TB, ag *a2aAgent) *a2a {
 	gw := `listen: "127.0.0.1:0"
 admin:
   token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
+  reviewers:
+    - name: ops-lead
+      token_sha256: "` + roster.HashTokenHex("tok-ops-lead") + `"
 upstreams:
   - {name: mock, type: mock, models: ["*"]}
 policy:
