@@ -198,14 +198,11 @@ func (c *conf) target(r *http.Request) *roster.Agent {
 // that a change is seen (audited, its skills listed) without a call,
 // until ctx ends.
 func (d *Door) Run(ctx context.Context) {
-	t := time.NewTicker(cardTTL)
-	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		d.Refresh(ctx)
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.C:
+		case <-time.After(cardTTL):
 		}
 	}
 }

@@ -119,53 +119,33 @@ func params() a2aclient.ServiceParams {
 // SendMessage governs a message and relays it; the answer (a task or a
 // message) is owned by the caller, redacted and audited.
 func (h *handler) SendMessage(ctx context.Context, req *sdk.SendMessageRequest) (sdk.SendMessageResult, error) {
-	cl := callOf(ctx)
-	if err := h.d.govern(ctx, cl, req); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cl.conf.timeout)
-	defer cancel()
-	res, err := cl.up.SendMessage(ctx, params(), req)
+	ev, err := h.d.unary(ctx, func(cl *call) error { return h.d.govern(ctx, cl, req) },
+		func(ctx context.Context, cl *call) (sdk.Event, error) {
+			res, err := cl.up.SendMessage(ctx, params(), req)
+			ev, _ := res.(sdk.Event) // nil for none: answer withholds it
+			return ev, err
+		})
 	if err != nil {
-		return nil, h.d.upstreamError(ctx, cl, err)
-	}
-	if err := h.d.answer(ctx, cl, res); err != nil {
 		return nil, err
 	}
+	res, _ := ev.(sdk.SendMessageResult)
 	return res, nil
 }
 
 // SendStreamingMessage governs a message and relays the agent's events,
 // each owned, redacted and audited as it passes.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *sdk.SendMessageRequest) iter.Seq2[sdk.Event, error] {
-	return func(yield func(sdk.Event, error) bool) {
-		cl := callOf(ctx)
-		if err := h.d.govern(ctx, cl, req); err != nil {
-			yield(nil, err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(ctx, maxStream)
-		defer cancel()
-		h.d.relayStream(ctx, cl, cl.up.SendStreamingMessage(ctx, params(), req), yield)
-	}
+	return h.d.stream(ctx, func(cl *call) error { return h.d.govern(ctx, cl, req) },
+		func(ctx context.Context, cl *call) iter.Seq2[sdk.Event, error] {
+			return cl.up.SendStreamingMessage(ctx, params(), req)
+		})
 }
 
 // GetTask relays a read of a task the caller owns.
 func (h *handler) GetTask(ctx context.Context, req *sdk.GetTaskRequest) (*sdk.Task, error) {
-	cl := callOf(ctx)
-	if err := h.d.taskCall(ctx, cl, string(req.ID)); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cl.conf.timeout)
-	defer cancel()
-	t, err := cl.up.GetTask(ctx, params(), req)
-	if err != nil {
-		return nil, h.d.upstreamError(ctx, cl, err)
-	}
-	if err := h.d.answer(ctx, cl, t); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return h.d.taskUnary(ctx, string(req.ID), func(ctx context.Context, cl *call) (*sdk.Task, error) {
+		return cl.up.GetTask(ctx, params(), req)
+	})
 }
 
 // ListTasks lists the caller's own tasks at the agent, each read from the
@@ -224,33 +204,66 @@ const maxPage = 50
 
 // CancelTask relays the cancel of a task the caller owns.
 func (h *handler) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*sdk.Task, error) {
-	cl := callOf(ctx)
-	if err := h.d.taskCall(ctx, cl, string(req.ID)); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cl.conf.timeout)
-	defer cancel()
-	t, err := cl.up.CancelTask(ctx, params(), req)
-	if err != nil {
-		return nil, h.d.upstreamError(ctx, cl, err)
-	}
-	if err := h.d.answer(ctx, cl, t); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return h.d.taskUnary(ctx, string(req.ID), func(ctx context.Context, cl *call) (*sdk.Task, error) {
+		return cl.up.CancelTask(ctx, params(), req)
+	})
 }
 
 // SubscribeToTask relays the events of a task the caller owns.
 func (h *handler) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTaskRequest) iter.Seq2[sdk.Event, error] {
+	return h.d.stream(ctx, func(cl *call) error { return h.d.taskCall(ctx, cl, string(req.ID)) },
+		func(ctx context.Context, cl *call) iter.Seq2[sdk.Event, error] {
+			return cl.up.SubscribeToTask(ctx, params(), req)
+		})
+}
+
+// unary admits a call, makes it to the agent within protocol
+// timeouts.response, and answers with what the agent sent.
+func (d *Door) unary(ctx context.Context, admit func(*call) error, do func(context.Context, *call) (sdk.Event, error)) (sdk.Event, error) {
+	cl := callOf(ctx)
+	if err := admit(cl); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cl.conf.timeout)
+	defer cancel()
+	ev, err := do(ctx, cl)
+	if err != nil {
+		return nil, d.upstreamError(ctx, cl, err)
+	}
+	if err := d.answer(ctx, cl, ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// taskUnary is unary for a call on a task the caller owns.
+func (d *Door) taskUnary(ctx context.Context, taskID string, do func(context.Context, *call) (*sdk.Task, error)) (*sdk.Task, error) {
+	ev, err := d.unary(ctx, func(cl *call) error { return d.taskCall(ctx, cl, taskID) },
+		func(ctx context.Context, cl *call) (sdk.Event, error) {
+			t, err := do(ctx, cl)
+			if t == nil {
+				return nil, err // a nil task is no event: answer withholds it
+			}
+			return t, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return ev.(*sdk.Task), nil
+}
+
+// stream admits a call and relays the events of the stream open starts,
+// within maxStream.
+func (d *Door) stream(ctx context.Context, admit func(*call) error, open func(context.Context, *call) iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
 		cl := callOf(ctx)
-		if err := h.d.taskCall(ctx, cl, string(req.ID)); err != nil {
+		if err := admit(cl); err != nil {
 			yield(nil, err)
 			return
 		}
 		ctx, cancel := context.WithTimeout(ctx, maxStream)
 		defer cancel()
-		h.d.relayStream(ctx, cl, cl.up.SubscribeToTask(ctx, params(), req), yield)
+		d.relayStream(ctx, cl, open(ctx, cl), yield)
 	}
 }
 

@@ -71,14 +71,11 @@ type rpcError struct {
 
 func (e *rpcError) Error() string { return e.msg }
 
-// JSON-RPC and A2A error codes the reader answers with.
+// JSON-RPC's error codes the reader answers with, and A2A's "version not
+// supported".
 const (
-	codeParse        = -32700
-	codeInvalid      = -32600
-	codeNoMethod     = -32601
-	codeParams       = -32602
-	codeVersion      = -32009
-	codeUnauthorized = -31403
+	codeParse, codeInvalid, codeNoMethod, codeParams = -32700, -32600, -32601, -32602
+	codeVersion                                      = -32009
 )
 
 // Known member names, so that a case variant (which encoding/json would
