@@ -243,16 +243,19 @@ func (d *Door) serveCard(w http.ResponseWriter, r *http.Request) {
 }
 
 // endpointURL is /a2a/{id} at the gateway's external URL.
-func (c *conf) endpointURL(r *http.Request, id string) string {
-	base := strings.TrimSuffix(c.baseURL, "/")
-	if base == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + r.Host
+func (c *conf) endpointURL(r *http.Request, id string) string { return c.gatewayURL(r) + "/a2a/" + id }
+
+// gatewayURL is the gateway's external URL: approval.base_url, else the
+// host the caller asked.
+func (c *conf) gatewayURL(r *http.Request) string {
+	if base := strings.TrimSuffix(c.baseURL, "/"); base != "" {
+		return base
 	}
-	return base + "/a2a/" + id
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // changed audits a card read for the first time or changed (its digest

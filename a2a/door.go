@@ -87,6 +87,9 @@ type Deps struct {
 	Audit *door.Recorder
 	// Skills, when set, lists the cards' skills in the registry.
 	Skills SkillSink
+	// Blobs, when set, takes the bytes of file parts larger than protocol
+	// limits.max_inline_binary.
+	Blobs BlobStore
 	// Opener opens the reviews of the questions of agents with
 	// a2a.human_input (the approval service); nil: every question goes
 	// to the caller.
@@ -109,6 +112,7 @@ type Door struct {
 	owners  *owners
 	waiting *waiting
 	opener  escalation.Opener
+	blobs   BlobStore
 	rpc     http.Handler
 }
 
@@ -126,6 +130,9 @@ type conf struct {
 	// baseURL is the gateway's external URL (approval.base_url); empty:
 	// the card names the host the caller asked.
 	baseURL string
+	// maxInline is protocol limits.max_inline_binary: file bytes larger
+	// become blob references.
+	maxInline int
 }
 
 // New builds the door for d.Config.
@@ -134,7 +141,7 @@ func New(d Deps) (*Door, error) {
 		return nil, errors.New("a2a: Config, Policy, Client and Log are required")
 	}
 	dr := &Door{policy: d.Policy, client: d.Client, log: d.Log, audit: d.Audit, skills: d.Skills, now: d.Now, owners: newOwners(),
-		waiting: &waiting{by: map[string]string{}}, opener: d.Opener}
+		waiting: &waiting{by: map[string]string{}}, opener: d.Opener, blobs: d.Blobs}
 	if dr.now == nil {
 		dr.now = time.Now
 	}
@@ -157,7 +164,8 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
 	c := &conf{agents: cfg.Agents, agentIn: make(map[string]any, len(cfg.Agents)), rbac: rbac,
-		timeout: cfg.Protocol.Timeouts.Response.D(), baseURL: cfg.Gateway.Approval.BaseURL}
+		timeout: cfg.Protocol.Timeouts.Response.D(), baseURL: cfg.Gateway.Approval.BaseURL,
+		maxInline: int(cfg.Protocol.Limits.MaxInlineBinary)}
 	if c.timeout <= 0 {
 		c.timeout = 60 * time.Second
 	}

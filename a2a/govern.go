@@ -46,6 +46,7 @@ type call struct {
 	rpc     *rpcCall
 	payload string // sha256 of the request body
 	size    int    // the request body's length
+	base    string // the gateway's external URL
 	up      a2aclient.Transport
 }
 
@@ -70,7 +71,7 @@ func (d *Door) serveRPC(w http.ResponseWriter, r *http.Request) {
 		httpx.Fail(w, r, err)
 		return
 	}
-	cl := &call{ex: ex, caller: ex.Agent, target: target, conf: c, payload: sha256Hex(body), size: len(body)}
+	cl := &call{ex: ex, caller: ex.Agent, target: target, conf: c, payload: sha256Hex(body), size: len(body), base: c.gatewayURL(r)}
 	rc, rerr := readCall(body, r.Header.Get(sdk.SvcParamVersion))
 	if rerr != nil {
 		d.reject(r.Context(), cl, "", rerr)
@@ -367,6 +368,10 @@ func (d *Door) checkMessage(ctx context.Context, cl *call, req *sdk.SendMessageR
 			cl.ex.Redacted(s.res.Counts)
 		}
 	}
+	// After redaction: the gateway's own link is not the caller's text.
+	if err := d.toBlobs(ctx, cl, m.Parts, cl.target.ID); err != nil {
+		return sdk.NewError(sdk.ErrInternalError, "A file of the message could not be kept for the agent.")
+	}
 	return d.record(ctx, cl, KindRequest, sum)
 }
 
@@ -455,6 +460,11 @@ func (d *Door) answer(ctx context.Context, cl *call, ev sdk.Event) error {
 	}
 	if res.Blocked != "" {
 		return d.withhold(ctx, cl, fmt.Sprintf("The agent's answer carries %s data, which this gateway does not relay.", res.Blocked))
+	}
+	for _, ps := range eventParts(ev) {
+		if err := d.toBlobs(ctx, cl, ps, cl.caller.ID); err != nil {
+			return d.withhold(ctx, cl, "A file of the agent's answer could not be kept for the caller.")
+		}
 	}
 	sum := eventSummary(cl, ev)
 	review, err := d.askPerson(ctx, cl, ev)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,11 @@ func (ag *a2aAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 			}
 		}
 		parts := []*a2asdk.Part{a2asdk.NewTextPart("echo: " + text + " (written by alice@example.com)")}
+		if strings.Contains(text, "file") {
+			f := a2asdk.NewRawPart(bytes.Repeat([]byte("R"), 100<<10))
+			f.Filename, f.MediaType = "report.bin", "application/octet-stream"
+			parts = append(parts, f)
+		}
 		if data != nil {
 			parts = append(parts, a2asdk.NewDataPart(data))
 		}
@@ -479,6 +485,51 @@ func TestA2AInputRequiredAnsweredByPerson(t *testing.T) {
 		return strings.Contains(string(e.Summary), `"escalation_id":"`+id+`"`) && strings.Contains(string(e.Summary), `"by":"admin:ops"`)
 	}) {
 		t.Fatal("the person's answer is not audited")
+	}
+}
+
+// TestA2AFilesOverInlineLimitAreBlobs: file bytes larger than
+// max_inline_binary, either way, become a link to the gateway's blob
+// store that only the side they were sent to may read.
+func TestA2AFilesOverInlineLimitAreBlobs(t *testing.T) {
+	ag := newA2AAgent(t)
+	g := newA2AGateway(t, ag)
+	c, _ := a2aClient(t, g, "tok-caller")
+	big := bytes.Repeat([]byte("C"), 100<<10)
+	req := textMessage("a file for you", "summarize")
+	f := a2asdk.NewRawPart(big)
+	f.Filename = "input.bin"
+	req.Message.Parts = append(req.Message.Parts, f)
+	res, err := c.SendMessage(t.Context(), req)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	link := func(p *a2asdk.Part) string {
+		u := string(p.URL())
+		if !strings.HasPrefix(u, g.srv.URL+"/blobs/") {
+			t.Fatalf("part %+v is not a blob link", p)
+		}
+		return strings.TrimPrefix(u, g.srv.URL)
+	}
+	got := ag.messages()[0].Parts
+	if len(got) != 2 || got[1].Filename != "input.bin" {
+		t.Fatalf("the agent got %+v", got)
+	}
+	in := link(got[1])
+	if status, body, _ := g.do(http.MethodGet, in, "tok-helper", ""); status != http.StatusOK || !bytes.Equal(body, big) {
+		t.Fatalf("the agent reads its file: %d (%d bytes)", status, len(body))
+	}
+	if status, _, _ := g.do(http.MethodGet, in, "tok-other", ""); status != http.StatusNotFound {
+		t.Fatalf("another agent reads it: %d", status)
+	}
+	task := res.(*a2asdk.Task)
+	parts := task.Artifacts[0].Parts
+	out := link(parts[len(parts)-1])
+	if status, body, _ := g.do(http.MethodGet, out, "tok-caller", ""); status != http.StatusOK || len(body) != 100<<10 {
+		t.Fatalf("the caller reads the agent's file: %d (%d bytes)", status, len(body))
+	}
+	if status, _, _ := g.do(http.MethodGet, out, "tok-helper", ""); status != http.StatusNotFound {
+		t.Fatalf("the agent reads the caller's copy: %d", status)
 	}
 }
 

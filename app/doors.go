@@ -133,6 +133,9 @@ func (a *App) a2aDoor(cfg *config.Config) (door.Door, error) {
 	if a.approval != nil {
 		deps.Opener = a.approval
 	}
+	if a.state.blobs != nil {
+		deps.Blobs = a2aBlobs{a.state.blobs}
+	}
 	d, err := a2adoor.New(deps)
 	if err != nil {
 		return nil, err
@@ -153,6 +156,14 @@ func (s registrySkills) SetSkills(agent string, skills []a2adoor.Skill) {
 		out[i] = registry.Skill{ID: sk.ID, Name: sk.Name, Description: sk.Description, Tags: sk.Tags}
 	}
 	s.r.SetSkills(agent, out)
+}
+
+// a2aBlobs keeps the A2A door's large files in the workflows' blob store
+// (GET /blobs/{sha256}).
+type a2aBlobs struct{ s workflow.BlobStore }
+
+func (b a2aBlobs) Put(ctx context.Context, sha, mediaType string, data []byte, readers []string) error {
+	return b.s.Put(ctx, workflow.Blob{SHA256: sha, MediaType: mediaType, Data: data, Agents: readers})
 }
 
 // openAIDoor is the OpenAI-compatible API and its dialects, on ups; the
