@@ -140,7 +140,7 @@ func New(d Deps) (*Door, error) {
 	if d.Config == nil || d.Policy == nil || d.Client == nil || d.Log == nil {
 		return nil, errors.New("a2a: Config, Policy, Client and Log are required")
 	}
-	dr := &Door{policy: d.Policy, client: d.Client, log: d.Log, audit: d.Audit, skills: d.Skills, now: d.Now, owners: newOwners(),
+	dr := &Door{policy: d.Policy, client: boundedClient(d.Client), log: d.Log, audit: d.Audit, skills: d.Skills, now: d.Now, owners: newOwners(),
 		waiting: &waiting{by: map[string]string{}}, opener: d.Opener, blobs: d.Blobs}
 	if dr.now == nil {
 		dr.now = time.Now
