@@ -523,7 +523,11 @@ func clipLong(s string) string {
 
 // reject audits a refused call.
 func (d *Door) reject(ctx context.Context, cl *call, method string, err error) {
-	sum := map[string]any{"dialect": "a2a", "agent": cl.target.ID, "method": method, "decision": "refused", "reason": err.Error()}
+	reason := err.Error() // it may quote what the caller sent
+	if cl.conf.red != nil {
+		reason, _ = cl.conf.red.String(reason)
+	}
+	sum := map[string]any{"dialect": "a2a", "agent": cl.target.ID, "method": method, "decision": "refused", "reason": reason}
 	if cl.rpc != nil {
 		addIDs(sum, cl.rpc)
 	}
