@@ -2,8 +2,6 @@ package a2a
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -305,9 +303,4 @@ func minus(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-func sha256Hex(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
 }
