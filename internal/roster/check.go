@@ -212,7 +212,8 @@ func (a *Agent) checkA2A(r confkit.Reporter) {
 	u, err := url.Parse(a.A2A.URL)
 	switch {
 	case a.A2A.URL == "" || !confkit.HTTPURL(a.A2A.URL) || err != nil:
-		r.Add(a.at(r, "a2a", "url"), "agent %q: a2a.url %q: want an http or https URL", a.ID, a.A2A.URL)
+		// Not quoted: a URL may carry a credential.
+		r.Add(a.at(r, "a2a", "url"), "agent %q: a2a.url: want an http or https URL", a.ID)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		r.Add(a.at(r, "a2a", "url"), "agent %q: a2a.url: want a base URL without credentials, query or fragment", a.ID)
 	}
