@@ -3,6 +3,7 @@ module github.com/sacpgw/gateway
 go 1.26.8
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.0.0
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/casbin/casbin/v2 v2.135.0
 	github.com/chromedp/cdproto v0.159.0
@@ -40,7 +41,6 @@ require (
 )
 
 require (
-	github.com/a2aproject/a2a-go/v2 v2.0.0 // indirect
 	github.com/agnivade/levenshtein v1.2.1 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
