@@ -3,6 +3,7 @@ module github.com/sacpgw/gateway
 go 1.26.8
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.0.0
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/casbin/casbin/v2 v2.135.0
 	github.com/chromedp/cdproto v0.159.0

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	a2adoor "github.com/sacpgw/gateway/a2a"
 	"io"
 	"log/slog"
 	"net"
@@ -83,6 +84,8 @@ type App struct {
 	policies  *policy.Engine
 	approval  *approval.Service
 	messaging *messaging.Service
+	// a2a is the A2A door, which reads its agents' cards in the background.
+	a2a       *a2adoor.Door
 	registry  *registry.Registry
 	workflows *workflow.Engine
 	state     *state
@@ -153,6 +156,9 @@ func (a *App) Run(ctx context.Context) {
 		wg.Go(func() { a.workflows.Run(ctx) })
 	}
 	wg.Go(func() { a.usage.Run(ctx, ledger.FlushEvery) })
+	if a.a2a != nil {
+		wg.Go(func() { a.a2a.Run(ctx) })
+	}
 	wg.Go(func() { a.sweepSpawned(ctx) })
 	if a.siem != nil {
 		wg.Go(func() { a.siem.Run(ctx) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	a2adoor "github.com/sacpgw/gateway/a2a"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
@@ -30,6 +31,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 		a.relayDoor,
 		a.workflowDoor,
 		a.mcpDoor,
+		a.a2aDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
 		a.usageDoor,
 		func(cfg *config.Config) (door.Door, error) { return a.openAIDoor(cfg, ups) },
@@ -123,6 +125,48 @@ func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
 	a.workflows = eng
 	a.approval.Handle(approval.TypeWorkflow, eng.Resolve)
 	return &workflow.API{Engine: eng}, nil
+}
+
+// a2aDoor is the A2A front door (docs/a2a.md): the agents that declare
+// a2a.url, reached through the outbound guard, their cards' skills in the
+// registry, their questions (a2a.human_input) on the approval service.
+func (a *App) a2aDoor(cfg *config.Config) (door.Door, error) {
+	deps := a2adoor.Deps{Config: cfg, Policy: a.policies, Client: a.egress.Client(0), Log: a.log,
+		Audit: a.rec, Skills: registrySkills{a.registry}}
+	if a.approval != nil {
+		deps.Opener = a.approval
+	}
+	if a.state.blobs != nil {
+		deps.Blobs = a2aBlobs{a.state.blobs}
+	}
+	d, err := a2adoor.New(deps)
+	if err != nil {
+		return nil, err
+	}
+	if a.approval != nil {
+		a.approval.Handle(approval.TypeA2AInput, d.Resolve)
+	}
+	a.a2a = d
+	return d, nil
+}
+
+// registrySkills lists the A2A cards' skills in the registry.
+type registrySkills struct{ r *registry.Registry }
+
+func (s registrySkills) SetSkills(agent string, skills []a2adoor.Skill) {
+	out := make([]registry.Skill, len(skills))
+	for i, sk := range skills {
+		out[i] = registry.Skill{ID: sk.ID, Name: sk.Name, Description: sk.Description, Tags: sk.Tags}
+	}
+	s.r.SetSkills(agent, out)
+}
+
+// a2aBlobs keeps the A2A door's large files in the workflows' blob store
+// (GET /blobs/{sha256}).
+type a2aBlobs struct{ s workflow.BlobStore }
+
+func (b a2aBlobs) Put(ctx context.Context, sha, mediaType string, data []byte, readers []string) error {
+	return b.s.Put(ctx, workflow.Blob{SHA256: sha, MediaType: mediaType, Data: data, Agents: readers})
 }
 
 // openAIDoor is the OpenAI-compatible API and its dialects, on ups; the

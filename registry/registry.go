@@ -71,6 +71,9 @@ type Entry struct {
 	// and those of other spawns it uses (see borrowed).
 	Tools []compact.Tool `json:"tools,omitempty"`
 	Verbs []compact.Verb `json:"verbs,omitempty"`
+	// Skills are an A2A agent's skills, as its Agent Card lists them
+	// (SetSkills); their tags are among Tags.
+	Skills []Skill `json:"skills,omitempty"`
 }
 
 // ErrNotFound: no spawned agent of that name is stored.
@@ -147,7 +150,10 @@ type Registry struct {
 
 	mu sync.Mutex
 	// static, byName and lib are the configuration's (replaced by Reload).
+	// static is base with the A2A agents' skills (skills) added.
 	static []Entry
+	base   []Entry
+	skills map[string][]Skill
 	byName map[string]int
 	lib    *compact.Library
 	// embedModel is cfg.Registry.Embeddings as "upstream/model" ("" when
@@ -232,7 +238,8 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 	}
 	return func() {
 		r.mu.Lock()
-		r.static, r.byName, r.lib, r.embedModel, r.spawnTTL, r.cached = static, byName, lib, embedModel, spawnTTL, nil
+		r.base, r.byName, r.lib, r.embedModel, r.spawnTTL, r.cached = static, byName, lib, embedModel, spawnTTL, nil
+		r.static = withSkills(static, r.skills)
 		r.mu.Unlock()
 	}, nil
 }

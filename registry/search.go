@@ -517,6 +517,7 @@ func ProfileText(e Entry) string {
 	line("verbs", strings.Join(e.SupportedVerbs, ", "))
 	line("tools", strings.Join(e.SupportedTools, ", "))
 	line("tags", strings.Join(e.Tags, ", "))
+	line("skills", skillsText(e.Skills))
 	line("inputs", strings.Join(e.Inputs, ", "))
 	line("outputs", strings.Join(e.Outputs, ", "))
 	return clipUTF8(b.String(), maxProfileBytes)

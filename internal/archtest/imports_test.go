@@ -45,7 +45,7 @@ var layers = map[string]int{
 	// journal, the door contract).
 	"internal/door": 3,
 	// 4: the front doors.
-	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4, "usagepage": 4,
+	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4, "usagepage": 4, "a2a": 4,
 	// 5: the HTTP shell; 6: the wiring (Build); 7: the command.
 	"server": 5, "app": 6, "cmd/gateway": 7,
 }
@@ -99,7 +99,7 @@ var sideways = map[[2]string]bool{
 // doors groups the front doors; no door imports another's packages.
 var doors = map[string]string{
 	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
-	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage",
+	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage", "a2a": "a2a",
 }
 
 // imports lists the non-test imports of every package with go list, one

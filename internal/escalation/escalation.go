@@ -16,11 +16,15 @@ const (
 	// TypeMCP is an MCP tool call the policy sent to a person: approved,
 	// the same agent's same call (tool and arguments) passes once.
 	TypeMCP = "MCP_TOOL_CALL"
+	// TypeA2AInput is an A2A task that asks for input (input-required,
+	// auth-required), routed to a person: approved, the person's comment
+	// is the task's next message; rejected, the task is canceled.
+	TypeA2AInput = "A2A_INPUT"
 )
 
 // Request opens a review.
 type Request struct {
-	// Type is TypeSpawn, TypeMessage, TypeWorkflow or TypeMCP.
+	// Type is TypeSpawn, TypeMessage, TypeWorkflow, TypeMCP or TypeA2AInput.
 	Type string
 	// AgentID is the agent the escalation is about (the one that waits).
 	AgentID   string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -196,8 +197,25 @@ func (a *Agent) checkLinks(r confkit.Reporter) {
 	if a.CallbackURL != "" && !confkit.HTTPURL(a.CallbackURL) {
 		r.Add(a.at(r, "callback_url"), "agent %q: callback_url %q: want an http or https URL", a.ID, a.CallbackURL)
 	}
+	a.checkA2A(r)
 	if c := a.ConfidenceScore; c != nil && (*c < 0 || *c > 1 || math.IsNaN(*c)) {
 		r.Add(a.at(r, "confidence_score"), "agent %q: confidence_score %v: want a number from 0 to 1", a.ID, *c)
+	}
+}
+
+// checkA2A: an A2A agent's base URL is an http(s) URL without
+// credentials, query or fragment (the card's path is appended to it).
+func (a *Agent) checkA2A(r confkit.Reporter) {
+	if a.A2A == nil {
+		return
+	}
+	u, err := url.Parse(a.A2A.URL)
+	switch {
+	case a.A2A.URL == "" || !confkit.HTTPURL(a.A2A.URL) || err != nil:
+		// Not quoted: a URL may carry a credential.
+		r.Add(a.at(r, "a2a", "url"), "agent %q: a2a.url: want an http or https URL", a.ID)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		r.Add(a.at(r, "a2a", "url"), "agent %q: a2a.url: want a base URL without credentials, query or fragment", a.ID)
 	}
 }
 

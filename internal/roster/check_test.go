@@ -47,3 +47,21 @@ func TestCheckOnItsOwn(t *testing.T) {
 		t.Error("the empty entry was kept")
 	}
 }
+
+// TestCheckA2A: an A2A base URL is an http(s) URL without credentials,
+// query or fragment (the card's path is appended to it).
+func TestCheckA2A(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://helper.internal:9000/base": "",
+		"":                                  `agent "a": a2a.url: want an http or https URL`,
+		"ftp://helper":                      `agent "a": a2a.url: want an http or https URL`,
+		"https://u:p@helper":                `agent "a": a2a.url: want a base URL without credentials, query or fragment`,
+		"https://helper/?key=1":             `agent "a": a2a.url: want a base URL without credentials, query or fragment`,
+	} {
+		var got problems
+		Check(&got, map[string]*Agent{"a": {TokenSHA256: HashTokenHex("t"), A2A: &A2A{URL: url}}})
+		if strings.Join(got, "\n") != want {
+			t.Errorf("a2a.url %q: problems %q, want %q", url, got, want)
+		}
+	}
+}

@@ -92,6 +92,9 @@ type Agent struct {
 	// list connects it without tools (resources and prompts, as the policy
 	// allows).
 	MCPTools map[string][]string `yaml:"mcp_tools"`
+	// A2A, when set, is the agent's Agent2Agent endpoint: the gateway
+	// reads its Agent Card and serves it at /a2a/{id} (docs/a2a.md).
+	A2A *A2A `yaml:"a2a"`
 
 	// TokenHash is TokenSHA256 decoded; set by Check.
 	TokenHash [sha256.Size]byte `yaml:"-"`
@@ -107,6 +110,18 @@ type MessageRule struct {
 	To []string `yaml:"to" json:"to"`
 	// Actions are the envelope actions allowed; "*" is any action.
 	Actions []string `yaml:"actions" json:"actions"`
+}
+
+// A2A is where an agent speaks the Agent2Agent protocol.
+type A2A struct {
+	// URL is the agent's A2A base URL, http or https: its card is at
+	// <url>/.well-known/agent-card.json. Callers never see it.
+	URL string `yaml:"url"`
+	// HumanInput sends the agent's questions to a person: a task of this
+	// agent that enters input-required or auth-required waits on the
+	// review page, and the person's answer is its next message. False:
+	// the caller answers, as A2A has it.
+	HumanInput bool `yaml:"human_input"`
 }
 
 // DefaultModel is the model a workflow node of this agent calls when it
