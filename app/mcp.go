@@ -34,6 +34,7 @@ func (a *App) mcpDoor(cfg *config.Config) (door.Door, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.mcp = d
 	if a.approval != nil {
 		a.approval.Handle(approval.TypeMCP, d.Resolve)
 	}

@@ -88,6 +88,9 @@ type Door struct {
 	// server whose URL and credentials did not change.
 	catMu    sync.Mutex
 	catalogs map[string]*catalog
+	// stdios are the stdio servers running, by name and stdioKey, kept
+	// across reloads that change none of what their processes depend on.
+	stdios map[string]*stdioServer
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -112,6 +115,9 @@ type server struct {
 	timeout time.Duration
 	limits  map[string]limit.Rule
 	catalog *catalog
+	// stdio runs the server's program when it is a stdio server (url
+	// then stands for it); nil for a Streamable HTTP server.
+	stdio *stdioServer
 }
 
 // New builds the door for d.Config.
@@ -120,7 +126,7 @@ func New(d Deps) (*Door, error) {
 		return nil, errors.New("mcp: Config, Policy, Limiter and Log are required")
 	}
 	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
-		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}}
+		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{}}
 	if door.grants == nil {
 		door.grants = NewMemoryGrants()
 	}
@@ -154,10 +160,18 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		}
 	}
 	keep := map[string]*catalog{}
+	keepStdio := map[string]*stdioServer{}
 	d.catMu.Lock()
 	defer d.catMu.Unlock()
 	for _, sc := range cfg.Gateway.MCP.Servers {
 		s := &server{name: sc.Name, url: sc.URL, header: http.Header{}, timeout: sc.Timeout.D(), limits: map[string]limit.Rule{}}
+		if sc.Command != nil {
+			s.url = stdioURL(sc.Name, stdioKey(sc))
+			if s.stdio = d.stdios[s.url]; s.stdio == nil {
+				s.stdio = newStdioServer(sc, d.log)
+			}
+			keepStdio[s.url] = s.stdio
+		}
 		for k, v := range sc.Headers {
 			s.header.Set(k, v)
 		}
@@ -174,7 +188,14 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 	return func() {
 		d.catMu.Lock()
 		d.catalogs = keep
+		gone := d.stdios
+		d.stdios = keepStdio
 		d.catMu.Unlock()
+		for k, st := range gone {
+			if keepStdio[k] != st {
+				st.close()
+			}
+		}
 		d.conf.Store(c)
 		d.health.keep(c.serverNames())
 	}, nil
@@ -230,6 +251,17 @@ func (d *Door) Routes() []door.Route {
 		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent})
 	}
 	return rs
+}
+
+// Close ends the stdio servers' processes (the gateway's shutdown).
+func (d *Door) Close() {
+	d.catMu.Lock()
+	gone := d.stdios
+	d.stdios = map[string]*stdioServer{}
+	d.catMu.Unlock()
+	for _, st := range gone {
+		st.close()
+	}
 }
 
 var _ door.Door = (*Door)(nil)

@@ -77,8 +77,9 @@ type MCP struct {
 	Servers []MCPServer `yaml:"servers"`
 }
 
-// MCPServer is one upstream MCP server speaking the Streamable HTTP
-// transport.
+// MCPServer is one upstream MCP server: one speaking the Streamable HTTP
+// transport (URL) or a program the gateway runs and speaks stdio to
+// (Command).
 type MCPServer struct {
 	// Name is the server's name in /mcp/{name}, in agents' mcp_tools and in
 	// the audit trail: 1-64 of a-z, 0-9, '_' and '-', unique.
@@ -86,6 +87,17 @@ type MCPServer struct {
 	// URL is the server's MCP endpoint, http or https, without credentials
 	// (they go in Headers).
 	URL string `yaml:"url"`
+	// Command, instead of URL, is a stdio server: the program and its
+	// arguments, run without a shell, one process per session.
+	Command []string `yaml:"command"`
+	// Env is the stdio server's environment besides PATH (its credentials,
+	// ${VAR} from the gateway's): it inherits nothing else of the gateway's.
+	Env Env `yaml:"env"`
+	// Dir is the stdio server's working directory. Default: the gateway's.
+	Dir string `yaml:"dir"`
+	// MaxMemory bounds a stdio server process's address space
+	// (RLIMIT_AS). Default 4GB.
+	MaxMemory Size `yaml:"max_memory"`
 	// Headers are added to every request the gateway sends the server: the
 	// credentials the gateway holds for it. Agents never see them; they are
 	// never logged, and config check --explain shows their names only.
@@ -101,6 +113,12 @@ type MCPServer struct {
 // Secrets maps names to credentials (an MCP server's headers). Printed
 // (config check --explain, a %v in a log line), it shows the names only.
 type Secrets map[string]string
+
+// Env is a stdio MCP server's environment: names to values that may be
+// credentials. Printed, it shows the names only.
+type Env map[string]string
+
+func (e Env) String() string { return Secrets(e).String() }
 
 func (s Secrets) String() string {
 	names := sortedKeys(s)

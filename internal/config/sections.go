@@ -6,7 +6,10 @@ import (
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"os"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -241,10 +244,13 @@ func (l *loader) mcp(n *yaml.Node, m *MCP) {
 			l.add(f, at("name"), "mcp.servers: duplicate server %q", s.Name)
 		}
 		seen[s.Name] = true
-		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
-			// Credentials in the URL would travel into logs with it:
-			// they belong in headers.
-			l.add(f, at("url"), "mcp.servers[%d].url: want an http(s) URL without credentials or fragment, such as https://files.internal/mcp", i)
+		switch {
+		case s.URL != "" && s.Command != nil:
+			l.add(f, at("command"), "mcp.servers[%d]: give url (a Streamable HTTP server) or command (a stdio server), not both", i)
+		case s.Command != nil:
+			l.mcpStdio(at, i, s)
+		default:
+			l.mcpURL(at, i, s)
 		}
 		if s.Timeout == 0 {
 			s.Timeout = Duration(30 * time.Second)
@@ -264,6 +270,60 @@ func (l *loader) mcp(n *yaml.Node, m *MCP) {
 				l.add(f, at("tool_limits", tool), "mcp.servers[%d].tool_limits: want a tool name and a rate such as 10/hour", i)
 			}
 		}
+	}
+}
+
+// mcpURL checks a Streamable HTTP server.
+func (l *loader) mcpURL(at func(...string) int, i int, s *MCPServer) {
+	const f = GatewayFile
+	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		// Credentials in the URL would travel into logs with it:
+		// they belong in headers.
+		l.add(f, at("url"), "mcp.servers[%d].url: want an http(s) URL without credentials or fragment, such as https://files.internal/mcp", i)
+	}
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{{"env", s.Env != nil}, {"dir", s.Dir != ""}, {"max_memory", s.MaxMemory != 0}} {
+		if k.set {
+			l.add(f, at(k.name), "mcp.servers[%d].%s: only a stdio server (command) has one", i, k.name)
+		}
+	}
+}
+
+// defaultStdioMemory bounds a stdio server's address space by default:
+// generous, as runtimes such as Node reserve far more than they use.
+const defaultStdioMemory = 4 << 30
+
+// mcpStdio checks a stdio server: a program that is there, a directory
+// that is one, no headers (there is no request to carry them).
+func (l *loader) mcpStdio(at func(...string) int, i int, s *MCPServer) {
+	const f = GatewayFile
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		l.add(f, at("command"), "mcp.servers[%d].command: want the program and its arguments, such as [npx, -y, some-mcp-server]", i)
+		return
+	}
+	if s.Dir != "" {
+		if st, err := os.Stat(s.Dir); err != nil || !st.IsDir() {
+			l.add(f, at("dir"), "mcp.servers[%d].dir: %q is not a directory", i, s.Dir)
+		}
+	}
+	prog := s.Command[0]
+	if strings.Contains(prog, "/") {
+		if !filepath.IsAbs(prog) && s.Dir != "" {
+			prog = filepath.Join(s.Dir, prog)
+		}
+		if st, err := os.Stat(prog); err != nil || st.IsDir() {
+			l.add(f, at("command", "0"), "mcp.servers[%d].command: no program %q", i, s.Command[0])
+		}
+	} else if _, err := exec.LookPath(prog); err != nil {
+		l.add(f, at("command", "0"), "mcp.servers[%d].command: no program %q in PATH", i, prog)
+	}
+	if len(s.Headers) > 0 {
+		l.add(f, at("headers"), "mcp.servers[%d].headers: a stdio server takes its credentials in env", i)
+	}
+	if s.MaxMemory == 0 {
+		s.MaxMemory = defaultStdioMemory
 	}
 }
 
@@ -332,6 +392,42 @@ func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*s = out
 	return nil
+}
+
+// UnmarshalYAML reads a mapping of environment variable names (letters,
+// digits and '_', not first a digit) to values without NUL; the value is
+// never quoted in a problem.
+func (e *Env) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return confkit.ScalarError(n, errors.New("want a mapping of variable names to values"))
+	}
+	out := make(Env, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode:
+			return confkit.ScalarError(k, errors.New("want variable names with text values"))
+		case !envName(k.Value):
+			return confkit.ScalarError(k, fmt.Errorf("%q is not a variable name (letters, digits and _)", k.Value))
+		case out[k.Value] != "" || k.Value == "PATH":
+			return confkit.ScalarError(k, fmt.Errorf("variable %s is given twice (PATH is the gateway's)", k.Value))
+		case strings.ContainsRune(v.Value, 0):
+			return confkit.ScalarError(v, fmt.Errorf("the value of %s holds a NUL", k.Value))
+		}
+		out[k.Value] = v.Value
+	}
+	*e = out
+	return nil
+}
+
+func envName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // headerName reports whether s is an HTTP field name (RFC 9110 token).
