@@ -118,6 +118,15 @@ type server struct {
 	// stdio runs the server's program when it is a stdio server (url
 	// then stands for it); nil for a Streamable HTTP server.
 	stdio *stdioServer
+	// members are a virtual server's servers, in order (url
+	// then stands for them); nil for any other server.
+	members []member
+}
+
+// member is one server of a virtual server.
+type member struct {
+	srv    *server
+	prefix string
 }
 
 // New builds the door for d.Config.
@@ -165,6 +174,9 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 	defer d.catMu.Unlock()
 	for _, sc := range cfg.Gateway.MCP.Servers {
 		s := &server{name: sc.Name, url: sc.URL, header: http.Header{}, timeout: sc.Timeout.D(), limits: map[string]limit.Rule{}}
+		if sc.Servers != nil {
+			s.url = "virtual://" + sc.Name // setMembers completes it
+		}
 		if sc.Command != nil {
 			s.url = stdioURL(sc.Name, stdioKey(sc))
 			if s.stdio = d.stdios[s.url]; s.stdio == nil {
@@ -184,6 +196,11 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		}
 		keep[key] = s.catalog
 		c.servers[s.name] = s
+	}
+	for _, sc := range cfg.Gateway.MCP.Servers {
+		if sc.Servers != nil {
+			c.servers[sc.Name].setMembers(sc.Servers, c.servers)
+		}
 	}
 	return func() {
 		d.catMu.Lock()

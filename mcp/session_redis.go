@@ -89,7 +89,8 @@ type storedSession struct {
 	Server   string `json:"server"`
 	Upstream string `json:"upstream,omitempty"`
 	Protocol string `json:"protocol"`
-	Target   string `json:"target"`
+	Target   string            `json:"target"`
+	Members  map[string]Member `json:"members,omitempty"`
 }
 
 // stampLua is the score of a use of a session of the agent set KEYS[2]:

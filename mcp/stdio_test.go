@@ -89,13 +89,9 @@ func (s *syncBuffer) String() string {
 // URL, the door and its log.
 func stdioGateway(t *testing.T, mutate func(*config.MCPServer)) (string, *Door, *syncBuffer) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Setenv(stdioServerEnv, "") // the door's child gets it from env alone
 	t.Setenv("GATEWAY_ONLY", "leaked")
-	sc := config.MCPServer{Name: "local", Command: []string{exe, "-test.run=^$"}, Timeout: config.Duration(10 * time.Second),
+	sc := config.MCPServer{Name: "local", Command: stdioCommand(t), Timeout: config.Duration(10 * time.Second),
 		Env: config.Env{stdioServerEnv: "1", "TEST_SECRET": "s3"}, MaxMemory: 4 << 30}
 	if mutate != nil {
 		mutate(&sc)
@@ -110,13 +106,28 @@ func stdioGateway(t *testing.T, mutate func(*config.MCPServer)) (string, *Door, 
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
+	return serveAgent(t, d, agent) + "/mcp/local", d, logs
+}
+
+// stdioCommand is the command running this test binary as a stdio server.
+func stdioCommand(t *testing.T) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe, "-test.run=^$"}
+}
+
+// serveAgent serves d to agent, as the identify stage leaves a request,
+// and returns the base URL.
+func serveAgent(t *testing.T, d *Door, agent *roster.Agent) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = scope.Attach(r, &scope.Exchange{RequestID: "req-1", Agent: agent})
 		r.SetPathValue("server", strings.TrimPrefix(r.URL.Path, "/mcp/"))
 		d.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp/local", d, logs
+	return srv.URL
 }
 
 func sdkConnect(t *testing.T, ctx context.Context, endpoint string) *sdk.ClientSession {

@@ -98,6 +98,10 @@ type MCPServer struct {
 	// MaxMemory bounds a stdio server process's address space
 	// (RLIMIT_AS). Default 4GB.
 	MaxMemory Size `yaml:"max_memory"`
+	// Servers, instead of URL or Command, make a virtual server: one
+	// endpoint combining the tools of these servers, each under its
+	// prefix, each call governed as a call of its own server.
+	Servers []MCPMember `yaml:"servers"`
 	// Headers are added to every request the gateway sends the server: the
 	// credentials the gateway holds for it. Agents never see them; they are
 	// never logged, and config check --explain shows their names only.
@@ -113,6 +117,16 @@ type MCPServer struct {
 // Secrets maps names to credentials (an MCP server's headers). Printed
 // (config check --explain, a %v in a log line), it shows the names only.
 type Secrets map[string]string
+
+// MCPMember is one server of a virtual MCP server: written as its name
+// alone or as {name, prefix}.
+type MCPMember struct {
+	// Name is a configured server (not a virtual one).
+	Name string `yaml:"name"`
+	// Prefix goes before its tools' names on the virtual server. Default:
+	// the name and "_".
+	Prefix string `yaml:"prefix"`
+}
 
 // Env is a stdio MCP server's environment: names to values that may be
 // credentials. Printed, it shows the names only.

@@ -245,8 +245,10 @@ func (l *loader) mcp(n *yaml.Node, m *MCP) {
 		}
 		seen[s.Name] = true
 		switch {
-		case s.URL != "" && s.Command != nil:
-			l.add(f, at("command"), "mcp.servers[%d]: give url (a Streamable HTTP server) or command (a stdio server), not both", i)
+		case (s.URL != "") && (s.Command != nil) || (s.URL != "" || s.Command != nil) && s.Servers != nil:
+			l.add(f, at("name"), "mcp.servers[%d]: give one of url (a Streamable HTTP server), command (a stdio server) or servers (a virtual server)", i)
+		case s.Servers != nil:
+			l.mcpVirtual(at, i, s, m)
 		case s.Command != nil:
 			l.mcpStdio(at, i, s)
 		default:
@@ -289,6 +291,71 @@ func (l *loader) mcpURL(at func(...string) int, i int, s *MCPServer) {
 			l.add(f, at(k.name), "mcp.servers[%d].%s: only a stdio server (command) has one", i, k.name)
 		}
 	}
+}
+
+// mcpVirtual checks a virtual server: servers that are configured and
+// not virtual, each once, under prefixes none of which begins another
+// (a tool's name must lead to one server).
+func (l *loader) mcpVirtual(at func(...string) int, i int, s *MCPServer, m *MCP) {
+	const f = GatewayFile
+	if len(s.Servers) == 0 {
+		l.add(f, at("servers"), "mcp.servers[%d].servers: want the names of the servers it combines", i)
+	}
+	var names []string
+	real := map[string]bool{}
+	for _, o := range m.Servers {
+		if o.Servers == nil {
+			names = append(names, o.Name)
+			real[o.Name] = true
+		}
+	}
+	seen := map[string]bool{}
+	for j := range s.Servers {
+		mb := &s.Servers[j]
+		line := at("servers", strconv.Itoa(j))
+		switch {
+		case !real[mb.Name]:
+			l.add(f, line, "mcp.servers[%d].servers: %q is not a configured server (a virtual one cannot be combined)%s", i, mb.Name, confkit.DidYouMean(mb.Name, names))
+		case seen[mb.Name]:
+			l.add(f, line, "mcp.servers[%d].servers: %q is given twice", i, mb.Name)
+		}
+		seen[mb.Name] = true
+		if mb.Prefix == "" {
+			mb.Prefix = mb.Name + "_"
+		}
+		if !toolPrefix(mb.Prefix) {
+			l.add(f, line, "mcp.servers[%d].servers: prefix %q: want 1-32 of A-Z, a-z, 0-9, '_', '-' and '.'", i, mb.Prefix)
+		}
+	}
+	for j, a := range s.Servers {
+		for k, b := range s.Servers {
+			if j != k && strings.HasPrefix(b.Prefix, a.Prefix) && (j < k || a.Prefix != b.Prefix) {
+				l.add(f, at("servers", strconv.Itoa(k)), "mcp.servers[%d].servers: prefix %q begins with %q (of %s): a tool's name would not tell the server", i, b.Prefix, a.Prefix, a.Name)
+			}
+		}
+	}
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{{"headers", s.Headers != nil}, {"env", s.Env != nil}, {"dir", s.Dir != ""}, {"max_memory", s.MaxMemory != 0}, {"tool_limits", s.ToolLimits != nil}} {
+		if k.set {
+			l.add(f, at(k.name), "mcp.servers[%d].%s: a virtual server has none (each of its servers has its own)", i, k.name)
+		}
+	}
+}
+
+// toolPrefix is the rule for a virtual server's prefix: characters of a
+// tool name (MCP's recommended set).
+func toolPrefix(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // defaultStdioMemory bounds a stdio server's address space by default:
@@ -345,13 +412,22 @@ func mcpName(s string) bool {
 func (l *loader) agentMCP(n *yaml.Node, agents map[string]*roster.Agent, m MCP) {
 	const f = AgentsFile
 	servers := make([]string, 0, len(m.Servers))
+	virtual := map[string]bool{}
 	for _, s := range m.Servers {
+		if s.Servers != nil {
+			virtual[s.Name] = true
+			continue
+		}
 		servers = append(servers, s.Name)
 	}
 	for _, id := range sortedKeys(agents) {
 		a := agents[id]
 		for _, server := range sortedKeys(a.MCPTools) {
 			at := func(p ...string) int { return lineOf(n, append([]string{"agents", id, "mcp_tools", server}, p...)...) }
+			if virtual[server] {
+				l.add(f, at(), "agent %q: mcp_tools: %q is a virtual server: name its servers, whose entries govern their tools there", id, server)
+				continue
+			}
 			if !confkit.OneOf(server, servers...) {
 				l.add(f, at(), "agent %q: mcp_tools: unknown MCP server %q (want a name of %s mcp.servers)%s", id, server, GatewayFile, confkit.DidYouMean(server, servers))
 			}
@@ -392,6 +468,16 @@ func (s *Secrets) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*s = out
 	return nil
+}
+
+// UnmarshalYAML reads a virtual server's member: a name, or {name, prefix}.
+func (mb *MCPMember) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		mb.Name = n.Value
+		return nil
+	}
+	type plain MCPMember
+	return n.Decode((*plain)(mb))
 }
 
 // UnmarshalYAML reads a mapping of environment variable names (letters,
