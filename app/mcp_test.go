@@ -161,11 +161,18 @@ mcp:
       url: ` + ts.srv.URL + `/json
       headers:
         Authorization: "Bearer up-secret"
+    - name: files_held                   # an escalated call waits for a person
+      url: ` + ts.srv.URL + `/mcp
+      hold: 30s
+      tool_hold: {write_note: 0s}
+    - name: files_brief
+      url: ` + ts.srv.URL + `/mcp
+      hold: 1s
 `
 	var agents strings.Builder
 	agents.WriteString("agents:\n")
 	for id, tools := range map[string]string{
-		"coder":    `{files: ["read_*", "write_*", delete_file], files_json: ["read_*"]}`,
+		"coder":    `{files: ["read_*", "write_*", delete_file], files_json: ["read_*"], files_held: [delete_file], files_brief: [delete_file]}`,
 		"intern":   `{files: []}`,
 		"outsider": `{}`,
 	} {

@@ -117,6 +117,12 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 			return
 		}
 		if !ok {
+			if wait := t.srv.holdFor(p.Name); wait > 0 && t.d.opener != nil {
+				if granted, ok = t.hold(ctx, m, a, rec, label, info, out, dec, reason, wait, p.Meta); !ok {
+					return
+				}
+				break
+			}
 			t.escalate(ctx, m, a, rec, label, info, out, dec, reason)
 			return
 		}
@@ -188,6 +194,19 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied: the policy asks for a person's approval, and this gateway has no approval service.", nil)
 		return
 	}
+	opened, ok := t.openReview(ctx, m, a, rec, label, info, out, dec, reason)
+	if !ok {
+		return
+	}
+	data := map[string]any{"escalation_id": opened.ID, "human_review_url": opened.ReviewURL}
+	t.refuse(ctx, m, a, rec, label, "escalate", codeEscalated,
+		"A person must approve this call ("+reason+"). Once approved, send the same call again.", data)
+}
+
+// openReview opens a person's review of the call, exactly as the server
+// will receive it; it answers the refusal itself when it cannot.
+func (t *turn) openReview(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall,
+	dec policy.MCPDecision, reason string) (escalation.Opened, bool) {
 	desc := info.Description
 	if t.c.red != nil {
 		desc, _ = t.c.red.String(desc)
@@ -203,12 +222,10 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 	if err != nil {
 		t.d.log.Error("mcp: escalation not opened", "server", t.srv.name, "tool", info.Name, "error", err.Error())
 		t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The call needs a person's approval, and the review could not be opened; retry shortly.", nil)
-		return
+		return escalation.Opened{}, false
 	}
 	rec.set("escalation_id", opened.ID)
-	data := map[string]any{"escalation_id": opened.ID, "human_review_url": opened.ReviewURL}
-	t.refuse(ctx, m, a, rec, label, "escalate", codeEscalated,
-		"A person must approve this call ("+reason+"). Once approved, send the same call again.", data)
+	return opened, true
 }
 
 // refuse writes the mcp.call entry of a call that does not go to its

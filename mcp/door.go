@@ -91,6 +91,8 @@ type Door struct {
 	// stdios are the stdio servers running, by name and stdioKey, kept
 	// across reloads that change none of what their processes depend on.
 	stdios map[string]*stdioServer
+	// held are the calls held open for a person, by escalation id.
+	held holds
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -114,7 +116,11 @@ type server struct {
 	header  http.Header
 	timeout time.Duration
 	limits  map[string]limit.Rule
-	catalog *catalog
+	// hold and toolHold are how long an escalated call is held open
+	// for a person (0: not held).
+	hold     time.Duration
+	toolHold map[string]time.Duration
+	catalog  *catalog
 	// stdio runs the server's program when it is a stdio server (url
 	// then stands for it); nil for a Streamable HTTP server.
 	stdio *stdioServer
@@ -189,6 +195,10 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		}
 		for tool, r := range sc.ToolLimits {
 			s.limits[tool] = limit.Rule{N: r.N, Period: r.Period}
+		}
+		s.hold, s.toolHold = sc.Hold.D(), make(map[string]time.Duration, len(sc.ToolHold))
+		for tool, h := range sc.ToolHold {
+			s.toolHold[tool] = h.D()
 		}
 		key := catalogKey(s)
 		if s.catalog = d.catalogs[key]; s.catalog == nil {

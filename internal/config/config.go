@@ -112,6 +112,13 @@ type MCPServer struct {
 	// ToolLimits bound, per agent, the calls of one tool ("10/hour"), on
 	// top of the agent's rate_limit. None: rate_limit alone.
 	ToolLimits map[string]Rate `yaml:"tool_limits"`
+	// Hold, when set, holds an escalated tools/call open until a person
+	// decides or this long has passed (then the call fails; an approval
+	// after lets the same call through again, as without hold), sending
+	// progress while it waits. None: an escalated call fails at once.
+	Hold Duration `yaml:"hold"`
+	// ToolHold is Hold per tool, over the server's ("0s": not held).
+	ToolHold map[string]Duration `yaml:"tool_hold"`
 }
 
 // Secrets maps names to credentials (an MCP server's headers). Printed

@@ -81,6 +81,8 @@ func TestMCPConfigProblems(t *testing.T) {
 			want: `mcp.servers[2].servers: prefix "a_b_" begins with "a_" (of files)`},
 		{note: "mcp_tools of a virtual", gw: server("    - name: all\n      servers: [files]\n"), ag: okAgents + "    mcp_tools:\n      all: [\"*\"]\n",
 			want: `agent "a1": mcp_tools: "all" is a virtual server`},
+		{note: "hold too long", gw: server("      hold: 2h\n"), want: `gateway.yaml:9: mcp.servers[0].hold: want a duration up to 1h0m0s`},
+		{note: "tool hold negative", gw: server("      tool_hold:\n        rm: -1s\n"), want: `gateway.yaml:10: invalid duration "-1s"`},
 		{note: "no servers", gw: okGateway, ag: okAgents + "    mcp_tools:\n      files: []\n", want: `agents.yaml:5: agent "a1": mcp_tools: unknown MCP server "files"`},
 	}
 	for _, tc := range cases {

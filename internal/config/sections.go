@@ -267,6 +267,14 @@ func (l *loader) mcp(n *yaml.Node, m *MCP) {
 				l.add(f, at("headers", name), "mcp.servers[%d].headers: %s is set by the gateway itself", i, textproto.CanonicalMIMEHeaderKey(name))
 			}
 		}
+		if s.Hold < 0 || s.Hold.D() > maxHold {
+			l.add(f, at("hold"), "mcp.servers[%d].hold: want a duration up to %s", i, maxHold)
+		}
+		for _, tool := range sortedKeys(s.ToolHold) {
+			if h := s.ToolHold[tool]; tool == "" || h < 0 || h.D() > maxHold {
+				l.add(f, at("tool_hold", tool), "mcp.servers[%d].tool_hold: want a tool name and a duration up to %s", i, maxHold)
+			}
+		}
 		for _, tool := range sortedKeys(s.ToolLimits) {
 			if tool == "" || s.ToolLimits[tool].IsZero() {
 				l.add(f, at("tool_limits", tool), "mcp.servers[%d].tool_limits: want a tool name and a rate such as 10/hour", i)
@@ -337,7 +345,8 @@ func (l *loader) mcpVirtual(at func(...string) int, i int, s *MCPServer, m *MCP)
 	for _, k := range []struct {
 		name string
 		set  bool
-	}{{"headers", s.Headers != nil}, {"env", s.Env != nil}, {"dir", s.Dir != ""}, {"max_memory", s.MaxMemory != 0}, {"tool_limits", s.ToolLimits != nil}} {
+	}{{"headers", s.Headers != nil}, {"env", s.Env != nil}, {"dir", s.Dir != ""}, {"max_memory", s.MaxMemory != 0}, {"tool_limits", s.ToolLimits != nil},
+		{"hold", s.Hold != 0}, {"tool_hold", s.ToolHold != nil}} {
 		if k.set {
 			l.add(f, at(k.name), "mcp.servers[%d].%s: a virtual server has none (each of its servers has its own)", i, k.name)
 		}
@@ -393,6 +402,10 @@ func (l *loader) mcpStdio(at func(...string) int, i int, s *MCPServer) {
 		s.MaxMemory = defaultStdioMemory
 	}
 }
+
+// maxHold bounds how long a held call may wait for a person: a client
+// holds a request open that long.
+const maxHold = time.Hour
 
 // mcpName is the rule for an MCP server's name: a path segment of
 // /mcp/{name} that needs no escaping.
