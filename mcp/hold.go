@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,8 +105,9 @@ func (t *turn) hold(ctx context.Context, m *message, a *answer, rec *record, lab
 			if d.Approved {
 				return t.takeHeld(ctx, m, a, rec, label, key, opened)
 			}
+			// The expiry decides as a system reviewer ("system:expiry").
 			state := "rejected"
-			if d.Reviewer == "" {
+			if d.Reviewer == "" || strings.HasPrefix(d.Reviewer, "system:") {
 				state = "expired"
 			}
 			rec.set("decision", state)
