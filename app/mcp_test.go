@@ -38,6 +38,8 @@ type toolServer struct {
 	args map[string][]map[string]any
 	// down makes the server answer 503 to everything.
 	down atomic.Bool
+	// sdk is the server itself (a test may change its tools).
+	sdk *sdk.Server
 }
 
 func (ts *toolServer) record(tool string, args map[string]any) {
@@ -106,6 +108,7 @@ func newToolServer(t testing.TB) *toolServer {
 		return s
 	}
 	server := build()
+	ts.sdk = server
 	events := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, nil)
 	jsonAnswers := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{JSONResponse: true})
 	ts.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

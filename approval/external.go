@@ -27,6 +27,9 @@ const (
 	// TypeMCP is an MCP tool call the policy escalated: the decision binds
 	// the call's exact arguments.
 	TypeMCP = escalation.TypeMCP
+	// TypeMCPTool is an MCP tool whose definition changed: approved, the
+	// gateway serves the new definition.
+	TypeMCPTool = escalation.TypeMCPTool
 )
 
 // Resolver acts on a person's (or the expiry's) decision on an external
@@ -67,7 +70,7 @@ func (s *Service) resolver(requestType string) Resolver {
 // poll GET /agent/status/{request_id}. req.Graph, the gateway's drawing, is
 // kept with the escalation and shown on the review page once checked.
 func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, error) {
-	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow && req.Type != TypeMCP {
+	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow && req.Type != TypeMCP && req.Type != TypeMCPTool {
 		return nil, fmt.Errorf("approval: escalate: unknown type %q", req.Type)
 	}
 	if req.AgentID == "" {
@@ -143,6 +146,8 @@ func externalKind(requestType string) string {
 		return "workflow"
 	case TypeMCP:
 		return "tool call (MCP)"
+	case TypeMCPTool:
+		return "tool definition (MCP)"
 	}
 	return "message"
 }

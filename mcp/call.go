@@ -73,6 +73,12 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.refuse(ctx, m, a, rec, label, "error", codeUpstream, "The tool list of MCP server "+quote(t.srv.name)+" could not be read; the call is refused until it can.", nil)
 		return
 	}
+	if ok, why := t.servable(ctx, info); !ok {
+		rec.set("decision", "deny")
+		rec.set("reason", "tool withheld")
+		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Tool "+quote(p.Name)+" is withheld: "+why+".", nil)
+		return
+	}
 	out, err := t.outgoingCall(p)
 	if err != nil {
 		t.refuseUnchanged(ctx, m, a, rec, label, err)

@@ -93,6 +93,8 @@ type Door struct {
 	stdios map[string]*stdioServer
 	// held are the calls held open for a person, by escalation id.
 	held holds
+	// pins are the approved tool definitions.
+	pins pins
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -120,7 +122,9 @@ type server struct {
 	// for a person (0: not held).
 	hold     time.Duration
 	toolHold map[string]time.Duration
-	catalog  *catalog
+	// pins are the configured tool definitions' SHA-256, by tool.
+	pins    map[string]string
+	catalog *catalog
 	// stdio runs the server's program when it is a stdio server (url
 	// then stands for it); nil for a Streamable HTTP server.
 	stdio *stdioServer
@@ -196,6 +200,7 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		for tool, r := range sc.ToolLimits {
 			s.limits[tool] = limit.Rule{N: r.N, Period: r.Period}
 		}
+		s.pins = sc.Pins
 		s.hold, s.toolHold = sc.Hold.D(), make(map[string]time.Duration, len(sc.ToolHold))
 		for tool, h := range sc.ToolHold {
 			s.toolHold[tool] = h.D()

@@ -19,8 +19,13 @@ type toolInfo struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	Annotations jsontext.Value `json:"annotations"`
+	InputSchema jsontext.Value `json:"inputSchema"`
 	// raw is the whole definition as the server sent it.
 	raw jsontext.Value
+	// def is what a pin binds (name, description, inputSchema and
+	// annotations) in RFC 8785 form, sha its SHA-256.
+	def jsontext.Value
+	sha string
 }
 
 // How the gateway keeps a server's tool list. The annotations decide
@@ -240,6 +245,10 @@ func readTool(raw jsontext.Value) (toolInfo, error) {
 	case '{':
 	default:
 		return toolInfo{}, fmt.Errorf("tool %s: annotations must be an object", quote(ti.Name))
+	}
+	var err error
+	if ti.def, ti.sha, err = definition(ti); err != nil {
+		return toolInfo{}, fmt.Errorf("tool %s: %w", quote(ti.Name), err)
 	}
 	return ti, nil
 }

@@ -209,6 +209,9 @@ func (t *turn) virtualTools(ctx context.Context, m *message, a *answer) {
 			if !mt.allowedTool(n) {
 				continue
 			}
+			if ok, _ := mt.servable(ctx, ti); !ok {
+				continue
+			}
 			in, err := toolInput(ti)
 			if err != nil || mt.decide(ctx, "tools/list", map[string]any{"tool": in}, jsontext.Value("{}"), true).Decision == policy.MCPDeny {
 				continue

@@ -119,6 +119,11 @@ type MCPServer struct {
 	Hold Duration `yaml:"hold"`
 	// ToolHold is Hold per tool, over the server's ("0s": not held).
 	ToolHold map[string]Duration `yaml:"tool_hold"`
+	// Pins are the SHA-256 of tools' approved definitions (as the review
+	// page and the log show them), by tool: another definition served is
+	// withheld until a person approves it. A tool without a pin is pinned
+	// as first seen.
+	Pins map[string]string `yaml:"pins"`
 }
 
 // Secrets maps names to credentials (an MCP server's headers). Printed

@@ -275,6 +275,11 @@ func (l *loader) mcp(n *yaml.Node, m *MCP) {
 				l.add(f, at("tool_hold", tool), "mcp.servers[%d].tool_hold: want a tool name and a duration up to %s", i, maxHold)
 			}
 		}
+		for _, tool := range sortedKeys(s.Pins) {
+			if h := s.Pins[tool]; tool == "" || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+				l.add(f, at("pins", tool), "mcp.servers[%d].pins: want a tool name and a SHA-256 in lowercase hex", i)
+			}
+		}
 		for _, tool := range sortedKeys(s.ToolLimits) {
 			if tool == "" || s.ToolLimits[tool].IsZero() {
 				l.add(f, at("tool_limits", tool), "mcp.servers[%d].tool_limits: want a tool name and a rate such as 10/hour", i)
@@ -346,7 +351,7 @@ func (l *loader) mcpVirtual(at func(...string) int, i int, s *MCPServer, m *MCP)
 		name string
 		set  bool
 	}{{"headers", s.Headers != nil}, {"env", s.Env != nil}, {"dir", s.Dir != ""}, {"max_memory", s.MaxMemory != 0}, {"tool_limits", s.ToolLimits != nil},
-		{"hold", s.Hold != 0}, {"tool_hold", s.ToolHold != nil}} {
+		{"hold", s.Hold != 0}, {"tool_hold", s.ToolHold != nil}, {"pins", s.Pins != nil}} {
 		if k.set {
 			l.add(f, at(k.name), "mcp.servers[%d].%s: a virtual server has none (each of its servers has its own)", i, k.name)
 		}

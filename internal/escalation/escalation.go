@@ -16,6 +16,9 @@ const (
 	// TypeMCP is an MCP tool call the policy sent to a person: approved,
 	// the same agent's same call (tool and arguments) passes once.
 	TypeMCP = "MCP_TOOL_CALL"
+	// TypeMCPTool is an MCP tool whose definition changed since it was
+	// approved: approved, the new definition is served.
+	TypeMCPTool = "MCP_TOOL_DEFINITION"
 )
 
 // Request opens a review.
