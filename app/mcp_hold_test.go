@@ -110,6 +110,19 @@ func TestMCPHeldCalls(t *testing.T) {
 			t.Errorf("held %s, want about the 1s hold", d)
 		}
 	})
+	decisions := map[string]string{}
+	for _, e := range g.entries("mcp.call") {
+		var sum map[string]any
+		_ = json.Unmarshal(e.Summary, &sum)
+		if sum["server"] != "files" {
+			decisions[str(sum["server"])+" "+str(sum["decision"])] = str(sum["held"])
+		}
+	}
+	for _, want := range []string{"files_held approved", "files_held rejected", "files_brief undecided"} {
+		if _, ok := decisions[want]; !ok {
+			t.Errorf("the trail's held calls %v lack %q", decisions, want)
+		}
+	}
 	for _, c := range ts.calls("delete_file") {
 		if c["path"] != "held.txt" {
 			t.Errorf("the server ran a call no one approved: %v", c)

@@ -116,20 +116,8 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied by policy: "+reason, nil)
 		return
 	case policy.MCPEscalate:
-		granted, ok, err := t.d.grants.Take(ctx, grantKey(t.agent.ID, t.srv.name, p.Name, out.argsSHA256, out.metaSHA256))
-		if err != nil {
-			t.d.log.Error("mcp: grants", "error", err.Error())
-			t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The gateway's approvals are unavailable; retry shortly.", nil)
-			return
-		}
+		granted, ok := t.approval(ctx, m, a, rec, label, info, out, dec, reason, p)
 		if !ok {
-			if wait := t.srv.holdFor(p.Name); wait > 0 && t.d.opener != nil {
-				if granted, ok = t.hold(ctx, m, a, rec, label, info, out, dec, reason, wait, p.Meta); !ok {
-					return
-				}
-				break
-			}
-			t.escalate(ctx, m, a, rec, label, info, out, dec, reason)
 			return
 		}
 		// The policy still escalates; a person approved this very call.
@@ -207,6 +195,27 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 	data := map[string]any{"escalation_id": opened.ID, "human_review_url": opened.ReviewURL}
 	t.refuse(ctx, m, a, rec, label, "escalate", codeEscalated,
 		"A person must approve this call ("+reason+"). Once approved, send the same call again.", data)
+}
+
+// approval finds a person's approval of the escalated call: one given
+// before, or, when the call is held, one given while it waits. Without
+// one it answers the agent (the review opened) and reports false.
+func (t *turn) approval(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall,
+	dec policy.MCPDecision, reason string, p callParams) (string, bool) {
+	granted, ok, err := t.d.grants.Take(ctx, grantKey(t.agent.ID, t.srv.name, p.Name, out.argsSHA256, out.metaSHA256))
+	switch {
+	case err != nil:
+		t.d.log.Error("mcp: grants", "error", err.Error())
+		t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The gateway's approvals are unavailable; retry shortly.", nil)
+		return "", false
+	case ok:
+		return granted, true
+	}
+	if wait := t.srv.holdFor(p.Name); wait > 0 && t.d.opener != nil {
+		return t.hold(ctx, m, a, rec, label, info, out, dec, reason, wait, p.Meta)
+	}
+	t.escalate(ctx, m, a, rec, label, info, out, dec, reason)
+	return "", false
 }
 
 // openReview opens a person's review of the call, exactly as the server
