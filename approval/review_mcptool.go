@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"slices"
 
 	"github.com/sacpgw/gateway/internal/textdiff"
 )
@@ -24,24 +25,25 @@ type definitionReview struct {
 // parseDefinitionContent reads the MCP door's content of a changed tool
 // definition.
 func parseDefinitionContent(content string) (*definitionReview, error) {
-	var c struct {
-		Method      string          `json:"method"`
-		Server      string          `json:"server"`
-		Tool        string          `json:"tool"`
-		ApprovedSHA string          `json:"approved_sha256"`
-		Approved    json.RawMessage `json:"approved"`
-		ServedSHA   string          `json:"served_sha256"`
-		Served      json.RawMessage `json:"served"`
-	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(content)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	// Read as members, strictly: exactly those the door writes.
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(content), &c); err != nil {
 		return nil, err
 	}
-	if c.Method != "tools/definition" || c.Server == "" || c.Tool == "" || len(c.Served) == 0 {
+	for k := range c {
+		if !slices.Contains([]string{"method", "server", "tool", "approved_sha256", "approved", "served_sha256", "served"}, k) {
+			return nil, errors.New("unknown member " + k)
+		}
+	}
+	text := func(k string) string {
+		var s string
+		_ = json.Unmarshal(c[k], &s)
+		return s
+	}
+	if text("method") != "tools/definition" || text("server") == "" || text("tool") == "" || len(c["served"]) == 0 {
 		return nil, errors.New("not a tool definition review")
 	}
-	v := &definitionReview{Server: c.Server, Tool: c.Tool, ApprovedSHA: c.ApprovedSHA, ServedSHA: c.ServedSHA}
+	v := &definitionReview{Server: text("server"), Tool: text("tool"), ApprovedSHA: text("approved_sha256"), ServedSHA: text("served_sha256")}
 	indent := func(raw json.RawMessage) string {
 		var b bytes.Buffer
 		if string(raw) == "null" || json.Indent(&b, raw, "", "  ") != nil {
@@ -49,7 +51,7 @@ func parseDefinitionContent(content string) (*definitionReview, error) {
 		}
 		return b.String()
 	}
-	v.Approved, v.Served = indent(c.Approved), indent(c.Served)
+	v.Approved, v.Served = indent(c["approved"]), indent(c["served"])
 	v.Diff = textdiff.HTML(v.Approved, v.Served)
 	return v, nil
 }

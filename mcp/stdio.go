@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -72,22 +73,13 @@ func newStdioServer(sc config.MCPServer, log *slog.Logger) *stdioServer {
 	if home := os.Getenv("HOME"); home != "" {
 		env = append(env, "HOME="+home)
 	}
-	for _, k := range sortedNames(sc.Env) {
+	for _, k := range slices.Sorted(maps.Keys(sc.Env)) {
 		env = append(env, k+"="+sc.Env[k])
 	}
 	s := &stdioServer{name: sc.Name, argv: sc.Command, env: env, dir: sc.Dir, maxMemory: uint64(sc.MaxMemory), log: log,
 		procs: map[string]*stdioProc{}}
 	s.client = &http.Client{Transport: s}
 	return s
-}
-
-func sortedNames(m map[string]string) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // stdioKey is what a stdio server's processes depend on: a reload that
@@ -97,7 +89,7 @@ func stdioKey(sc config.MCPServer) string {
 	for _, a := range sc.Command {
 		h.Write([]byte(strconv.Quote(a)))
 	}
-	for _, k := range sortedNames(sc.Env) {
+	for _, k := range slices.Sorted(maps.Keys(sc.Env)) {
 		h.Write([]byte(strconv.Quote(k) + strconv.Quote(sc.Env[k])))
 	}
 	h.Write([]byte(strconv.Quote(sc.Dir) + strconv.Itoa(int(sc.MaxMemory))))

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
+	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -66,28 +65,10 @@ func runStdioServer() {
 	_ = s.Run(context.Background(), &sdk.StdioTransport{})
 }
 
-// syncBuffer is a log sink the test reads while the door writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // stdioGateway serves a door whose server "local" is this test binary run
 // as a stdio server, to agent a1 (every tool allowed), and returns its
 // URL, the door and its log.
-func stdioGateway(t *testing.T, mutate func(*config.MCPServer)) (string, *Door, *syncBuffer) {
+func stdioGateway(t *testing.T, mutate func(*config.MCPServer)) (string, *Door, *testkit.LogBuffer) {
 	t.Helper()
 	t.Setenv(stdioServerEnv, "") // the door's child gets it from env alone
 	t.Setenv("GATEWAY_ONLY", "leaked")
@@ -99,7 +80,7 @@ func stdioGateway(t *testing.T, mutate func(*config.MCPServer)) (string, *Door, 
 	agent := &roster.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"local": {"*"}}}
 	cfg := &config.Config{Agents: map[string]*roster.Agent{"a1": agent}}
 	cfg.Gateway.MCP.Servers = []config.MCPServer{sc}
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	d, err := New(Deps{Config: cfg, Policy: fakePolicy{policy.MCPDecision{Decision: "allow"}}, Limiter: limit.NewMemory(),
 		Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

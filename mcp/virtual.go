@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -199,12 +200,7 @@ func (t *turn) virtualTools(ctx context.Context, m *message, a *answer) {
 			a.fail(m.id, codeUpstream, "The tool list of MCP server "+quote(mb.srv.name)+" could not be read.", nil)
 			return
 		}
-		names := make([]string, 0, len(list))
-		for n := range list {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(list)) {
 			ti := list[n]
 			if !mt.allowedTool(n) {
 				continue
