@@ -102,6 +102,7 @@ type App struct {
 	frame   *door.Frame
 	doors   []door.Door
 	openai  *proxy.Door
+	mcp     *mcp.Door // ends its stdio servers' processes on Close
 	metrics *metrics.Metrics
 	checks  []server.Check
 	// egress is where the gateway's own outbound calls may go.
@@ -213,6 +214,9 @@ func (a *App) Close() {
 	a.policies.Close()
 	if a.openai != nil {
 		a.openai.Close()
+	}
+	if a.mcp != nil {
+		a.mcp.Close()
 	}
 	if a.state != nil && a.state.redis != nil {
 		_ = a.state.redis.Close()

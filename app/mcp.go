@@ -34,8 +34,10 @@ func (a *App) mcpDoor(cfg *config.Config) (door.Door, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.mcp = d
 	if a.approval != nil {
 		a.approval.Handle(approval.TypeMCP, d.Resolve)
+		a.approval.Handle(approval.TypeMCPTool, d.ResolveDefinition)
 	}
 	a.metrics.Registry().MustRegister(d.Collector())
 	a.checks = append(a.checks, server.Check{Name: "mcp", Ready: func(context.Context) error { return nil }, Detail: d.Health})

@@ -38,6 +38,8 @@ type toolServer struct {
 	args map[string][]map[string]any
 	// down makes the server answer 503 to everything.
 	down atomic.Bool
+	// sdk is the server itself (a test may change its tools).
+	sdk *sdk.Server
 }
 
 func (ts *toolServer) record(tool string, args map[string]any) {
@@ -106,6 +108,7 @@ func newToolServer(t testing.TB) *toolServer {
 		return s
 	}
 	server := build()
+	ts.sdk = server
 	events := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, nil)
 	jsonAnswers := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{JSONResponse: true})
 	ts.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,11 +164,18 @@ mcp:
       url: ` + ts.srv.URL + `/json
       headers:
         Authorization: "Bearer up-secret"
+    - name: files_held                   # an escalated call waits for a person
+      url: ` + ts.srv.URL + `/mcp
+      hold: 30s
+      tool_hold: {write_note: 0s}
+    - name: files_brief
+      url: ` + ts.srv.URL + `/mcp
+      hold: 1s
 `
 	var agents strings.Builder
 	agents.WriteString("agents:\n")
 	for id, tools := range map[string]string{
-		"coder":    `{files: ["read_*", "write_*", delete_file], files_json: ["read_*"]}`,
+		"coder":    `{files: ["read_*", "write_*", delete_file], files_json: ["read_*"], files_held: [delete_file], files_brief: [delete_file]}`,
 		"intern":   `{files: []}`,
 		"outsider": `{}`,
 	} {

@@ -30,6 +30,9 @@ const (
 	// TypeA2AInput is an A2A task asking for input: the approving
 	// person's comment is the task's next message.
 	TypeA2AInput = escalation.TypeA2AInput
+	// TypeMCPTool is an MCP tool whose definition changed: approved, the
+	// gateway serves the new definition.
+	TypeMCPTool = escalation.TypeMCPTool
 )
 
 // Resolver acts on a person's (or the expiry's) decision on an external
@@ -70,7 +73,7 @@ func (s *Service) resolver(requestType string) Resolver {
 // poll GET /agent/status/{request_id}. req.Graph, the gateway's drawing, is
 // kept with the escalation and shown on the review page once checked.
 func (s *Service) Escalate(ctx context.Context, req ExternalRequest) (*Record, error) {
-	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow && req.Type != TypeMCP && req.Type != TypeA2AInput {
+	if req.Type != TypeSpawn && req.Type != TypeMessage && req.Type != TypeWorkflow && req.Type != TypeMCP && req.Type != TypeA2AInput && req.Type != TypeMCPTool {
 		return nil, fmt.Errorf("approval: escalate: unknown type %q", req.Type)
 	}
 	if req.AgentID == "" {
@@ -148,6 +151,8 @@ func externalKind(requestType string) string {
 		return "tool call (MCP)"
 	case TypeA2AInput:
 		return "input for an A2A task"
+	case TypeMCPTool:
+		return "tool definition (MCP)"
 	}
 	return "message"
 }

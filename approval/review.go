@@ -286,6 +286,9 @@ type reviewPage struct {
 	// content is shown.
 	MCP           *mcpReview
 	MCPUnreadable bool
+	// Definition is a changed MCP tool definition's comparison
+	// (review_mcptool.go).
+	Definition *definitionReview
 	// Graph is the escalation's drawing, checked (graphHTML); GraphNote
 	// replaces it when the check refused it.
 	Graph     template.HTML
@@ -347,6 +350,13 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 			m.Grant = mcpGrant(rec, s.cur().cfg.Protocol.Timeouts.Escalation.D())
 			page.MCP = m
 			page.Approve, page.Reject = mcpOutcomes()
+		}
+	}
+	if rec.Request.RequestType == TypeMCPTool {
+		if v, err := parseDefinitionContent(rec.Request.Content); err == nil {
+			page.Definition = v
+		} else {
+			s.log.Warn("review page: MCP tool definition content unreadable", "request_id", rec.ID, "error", err.Error())
 		}
 	}
 	page.Headline = headline(rec, page.Workflow)

@@ -73,6 +73,12 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.refuse(ctx, m, a, rec, label, "error", codeUpstream, "The tool list of MCP server "+quote(t.srv.name)+" could not be read; the call is refused until it can.", nil)
 		return
 	}
+	if ok, why := t.servable(ctx, info); !ok {
+		rec.set("decision", "deny")
+		rec.set("reason", "tool withheld")
+		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Tool "+quote(p.Name)+" is withheld: "+why+".", nil)
+		return
+	}
 	out, err := t.outgoingCall(p)
 	if err != nil {
 		t.refuseUnchanged(ctx, m, a, rec, label, err)
@@ -110,14 +116,8 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied by policy: "+reason, nil)
 		return
 	case policy.MCPEscalate:
-		granted, ok, err := t.d.grants.Take(ctx, grantKey(t.agent.ID, t.srv.name, p.Name, out.argsSHA256, out.metaSHA256))
-		if err != nil {
-			t.d.log.Error("mcp: grants", "error", err.Error())
-			t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The gateway's approvals are unavailable; retry shortly.", nil)
-			return
-		}
+		granted, ok := t.approval(ctx, m, a, rec, label, info, out, dec, reason, p)
 		if !ok {
-			t.escalate(ctx, m, a, rec, label, info, out, dec, reason)
 			return
 		}
 		// The policy still escalates; a person approved this very call.
@@ -188,6 +188,40 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied: the policy asks for a person's approval, and this gateway has no approval service.", nil)
 		return
 	}
+	opened, ok := t.openReview(ctx, m, a, rec, label, info, out, dec, reason)
+	if !ok {
+		return
+	}
+	data := map[string]any{"escalation_id": opened.ID, "human_review_url": opened.ReviewURL}
+	t.refuse(ctx, m, a, rec, label, "escalate", codeEscalated,
+		"A person must approve this call ("+reason+"). Once approved, send the same call again.", data)
+}
+
+// approval finds a person's approval of the escalated call: one given
+// before, or, when the call is held, one given while it waits. Without
+// one it answers the agent (the review opened) and reports false.
+func (t *turn) approval(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall,
+	dec policy.MCPDecision, reason string, p callParams) (string, bool) {
+	granted, ok, err := t.d.grants.Take(ctx, grantKey(t.agent.ID, t.srv.name, p.Name, out.argsSHA256, out.metaSHA256))
+	switch {
+	case err != nil:
+		t.d.log.Error("mcp: grants", "error", err.Error())
+		t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The gateway's approvals are unavailable; retry shortly.", nil)
+		return "", false
+	case ok:
+		return granted, true
+	}
+	if wait := t.srv.holdFor(p.Name); wait > 0 && t.d.opener != nil {
+		return t.hold(ctx, m, a, rec, label, info, out, dec, reason, wait, p.Meta)
+	}
+	t.escalate(ctx, m, a, rec, label, info, out, dec, reason)
+	return "", false
+}
+
+// openReview opens a person's review of the call, exactly as the server
+// will receive it; it answers the refusal itself when it cannot.
+func (t *turn) openReview(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall,
+	dec policy.MCPDecision, reason string) (escalation.Opened, bool) {
 	desc := info.Description
 	if t.c.red != nil {
 		desc, _ = t.c.red.String(desc)
@@ -203,12 +237,10 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 	if err != nil {
 		t.d.log.Error("mcp: escalation not opened", "server", t.srv.name, "tool", info.Name, "error", err.Error())
 		t.refuse(ctx, m, a, rec, label, "error", codeUnavailable, "The call needs a person's approval, and the review could not be opened; retry shortly.", nil)
-		return
+		return escalation.Opened{}, false
 	}
 	rec.set("escalation_id", opened.ID)
-	data := map[string]any{"escalation_id": opened.ID, "human_review_url": opened.ReviewURL}
-	t.refuse(ctx, m, a, rec, label, "escalate", codeEscalated,
-		"A person must approve this call ("+reason+"). Once approved, send the same call again.", data)
+	return opened, true
 }
 
 // refuse writes the mcp.call entry of a call that does not go to its

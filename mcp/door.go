@@ -88,6 +88,13 @@ type Door struct {
 	// server whose URL and credentials did not change.
 	catMu    sync.Mutex
 	catalogs map[string]*catalog
+	// stdios are the stdio servers running, by name and stdioKey, kept
+	// across reloads that change none of what their processes depend on.
+	stdios map[string]*stdioServer
+	// held are the calls held open for a person, by escalation id.
+	held holds
+	// pins are the approved tool definitions.
+	pins pins
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -111,7 +118,25 @@ type server struct {
 	header  http.Header
 	timeout time.Duration
 	limits  map[string]limit.Rule
+	// hold and toolHold are how long an escalated call is held open
+	// for a person (0: not held).
+	hold     time.Duration
+	toolHold map[string]time.Duration
+	// pins are the configured tool definitions' SHA-256, by tool.
+	pins    map[string]string
 	catalog *catalog
+	// stdio runs the server's program when it is a stdio server (url
+	// then stands for it); nil for a Streamable HTTP server.
+	stdio *stdioServer
+	// members are a virtual server's servers, in order (url
+	// then stands for them); nil for any other server.
+	members []member
+}
+
+// member is one server of a virtual server.
+type member struct {
+	srv    *server
+	prefix string
 }
 
 // New builds the door for d.Config.
@@ -120,7 +145,7 @@ func New(d Deps) (*Door, error) {
 		return nil, errors.New("mcp: Config, Policy, Limiter and Log are required")
 	}
 	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
-		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}}
+		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{}}
 	if door.grants == nil {
 		door.grants = NewMemoryGrants()
 	}
@@ -154,15 +179,31 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		}
 	}
 	keep := map[string]*catalog{}
+	keepStdio := map[string]*stdioServer{}
 	d.catMu.Lock()
 	defer d.catMu.Unlock()
 	for _, sc := range cfg.Gateway.MCP.Servers {
 		s := &server{name: sc.Name, url: sc.URL, header: http.Header{}, timeout: sc.Timeout.D(), limits: map[string]limit.Rule{}}
+		if sc.Servers != nil {
+			s.url = "virtual://" + sc.Name // setMembers completes it
+		}
+		if sc.Command != nil {
+			s.url = stdioURL(sc.Name, stdioKey(sc))
+			if s.stdio = d.stdios[s.url]; s.stdio == nil {
+				s.stdio = newStdioServer(sc, d.log)
+			}
+			keepStdio[s.url] = s.stdio
+		}
 		for k, v := range sc.Headers {
 			s.header.Set(k, v)
 		}
 		for tool, r := range sc.ToolLimits {
 			s.limits[tool] = limit.Rule{N: r.N, Period: r.Period}
+		}
+		s.pins = sc.Pins
+		s.hold, s.toolHold = sc.Hold.D(), make(map[string]time.Duration, len(sc.ToolHold))
+		for tool, h := range sc.ToolHold {
+			s.toolHold[tool] = h.D()
 		}
 		key := catalogKey(s)
 		if s.catalog = d.catalogs[key]; s.catalog == nil {
@@ -171,10 +212,22 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		keep[key] = s.catalog
 		c.servers[s.name] = s
 	}
+	for _, sc := range cfg.Gateway.MCP.Servers {
+		if sc.Servers != nil {
+			c.servers[sc.Name].setMembers(sc.Servers, c.servers)
+		}
+	}
 	return func() {
 		d.catMu.Lock()
 		d.catalogs = keep
+		gone := d.stdios
+		d.stdios = keepStdio
 		d.catMu.Unlock()
+		for k, st := range gone {
+			if keepStdio[k] != st {
+				st.close()
+			}
+		}
 		d.conf.Store(c)
 		d.health.keep(c.serverNames())
 	}, nil
@@ -230,6 +283,17 @@ func (d *Door) Routes() []door.Route {
 		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent})
 	}
 	return rs
+}
+
+// Close ends the stdio servers' processes (the gateway's shutdown).
+func (d *Door) Close() {
+	d.catMu.Lock()
+	gone := d.stdios
+	d.stdios = map[string]*stdioServer{}
+	d.catMu.Unlock()
+	for _, st := range gone {
+		st.close()
+	}
 }
 
 var _ door.Door = (*Door)(nil)

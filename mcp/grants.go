@@ -170,6 +170,7 @@ func (d *Door) Resolve(ctx context.Context, dec escalation.Decided) error {
 	}
 	if !dec.Approved {
 		d.log.Info("mcp: tool call rejected by a person", "escalation_id", dec.ID, "agent", dec.AgentID, "server", r.Server, "tool", r.Tool)
+		d.held.tell(dec)
 		return nil
 	}
 	ttl := d.conf.Load().escalationTTL
@@ -177,5 +178,6 @@ func (d *Door) Resolve(ctx context.Context, dec escalation.Decided) error {
 		return fmt.Errorf("mcp: grant of escalation %s: %w", dec.ID, err)
 	}
 	d.log.Info("mcp: tool call approved by a person", "escalation_id", dec.ID, "agent", dec.AgentID, "server", r.Server, "tool", r.Tool, "valid", ttl.String())
+	d.held.tell(dec)
 	return nil
 }

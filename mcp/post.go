@@ -59,10 +59,18 @@ func (d *Door) post(w http.ResponseWriter, r *http.Request) {
 			refuse(w, r, http.StatusBadRequest, codeInvalidRequest, "initialize opens a session: send it alone, without Mcp-Session-Id.")
 			return
 		}
+		if t.srv.members != nil {
+			t.initVirtual(w, r, msgs[i])
+			return
+		}
 		t.initialize(w, r, msgs[i])
 		return
 	}
 	if !t.resume(w, r) {
+		return
+	}
+	if t.srv.members != nil {
+		t.serveVirtual(w, r, msgs, batch)
 		return
 	}
 	if !slices.ContainsFunc(msgs, (*message).isRequest) {
@@ -177,32 +185,43 @@ type initParams struct {
 	Meta            jsontext.Value `json:"_meta,omitzero"`
 }
 
-// initialize opens a session: the server's initialize answer, when it
-// negotiated a version the gateway serves, is passed on with the
-// gateway's own session id. The answer is JSON even if the server
-// streamed it: the session id must be in its headers before its body.
-func (t *turn) initialize(w http.ResponseWriter, r *http.Request, m *message) {
+// admitInit reads initialize strictly, spends one request of the agent's
+// rate_limit and redacts it: the message as the gateway passes it on, or
+// false when it answered the refusal. An initialize is metered and
+// redacted (clientInfo, _meta) like any other request; it opens no
+// session when refused.
+func (t *turn) admitInit(w http.ResponseWriter, r *http.Request, m *message) ([]byte, bool) {
 	var p initParams
 	if m.params == nil || json.Unmarshal(m.params, &p, strict) != nil || p.ProtocolVersion == "" ||
 		p.Capabilities.Kind() != '{' || p.ClientInfo.Kind() != '{' || (p.Meta != nil && p.Meta.Kind() != '{') {
 		refuse(w, r, http.StatusBadRequest, codeInvalidParams, "initialize takes {protocolVersion, capabilities, clientInfo}.")
-		return
+		return nil, false
 	}
-	// An initialize is metered and redacted (clientInfo, _meta) like any
-	// other request; it opens no session when refused.
 	if code, msg, data := t.spend(r.Context(), ""); code != 0 {
 		t.refuseInit(w, r, m, &refusal{code, msg, data}, map[string]any{"decision": "limited"}, "limit")
-		return
+		return nil, false
 	}
 	body, res, err := t.redactMessage(m)
 	switch {
 	case err != nil:
 		t.refuseInit(w, r, m, &refusal{codeInvalidParams, "initialize cannot be scanned for redaction.", nil},
 			map[string]any{"decision": "invalid", "reason": "unscannable"}, "invalid")
-		return
+		return nil, false
 	case res.Blocked != "":
 		t.refuseInit(w, r, m, &refusal{codeBlocked, "initialize was refused: it contains data that may not leave (" + res.Blocked + ").",
 			map[string]any{"detector": res.Blocked}}, map[string]any{"decision": "blocked", "blocked": res.Blocked}, "block")
+		return nil, false
+	}
+	return body, true
+}
+
+// initialize opens a session: the server's initialize answer, when it
+// negotiated a version the gateway serves, is passed on with the
+// gateway's own session id. The answer is JSON even if the server
+// streamed it: the session id must be in its headers before its body.
+func (t *turn) initialize(w http.ResponseWriter, r *http.Request, m *message) {
+	body, ok := t.admitInit(w, r, m)
+	if !ok {
 		return
 	}
 	a := &answer{w: w, gather: true}
@@ -255,6 +274,11 @@ const maxListen = 30 * time.Minute
 func (d *Door) listen(w http.ResponseWriter, r *http.Request) {
 	t, ok := d.open(w, r)
 	if !ok || !t.resume(w, r) {
+		return
+	}
+	if t.srv.members != nil {
+		w.Header().Set("Allow", "POST, DELETE")
+		refuse(w, r, http.StatusMethodNotAllowed, codeInvalidRequest, "A virtual server offers no stream.")
 		return
 	}
 	if !accepts(r, "text/event-stream") {
@@ -322,6 +346,7 @@ func (d *Door) end(w http.ResponseWriter, r *http.Request) {
 	if t.sess.Upstream != "" {
 		d.closeSession(r.Context(), t.srv, t.upstream())
 	}
+	t.closeMembers(r.Context(), t.sess)
 	t.lost(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 }

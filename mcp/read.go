@@ -154,6 +154,9 @@ func (t *turn) filterTools(ctx context.Context, result jsontext.Value) (jsontext
 		if !t.allowedTool(ti.Name) {
 			continue
 		}
+		if ok, _ := t.servable(ctx, ti); !ok {
+			continue
+		}
 		in, err := toolInput(ti)
 		if err != nil {
 			continue // fail closed: a tool the policy cannot see is not shown

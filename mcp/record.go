@@ -20,6 +20,9 @@ type record struct{ sum map[string]any }
 // resource's URI) by method.
 func (t *turn) newRecord(m *message, method, name string) *record {
 	sum := map[string]any{"server": t.srv.name, "method": method, "jsonrpc_id": string(compact(m.id)), "mcp_session_id": t.sess.ID}
+	if t.via != "" {
+		sum["via"] = t.via
+	}
 	switch method {
 	case "tools/call":
 		sum["tool"] = name

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,7 @@ func TestMCPSessionsContract(t *testing.T) {
 				}
 				// The agent comes back with the session: the door compares it
 				// with the caller's.
-				if got, ok, err := r.store.Get(ctx, s.ID); !ok || err != nil || got != s {
+				if got, ok, err := r.store.Get(ctx, s.ID); !ok || err != nil || !reflect.DeepEqual(got, s) {
 					t.Fatalf("get: %+v %v %v, want %+v", got, ok, err, s)
 				}
 				if got, ok, err := r.store.Get(ctx, other.ID); !ok || err != nil || got.Agent != "intern" {

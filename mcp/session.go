@@ -26,6 +26,15 @@ type Session struct {
 	// moves the server ends its sessions (the old server's ids mean
 	// nothing to the new one).
 	Target string
+	// Members are a virtual server's sessions with its servers, by name
+	// (nil for any other server's session).
+	Members map[string]Member
+}
+
+// Member is a virtual server's session with one of its servers.
+type Member struct {
+	Upstream string `json:"upstream,omitempty"`
+	Protocol string `json:"protocol"`
 }
 
 // Sessions keeps the gateway's MCP sessions. Get reports a session that

@@ -19,6 +19,13 @@ type toolInfo struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	Annotations jsontext.Value `json:"annotations"`
+	InputSchema jsontext.Value `json:"inputSchema"`
+	// raw is the whole definition as the server sent it.
+	raw jsontext.Value
+	// def is what a pin binds (name, description, inputSchema and
+	// annotations) in RFC 8785 form, sha its SHA-256.
+	def jsontext.Value
+	sha string
 }
 
 // How the gateway keeps a server's tool list. The annotations decide
@@ -121,6 +128,28 @@ func (c *catalog) lookup(ctx context.Context, name string, read func(context.Con
 	}
 }
 
+// all returns the whole list, read first when it is old or changed, as
+// lookup does.
+func (c *catalog) all(ctx context.Context, read func(context.Context) (map[string]toolInfo, error)) (map[string]toolInfo, error) {
+	c.mu.Lock()
+	tools := c.tools
+	fresh := tools != nil && c.readGen == c.gen && time.Since(c.at) < catalogMaxAge
+	c.mu.Unlock()
+	if fresh {
+		return tools, nil
+	}
+	// No tool has the empty name: lookup reads the list, then misses.
+	if _, err := c.lookup(ctx, "", read); err != nil && !errors.Is(err, errUnknownTool) {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tools == nil {
+		return nil, errors.New("no tool list read")
+	}
+	return c.tools, nil
+}
+
 // gatewayClient is how the gateway introduces itself when it reads a
 // server's tools (its own session, with its own credentials).
 const gatewayClient = `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sacp-gateway","version":"1"}}`
@@ -206,7 +235,7 @@ func readToolList(result jsontext.Value) ([]toolInfo, string, error) {
 
 // readTool reads one tool of a list.
 func readTool(raw jsontext.Value) (toolInfo, error) {
-	var ti toolInfo
+	ti := toolInfo{raw: raw}
 	if err := json.Unmarshal(raw, &ti); err != nil || ti.Name == "" {
 		return toolInfo{}, errors.New("a tool is an object with a name")
 	}
@@ -216,6 +245,10 @@ func readTool(raw jsontext.Value) (toolInfo, error) {
 	case '{':
 	default:
 		return toolInfo{}, fmt.Errorf("tool %s: annotations must be an object", quote(ti.Name))
+	}
+	var err error
+	if ti.def, ti.sha, err = definition(ti); err != nil {
+		return toolInfo{}, fmt.Errorf("tool %s: %w", quote(ti.Name), err)
 	}
 	return ti, nil
 }

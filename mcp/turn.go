@@ -38,6 +38,9 @@ type turn struct {
 	// protocol is the version the request speaks (its header, else the
 	// session's).
 	protocol string
+	// via is the virtual server the request came through, if any: srv is
+	// then its member server.
+	via string
 }
 
 // open checks what every method needs: a configured server, an agent that
@@ -53,7 +56,7 @@ func (d *Door) open(w http.ResponseWriter, r *http.Request) (*turn, bool) {
 		return nil, false
 	}
 	agent := ex.Agent
-	if _, ok := agent.MCPTools[name]; !ok {
+	if !srv.mayUse(agent.MCPTools) {
 		refuse(w, r, http.StatusForbidden, codeDenied, "Agent "+quote(agent.ID)+" may not use MCP server "+quote(name)+" (it has no mcp_tools entry for it).")
 		return nil, false
 	}

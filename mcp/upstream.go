@@ -63,8 +63,12 @@ func (d *Door) send(ctx context.Context, srv *server, method string, h hop, body
 	if h.requestID != "" {
 		req.Header.Set("X-Request-Id", h.requestID)
 	}
+	client := d.client
+	if srv.stdio != nil {
+		client = srv.stdio.client
+	}
 	start := time.Now()
-	resp, err := d.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -45,6 +45,9 @@ func TestMCPConfigProblems(t *testing.T) {
 	server := func(fields string) string {
 		return okGateway + "mcp:\n  servers:\n    - name: files\n      url: https://f/mcp\n" + fields
 	}
+	stdio := func(command string) string {
+		return okGateway + "mcp:\n  servers:\n    - name: local\n      command: " + command
+	}
 	cases := []struct {
 		note, gw, ag string
 		env          map[string]string
@@ -64,6 +67,22 @@ func TestMCPConfigProblems(t *testing.T) {
 		{note: "bad tool limit", gw: server("      tool_limits:\n        delete: 10/fortnight\n"), want: `gateway.yaml:10: invalid rate`},
 		{note: "unknown server", gw: server(""), ag: okAgents + "    mcp_tools:\n      filez: [\"*\"]\n", want: `agents.yaml:5: agent "a1": mcp_tools: unknown MCP server "filez" (want a name of gateway.yaml mcp.servers) (did you mean "files"?)`},
 		{note: "bad glob", gw: server(""), ag: okAgents + "    mcp_tools:\n      files: [\"read_[\"]\n", want: `agents.yaml:5: agent "a1": mcp_tools.files: bad glob "read_["`},
+		{note: "url and command", gw: server("      command: [cat]\n"), want: `gateway.yaml:7: mcp.servers[0]: give one of url (a Streamable HTTP server), command (a stdio server) or servers (a virtual server)`},
+		{note: "no program", gw: stdio("[no-such-mcp-program-x]\n"), want: `gateway.yaml:8: mcp.servers[0].command: no program "no-such-mcp-program-x" in PATH`},
+		{note: "empty command", gw: stdio("[]\n"), want: `gateway.yaml:8: mcp.servers[0].command: want the program and its arguments`},
+		{note: "headers on stdio", gw: stdio("[cat]\n      headers:\n        X-Key: a\n"), want: `gateway.yaml:9: mcp.servers[0].headers: a stdio server takes its credentials in env`},
+		{note: "env on http", gw: server("      env:\n        KEY: a\n"), want: `gateway.yaml:9: mcp.servers[0].env: only a stdio server (command) has one`},
+		{note: "bad env name", gw: stdio("[cat]\n      env:\n        \"A=B\": x\n"), want: `gateway.yaml:10: "A=B" is not a variable name`},
+		{note: "no dir", gw: stdio("[cat]\n      dir: /no/such/dir\n"), want: `gateway.yaml:9: mcp.servers[0].dir: "/no/such/dir" is not a directory`},
+		{note: "virtual of unknown", gw: server("    - name: all\n      servers: [filez]\n"), want: `gateway.yaml:10: mcp.servers[1].servers: "filez" is not a configured server (a virtual one cannot be combined) (did you mean "files"?)`},
+		{note: "virtual of virtual", gw: server("    - name: all\n      servers: [files]\n    - name: more\n      servers: [all]\n"), want: `mcp.servers[2].servers: "all" is not a configured server`},
+		{note: "virtual with url", gw: server("    - name: all\n      url: https://g/mcp\n      servers: [files]\n"), want: `gateway.yaml:9: mcp.servers[1]: give one of url`},
+		{note: "prefix begins another", gw: server("    - name: g\n      url: https://g/mcp\n    - name: all\n      servers: [{name: files, prefix: a_}, {name: g, prefix: a_b_}]\n"),
+			want: `mcp.servers[2].servers: prefix "a_b_" begins with "a_" (of files)`},
+		{note: "mcp_tools of a virtual", gw: server("    - name: all\n      servers: [files]\n"), ag: okAgents + "    mcp_tools:\n      all: [\"*\"]\n",
+			want: `agent "a1": mcp_tools: "all" is a virtual server`},
+		{note: "hold too long", gw: server("      hold: 2h\n"), want: `gateway.yaml:9: mcp.servers[0].hold: want a duration up to 1h0m0s`},
+		{note: "tool hold negative", gw: server("      tool_hold:\n        rm: -1s\n"), want: `gateway.yaml:10: invalid duration "-1s"`},
 		{note: "no servers", gw: okGateway, ag: okAgents + "    mcp_tools:\n      files: []\n", want: `agents.yaml:5: agent "a1": mcp_tools: unknown MCP server "files"`},
 	}
 	for _, tc := range cases {
@@ -83,6 +102,37 @@ func TestMCPConfigProblems(t *testing.T) {
 				t.Errorf("a header value is quoted back:\n%v", err)
 			}
 		})
+	}
+}
+
+// TestMCPStdioConfig: a stdio server loads with its environment expanded
+// and its memory bound's default; explained, its env shows names only.
+func TestMCPStdioConfig(t *testing.T) {
+	gw := okGateway + "mcp:\n  servers:\n    - name: local\n      command: [cat, -u]\n      env:\n        API_KEY: ${LOCAL_KEY}\n      dir: /\n"
+	cfg, err := loadFiles(t, gw, okAgents, okProtocol, map[string]string{"LOCAL_KEY": "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Gateway.MCP.Servers[0]
+	if len(s.Command) != 2 || s.Env["API_KEY"] != "s3cret" || s.Dir != "/" || s.MaxMemory != 4<<30 || s.Timeout.D() != 30*time.Second {
+		t.Errorf("server = %+v", s)
+	}
+	if got := s.Env.String(); got != "{API_KEY: [set]}" {
+		t.Errorf("env printed as %q", got)
+	}
+}
+
+// TestMCPVirtualConfig: a virtual server's members, by name alone or with
+// a prefix; the default prefix is the name and "_".
+func TestMCPVirtualConfig(t *testing.T) {
+	gw := mcpGateway + "    - name: all\n      servers: [files, {name: search_2, prefix: s.}]\n"
+	cfg, err := loadFiles(t, gw, okAgents, okProtocol, map[string]string{"FILES_TOKEN": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Gateway.MCP.Servers[2].Servers
+	if want := []MCPMember{{Name: "files", Prefix: "files_"}, {Name: "search_2", Prefix: "s."}}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("members = %+v, want %+v", got, want)
 	}
 }
 

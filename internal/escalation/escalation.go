@@ -20,6 +20,9 @@ const (
 	// auth-required), routed to a person: approved, the person's comment
 	// is the task's next message; rejected, the task is canceled.
 	TypeA2AInput = "A2A_INPUT"
+	// TypeMCPTool is an MCP tool whose definition changed since it was
+	// approved: approved, the new definition is served.
+	TypeMCPTool = "MCP_TOOL_DEFINITION"
 )
 
 // Request opens a review.
