@@ -2,8 +2,8 @@ package approval
 
 import (
 	"errors"
-	"slices"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )

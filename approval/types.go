@@ -225,14 +225,14 @@ type Escalation struct {
 
 // Review is a person's (or the expiry's) decision on an escalation.
 type Review struct {
-	Decision string    `json:"decision"`
-	Reviewer string    `json:"reviewer"`
+	Decision string `json:"decision"`
+	Reviewer string `json:"reviewer"`
 	// Subject and Email name a reviewer who signed in with the
 	// organisation's provider, as its ID token did.
-	Subject string `json:"subject,omitempty"`
-	Email   string `json:"email,omitempty"`
-	Comment string `json:"comment,omitempty"`
-	At       time.Time `json:"at"`
+	Subject string    `json:"subject,omitempty"`
+	Email   string    `json:"email,omitempty"`
+	Comment string    `json:"comment,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // Decision is what the policy decided, as recorded.
