@@ -191,6 +191,15 @@ func (rp *RP) verify(ctx context.Context, p *oidc.Provider, raw, nonce string) (
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: ID token: %w", ErrRefused, err)
 	}
+	// go-oidc checked that the audience names this client; a token for
+	// several audiences must also have been issued to it (azp, OpenID
+	// Connect Core 3.1.3.7).
+	var azp struct {
+		AZP string `json:"azp"`
+	}
+	if err := idt.Claims(&azp); err != nil || (len(idt.Audience) > 1 || azp.AZP != "") && azp.AZP != rp.cfg.ClientID {
+		return Identity{}, fmt.Errorf("%w: the ID token was issued to another client (azp)", ErrRefused)
+	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(nonce)) != 1 {
 		return Identity{}, fmt.Errorf("%w: the ID token's nonce is not this sign-in's", ErrRefused)
 	}

@@ -12,12 +12,15 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,8 +102,65 @@ func Start(t testing.TB, o Options) *Provider {
 	in := op.NewIssuerInterceptor(p.op.IssuerFromRequest)
 	mux.Handle("/login", in.HandlerFunc(p.login))
 	mux.HandleFunc("/logged-out", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("signed out")) })
-	mux.Handle("/", p.op)
+	mux.Handle("/", p.reissue(p.op))
 	return p
+}
+
+// reissue passes requests to next; while WrongAudience is on, the ID
+// token of a token response is signed again by the provider's key for
+// another client (aud and azp), as a token the provider issued to another
+// relying party would be.
+func (p *Provider) reissue(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.store.mu.Lock()
+		on := p.store.wrongAud
+		p.store.mu.Unlock()
+		if !on || r.URL.Path != "/oauth/token" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err == nil {
+			if raw, ok := body["id_token"].(string); ok {
+				if again, err := p.store.resign(raw, "another-client"); err == nil {
+					body["id_token"] = again
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		_ = json.NewEncoder(w).Encode(body)
+	})
+}
+
+// resign signs raw's claims again with aud and azp set to audience.
+func (s *storage) resign(raw, audience string) (string, error) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", errors.New("testoidc: not a JWS")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", err
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return "", err
+	}
+	claims["aud"], claims["azp"], claims["client_id"] = []string{audience}, audience, audience
+	payload, _ = json.Marshal(claims)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: s.key, KeyID: s.keyID}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		return "", err
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", err
+	}
+	return jws.CompactSerialize()
 }
 
 // AllowRedirect registers a redirect URI (the relying party's callback)
@@ -123,7 +183,8 @@ func (p *Provider) SignInAs(subject string) {
 	p.store.auto = subject
 }
 
-// WrongAudience makes the provider issue ID tokens for another client.
+// WrongAudience makes the provider answer the token request with an ID
+// token it issued to another client.
 func (p *Provider) WrongAudience(on bool) {
 	p.store.mu.Lock()
 	defer p.store.mu.Unlock()
@@ -221,12 +282,9 @@ func (s *storage) CreateAuthRequest(_ context.Context, r *oidc.AuthRequest, _ st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := &authRequest{id: randomID(), clientID: r.ClientID, redirect: r.RedirectURI, state: r.State, nonce: r.Nonce,
-		scopes: r.Scopes, responseType: r.ResponseType, responseMode: r.ResponseMode, aud: []string{r.ClientID}}
+		scopes: r.Scopes, responseType: r.ResponseType, responseMode: r.ResponseMode}
 	if r.CodeChallenge != "" {
 		a.challenge = &oidc.CodeChallenge{Challenge: r.CodeChallenge, Method: r.CodeChallengeMethod}
-	}
-	if s.wrongAud {
-		a.aud = []string{"another-client"}
 	}
 	if s.wrongNonce {
 		a.nonce = "not-" + r.Nonce
@@ -391,7 +449,6 @@ func (s *storage) Health(context.Context) error { return nil }
 type authRequest struct {
 	id, clientID, redirect, state, nonce, subject string
 	scopes                                        []string
-	aud                                           []string
 	responseType                                  oidc.ResponseType
 	responseMode                                  oidc.ResponseMode
 	challenge                                     *oidc.CodeChallenge
@@ -402,7 +459,7 @@ type authRequest struct {
 func (a *authRequest) GetID() string                         { return a.id }
 func (a *authRequest) GetACR() string                        { return "" }
 func (a *authRequest) GetAMR() []string                      { return []string{"pwd"} }
-func (a *authRequest) GetAudience() []string                 { return a.aud }
+func (a *authRequest) GetAudience() []string                 { return []string{a.clientID} }
 func (a *authRequest) GetAuthTime() time.Time                { return a.authTime }
 func (a *authRequest) GetClientID() string                   { return a.clientID }
 func (a *authRequest) GetCodeChallenge() *oidc.CodeChallenge { return a.challenge }
