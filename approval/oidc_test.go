@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -8,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
 
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/people"
@@ -373,5 +379,65 @@ func TestOIDCProviderBehindOutboundGuard(t *testing.T) {
 	}
 	if slices.ContainsFunc(res.Cookies(), func(c *http.Cookie) bool { return c.Name == flowCookie }) {
 		t.Fatal("a flow cookie for a sign-in that never started")
+	}
+}
+
+// TestOIDCSignInInChromium: on a 390px phone, without JavaScript, a
+// person opens the queue, is sent to the sign-in page, chooses the
+// organisation's account, signs in at the provider and lands on the
+// queue, signed in by their e-mail; no page scrolls sideways.
+func TestOIDCSignInInChromium(t *testing.T) {
+	path := skipWithoutChromium(t)
+	e := newOIDCEnv(t, testoidc.Options{})
+	escalate(t, e.harness, "Remove the legacy architecture document.")
+	e.op.SignInAs("") // the provider's own form
+	b := startChromium(t, path)
+	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("turn JavaScript off: %v", err)
+	}
+	width := func(what string) {
+		t.Helper()
+		m, err := chromedp.Call(b.ctx, page.GetLayoutMetrics, cdp.Empty{})
+		if err != nil {
+			t.Fatalf("layout of %s: %v", what, err)
+		}
+		if w := m.CSSContentSize.Width; w > 390 {
+			t.Errorf("%s is %vpx wide: it scrolls sideways on a 390px phone", what, w)
+		}
+	}
+	if err := chromedp.Do(b.ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(e.srv.URL+"/review/queue"),
+		chromedp.WaitVisible(chromedp.ID("signin-oidc")),
+	); err != nil {
+		t.Fatalf("open the queue signed out: %v", err)
+	}
+	width("the sign-in page")
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveScreenshot(t, "sign-in-oidc.png", png)
+	for i, step := range []chromedp.Action[chromedp.Void]{
+		chromedp.Click(chromedp.ID("signin-oidc")),
+		chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), "u-tom"),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("queue")),
+	} {
+		ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+		err := chromedp.Do(ctx, step)
+		cancel()
+		if err != nil {
+			loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+			t.Fatalf("sign in at the provider: step %d at %s: %v", i, loc, err)
+		}
+	}
+	if who := b.text(t, "who"); who != "tom@example.org" {
+		t.Fatalf("signed in as %q", who)
+	}
+	width("the queue")
+	if p := b.problems(); len(p) > 0 {
+		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
 	}
 }

@@ -101,6 +101,9 @@ func Start(t testing.TB, o Options) *Provider {
 	st.callback = op.AuthCallbackURL(p.op)
 	in := op.NewIssuerInterceptor(p.op.IssuerFromRequest)
 	mux.Handle("/login", in.HandlerFunc(p.login))
+	// A browser asks every host for its icon; a 404 would be reported as a
+	// page's problem.
+	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("/logged-out", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("signed out")) })
 	mux.Handle("/", p.reissue(p.op))
 	return p
