@@ -18,6 +18,7 @@ import (
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/testoidc"
+	"github.com/sacpgw/gateway/internal/testredis"
 )
 
 // The sign-in with the organisation's provider, end to end against a real
@@ -47,6 +48,12 @@ func newOIDCEnv(t *testing.T, o testoidc.Options, opts ...option) *oidcEnv {
 	t.Helper()
 	o.Users = oidcUsers
 	op := testoidc.Start(t, o)
+	return replicaOf(t, op, opts...)
+}
+
+// replicaOf is a service whose pages sign people in with op.
+func replicaOf(t *testing.T, op *testoidc.Provider, opts ...option) *oidcEnv {
+	t.Helper()
 	h := newHarness(t, append([]option{func(d *Deps) {
 		d.BaseURL, d.Now, d.HTTPClient = "", time.Now, loopbackGuard()
 		d.Config.Gateway.People.OIDC = &people.OIDC{Issuer: op.Issuer, ClientID: op.ClientID, ClientSecret: op.ClientSecret,
@@ -58,6 +65,33 @@ func newOIDCEnv(t *testing.T, o testoidc.Options, opts ...option) *oidcEnv {
 	}}, opts...)...)
 	op.AllowRedirect(h.srv.URL+people.CallbackPath, h.srv.URL+"/review/login")
 	return &oidcEnv{harness: h, op: op}
+}
+
+// A person signed in with the provider on one replica is signed in on
+// the other (the session is in Redis, roles and all), and signing out on
+// either ends it on both.
+func TestOIDCSessionAcrossReplicas(t *testing.T) {
+	srv := testredis.Start(t)
+	shared := func(d *Deps) { d.Store = NewRedisStore(srv.Client(t)) }
+	a := newOIDCEnv(t, testoidc.Options{}, shared)
+	b := replicaOf(t, a.op, shared)
+	id := escalate(t, b.harness, "Remove the legacy architecture document.") // claude-3, team platform
+
+	br := a.mustSignIn(t, "u-tom")
+	br.base = b.srv.URL // the jar sends the cookie to b too (cookies ignore ports)
+	res, body := br.get("/review/" + id)
+	m := csrfField.FindStringSubmatch(body)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "tom@example.org</b> (team_reviewer)") || m == nil {
+		t.Fatalf("page on b: %d %s", res.StatusCode, body)
+	}
+	res, _ = br.post("/review/logout", url.Values{"csrf": {m[1]}}, b.srv.URL)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out on b: %d", res.StatusCode)
+	}
+	br.base = a.srv.URL
+	if res, _ := br.get("/review/queue"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("signed out on b, a still answers %d", res.StatusCode)
+	}
 }
 
 // toCallback starts a sign-in as subject in br and follows the redirects
