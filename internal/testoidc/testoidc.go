@@ -91,10 +91,10 @@ func Start(t testing.TB, o Options) *Provider {
 	p.Issuer = p.srv.URL
 	var crypto [32]byte
 	_, _ = rand.Read(crypto[:])
-	p.op, err = op.NewOpenIDProvider(p.Issuer, &op.Config{
+	p.op, err = op.NewProvider(&op.Config{
 		CryptoKey: crypto, CodeMethodS256: true, AuthMethodPost: true,
 		SupportedUILocales: []language.Tag{language.English}, DefaultLogoutRedirectURI: "/logged-out",
-	}, st, op.WithAllowInsecure())
+	}, st, op.StaticIssuer(p.Issuer), op.WithAllowInsecure())
 	if err != nil {
 		t.Fatalf("testoidc: provider: %v", err)
 	}
