@@ -20,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -275,15 +276,7 @@ func actorOf(p door.Person) actor {
 
 // roleOf is how p appears in history and audit entries: its widest role.
 func roleOf(p door.Person) string {
-	switch {
-	case p.Admin:
-		return "admin"
-	case p.Reviewer:
-		return "reviewer"
-	case len(p.TeamOwner) > 0:
-		return "team_owner"
-	}
-	return "team_reviewer"
+	return people.Held{Admin: p.Admin, Reviewer: p.Reviewer, TeamOwner: p.TeamOwner, TeamReviewer: p.TeamReviewer}.Role()
 }
 
 // teamOf is the team of agent ("" for none, or an agent no longer
