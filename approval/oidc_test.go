@@ -475,3 +475,25 @@ func TestOIDCSignInInChromium(t *testing.T) {
 		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
 	}
 }
+
+// Every page a person opens says how to lay it out on a phone.
+func TestEveryPageHasAViewport(t *testing.T) {
+	h := newHarness(t, func(d *Deps) { d.BaseURL = "" })
+	id := escalate(t, h, "Remove the legacy architecture document.")
+	br := newBrowser(t, h)
+	check := func(path string) {
+		t.Helper()
+		res, body := br.get(path)
+		if res.StatusCode != http.StatusOK || !strings.Contains(body, `<meta name="viewport" content="width=device-width, initial-scale=1">`) {
+			t.Errorf("%s: %d, viewport %v", path, res.StatusCode, strings.Contains(body, `name="viewport"`))
+		}
+	}
+	check("/review/login")
+	check("/")
+	if res, _ := br.post("/review/login", url.Values{"token": {tokAdmin}}, h.srv.URL); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", res.StatusCode)
+	}
+	for _, p := range []string{"/review/queue", "/review/" + id, "/review/ops"} {
+		check(p)
+	}
+}
