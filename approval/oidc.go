@@ -143,5 +143,7 @@ func (s *Service) providerLogout(r *http.Request) (string, bool) {
 	if rp == nil {
 		return "", false
 	}
-	return rp.EndSessionURL(s.externalURL(r, "", "/review/login"))
+	ctx, cancel := context.WithTimeout(r.Context(), oidcDeadline)
+	defer cancel()
+	return rp.EndSessionURL(ctx, s.externalURL(r, "", "/review/login"))
 }

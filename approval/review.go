@@ -92,8 +92,9 @@ func (s *Service) startSession(ctx context.Context, rs *ReviewSession, ttl time.
 // session returns the request's review session; nil when there is none,
 // it ended, or its person is no longer configured (a reviewer removed
 // from gateway.yaml, or a provider's group no longer mapped to any role,
-// loses their sessions with the next request, not 8 hours later). A store that cannot answer is an error (503), not a
-// signed-out reviewer: nothing is shown or decided without knowing who asks.
+// loses their sessions with the next request, not 8 hours later). A store
+// that cannot answer is an error (503), not a signed-out reviewer: nothing
+// is shown or decided without knowing who asks.
 func (s *Service) session(r *http.Request) (*session, error) {
 	c, err := r.Cookie(cookieName)
 	if err != nil || c.Value == "" {

@@ -225,11 +225,16 @@ func (rp *RP) verify(ctx context.Context, p *oidc.Provider, raw, nonce string) (
 }
 
 // EndSessionURL is the provider's logout, coming back to postLogout;
-// false when the provider publishes no end_session_endpoint (or was never
-// discovered: nobody signed in with it). It names the client, not the ID
-// token (id_token_hint): the gateway keeps no ID token once it has read
-// the person from it.
-func (rp *RP) EndSessionURL(postLogout string) (string, bool) {
+// false when the provider publishes no end_session_endpoint, or cannot be
+// discovered now (the person is signed out of the gateway all the same).
+// It names the client, not the ID token (id_token_hint): the gateway keeps
+// no ID token once it has read the person from it.
+func (rp *RP) EndSessionURL(ctx context.Context, postLogout string) (string, bool) {
+	// The person may have signed in on another replica: this one may
+	// not have discovered the provider yet.
+	if _, err := rp.provider(ctx); err != nil {
+		return "", false
+	}
 	rp.mu.Lock()
 	end := rp.endSession
 	rp.mu.Unlock()
