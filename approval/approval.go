@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
@@ -121,7 +123,8 @@ type Deps struct {
 	// Webhook is a Slack-compatible incoming-webhook URL notified of each
 	// escalation. Empty: no notification.
 	Webhook string
-	// HTTPClient posts to Webhook. Nil: a client with a 5s timeout.
+	// HTTPClient posts to Webhook and makes every call to the people's
+	// identity provider (people.oidc). Nil: a client with a 5s timeout.
 	HTTPClient *http.Client
 	// Log receives failures the client does not see (webhook, expiry,
 	// audit errors in open mode).
@@ -184,22 +187,40 @@ type settings struct {
 	rate    limit.Rule
 	baseURL string
 	webhook string
-	// creds are the admin's and reviewers' token hashes.
-	creds []credential
+	// creds are the admin's and reviewers' token hashes; tokens whether
+	// they sign in to the pages (people.token_sign_in).
+	creds  []credential
+	tokens bool
+	// rp signs people in with the organisation's provider
+	// (people.oidc); nil: no such sign-in.
+	rp *people.RP
 	// knownRefs and protocolIn are parts of the policy input that do not
 	// change per request, built once.
 	knownRefs  []any
 	protocolIn map[string]any
 }
 
-func newSettings(cfg *config.Config, authz Authorizer, cat *Catalogue, rate limit.Rule, baseURL, webhook string) *settings {
+func (s *Service) newSettings(cfg *config.Config, authz Authorizer, cat *Catalogue, rate limit.Rule, baseURL, webhook string) *settings {
 	if rate.IsZero() {
 		rate = limit.Rule{N: 60, Period: time.Minute}
 	}
 	return &settings{
 		cfg: cfg, authz: authz, cat: cat, rate: rate, baseURL: strings.TrimRight(baseURL, "/"), webhook: webhook,
-		creds: credentials(cfg), knownRefs: policy.StringsInput(cat.IDs()), protocolIn: policy.ProtocolInput(cfg.Protocol),
+		creds: credentials(cfg), tokens: cfg.Gateway.People.TokensSignIn(), rp: s.rpFor(cfg.Gateway.People.OIDC),
+		knownRefs: policy.StringsInput(cat.IDs()), protocolIn: policy.ProtocolInput(cfg.Protocol),
 	}
+}
+
+// rpFor is the relying party of o: the one serving now when o is the
+// same (it keeps its discovery), a new one otherwise; nil without o.
+func (s *Service) rpFor(o *people.OIDC) *people.RP {
+	if o == nil {
+		return nil
+	}
+	if cur := s.set.Load(); cur != nil && cur.rp != nil && reflect.DeepEqual(cur.rp.Config(), o) {
+		return cur.rp
+	}
+	return people.NewRP(o, s.client)
 }
 
 // cur is the configuration serving now.
@@ -219,7 +240,7 @@ func (s *Service) Prepare(cfg *config.Config) (apply func(), err error) {
 		return nil, err
 	}
 	a := cfg.Gateway.Approval
-	set := newSettings(cfg, authz, cat, limit.Rule{N: a.RateLimit.N, Period: a.RateLimit.Period}, a.BaseURL, a.Webhook)
+	set := s.newSettings(cfg, authz, cat, limit.Rule{N: a.RateLimit.N, Period: a.RateLimit.Period}, a.BaseURL, a.Webhook)
 	return func() { s.set.Store(set) }, nil
 }
 
@@ -273,10 +294,10 @@ func New(d Deps) (*Service, error) {
 	s.publishing = &queue{wg: &s.notifying, onDrop: func() {
 		s.log.Warn("approval event dropped: too many waiting to be published")
 	}}
-	s.set.Store(newSettings(d.Config, d.Authorizer, d.Catalogue, d.Rate, d.BaseURL, d.Webhook))
 	if s.client == nil {
 		s.client = &http.Client{Timeout: 5 * time.Second}
 	}
+	s.set.Store(s.newSettings(d.Config, d.Authorizer, d.Catalogue, d.Rate, d.BaseURL, d.Webhook))
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -304,6 +325,8 @@ func (s *Service) Routes() []door.Route {
 		{Method: http.MethodPost, Path: "/admin/escalations/:id/decision", Handler: s.Decide(), Access: door.People},
 		{Method: http.MethodGet, Path: "/review/login", Handler: s.ReviewLogin(), Access: door.People},
 		{Method: http.MethodPost, Path: "/review/login", Handler: s.ReviewLogin(), Access: door.People},
+		{Method: http.MethodGet, Path: "/review/oidc/login", Handler: endpoint(s.oidcLogin), Access: door.People},
+		{Method: http.MethodGet, Path: people.CallbackPath, Handler: endpoint(s.oidcCallback), Access: door.People},
 		{Method: http.MethodGet, Path: "/review/:id", Handler: s.ReviewPage(), Access: door.People},
 		{Method: http.MethodPost, Path: "/review/:id", Handler: s.ReviewSubmit(), Access: door.People},
 	}

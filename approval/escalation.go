@@ -20,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -153,13 +154,14 @@ func (s *Service) Escalations() http.Handler { return endpoint(s.escalations) }
 
 func (s *Service) escalations(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	if _, err := s.adminAuth(r); err != nil {
+	who, err := s.adminAuth(r)
+	if err != nil {
 		if aerr := s.auditAuthFailure(r, err); aerr != nil {
 			return aerr
 		}
 		return err
 	}
-	items, err := s.pending(r.Context())
+	items, err := s.pending(r.Context(), who.person())
 	if err != nil {
 		return err
 	}
@@ -170,7 +172,10 @@ func (s *Service) escalations(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, &EscalationList{RequestID: rid, ProcessingTimeMS: time.Since(start).Milliseconds(), Count: len(items), Escalations: items})
 }
 
-func (s *Service) pending(ctx context.Context) ([]EscalationItem, error) {
+// pending are the escalations waiting for a person that who may see:
+// every one for an admin or reviewer, their teams' agents' for a team's
+// reviewer or owner.
+func (s *Service) pending(ctx context.Context, who door.Person) ([]EscalationItem, error) {
 	recs, err := s.store.Escalated(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list escalations: %w", err)
@@ -178,6 +183,9 @@ func (s *Service) pending(ctx context.Context) ([]EscalationItem, error) {
 	timeout := s.cur().cfg.Protocol.Timeouts.Escalation.D()
 	items := make([]EscalationItem, 0, len(recs))
 	for _, rec := range recs {
+		if !who.ReviewsTeam(s.teamOf(rec.AgentID)) {
+			continue
+		}
 		it := EscalationItem{RequestID: rec.ID, AgentID: rec.AgentID, Request: rec.Request, ContentSHA256: rec.ContentSHA256,
 			Escalation: rec.Escalation, Decision: rec.Decision, ReviewURL: s.reviewURL(rec.ID)}
 		if rec.Escalation != nil {
@@ -226,7 +234,10 @@ func (s *Service) decide(w http.ResponseWriter, r *http.Request) error {
 		}
 		name = d.Reviewer
 	}
-	rec, err := s.resolve(r.Context(), r.PathValue("id"), d.Decision, who.role()+":"+name, d.Comment, "api")
+	if _, err := s.visible(r.Context(), who.person(), r.PathValue("id")); err != nil {
+		return err
+	}
+	rec, err := s.resolve(r.Context(), r.PathValue("id"), d.Decision, actor{By: who.role() + ":" + name}, d.Comment, "api")
 	if err != nil {
 		return err
 	}
@@ -250,14 +261,58 @@ func checkName(n string) error {
 	return nil
 }
 
+// actor is who decides: By as history and audit entries name them
+// ("reviewer:NAME", "admin:NAME", "team_reviewer:NAME", "system:expiry"),
+// and, for a person signed in with the organisation's provider, the
+// subject and e-mail its ID token gave.
+type actor struct {
+	By, Subject, Email string
+}
+
+// actorOf is p deciding.
+func actorOf(p door.Person) actor {
+	return actor{By: roleOf(p) + ":" + p.Name, Subject: p.Subject, Email: p.Email}
+}
+
+// roleOf is how p appears in history and audit entries: its widest role.
+func roleOf(p door.Person) string {
+	return people.Held{Admin: p.Admin, Reviewer: p.Reviewer, TeamOwner: p.TeamOwner, TeamReviewer: p.TeamReviewer}.Role()
+}
+
+// teamOf is the team of agent ("" for none, or an agent no longer
+// configured: admins and reviewers only see its escalations).
+func (s *Service) teamOf(agent string) string {
+	if a := s.cur().cfg.Agents[agent]; a != nil {
+		return a.Team
+	}
+	return ""
+}
+
+// visible loads request id for who: another team's is 404, as an unknown
+// one, so that its existence leaks nothing.
+func (s *Service) visible(ctx context.Context, who door.Person, id string) (*Record, error) {
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load request %s: %w", id, err)
+	}
+	if !who.ReviewsTeam(s.teamOf(rec.AgentID)) {
+		return nil, notFound(id)
+	}
+	return rec, nil
+}
+
 // resolve applies a person's (or the expiry's) decision to an escalation.
-// by is who decided, as "reviewer:NAME", "admin:NAME" or "system:expiry";
-// via says through which door ("api", "review_page", "expiry").
+// who is who decided; via says through which door ("api", "review_page",
+// "expiry").
 //
 // The decision is audited before it takes effect (fail closed: no entry,
 // no change), then applied only if the request is still ESCALATED; if it
 // changed in between, a second entry says the first did not apply.
-func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via string) (*Record, error) {
+func (s *Service) resolve(ctx context.Context, id, decision string, who actor, comment, via string) (*Record, error) {
+	by := who.By
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound(id)
@@ -287,6 +342,10 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 	if esc.ReportedSHA256 != "" {
 		sum.Any("reported_sha256", esc.ReportedSHA256)
 	}
+	if who.Subject != "" {
+		sum.Str("reviewer_subject", who.Subject)
+		sum.Str("reviewer_email", who.Email)
+	}
 	entry := audit.Record{Kind: audit.KindEscalationDecision, AgentID: rec.AgentID, SessionID: rec.Request.SessionID, RequestID: id, Object: sum}
 	if err := s.record(ctx, entry); err != nil {
 		return nil, err
@@ -295,7 +354,7 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 		if r.State != StateEscalated || r.Escalation == nil {
 			return errStateChanged
 		}
-		r.Escalation.Review = &Review{Decision: decision, Reviewer: by, Comment: comment, At: now}
+		r.Escalation.Review = &Review{Decision: decision, Reviewer: by, Subject: who.Subject, Email: who.Email, Comment: comment, At: now}
 		if r.Response != nil {
 			// The stored response is what a polling agent reads: it
 			// now carries the person's verdict.
@@ -318,6 +377,7 @@ func (s *Service) resolve(ctx context.Context, id, decision, by, comment, via st
 			r.Response = &resp
 		}
 		r.move(to, now, by, clip(comment, 200))
+		r.History[len(r.History)-1].Subject, r.History[len(r.History)-1].Email = who.Subject, who.Email
 		return nil
 	})
 	if errors.Is(err, errStateChanged) {
@@ -453,7 +513,7 @@ func (s *Service) ExpireEscalations(ctx context.Context) int {
 		if rec.Escalation == nil || !rec.Escalation.At.Before(deadline) {
 			continue
 		}
-		_, err := s.resolve(ctx, rec.ID, reviewDecisionReject, byExpiry, fmt.Sprintf("No decision within %s: rejected by expiry.", timeout), "expiry")
+		_, err := s.resolve(ctx, rec.ID, reviewDecisionReject, actor{By: byExpiry}, fmt.Sprintf("No decision within %s: rejected by expiry.", timeout), "expiry")
 		if err != nil {
 			s.log.Warn("escalation expiry", "request_id", rec.ID, "error", err.Error())
 			continue
@@ -574,7 +634,7 @@ func (s *Service) SignedIn(r *http.Request) (door.Person, error) {
 			return door.Person{}, err
 		}
 		if sess != nil {
-			p := sess.who.person()
+			p := sess.who
 			p.CSRF = sess.csrf
 			return p, nil
 		}

@@ -58,15 +58,7 @@ func (s *Service) home(w http.ResponseWriter, r *http.Request, links homeLinks) 
 		w.Header().Set("Cache-Control", "no-store")
 		return json.NewEncoder(w).Encode(links)
 	}
-	base := s.cur().baseURL
-	if base == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + r.Host
-	}
-	return render(w, http.StatusOK, "home", homePage{Base: base, Links: links})
+	return render(w, http.StatusOK, "home", homePage{Base: s.externalURL(r, "", ""), Links: links})
 }
 
 // wantsJSON reports whether an Accept header names application/json and

@@ -179,7 +179,7 @@ func (s *Service) reviewOps(w http.ResponseWriter, r *http.Request, src OpsSourc
 	in := opsInput{
 		Usage: src.Usage(ctx, agentsOf(s.cur().cfg)), Trail: src.Trail(ctx), Policy: src.Policy(ctx),
 	}
-	if in.Queue, err = s.pending(ctx); err != nil {
+	if in.Queue, err = s.pending(ctx, sess.who); err != nil {
 		s.log.Warn("operator page: escalations unreadable", "error", err.Error())
 		in.QueueError = "The escalation queue could not be read: " + err.Error()
 	}

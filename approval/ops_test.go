@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/roster"
 )
 
@@ -193,7 +194,7 @@ func TestOpsViewBars(t *testing.T) {
 	}
 	refusals = append(refusals, Refusal{Kind: "auth.failure", Count: 4})
 	in := opsInput{Trail: TrailStatus{Refusals: refusals}}
-	p := opsView(navBar{Who: principal{Name: "alice"}}, in, now)
+	p := opsView(navBar{Who: door.Person{Name: "alice"}}, in, now)
 	if len(p.Refusals) != maxOpsRefusals || p.RefusalCount != maxOpsRefusals+5+4 || p.Trail.Refusals != nil {
 		t.Fatalf("%d listed, %d counted", len(p.Refusals), p.RefusalCount)
 	}
@@ -209,7 +210,7 @@ func TestOpsViewBars(t *testing.T) {
 		p.RefusalKinds[1].Text != "4" || p.RefusalKinds[1].Fill != 17 {
 		t.Errorf("kinds %+v", p.RefusalKinds)
 	}
-	admin := opsView(navBar{Who: principal{Name: "admin", Admin: true}}, in, now)
+	admin := opsView(navBar{Who: door.Person{Name: "admin", Admin: true}}, in, now)
 	if admin.Refusals[0].Source != "198.51.100.1" {
 		t.Error("the admin's view lacks the source address")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/textdiff"
 )
 
@@ -65,18 +66,18 @@ func randomToken() string {
 
 // session is a signed-in person as the pages use it.
 type session struct {
-	who  principal
+	who  door.Person
 	csrf string
 }
 
-// startSession stores a new session for who and returns its id (the
-// cookie). The id is 256 random bits; the store refusing it as taken is
-// all but impossible, and is retried rather than trusted.
-func (s *Service) startSession(ctx context.Context, who principal) (string, error) {
+// startSession stores rs, a new session lasting ttl, and returns its id
+// (the cookie). The id is 256 random bits; the store refusing it as taken
+// is all but impossible, and is retried rather than trusted.
+func (s *Service) startSession(ctx context.Context, rs *ReviewSession, ttl time.Duration) (string, error) {
 	for range 3 {
 		id := randomToken()
-		rs := &ReviewSession{Name: who.Name, Admin: who.Admin, CSRF: randomToken(), Expires: s.now().Add(s.sessionTTL)}
-		err := s.store.CreateSession(ctx, id, rs, s.sessionTTL)
+		rs.CSRF, rs.Expires = randomToken(), s.now().Add(ttl)
+		err := s.store.CreateSession(ctx, id, rs, ttl)
 		if errors.Is(err, ErrExists) {
 			continue
 		}
@@ -91,9 +92,10 @@ func (s *Service) startSession(ctx context.Context, who principal) (string, erro
 
 // session returns the request's review session; nil when there is none,
 // it ended, or its person is no longer configured (a reviewer removed
-// from gateway.yaml loses their sessions with the next request, not 8
-// hours later). A store that cannot answer is an error (503), not a
-// signed-out reviewer: nothing is shown or decided without knowing who asks.
+// from gateway.yaml, or a provider's group no longer mapped to any role,
+// loses their sessions with the next request, not 8 hours later). A store
+// that cannot answer is an error (503), not a signed-out reviewer: nothing
+// is shown or decided without knowing who asks.
 func (s *Service) session(r *http.Request) (*session, error) {
 	c, err := r.Cookie(cookieName)
 	if err != nil || c.Value == "" {
@@ -107,8 +109,8 @@ func (s *Service) session(r *http.Request) (*session, error) {
 		s.log.Error("review session unreadable", "error", err.Error())
 		return nil, errSessionsUnavailable
 	}
-	who := principal{Name: rs.Name, Admin: rs.Admin}
-	if !s.now().Before(rs.Expires) || !s.configured(who) {
+	who, ok := s.personOf(rs)
+	if !s.now().Before(rs.Expires) || !ok {
 		// Best effort: the store forgets it by its ttl anyway.
 		_ = s.store.DeleteSession(r.Context(), c.Value)
 		return nil, nil
@@ -119,6 +121,31 @@ func (s *Service) session(r *http.Request) (*session, error) {
 // errSessionsUnavailable is the answer while the session store is down.
 var errSessionsUnavailable = &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeServer, Code: "session_unavailable",
 	Message: "Review sessions cannot be read or stored right now; retry later."}
+
+// personOf is the person of a stored session under the configuration
+// serving now; false when it no longer names one: a token's person who is
+// no longer configured (or token sign-in was turned off), or a provider's
+// person whose groups hold no role any more (or the provider was taken
+// off).
+func (s *Service) personOf(rs *ReviewSession) (door.Person, bool) {
+	set := s.cur()
+	if rs.Via == viaOIDC {
+		if set.rp == nil {
+			return door.Person{}, false
+		}
+		h := set.rp.Config().RolesFor(rs.Groups)
+		if !h.Any() {
+			return door.Person{}, false
+		}
+		return door.Person{Name: rs.Name, Subject: rs.Subject, Email: rs.Email, Admin: h.Admin, Reviewer: h.Reviewer,
+			TeamOwner: h.TeamOwner, TeamReviewer: h.TeamReviewer, Via: viaOIDC}, true
+	}
+	who := principal{Name: rs.Name, Admin: rs.Admin}
+	if !set.tokens || !s.configured(who) {
+		return door.Person{}, false
+	}
+	return who.person(), true
+}
 
 // configured reports whether who is still the admin or a reviewer.
 func (s *Service) configured(who principal) bool {
@@ -200,6 +227,14 @@ func render(w http.ResponseWriter, status int, name string, data any) error {
 type loginPage struct {
 	Next  string
 	Error string
+	// Tokens offers the token form; OIDC the organisation's sign-in.
+	Tokens, OIDC bool
+}
+
+// loginPageFor is the sign-in form as the configuration offers it.
+func (s *Service) loginPageFor(next, errMsg string) loginPage {
+	set := s.cur()
+	return loginPage{Next: next, Error: errMsg, Tokens: set.tokens, OIDC: set.rp != nil}
 }
 
 // ReviewLogin serves GET and POST /review/login. GET shows the sign-in
@@ -217,7 +252,7 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 		if sess != nil {
 			return s.renderQueue(w, r, sess)
 		}
-		return render(w, http.StatusOK, "login", loginPage{Next: safeNext(r.URL.Query().Get("next"))})
+		return render(w, http.StatusOK, "login", s.loginPageFor(safeNext(r.URL.Query().Get("next")), ""))
 	}
 	if r.Method != http.MethodPost {
 		return &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: "Use GET or POST."}
@@ -230,25 +265,36 @@ func (s *Service) reviewLogin(w http.ResponseWriter, r *http.Request) error {
 		return apierror.BadRequest("", "The form could not be read.")
 	}
 	next := safeNext(r.PostForm.Get("next"))
+	if !s.cur().tokens {
+		if err := s.auditAuthFailure(r, apierror.Forbidden("review sign-in with a token, which people.token_sign_in turned off")); err != nil {
+			return err
+		}
+		return render(w, http.StatusForbidden, "login", s.loginPageFor(next, "Signing in with a token is turned off here: sign in with your organisation's account."))
+	}
 	who, ok, _ := s.authenticate(r.PostForm.Get("token"))
 	if !ok {
 		if err := s.auditAuthFailure(r, apierror.Unauthorized("review sign-in with an unknown token")); err != nil {
 			return err
 		}
-		return render(w, http.StatusUnauthorized, "login", loginPage{Next: next, Error: "That token is not a reviewer's or the admin's."})
+		return render(w, http.StatusUnauthorized, "login", s.loginPageFor(next, "That token is not a reviewer's or the admin's."))
 	}
-	id, err := s.startSession(r.Context(), who)
+	id, err := s.startSession(r.Context(), &ReviewSession{Name: who.Name, Admin: who.Admin}, s.sessionTTL)
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: id, Path: "/review/",
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure(r),
-		MaxAge: int(s.sessionTTL.Seconds()),
-	})
+	s.setSessionCookie(w, r, id, s.sessionTTL)
 	s.log.Info("reviewer signed in", "reviewer", who.Name, "role", who.role())
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
+}
+
+// setSessionCookie hands the browser session id for ttl.
+func (s *Service) setSessionCookie(w http.ResponseWriter, r *http.Request, id string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: id, Path: "/review/",
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure(r),
+		MaxAge: int(ttl.Seconds()),
+	})
 }
 
 type reviewPage struct {
@@ -310,12 +356,9 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 		signInFirst(w, r, "/review/"+id)
 		return nil
 	}
-	rec, err := s.store.Get(r.Context(), id)
-	if errors.Is(err, ErrNotFound) {
-		return notFound(id)
-	}
+	rec, err := s.visible(r.Context(), sess.who, id)
 	if err != nil {
-		return fmt.Errorf("load request %s: %w", id, err)
+		return err
 	}
 	cat := s.cur().cat
 	page := reviewPage{Nav: navOf(sess), Rec: rec, Refs: refsOf(cat, rec.Request.References), Open: rec.State == StateEscalated && rec.Escalation != nil}
@@ -449,7 +492,10 @@ func (s *Service) reviewSubmit(w http.ResponseWriter, r *http.Request) error {
 	if err := checkComment(comment); err != nil {
 		return err
 	}
-	if _, err := s.resolve(r.Context(), id, decision, sess.who.role()+":"+sess.who.Name, comment, "review_page"); err != nil {
+	if _, err := s.visible(r.Context(), sess.who, id); err != nil {
+		return err
+	}
+	if _, err := s.resolve(r.Context(), id, decision, actorOf(sess.who), comment, "review_page"); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/review/"+url.PathEscape(id), http.StatusSeeOther)

@@ -40,13 +40,13 @@ func (s *Service) SiteRoutes(ops OpsSource) []door.Route {
 // navBar is the head of every signed-in page: who is signed in, the site's
 // links, and the sign-out form with the session's CSRF token.
 type navBar struct {
-	Who  principal
+	Who  door.Person
 	Role string
 	CSRF string
 }
 
 func navOf(sess *session) navBar {
-	return navBar{Who: sess.who, Role: sess.who.role(), CSRF: sess.csrf}
+	return navBar{Who: sess.who, Role: roleOf(sess.who), CSRF: sess.csrf}
 }
 
 // signInFirst sends a browser without a session to the sign-in form, which
@@ -82,7 +82,7 @@ func (s *Service) reviewQueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) renderQueue(w http.ResponseWriter, r *http.Request, sess *session) error {
-	items, err := s.pending(r.Context())
+	items, err := s.pending(r.Context(), sess.who)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,10 @@ func queueRows(items []EscalationItem, now time.Time) []queueRow {
 // reviewLogout serves POST /review/logout: the session ends in the store
 // (on every replica at once) and the browser forgets its cookie. Like the
 // decision form it needs the session's CSRF token and the page's origin,
-// so another site cannot sign a reviewer out.
+// so another site cannot sign a reviewer out. A person who signed in with
+// the organisation's provider is sent on to its logout
+// (end_session_endpoint), when it has one, which brings them back to the
+// sign-in page.
 func (s *Service) reviewLogout(w http.ResponseWriter, r *http.Request) error {
 	if !sameOrigin(r) {
 		return forbiddenCSRF("Cross-origin sign-out refused.")
@@ -127,7 +130,7 @@ func (s *Service) reviewLogout(w http.ResponseWriter, r *http.Request) error {
 			s.log.Error("review session not deleted", "reviewer", sess.who.Name, "error", err.Error())
 			return errSessionsUnavailable
 		}
-		s.log.Info("reviewer signed out", "reviewer", sess.who.Name, "role", sess.who.role())
+		s.log.Info("reviewer signed out", "reviewer", sess.who.Name, "role", roleOf(sess.who))
 	}
 	// Without a session there is nothing to end: the cookie is cleared all
 	// the same, and the browser lands on the sign-in form either way.
@@ -135,6 +138,12 @@ func (s *Service) reviewLogout(w http.ResponseWriter, r *http.Request) error {
 		Name: cookieName, Value: "", Path: "/review/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure(r),
 	})
+	if sess != nil && sess.who.Via == viaOIDC {
+		if to, ok := s.providerLogout(r); ok {
+			http.Redirect(w, r, to, http.StatusSeeOther)
+			return nil
+		}
+	}
 	http.Redirect(w, r, "/review/login", http.StatusSeeOther)
 	return nil
 }

@@ -57,9 +57,23 @@ type Store interface {
 // under a hash of its id (sessionKey), never under the id itself, which is
 // the cookie: whoever reads the store learns no usable session.
 type ReviewSession struct {
-	// Name and Admin are the principal (the admin, or a reviewer by name).
+	// Name and Admin are the principal (the admin, or a reviewer by name),
+	// or, signed in with the organisation's provider, the person's e-mail
+	// (else subject) and whether they are an admin.
 	Name  string `json:"name"`
 	Admin bool   `json:"admin"`
+	// Via is "oidc" for a sign-in with the organisation's provider; empty
+	// for a token's. Subject and Email are the ID token's; Groups its
+	// groups claim, from which the roles are mapped again on every request
+	// (a group taken off a role in gateway.yaml takes effect at once);
+	// Reviewer, TeamOwner and TeamReviewer are the roles at sign-in.
+	Via          string   `json:"via,omitempty"`
+	Subject      string   `json:"subject,omitempty"`
+	Email        string   `json:"email,omitempty"`
+	Groups       []string `json:"groups,omitempty"`
+	Reviewer     bool     `json:"reviewer,omitempty"`
+	TeamOwner    []string `json:"team_owner,omitempty"`
+	TeamReviewer []string `json:"team_reviewer,omitempty"`
 	// CSRF is the token the session's forms carry.
 	CSRF string `json:"csrf"`
 	// Expires is when the session ends, by the Service's clock; the store's

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func storeSessions(t *testing.T, m Store) {
 		t.Fatalf("second create of one id: %v", err)
 	}
 	got, err := m.Session(ctx, "sid-1")
-	if err != nil || *got != (ReviewSession{Name: "alice", CSRF: "c1", Expires: exp}) {
+	if err != nil || !reflect.DeepEqual(*got, ReviewSession{Name: "alice", CSRF: "c1", Expires: exp}) {
 		t.Fatalf("session: %+v %v", got, err)
 	}
 	if _, err := m.Session(ctx, "sid-2"); !errors.Is(err, ErrNotFound) {

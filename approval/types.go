@@ -193,6 +193,10 @@ type Transition struct {
 	State State     `json:"state"`
 	At    time.Time `json:"at"`
 	By    string    `json:"by"`
+	// Subject and Email name a person who signed in with the
+	// organisation's provider, as its ID token did.
+	Subject string `json:"subject,omitempty"`
+	Email   string `json:"email,omitempty"`
 	// Note explains an entry that is not a plain state change (a REPORT of
 	// an unfinished change, a deviation, an expiry).
 	Note string `json:"note,omitempty"`
@@ -221,10 +225,14 @@ type Escalation struct {
 
 // Review is a person's (or the expiry's) decision on an escalation.
 type Review struct {
-	Decision string    `json:"decision"`
-	Reviewer string    `json:"reviewer"`
-	Comment  string    `json:"comment,omitempty"`
-	At       time.Time `json:"at"`
+	Decision string `json:"decision"`
+	Reviewer string `json:"reviewer"`
+	// Subject and Email name a reviewer who signed in with the
+	// organisation's provider, as its ID token did.
+	Subject string    `json:"subject,omitempty"`
+	Email   string    `json:"email,omitempty"`
+	Comment string    `json:"comment,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // Decision is what the policy decided, as recorded.

@@ -31,11 +31,13 @@ var layers = map[string]int{
 	"internal/pricing":  0, // what models cost, gateway.yaml's pricing with it
 	"internal/team":     0, // a team of agents: its shared limits, from teams.yaml and the admin API
 	"internal/ledger":   0, // usage per day per agent and team, in the state backend
+	"internal/people":   0, // gateway.yaml's people: the OpenID Connect sign-in and the roles groups hold
 	"internal/doctest":  0, // the docs' snippets test: a package comment, no imports
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
 	"internal/browsertest":      0, // headless Chromium for the browser tests, imported by tests only
 	"internal/testotlp":         0, // an OTLP logs receiver for tests, imported by tests only
+	"internal/testoidc":         0, // an OpenID Connect provider for tests, imported by tests only
 	// 1: configuration and what is built from it.
 	"internal/config": 1, "audit/siem": 1, "upstream": 1, "internal/scope": 1, "limit": 1, "policy": 1,
 	"internal/testkit": 1, // test doubles, imported by tests only
@@ -74,6 +76,7 @@ var sideways = map[[2]string]bool{
 	{"internal/roster", "internal/confkit"}:   true,
 	{"internal/roster", "internal/names"}:     true,
 	{"internal/team", "internal/confkit"}:     true,
+	{"internal/people", "internal/confkit"}:   true,
 	{"internal/protocol", "internal/confkit"}: true,
 	{"internal/protocol", "sacp"}:             true,
 	{"internal/protocol", "redact"}:           true,

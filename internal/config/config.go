@@ -13,6 +13,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
+	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/protocol"
 	"github.com/sacpgw/gateway/internal/redisx"
@@ -72,6 +73,8 @@ type Gateway struct {
 	// MCP are the Model Context Protocol servers agents reach through the
 	// gateway, at /mcp/{name} (docs/mcp.md).
 	MCP MCP `yaml:"mcp"`
+	// People is how people sign in to the pages (docs/people.md).
+	People people.Settings `yaml:"people"`
 }
 
 // MCP configures the MCP front door.

@@ -46,6 +46,8 @@ var secretKeys = map[string]bool{
 	"token": true,
 	// Object storage credentials (audit.ship).
 	"secret_access_key": true, "session_token": true,
+	// people.oidc's registration with the identity provider.
+	"client_secret": true,
 }
 
 // Explain loads dir as Load does and also returns every setting of the

@@ -327,6 +327,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	g.Approval.check(l.section(f, n, "approval"))
 	g.Tracing.Check(l.section(f, n, "tracing"))
 	g.Audit.Check(l.section(f, n, "audit"))
+	g.People.Check(l.section(f, n, "people"))
 	if o := g.Audit.OTLP; o != nil {
 		l.resolve(&o.CAFile)
 		l.fileExists(f, at("audit", "otlp", "ca_file"), "audit.otlp.ca_file", o.CAFile)
