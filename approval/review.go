@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
-	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/textdiff"
 )
 
