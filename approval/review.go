@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/pagekit"
 	"github.com/sacpgw/gateway/internal/textdiff"
 )
 
@@ -45,7 +46,7 @@ var opsHTML string
 //go:embed home.html
 var homeHTML string
 
-var pages = template.Must(template.Must(template.Must(template.New("review").Funcs(template.FuncMap{
+var pages = template.Must(template.Must(template.Must(pagekit.WithStyle(template.New("review").Funcs(template.FuncMap{
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
@@ -54,7 +55,7 @@ var pages = template.Must(template.Must(template.Must(template.New("review").Fun
 	},
 	"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"lower": strings.ToLower,
-}).Parse(reviewHTML)).Parse(opsHTML)).Parse(homeHTML))
+})).Parse(reviewHTML)).Parse(opsHTML)).Parse(homeHTML))
 
 func randomToken() string {
 	var b [32]byte
@@ -149,21 +150,8 @@ func (s *Service) secure(r *http.Request) bool {
 	return r.TLS != nil || strings.HasPrefix(s.cur().baseURL, "https://")
 }
 
-// sameOrigin refuses a state-changing request whose Origin (or, without
-// one, Referer) names another site. Browsers send Origin on every POST;
-// a request with neither is not from a browser form and may proceed (the
-// session cookie and CSRF token still apply).
-func sameOrigin(r *http.Request) bool {
-	src := r.Header.Get("Origin")
-	if src == "" {
-		src = r.Header.Get("Referer")
-	}
-	if src == "" {
-		return true
-	}
-	u, err := url.Parse(src)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
+// sameOrigin is httpx.SameOrigin: every people's door checks one rule.
+func sameOrigin(r *http.Request) bool { return httpx.SameOrigin(r) }
 
 func forbiddenCSRF(msg string) error {
 	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypePermission, Code: "csrf_failed", Message: msg}
@@ -180,31 +168,12 @@ func safeNext(next string) string {
 	return "/review/login"
 }
 
-// render writes a page with the headers every review page carries: no
-// caching, no framing, no scripts, no referrer (the URL names a request).
+// render writes a review page (pagekit.Render: no caching, no framing,
+// no scripts). An inline workflow drawing's colours are SVG presentation
+// attributes; style attributes and <style> elements are refused in it
+// anyway (checkGraph).
 func render(w http.ResponseWriter, status int, name string, data any) error {
-	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
-		return fmt.Errorf("render %s: %w", name, err)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	// An inline workflow drawing needs nothing more: it is inline markup
-	// (no image request), and its colours are SVG presentation attributes
-	// (fill, stroke), which style-src does not govern; style attributes
-	// and <style> elements are refused in it anyway (checkGraph). No
-	// script source, ever.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	// same-origin, not no-referrer: under no-referrer browsers send
-	// "Origin: null" with the page's own form posts, which sameOrigin must
-	// refuse. Other sites still never see the review URL.
-	h.Set("Referrer-Policy", "same-origin")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
-	return nil
+	return pagekit.Render(w, status, pages, name, data)
 }
 
 type loginPage struct {
