@@ -87,10 +87,10 @@ type App struct {
 	workflows *workflow.Engine
 	// keys are the admin API's issued keys and run-time teams, as the
 	// identify stage and the limits read them.
-	keys *admin.Keys
-	state     *state
-	sidecar   string
-	log       *slog.Logger
+	keys    *admin.Keys
+	state   *state
+	sidecar string
+	log     *slog.Logger
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
 	sources *sourceguard.Guard
