@@ -15,10 +15,12 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -121,7 +123,7 @@ const CSRFHeader = "X-CSRF-Token"
 func (a *API) person(r *http.Request, mutate bool) (door.Person, error) {
 	p, err := a.d.People.SignedIn(r)
 	if err != nil {
-		return door.Person{}, err
+		return door.Person{}, a.agentKey(r, err)
 	}
 	if mutate && p.CSRF != "" {
 		got := r.Header.Get(CSRFHeader)
@@ -137,6 +139,22 @@ func (a *API) person(r *http.Request, mutate bool) (door.Person, error) {
 		return door.Person{}, apierror.Forbidden("The admin API needs an admin, or the owner of a team.")
 	}
 	return p, nil
+}
+
+// agentKey turns a refused bearer token that is a key this API issued
+// into 403: an agent's credential is never a person's, and saying so is
+// more use to the caller than "unknown token" (the people's side knows
+// only agents.yaml's tokens).
+func (a *API) agentKey(r *http.Request, err error) error {
+	e, ok := errors.AsType[*apierror.Error](err)
+	scheme, tok, found := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || e.Status != http.StatusUnauthorized || !found || !strings.EqualFold(scheme, "Bearer") {
+		return err
+	}
+	if _, _, isKey, kerr := a.d.Keys.AgentByKey(r.Context(), sha256.Sum256([]byte(strings.TrimSpace(tok)))); kerr == nil && isKey {
+		return apierror.Forbidden("An agent's key cannot be used on the admin API: use the admin token, or sign in as a person.")
+	}
+	return err
 }
 
 // adminOnly refuses what only an admin may do.

@@ -24,7 +24,7 @@ var (
 const (
 	collAgents = "agents" // name → Agent
 	collKeys   = "keys"   // hex SHA-256 of the key → Key
-	collUsed   = "used"   // hex SHA-256 of the key → last use (RFC 3339)
+	collUsed   = "used"   // hex SHA-256 of the key → last use (a JSON time)
 	collTeams  = "teams"  // name → Team
 )
 
@@ -359,7 +359,8 @@ func (s *Store) KeysInfo(ctx context.Context, agent string) ([]KeyInfo, error) {
 	out := make([]KeyInfo, 0, len(keys))
 	for _, k := range keys {
 		ki := KeyInfo{Key: k}
-		if t, err := time.Parse(time.RFC3339Nano, string(used[k.SHA256])); err == nil {
+		var t time.Time
+		if json.Unmarshal(used[k.SHA256], &t) == nil && !t.IsZero() {
 			ki.LastUsed = &t
 		}
 		out = append(out, ki)
@@ -396,7 +397,11 @@ func (s *Store) RevokeKey(ctx context.Context, agent, id string) error {
 
 // keyUsed records the last use of the key sum.
 func (s *Store) keyUsed(ctx context.Context, sum string, at time.Time) error {
-	return s.kv.put(ctx, collUsed, sum, []byte(at.UTC().Format(time.RFC3339Nano)))
+	raw, err := json.Marshal(at.UTC())
+	if err != nil {
+		return err
+	}
+	return s.kv.put(ctx, collUsed, sum, raw)
 }
 
 // CreateTeam stores t; ErrExists if the name is taken.

@@ -149,6 +149,7 @@ func (a *App) openAIDoor(cfg *config.Config, ups *upstream.Set) (door.Door, erro
 		Policies:     a.policies,
 		Library:      a.registry,
 		Spawned:      a.registry,
+		Keys:         a.keys,
 		Spend:        a.spend,
 		Responses:    a.state.responses,
 	}, a.upstreamStats)
