@@ -129,10 +129,15 @@ func decodeEntry(fields map[string]json.RawMessage, out any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil {
-		return apierror.BadRequest("", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		// The body is one line of JSON: yaml's line numbers say nothing.
+		msg := yamlNoise.ReplaceAllString(err.Error(), "")
+		return apierror.BadRequest("", "%s.", strings.Join(strings.Fields(msg), " "))
 	}
 	return nil
 }
+
+// yamlNoise is what yaml's errors say that means nothing of a JSON body.
+var yamlNoise = regexp.MustCompile(`yaml: |unmarshal errors:|line \d+: `)
 
 // problems collects what a config check reports, for one answer.
 type problems []string
