@@ -16,7 +16,9 @@ import (
 
 // The console: server-rendered pages over the same handlers' rules,
 // without JavaScript, in the review site's style (pagekit). A person signs
-// in on the review site; the forms carry the session's CSRF token.
+// in on the review site, whose session cookie is the console's: the pages
+// are under /review/ for that reason; the forms carry the session's CSRF
+// token.
 
 //go:embed console.html
 var consoleHTML string
@@ -33,14 +35,14 @@ type consoleRoute struct {
 func (a *API) consoleRoutes() []consoleRoute {
 	return []consoleRoute{
 		{http.MethodGet, "/console", func(w http.ResponseWriter, r *http.Request) error {
-			http.Redirect(w, r, "/console/agents", http.StatusSeeOther)
+			http.Redirect(w, r, "/review/console/agents", http.StatusSeeOther)
 			return nil
 		}},
-		{http.MethodGet, "/console/agents", a.page(a.agentsPage)},
-		{http.MethodGet, "/console/agents/:name", a.page(a.agentPage)},
-		{http.MethodPost, "/console/agents/:name/keys", a.page(a.issuePage)},
-		{http.MethodPost, "/console/agents/:name/keys/:id/revoke", a.page(a.revokePage)},
-		{http.MethodGet, "/console/teams", a.page(a.teamsPage)},
+		{http.MethodGet, "/review/console/agents", a.page(a.agentsPage)},
+		{http.MethodGet, "/review/console/agents/:name", a.page(a.agentPage)},
+		{http.MethodPost, "/review/console/agents/:name/keys", a.page(a.issuePage)},
+		{http.MethodPost, "/review/console/agents/:name/keys/:id/revoke", a.page(a.revokePage)},
+		{http.MethodGet, "/review/console/teams", a.page(a.teamsPage)},
 	}
 }
 
@@ -55,7 +57,11 @@ func (a *API) page(fn func(w http.ResponseWriter, r *http.Request, p door.Person
 	return func(w http.ResponseWriter, r *http.Request) error {
 		p, err := a.person(r, r.Method != http.MethodGet)
 		if e, ok := errors.AsType[*apierror.Error](err); ok && e.Status == http.StatusUnauthorized {
-			http.Redirect(w, r, "/review/login", http.StatusSeeOther)
+			next := "/review/console/agents"
+			if r.Method == http.MethodGet {
+				next = r.URL.Path
+			}
+			http.Redirect(w, r, "/review/login?next="+url.QueryEscape(next), http.StatusSeeOther)
 			return nil
 		}
 		if err != nil {
@@ -154,7 +160,7 @@ func (a *API) revokePage(w http.ResponseWriter, r *http.Request, p door.Person) 
 	if err := a.revoke(r, p, ref, r.PathValue("id")); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/console/agents/"+url.PathEscape(ref.name), http.StatusSeeOther)
+	http.Redirect(w, r, "/review/console/agents/"+url.PathEscape(ref.name), http.StatusSeeOther)
 	return nil
 }
 
