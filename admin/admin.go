@@ -186,6 +186,15 @@ func stateErr(err error) error {
 	return apierror.StateUnavailable(err)
 }
 
+// stored maps a store's failure: what is not there is 404, a backend
+// that is down 503.
+func stored(err error, what, name string) error {
+	if errors.Is(err, ErrNotFound) {
+		return notFound(what, name)
+	}
+	return stateErr(err)
+}
+
 // fileAgents is agents.yaml's agents in force.
 func (a *API) fileAgents() map[string]*roster.Agent {
 	if cfg := a.cfg.Load(); cfg != nil {

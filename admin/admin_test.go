@@ -54,6 +54,11 @@ func newHarness(t *testing.T, dir string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return harnessOn(t, store)
+}
+
+func harnessOn(t *testing.T, store *Store) *harness {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	trail, err := audit.Open(audit.Config{Dir: t.TempDir(), Chain: "admin", Logger: log})
 	if err != nil {

@@ -104,6 +104,24 @@ func (a *API) agent(r *http.Request, p door.Person, name string) (agentRef, erro
 	return agentRef{name: name, team: t, stored: &s}, nil
 }
 
+// target is the person and the agent the path names, which they may see.
+func (a *API) target(r *http.Request, mutate bool) (door.Person, agentRef, error) {
+	p, err := a.person(r, mutate)
+	if err != nil {
+		return p, agentRef{}, err
+	}
+	ref, err := a.agent(r, p, r.PathValue("name"))
+	return p, ref, err
+}
+
+// runtimeOnly refuses to change an agent of the file through the API.
+func (ref agentRef) runtimeOnly(verb string) error {
+	if ref.file != nil {
+		return conflict("agent_in_file", "Agent "+quote(ref.name)+" is defined in agents.yaml: "+verb+" it there.")
+	}
+	return nil
+}
+
 func (a *API) listAgents(w http.ResponseWriter, r *http.Request) error {
 	p, err := a.person(r, false)
 	if err != nil {
@@ -122,11 +140,7 @@ func (a *API) listAgents(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, false)
-	if err != nil {
-		return err
-	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
+	_, ref, err := a.target(r, false)
 	if err != nil {
 		return err
 	}
@@ -242,16 +256,12 @@ func (a *API) createAgent(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) patchAgent(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, true)
+	p, ref, err := a.target(r, true)
 	if err != nil {
 		return err
 	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
-	if err != nil {
+	if err := ref.runtimeOnly("change"); err != nil {
 		return err
-	}
-	if ref.file != nil {
-		return conflict("agent_in_file", "Agent "+quote(ref.name)+" is defined in agents.yaml: change it there.")
 	}
 	b, disabled, err := agentBody(r, true)
 	if err != nil {
@@ -275,10 +285,8 @@ func (a *API) patchAgent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	})
-	if errors.Is(err, ErrNotFound) {
-		return notFound("Agent", ref.name)
-	} else if err != nil {
-		return stateErr(err)
+	if err != nil {
+		return stored(err, "Agent", ref.name)
 	}
 	kind := "admin.agent.update"
 	if disabled != nil && len(b.Fields) == 0 {
@@ -292,21 +300,15 @@ func (a *API) patchAgent(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) deleteAgent(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, true)
+	p, ref, err := a.target(r, true)
 	if err != nil {
 		return err
 	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
-	if err != nil {
+	if err := ref.runtimeOnly("remove"); err != nil {
 		return err
 	}
-	if ref.file != nil {
-		return conflict("agent_in_file", "Agent "+quote(ref.name)+" is defined in agents.yaml: remove it there.")
-	}
-	if err := a.d.Store.DeleteAgent(r.Context(), ref.name); errors.Is(err, ErrNotFound) {
-		return notFound("Agent", ref.name)
-	} else if err != nil {
-		return stateErr(err)
+	if err := a.d.Store.DeleteAgent(r.Context(), ref.name); err != nil {
+		return stored(err, "Agent", ref.name)
 	}
 	if err := a.record(r, p, "admin.agent.delete", ref.name, nil); err != nil {
 		return err

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -32,11 +31,7 @@ type IssuedKey struct {
 }
 
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, false)
-	if err != nil {
-		return err
-	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
+	_, ref, err := a.target(r, false)
 	if err != nil {
 		return err
 	}
@@ -99,11 +94,7 @@ func (a *API) expiryOf(b body) (*time.Time, error) {
 }
 
 func (a *API) issueKey(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, true)
-	if err != nil {
-		return err
-	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
+	p, ref, err := a.target(r, true)
 	if err != nil {
 		return err
 	}
@@ -146,11 +137,7 @@ func (a *API) issue(r *http.Request, p door.Person, ref agentRef, expires *time.
 }
 
 func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, true)
-	if err != nil {
-		return err
-	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
+	p, ref, err := a.target(r, true)
 	if err != nil {
 		return err
 	}
@@ -162,10 +149,8 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) revoke(r *http.Request, p door.Person, ref agentRef, id string) error {
-	if err := a.d.Store.RevokeKey(r.Context(), ref.name, id); errors.Is(err, ErrNotFound) {
-		return notFound("Key", id)
-	} else if err != nil {
-		return stateErr(err)
+	if err := a.d.Store.RevokeKey(r.Context(), ref.name, id); err != nil {
+		return stored(err, "Key", id)
 	}
 	return a.record(r, p, "admin.key.revoke", ref.name, func(o *audit.Object) { o.Str("key_id", id) })
 }

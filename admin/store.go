@@ -239,39 +239,55 @@ func decode[T any](raw []byte, what string) (T, error) {
 	return v, nil
 }
 
-// CreateAgent stores a; ErrExists if the name is taken.
-func (s *Store) CreateAgent(ctx context.Context, a Agent) error {
-	raw, err := json.Marshal(a)
+// createRec stores v under id in coll; ErrExists if id is taken.
+func createRec[T any](ctx context.Context, kv kv, coll, id string, v T) error {
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return s.kv.create(ctx, collAgents, a.Name, raw)
+	return kv.create(ctx, coll, id, raw)
 }
 
-// UpdateAgent applies fn to the stored agent name.
-func (s *Store) UpdateAgent(ctx context.Context, name string, fn func(*Agent) error) (Agent, error) {
-	var out Agent
-	_, err := s.kv.update(ctx, collAgents, name, func(cur []byte) ([]byte, error) {
-		a, err := decode[Agent](cur, "agent")
+// updateRec applies fn to the record id of coll.
+func updateRec[T any](ctx context.Context, kv kv, coll, id string, fn func(*T) error) (T, error) {
+	var out T
+	_, err := kv.update(ctx, coll, id, func(cur []byte) ([]byte, error) {
+		v, err := decode[T](cur, coll)
 		if err != nil {
 			return nil, err
 		}
-		if err := fn(&a); err != nil {
+		if err := fn(&v); err != nil {
 			return nil, err
 		}
-		out = a
-		return json.Marshal(a)
+		out = v
+		return json.Marshal(v)
 	})
 	return out, err
 }
 
+// getRec returns the record id of coll.
+func getRec[T any](ctx context.Context, kv kv, coll, id string) (T, error) {
+	raw, err := kv.get(ctx, coll, id)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode[T](raw, coll)
+}
+
+// CreateAgent stores a; ErrExists if the name is taken.
+func (s *Store) CreateAgent(ctx context.Context, a Agent) error {
+	return createRec(ctx, s.kv, collAgents, a.Name, a)
+}
+
+// UpdateAgent applies fn to the stored agent name.
+func (s *Store) UpdateAgent(ctx context.Context, name string, fn func(*Agent) error) (Agent, error) {
+	return updateRec(ctx, s.kv, collAgents, name, fn)
+}
+
 // Agent returns the agent name.
 func (s *Store) Agent(ctx context.Context, name string) (Agent, error) {
-	raw, err := s.kv.get(ctx, collAgents, name)
-	if err != nil {
-		return Agent{}, err
-	}
-	return decode[Agent](raw, "agent")
+	return getRec[Agent](ctx, s.kv, collAgents, name)
 }
 
 // Agents returns every run-time agent, by name.
@@ -318,11 +334,7 @@ func (s *Store) DeleteAgent(ctx context.Context, name string) error {
 
 // AddKey stores k.
 func (s *Store) AddKey(ctx context.Context, k Key) error {
-	raw, err := json.Marshal(k)
-	if err != nil {
-		return err
-	}
-	return s.kv.create(ctx, collKeys, k.SHA256, raw)
+	return createRec(ctx, s.kv, collKeys, k.SHA256, k)
 }
 
 // KeyInfo is a key as the API lists it.
@@ -370,11 +382,7 @@ func (s *Store) KeysInfo(ctx context.Context, agent string) ([]KeyInfo, error) {
 
 // KeyBySum returns the key whose SHA-256 is sum (lowercase hex).
 func (s *Store) KeyBySum(ctx context.Context, sum string) (Key, error) {
-	raw, err := s.kv.get(ctx, collKeys, sum)
-	if err != nil {
-		return Key{}, err
-	}
-	return decode[Key](raw, "key")
+	return getRec[Key](ctx, s.kv, collKeys, sum)
 }
 
 // RevokeKey removes agent's key id; ErrNotFound if agent has none by id.
@@ -406,37 +414,17 @@ func (s *Store) keyUsed(ctx context.Context, sum string, at time.Time) error {
 
 // CreateTeam stores t; ErrExists if the name is taken.
 func (s *Store) CreateTeam(ctx context.Context, t Team) error {
-	raw, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	return s.kv.create(ctx, collTeams, t.Name, raw)
+	return createRec(ctx, s.kv, collTeams, t.Name, t)
 }
 
 // UpdateTeam applies fn to the stored team name.
 func (s *Store) UpdateTeam(ctx context.Context, name string, fn func(*Team) error) (Team, error) {
-	var out Team
-	_, err := s.kv.update(ctx, collTeams, name, func(cur []byte) ([]byte, error) {
-		t, err := decode[Team](cur, "team")
-		if err != nil {
-			return nil, err
-		}
-		if err := fn(&t); err != nil {
-			return nil, err
-		}
-		out = t
-		return json.Marshal(t)
-	})
-	return out, err
+	return updateRec(ctx, s.kv, collTeams, name, fn)
 }
 
 // StoredTeam returns the run-time team name.
 func (s *Store) StoredTeam(ctx context.Context, name string) (Team, error) {
-	raw, err := s.kv.get(ctx, collTeams, name)
-	if err != nil {
-		return Team{}, err
-	}
-	return decode[Team](raw, "team")
+	return getRec[Team](ctx, s.kv, collTeams, name)
 }
 
 // Teams returns every run-time team, by name.

@@ -60,13 +60,20 @@ func (a *API) team(r *http.Request, p door.Person, name string) (Team, error) {
 		return Team{}, notFound("Team", name)
 	}
 	t, err := a.d.Store.StoredTeam(r.Context(), name)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return Team{}, notFound("Team", name)
-	case err != nil:
-		return Team{}, stateErr(err)
+	if err != nil {
+		return Team{}, stored(err, "Team", name)
 	}
 	return t, nil
+}
+
+// teamTarget is the person and the team the path names, which they own.
+func (a *API) teamTarget(r *http.Request, mutate bool) (door.Person, Team, error) {
+	p, err := a.person(r, mutate)
+	if err != nil {
+		return p, Team{}, err
+	}
+	t, err := a.team(r, p, r.PathValue("team"))
+	return p, t, err
 }
 
 func (a *API) listTeams(w http.ResponseWriter, r *http.Request) error {
@@ -94,20 +101,11 @@ func (a *API) listTeams(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) getTeam(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, false)
+	_, t, err := a.teamTarget(r, false)
 	if err != nil {
 		return err
 	}
-	t, err := a.team(r, p, r.PathValue("team"))
-	if err != nil {
-		return err
-	}
-	v, err := a.teamView(r, t)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, r, http.StatusOK, v)
-	return nil
+	return a.writeTeam(w, r, http.StatusOK, t)
 }
 
 func (a *API) createTeam(w http.ResponseWriter, r *http.Request) error {
@@ -156,11 +154,7 @@ func (a *API) writeTeam(w http.ResponseWriter, r *http.Request, status int, t Te
 }
 
 func (a *API) patchTeam(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, true)
-	if err != nil {
-		return err
-	}
-	cur, err := a.team(r, p, r.PathValue("team"))
+	p, cur, err := a.teamTarget(r, true)
 	if err != nil {
 		return err
 	}
@@ -183,10 +177,8 @@ func (a *API) patchTeam(w http.ResponseWriter, r *http.Request) error {
 		t.Spec, t.Updated, t.By = spec, a.now().UTC(), p.Name
 		return nil
 	})
-	if errors.Is(err, ErrNotFound) {
-		return notFound("Team", cur.Name)
-	} else if err != nil {
-		return stateErr(err)
+	if err != nil {
+		return stored(err, "Team", cur.Name)
 	}
 	if err := a.record(r, p, "admin.team.update", "", teamFact(cur.Name, b.Fields)); err != nil {
 		return err
@@ -195,15 +187,11 @@ func (a *API) patchTeam(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) deleteTeam(w http.ResponseWriter, r *http.Request) error {
-	p, err := a.person(r, true)
+	p, t, err := a.teamTarget(r, true)
 	if err != nil {
 		return err
 	}
 	if err := adminOnly(p, "delete teams"); err != nil {
-		return err
-	}
-	t, err := a.team(r, p, r.PathValue("team"))
-	if err != nil {
 		return err
 	}
 	m, err := a.members(r, t.Name)
@@ -215,10 +203,8 @@ func (a *API) deleteTeam(w http.ResponseWriter, r *http.Request) error {
 		// limits no longer bind them.
 		return conflict("team_not_empty", "Team "+quote(t.Name)+" still has agents; move or delete them first.")
 	}
-	if err := a.d.Store.DeleteTeam(r.Context(), t.Name); errors.Is(err, ErrNotFound) {
-		return notFound("Team", t.Name)
-	} else if err != nil {
-		return stateErr(err)
+	if err := a.d.Store.DeleteTeam(r.Context(), t.Name); err != nil {
+		return stored(err, "Team", t.Name)
 	}
 	if err := a.record(r, p, "admin.team.delete", "", teamFact(t.Name, nil)); err != nil {
 		return err
