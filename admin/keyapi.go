@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -52,10 +53,14 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 // expiry reads an issue's body: expires_at (RFC 3339) or expires_in
 // ("30d" is not a unit: "720h"), in the future; neither: no expiry.
 func (a *API) expiry(r *http.Request) (*time.Time, error) {
-	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
-		return nil, nil
+	raw, err := httpx.ReadLimited(r, maxBody)
+	if err != nil {
+		return nil, err
 	}
-	b, err := readJSON(r, []string{"expires_at", "expires_in"}, nil)
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil // no body: a key without expiry
+	}
+	b, err := readBody(raw, []string{"expires_at", "expires_in"}, nil)
 	if err != nil {
 		return nil, err
 	}

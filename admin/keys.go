@@ -80,6 +80,9 @@ func (k *Keys) AgentByKey(ctx context.Context, sum [sha256.Size]byte) (string, *
 	a, err := k.store.Agent(ctx, key.Agent)
 	switch {
 	case errors.Is(err, ErrNotFound):
+		k.mu.Lock()
+		delete(k.agents, key.Agent)
+		k.mu.Unlock()
 		return "", nil, false, nil
 	case err != nil:
 		return "", nil, false, err

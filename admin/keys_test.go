@@ -26,6 +26,9 @@ func TestKeysLifecycle(t *testing.T) {
 	var k1, k2 IssuedKey
 	_ = json.Unmarshal([]byte(h.must("admin", "POST", "/admin/agents/rt/keys", "", 201)), &k1)
 	_ = json.Unmarshal([]byte(h.must("admin", "POST", "/admin/agents/rt/keys", `{"expires_in":"1h"}`, 201)), &k2)
+	if st, b := h.do("admin", "POST", "/admin/agents/rt/keys", "", "Content-Type", "application/json"); st != http.StatusCreated || strings.Contains(b, "expires_at") {
+		t.Errorf("an empty JSON body: %d %s, want a key without expiry", st, b)
+	}
 	if k1.Key == k2.Key || k1.ID == k2.ID || k2.Expires == nil {
 		t.Fatalf("two keys: %+v %+v", k1, k2)
 	}
