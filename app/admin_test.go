@@ -124,3 +124,29 @@ func TestRevokedKeyOnBothReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIRoutesMounted: every operation /openapi.json documents is
+// mounted on the built gateway and reaches the admin door: a reviewer
+// (who owns no team) gets the door's 403 on each (a route that is not
+// there would be 404 or 405).
+func TestOpenAPIRoutesMounted(t *testing.T) {
+	g := newA2A(t, a2aOpts{})
+	st, body, _ := g.do(http.MethodGet, "/openapi.json", "", "")
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if st != http.StatusOK || json.Unmarshal(body, &doc) != nil || len(doc.Paths) == 0 {
+		t.Fatalf("GET /openapi.json: %d", st)
+	}
+	for path, ops := range doc.Paths {
+		concrete := strings.NewReplacer("{name}", "some-agent", "{team}", "some-team", "{id}", "key_1").Replace(path)
+		for method := range ops {
+			if method == "parameters" {
+				continue
+			}
+			if st, body, _ := g.do(strings.ToUpper(method), concrete, "tok-reviewer", "{}"); st != http.StatusForbidden || !strings.Contains(string(body), "admin API needs") {
+				t.Errorf("%s %s as a reviewer: %d %s, want the admin door's 403", strings.ToUpper(method), concrete, st, body)
+			}
+		}
+	}
+}
