@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
+	"github.com/sacpgw/gateway/admin"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/audit/ship"
@@ -88,9 +89,12 @@ type App struct {
 	a2a       *a2adoor.Door
 	registry  *registry.Registry
 	workflows *workflow.Engine
-	state     *state
-	sidecar   string
-	log       *slog.Logger
+	// keys are the admin API's issued keys and run-time teams, as the
+	// identify stage and the limits read them.
+	keys    *admin.Keys
+	state   *state
+	sidecar string
+	log     *slog.Logger
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
 	sources *sourceguard.Guard
@@ -244,6 +248,8 @@ type state struct {
 	responses *proxy.ResponseState
 	// usage is the usage per day (a file of state.dir, or Redis hashes).
 	usage ledger.Store
+	// admin holds the agents, keys and teams of the admin API.
+	admin *admin.Store
 }
 
 func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
@@ -265,10 +271,14 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
+		adm, err := admin.NewMemoryStore(cfg.Gateway.State.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("state.dir: %w", err)
+		}
 		return &state{limiter: limit.NewMemory(), budget: limit.NewMemoryBudget(), store: approval.NewMemoryStore(), usage: usage,
 			queue:   mailbox.NewMemoryQueueWithOptions(mailbox.MemoryQueueOptions{Capacity: msg.QueueCapacity, ClaimIdle: claimIdle}),
 			history: mailbox.NewMemoryHistory(hist), spawned: spawned, runs: workflow.NewMemoryStore(),
-			blobs: workflow.NewMemoryBlobStore(0)}, nil
+			blobs: workflow.NewMemoryBlobStore(0), admin: adm}, nil
 	}
 	client, err := limit.NewStateClient(cfg.Gateway.State.RedisSettings(), cfg.Gateway.State.Timeout.D())
 	if err != nil {
@@ -288,7 +298,8 @@ func newState(cfg *config.Config, log *slog.Logger) (*state, error) {
 	}
 	return &state{limiter: fb, budget: fb, store: approval.NewRedisStore(client), fallback: fb, redis: client, usage: ledger.NewRedisStore(client, ""),
 		queue: queue, history: mailbox.NewRedisHistory(client, hist), spawned: registry.NewRedisStore(client, ""),
-		runs: workflow.NewRedisStore(client, "", cfg.Gateway.State.Timeout.D()), blobs: workflow.NewRedisBlobStore(client, "", cfg.Gateway.State.Timeout.D(), 0)}, nil
+		runs: workflow.NewRedisStore(client, "", cfg.Gateway.State.Timeout.D()), blobs: workflow.NewRedisBlobStore(client, "", cfg.Gateway.State.Timeout.D(), 0),
+		admin: admin.NewRedisStore(client, cfg.Gateway.State.Timeout.D())}, nil
 }
 
 // openAudit opens this instance's chain of the audit trail.
@@ -406,7 +417,8 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 	if a.registry, err = a.newRegistry(cfg); err != nil {
 		return fail(&UsageError{err.Error()})
 	}
-	if a.frame, err = door.NewFrame(cfg, door.GateDeps{Sidecar: sidecar, Spawned: a.registry, Requests: a.state.limiter, Audit: a.rec, Log: log}); err != nil {
+	a.keys = admin.NewKeys(a.state.admin, log)
+	if a.frame, err = door.NewFrame(cfg, door.GateDeps{Sidecar: sidecar, Spawned: a.registry, Keys: a.keys, Teams: a.keys, Requests: a.state.limiter, Audit: a.rec, Log: log}); err != nil {
 		return fail(err)
 	}
 	for _, build := range a.doorList(ups) {
@@ -657,8 +669,33 @@ func Check(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	a.Close()
-	return nil
+	defer a.Close()
+	return runtimeClash(cfg, a.state.admin)
+}
+
+// runtimeClash reports the run-time agents (admin API) whose names
+// agents.yaml now also defines: the file may not silently take over an
+// agent whose keys were issued at run time (the identify stage refuses
+// those keys meanwhile). A state backend that cannot be read is not a
+// problem of the files: nothing is reported then.
+func runtimeClash(cfg *config.Config, store *admin.Store) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	stored, err := store.Agents(ctx)
+	if err != nil {
+		return nil
+	}
+	var ps config.Problems
+	for _, s := range stored {
+		if cfg.Agents[s.Name] != nil {
+			ps = append(ps, config.Problem{File: filepath.Join(cfg.Dir, config.AgentsFile),
+				Msg: fmt.Sprintf("agent %q is also an agent created through the admin API (state backend): its run-time keys are refused while both exist; delete one (gateway agents delete %s, or remove the entry)", s.Name, s.Name)})
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
 }
 
 // Serve runs the gateway of cfg until ctx ends: the audit trail, the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	a2adoor "github.com/sacpgw/gateway/a2a"
+	"github.com/sacpgw/gateway/admin"
 	"github.com/sacpgw/gateway/approval"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
@@ -34,6 +35,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 		a.a2aDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
 		a.usageDoor,
+		a.adminDoor,
 		func(cfg *config.Config) (door.Door, error) { return a.openAIDoor(cfg, ups) },
 	}
 }
@@ -65,6 +67,15 @@ func (a *App) approvalDoor(cfg *config.Config) (door.Door, error) {
 	}
 	a.approval = svc
 	return svc, nil
+}
+
+// adminDoor is the admin API and console (docs/admin-api.md): run-time
+// agents, their keys and teams, for the people approval signs in.
+func (a *App) adminDoor(cfg *config.Config) (door.Door, error) {
+	if a.approval == nil {
+		return nil, nil
+	}
+	return admin.New(cfg, admin.Deps{Store: a.state.admin, Keys: a.keys, People: a.approval, Audit: a.rec, Log: a.log})
 }
 
 // registryDoor is the registry's API (/registry/*, /sacp/validate). Not
@@ -185,6 +196,8 @@ func (a *App) openAIDoor(cfg *config.Config, ups *upstream.Set) (door.Door, erro
 		Policies:     a.policies,
 		Library:      a.registry,
 		Spawned:      a.registry,
+		Keys:         a.keys,
+		Teams:        a.keys,
 		Spend:        a.spend,
 		Responses:    a.state.responses,
 		Usage:        a.usage,

@@ -96,7 +96,7 @@ audit:
 
 // chatBody sends one chat as agent and returns the status and the error
 // message, if any.
-func chatBody(t *testing.T, base, agent string) (int, string) {
+func teamChat(t *testing.T, base, agent string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/v1/chat/completions",
 		strings.NewReader(`{"model":"mock-1","messages":[{"role":"user","content":"hi"}]}`))
@@ -130,7 +130,7 @@ func TestTeamRateLimitAcrossReplicas(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range total {
 		wg.Go(func() {
-			st, msg := chatBody(t, gs[i%2].srv.URL, []string{"ds-1", "ds-2", "ds-3"}[i%3])
+			st, msg := teamChat(t, gs[i%2].srv.URL, []string{"ds-1", "ds-2", "ds-3"}[i%3])
 			switch {
 			case st == http.StatusOK:
 				ok.Add(1)
@@ -145,10 +145,10 @@ func TestTeamRateLimitAcrossReplicas(t *testing.T) {
 	if ok.Load() != limit || limited.Load() != total-limit {
 		t.Errorf("admitted %d, limited %d of %d against the team's %d/hour", ok.Load(), limited.Load(), total, limit)
 	}
-	if st, msg := chatBody(t, gs[1].srv.URL, "solo"); st != http.StatusOK {
+	if st, msg := teamChat(t, gs[1].srv.URL, "solo"); st != http.StatusOK {
 		t.Errorf("agent in no team: %d %s", st, msg)
 	}
-	if st, msg := chatBody(t, gs[0].srv.URL, "fz-1"); st != http.StatusForbidden || !strings.Contains(msg, "team frozen may not call models") {
+	if st, msg := teamChat(t, gs[0].srv.URL, "fz-1"); st != http.StatusForbidden || !strings.Contains(msg, "team frozen may not call models") {
 		t.Errorf("team frozen's agent: %d %s, want the policy's refusal", st, msg)
 	}
 }
@@ -166,11 +166,11 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	go func() { a.Run(ctx); close(done) }()
 	srv := httptest.NewServer(a.Handler())
 	for _, agent := range []string{"ds-1", "ds-1", "ds-2", "solo"} {
-		if st, msg := chatBody(t, srv.URL, agent); st != http.StatusOK {
+		if st, msg := teamChat(t, srv.URL, agent); st != http.StatusOK {
 			t.Fatalf("%s: %d %s", agent, st, msg)
 		}
 	}
-	if st, _ := chatBody(t, srv.URL, "fz-1"); st != http.StatusForbidden {
+	if st, _ := teamChat(t, srv.URL, "fz-1"); st != http.StatusForbidden {
 		t.Fatalf("fz-1: %d, want the policy's refusal", st)
 	}
 	// The restart: the server stops, Run flushes what it summed.

@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -18,6 +17,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/pagekit"
 	"github.com/sacpgw/gateway/internal/textdiff"
 )
 
@@ -47,7 +47,7 @@ var opsHTML string
 //go:embed home.html
 var homeHTML string
 
-var pages = template.Must(template.Must(template.Must(template.New("review").Funcs(template.FuncMap{
+var pages = template.Must(template.Must(template.Must(pagekit.WithStyle(template.New("review").Funcs(template.FuncMap{
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
@@ -56,7 +56,7 @@ var pages = template.Must(template.Must(template.Must(template.New("review").Fun
 	},
 	"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"lower": strings.ToLower,
-}).Parse(reviewHTML)).Parse(opsHTML)).Parse(homeHTML))
+})).Parse(reviewHTML)).Parse(opsHTML)).Parse(homeHTML))
 
 func randomToken() string {
 	var b [32]byte
@@ -177,21 +177,8 @@ func (s *Service) secure(r *http.Request) bool {
 	return r.TLS != nil || strings.HasPrefix(s.cur().baseURL, "https://")
 }
 
-// sameOrigin refuses a state-changing request whose Origin (or, without
-// one, Referer) names another site. Browsers send Origin on every POST;
-// a request with neither is not from a browser form and may proceed (the
-// session cookie and CSRF token still apply).
-func sameOrigin(r *http.Request) bool {
-	src := r.Header.Get("Origin")
-	if src == "" {
-		src = r.Header.Get("Referer")
-	}
-	if src == "" {
-		return true
-	}
-	u, err := url.Parse(src)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
+// sameOrigin is httpx.SameOrigin: every people's door checks one rule.
+func sameOrigin(r *http.Request) bool { return httpx.SameOrigin(r) }
 
 func forbiddenCSRF(msg string) error {
 	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypePermission, Code: "csrf_failed", Message: msg}
@@ -208,20 +195,12 @@ func safeNext(next string) string {
 	return "/review/login"
 }
 
-// render writes a page with the headers every review page carries: no
-// caching, no framing, no scripts, no referrer (the URL names a request).
+// render writes a review page (pagekit.Render: no caching, no framing,
+// no scripts). An inline workflow drawing's colours are SVG presentation
+// attributes; style attributes and <style> elements are refused in it
+// anyway (checkGraph).
 func render(w http.ResponseWriter, status int, name string, data any) error {
-	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
-		return fmt.Errorf("render %s: %w", name, err)
-	}
-	// An inline workflow drawing needs nothing more than httpx.PageCSP:
-	// it is inline markup (no image request), and its colours are SVG
-	// presentation attributes (fill, stroke), which style-src does not
-	// govern; style attributes and <style> elements are refused in it
-	// anyway (checkGraph).
-	httpx.WritePage(w, status, buf.Bytes())
-	return nil
+	return pagekit.Render(w, status, pages, name, data)
 }
 
 type loginPage struct {

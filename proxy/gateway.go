@@ -48,6 +48,8 @@ type Deps struct {
 	// Spawned finds the agents registered at run time by their token
 	// (registry.Registry); nil: only the configured agents authenticate.
 	Spawned door.SpawnedAgents
+	// Keys finds the keys issued through the admin API.
+	Keys door.RuntimeKeys
 	// Spend counts what agents spend (the metrics); nil: not counted.
 	Spend *Spend
 	// Responses keeps the Responses API's conversations (previous_response_id),
@@ -82,7 +84,7 @@ func New(d Deps) (*Gateway, error) {
 		return nil, errors.New("proxy: Config, Upstreams, Requests, Tokens and Log are required")
 	}
 	rec := d.Audit
-	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Requests: d.Requests, Audit: rec, Log: d.Log, Teams: d.Teams})
+	gate, err := door.NewGate(d.Config, door.GateDeps{Sidecar: d.SidecarAgent, Spawned: d.Spawned, Keys: d.Keys, Requests: d.Requests, Audit: rec, Log: d.Log, Teams: d.Teams})
 	if err != nil {
 		return nil, err
 	}

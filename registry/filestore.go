@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/atomicfile"
 	"github.com/sacpgw/gateway/internal/names"
 )
 
@@ -129,9 +130,7 @@ func (s *FileStore) update(change func(*spawnedSet) (bool, error)) error {
 	return err
 }
 
-// write replaces the file atomically: a temporary file in the same
-// directory, synced, renamed over the file, and the directory synced so
-// that the rename itself survives a crash.
+// write replaces the file atomically (atomicfile.Write).
 func (s *FileStore) write(set *spawnedSet) (renamed bool, err error) {
 	st := fileState{Agents: make([]stored, 0, len(set.agents))}
 	for _, e := range set.agents {
@@ -146,41 +145,9 @@ func (s *FileStore) write(set *spawnedSet) (renamed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("registry: encode %s: %w", s.path, err)
 	}
-	raw = append(raw, '\n')
-	tmp, err := os.CreateTemp(s.dir, "."+FileName+".*.tmp")
+	renamed, err = atomicfile.Write(s.dir, FileName, append(raw, '\n'))
 	if err != nil {
-		return false, fmt.Errorf("registry: write %s: %w", s.path, err)
-	}
-	defer func() {
-		if !renamed {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes it 0600 already; said again because the file holds
-	// token hashes and whatever the umask.
-	if err := tmp.Chmod(0o600); err != nil {
-		return false, fmt.Errorf("registry: write %s: %w", s.path, err)
-	}
-	if _, err := tmp.Write(raw); err != nil {
-		return false, fmt.Errorf("registry: write %s: %w", s.path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return false, fmt.Errorf("registry: sync %s: %w", s.path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("registry: write %s: %w", s.path, err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return false, fmt.Errorf("registry: replace %s: %w", s.path, err)
-	}
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return true, fmt.Errorf("registry: sync %s: %w", s.dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return true, fmt.Errorf("registry: sync %s: %w", s.dir, err)
+		return renamed, fmt.Errorf("registry: %w", err)
 	}
 	return true, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/ledger"
+	"github.com/sacpgw/gateway/internal/pagekit"
 )
 
 // Path is the page's route: under /review/, where the review site's
@@ -137,10 +138,7 @@ func (p *Page) visible(who door.Person, series map[string]*ledger.Series) (teams
 }
 
 func write(w http.ResponseWriter, r *http.Request, status int, v view) {
-	var b strings.Builder
-	if err := tmpl.ExecuteTemplate(&b, "usage", v); err != nil {
+	if err := pagekit.Render(w, status, tmpl, "usage", v); err != nil {
 		httpx.Fail(w, r, fmt.Errorf("usage page: %w", err))
-		return
 	}
-	httpx.WritePage(w, status, []byte(b.String()))
 }

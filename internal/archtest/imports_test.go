@@ -24,15 +24,17 @@ var layers = map[string]int{
 	"compact": 0, "envelope": 0, "mailbox": 0, "audit": 0, "audit/ship": 0, "rego": 0, "workflow/definition": 0, "dialect/anthropic": 0, "dialect/responses": 0,
 	"dialect/internal/neutral": 0, "dialect/internal/dialecttest": 0, "internal/usage": 0,
 	"upstream/mock": 0, "upstream/internal/inproc": 0,
-	"policy/bundle":     0, // fetches and verifies signed OPA bundles; package policy compiles them
-	"internal/confkit":  0, // the units, did-you-mean and problem reporter every part's config is written with
-	"internal/roster":   0, // agents.yaml: the Agent entry every part that serves an agent reads
-	"internal/protocol": 0, // protocol.yaml: the approval protocol's settings, with the SACP and redaction ones
-	"internal/pricing":  0, // what models cost, gateway.yaml's pricing with it
-	"internal/team":     0, // a team of agents: its shared limits, from teams.yaml and the admin API
-	"internal/ledger":   0, // usage per day per agent and team, in the state backend
-	"internal/people":   0, // gateway.yaml's people: the OpenID Connect sign-in and the roles groups hold
-	"internal/doctest":  0, // the docs' snippets test: a package comment, no imports
+	"policy/bundle":       0, // fetches and verifies signed OPA bundles; package policy compiles them
+	"internal/confkit":    0, // the units, did-you-mean and problem reporter every part's config is written with
+	"internal/roster":     0, // agents.yaml: the Agent entry every part that serves an agent reads
+	"internal/protocol":   0, // protocol.yaml: the approval protocol's settings, with the SACP and redaction ones
+	"internal/pricing":    0, // what models cost, gateway.yaml's pricing with it
+	"internal/team":       0, // a team of agents: its shared limits, from teams.yaml and the admin API
+	"internal/ledger":     0, // usage per day per agent and team, in the state backend
+	"internal/people":     0, // gateway.yaml's people: the OpenID Connect sign-in and the roles groups hold
+	"internal/doctest":    0, // the docs' snippets test: a package comment, no imports
+	"internal/atomicfile": 0, // a state file replaced whole or not at all
+	"internal/pagekit":    0, // the style and headers of every server-rendered page
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
 	"internal/browsertest":      0, // headless Chromium for the browser tests, imported by tests only
@@ -48,6 +50,7 @@ var layers = map[string]int{
 	"internal/door": 3,
 	// 4: the front doors.
 	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4, "usagepage": 4, "a2a": 4,
+	"admin": 4, // the admin API and console: run-time agents, keys and teams
 	// 5: the HTTP shell; 6: the wiring (Build); 7: the command.
 	"server": 5, "app": 6, "cmd/gateway": 7,
 }
@@ -102,7 +105,7 @@ var sideways = map[[2]string]bool{
 // doors groups the front doors; no door imports another's packages.
 var doors = map[string]string{
 	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
-	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage", "a2a": "a2a",
+	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage", "a2a": "a2a", "admin": "admin",
 }
 
 // imports lists the non-test imports of every package with go list, one

@@ -103,6 +103,8 @@ type GateDeps struct {
 	// Spawned finds the agents registered at run time; nil: only the
 	// configured agents authenticate.
 	Spawned SpawnedAgents
+	// Keys finds the keys issued through the admin API; nil: none.
+	Keys RuntimeKeys
 	// Requests holds the agents' rate_limit.
 	Requests limit.Limiter
 	// Audit is the one recorder; nil writes nothing.
@@ -122,7 +124,7 @@ func NewGate(cfg *config.Config, d GateDeps) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	ident.Spawned, ident.Log, ident.Audit = d.Spawned, d.Log, d.Audit
+	ident.Spawned, ident.Keys, ident.Log, ident.Audit = d.Spawned, d.Keys, d.Log, d.Audit
 	ident.Teams = team.Combined{File: cfg.Teams, Runtime: d.Teams}
 	return &Gate{Ident: ident, Rate: &RateGate{Requests: d.Requests, Audit: d.Audit}}, nil
 }

@@ -37,6 +37,9 @@ type Identifier struct {
 	// Spawned, if set, knows the agents registered at run time; a token
 	// no configured agent holds is looked up there.
 	Spawned SpawnedAgents
+	// Keys, if set, knows the keys issued through the admin API; a token
+	// neither a configured nor a spawned agent holds is looked up there.
+	Keys RuntimeKeys
 	// Log receives the failures to record a spawned agent's use.
 	Log *slog.Logger
 	// Teams finds the identified agent's team (teams.yaml's and the
@@ -51,6 +54,17 @@ type Identifier struct {
 type SpawnedAgents interface {
 	AgentByToken(ctx context.Context, sum [sha256.Size]byte) (*roster.Agent, bool, error)
 	Touch(ctx context.Context, name string) error
+}
+
+// RuntimeKeys finds the agent of a key issued through the admin API by the
+// key's SHA-256, read from the shared state on every call so that a key
+// revoked (or an agent disabled) on one replica is refused on all at once.
+// It also records the key's use, cheaply. runtime is the agent when it
+// was created through the API, nil for a key of an agents.yaml agent
+// (name), which the identify stage takes from its own configuration. An
+// expired or revoked key, or a disabled agent's, is not found.
+type RuntimeKeys interface {
+	AgentByKey(ctx context.Context, sum [sha256.Size]byte) (name string, runtime *roster.Agent, ok bool, err error)
 }
 
 type tokenEntry struct {
@@ -253,6 +267,13 @@ func (s *Identifier) byToken(r *http.Request, tok string) (*roster.Agent, string
 		}
 	}
 	spawned := false
+	if match == nil && s.Keys != nil {
+		a, err := s.runtimeKey(ctx, h)
+		if err != nil {
+			return nil, "", err
+		}
+		match = a
+	}
 	if match == nil && s.Spawned != nil {
 		// Looked up at a sidecar too: a spawned agent's token is a known
 		// agent's, to refuse there, not a placeholder.
@@ -282,6 +303,26 @@ func (s *Identifier) byToken(r *http.Request, tok string) (*roster.Agent, string
 		}
 	}
 	return match, "token", nil
+}
+
+// runtimeKey is the agent of a key issued through the admin API, or nil.
+// A run-time agent whose name agents.yaml now also defines is refused
+// rather than either one chosen: gateway config check names the clash.
+func (s *Identifier) runtimeKey(ctx context.Context, h [sha256.Size]byte) (*roster.Agent, error) {
+	name, runtime, ok, err := s.Keys.AgentByKey(ctx, h)
+	switch {
+	case err != nil:
+		return nil, apierror.StateUnavailable(err)
+	case !ok:
+		return nil, nil
+	case runtime == nil:
+		// A key of an agents.yaml agent: the agent as this configuration
+		// has it, or nobody if the file no longer defines it.
+		return s.byID[name], nil
+	case s.byID[name] != nil:
+		return nil, apierror.Unauthorized("Agent " + strconv.Quote(name) + " is defined both in agents.yaml and through the admin API; its run-time keys are refused until one of them goes (see gateway config check).")
+	}
+	return runtime, nil
 }
 
 // browserContext reports whether a request bears the marks of a browser

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/scope"
@@ -82,26 +84,18 @@ func ReadLimited(r *http.Request, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// PageCSP is the Content-Security-Policy of the gateway's pages for
-// people: no script source, ever; inline styles; forms posting to the page's
-// own origin; never framed. An inline SVG chart needs nothing more: it is
-// markup (no image request), and its colours are SVG presentation
-// attributes, which style-src does not govern.
-const PageCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-
-// WritePage writes an HTML page for people under PageCSP, never cached
-// nor framed.
-func WritePage(w http.ResponseWriter, status int, page []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", PageCSP)
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	// same-origin, not no-referrer: under no-referrer browsers send
-	// "Origin: null" with a page's own form posts, which a same-origin
-	// check must refuse. Other sites still never see the page's URL.
-	h.Set("Referrer-Policy", "same-origin")
-	w.WriteHeader(status)
-	_, _ = w.Write(page)
+// SameOrigin refuses a state-changing request from a browser whose Origin
+// (or, without one, Referer) names another site. Browsers send Origin on
+// every POST; a request with neither is not from a browser form and may
+// proceed (a session cookie still needs its CSRF token).
+func SameOrigin(r *http.Request) bool {
+	src := r.Header.Get("Origin")
+	if src == "" {
+		src = r.Header.Get("Referer")
+	}
+	if src == "" {
+		return true
+	}
+	u, err := url.Parse(src)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
