@@ -21,7 +21,7 @@ func TestUsagePageOnAPhone(t *testing.T) {
 	b := browsertest.Start(t, browsertest.Skip(t, "the usage page"))
 	g := newTeamGateway(t, "", t.TempDir())
 	for _, agent := range []string{"ds-1", "ds-2", "ds-2", "solo"} {
-		if st, msg := chatBody(t, g.srv.URL, agent); st != http.StatusOK {
+		if st, msg := teamChat(t, g.srv.URL, agent); st != http.StatusOK {
 			t.Fatalf("%s: %d %s", agent, st, msg)
 		}
 	}
