@@ -667,7 +667,7 @@ func (l *Log) flush(data []byte, firstSeq int64) error {
 		return fmt.Errorf("%w: write %s: %w", ErrUnavailable, l.segName, err)
 	}
 	t := time.Now()
-	err := l.f.Sync()
+	err := datasync(l.f)
 	l.fsyncNanos.Add(uint64(time.Since(t)))
 	l.fsyncs.Add(1)
 	if err != nil {
