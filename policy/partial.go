@@ -70,11 +70,16 @@ type residual struct {
 // decisions are made, and shares compiled residuals between agents whose
 // residual is the same text.
 type fastPaths struct {
-	byAgent   [numPoints]sync.Map // ast.Object (the agent, by identity) → *fastPath
-	n         atomic.Int64
-	pending   sync.WaitGroup // partial evaluations running (tests wait for them)
-	mu        sync.Mutex
-	residuals map[string]*residual
+	byAgent [numPoints]sync.Map // ast.Object (the agent, by identity) → *fastPath
+	n       atomic.Int64
+	pending sync.WaitGroup // partial evaluations running (tests wait for them)
+	// mu serializes partial evaluations and guards what they share: the
+	// private compiler and the compiled residuals.
+	mu         sync.Mutex
+	compiler   *ast.Compiler
+	queries    [numPoints]query
+	compileErr error
+	residuals  map[string]*residual
 }
 
 // fastPathFor returns how pt is decided for input's agent. pathFull when
@@ -157,22 +162,31 @@ const partialTimeout = 2 * time.Second
 func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 	ctx, cancel := context.WithTimeout(context.Background(), partialTimeout)
 	defer cancel()
+	// OPA's partial evaluation rewrites terms of the rules it walks in
+	// place (copy propagation), so it runs on a private copy of the
+	// policies, one at a time, never on the compiler requests evaluate with.
+	p.fast.mu.Lock()
+	defer p.fast.mu.Unlock()
+	c, qs, err := p.partialCompiler()
+	if err != nil {
+		return fullPath
+	}
 	unknowns := make([]*ast.Term, len(requestInputs[pt]))
 	for i, name := range requestInputs[pt] {
 		unknowns[i] = ast.NewTerm(ast.InputRootRef.Append(ast.StringTerm(name)))
 	}
-	c := topdown.NewCancel()
-	stop := context.AfterFunc(ctx, c.Cancel)
+	cancelQuery := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, cancelQuery.Cancel)
 	defer stop()
-	q := &p.queries[pt]
-	in := ast.NewObject([2]*ast.Term{ast.StringTerm("agent"), ast.NewTerm(agent)})
+	q := &qs[pt]
+	in := ast.NewObject([2]*ast.Term{ast.StringTerm("agent"), ast.NewTerm(agent.Copy())})
 	bodies, support, err := topdown.NewQuery(q.body).
 		WithQueryCompiler(q.qc).
-		WithCompiler(p.compiler).
+		WithCompiler(c).
 		WithStore(p.store).
 		WithTransaction(p.txn).
 		WithMetrics(noMetrics).
-		WithCancel(c).
+		WithCancel(cancelQuery).
 		WithUnknowns(unknowns).
 		WithInput(ast.NewTerm(in)).
 		PartialRun(ctx)
@@ -195,8 +209,48 @@ func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 	return &fastPath{kind: pathConstant, value: out.value}
 }
 
+// partialCompiler is the private copy of the policies partial evaluation
+// runs on, compiled on first use. Called with fast.mu held.
+func (p *prepared) partialCompiler() (*ast.Compiler, *[numPoints]query, error) {
+	f := &p.fast
+	if f.compiler == nil && f.compileErr == nil {
+		c, err := compileCopy(p.compiler, nil)
+		if err == nil {
+			for pt := range numPoints {
+				if f.queries[pt], err = compileQuery(c, queries[pt]); err != nil {
+					break
+				}
+			}
+		}
+		f.compiler, f.compileErr = c, err
+	}
+	return f.compiler, &f.queries, f.compileErr
+}
+
+// compileCopy compiles copies of extra and, when from is set, of from's
+// modules: compiling rewrites modules in place, and from's serve requests.
+func compileCopy(from *ast.Compiler, extra map[string]*ast.Module) (*ast.Compiler, error) {
+	modules := make(map[string]*ast.Module, len(extra))
+	for name, m := range extra {
+		modules[name] = m.Copy()
+	}
+	caps := ast.CapabilitiesForThisVersion()
+	if from != nil {
+		caps = from.Capabilities()
+		for name, m := range from.Modules {
+			modules[name] = m.Copy()
+		}
+	}
+	c := ast.NewCompiler().WithEnablePrintStatements(false).WithCapabilities(caps)
+	if c.Compile(modules); c.Failed() {
+		return nil, c.Errors
+	}
+	return c, nil
+}
+
 // compileResidual compiles a residual query binding result, sharing the
-// compiled form between agents with the same residual.
+// compiled form between agents with the same residual. Called with fast.mu
+// held.
 func (p *prepared) compileResidual(body ast.Body, support []*ast.Module, withPolicies bool, result ast.Var) (*residual, error) {
 	var key strings.Builder
 	key.WriteString(body.String())
@@ -204,8 +258,6 @@ func (p *prepared) compileResidual(body ast.Body, support []*ast.Module, withPol
 		key.WriteString("\n")
 		key.WriteString(m.String())
 	}
-	p.fast.mu.Lock()
-	defer p.fast.mu.Unlock()
 	if r, ok := p.fast.residuals[key.String()]; ok {
 		return r, nil
 	}
@@ -213,19 +265,18 @@ func (p *prepared) compileResidual(body ast.Body, support []*ast.Module, withPol
 	for i, m := range support {
 		modules[fmt.Sprintf("partial/%d.rego", i)] = m
 	}
-	if withPolicies {
-		for name, m := range p.compiler.Modules {
-			modules[name] = m
-		}
+	from := p.compiler
+	if !withPolicies {
+		from = nil
 	}
-	c := ast.NewCompiler().
-		WithEnablePrintStatements(false).
-		WithCapabilities(p.compiler.Capabilities())
-	if c.Compile(modules); c.Failed() {
-		return nil, c.Errors
+	// Copies throughout: the residual shares no term with the policies or
+	// with the partial evaluation's copy of them.
+	c, err := compileCopy(from, modules)
+	if err != nil {
+		return nil, err
 	}
 	qc := c.QueryCompiler().WithEnablePrintStatements(false).WithStrict(false)
-	compiled, err := qc.Compile(body)
+	compiled, err := qc.Compile(body.Copy())
 	if err != nil {
 		return nil, err
 	}
