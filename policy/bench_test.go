@@ -268,6 +268,12 @@ func benchChatFromJSON(b *testing.B, o Options) {
 	}
 	in["agent"] = Preconvert(in["agent"])
 	eval := chatEval(e, in)
+	// The agent's first decision starts its partial evaluation; time the
+	// decisions after it, as a gateway serves them.
+	if err := eval(); err != nil {
+		b.Fatal(err)
+	}
+	e.live.Load().fast.pending.Wait()
 	latency(b, func() error {
 		v, err := JSONInput(body)
 		if err != nil {
