@@ -360,7 +360,7 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	if c.Format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return server.NewJSONLogger(w, opts)
 }
 
 // Build wires the components from cfg; it fails on anything that would

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -46,29 +47,51 @@ type prepared struct {
 	rec       Record
 	summary   json.RawMessage
 	buf       []byte
+	box       *[]byte // buf's holder in bodies, for release
 	mid, tail int
 }
 
 // prepare encodes r for chain (already a canonical JSON string).
 func prepare(chain []byte, r Record) (*prepared, error) {
+	p := new(prepared)
+	if err := p.fill(chain, r); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// bodies are the buffers of prepared bodies: the writer gives each back
+// once it has copied the body into its line (release), so an append does
+// not allocate one.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBody bounds the buffers kept: a rare large entry's is dropped.
+const maxPooledBody = 4 << 10
+
+// fill encodes r for chain into p.
+func (p *prepared) fill(chain []byte, r Record) error {
 	if r.Kind == "" {
-		return nil, errors.New("audit record: kind is required")
+		return errors.New("audit record: kind is required")
 	}
 	if r.PayloadSHA256 != "" && !isHex64(r.PayloadSHA256) {
-		return nil, fmt.Errorf("audit record: payload_sha256 %q is not 64 lowercase hex digits", r.PayloadSHA256)
+		return fmt.Errorf("audit record: payload_sha256 %q is not 64 lowercase hex digits", r.PayloadSHA256)
 	}
 	summary := []byte("{}")
 	if r.Object != nil {
 		var err error
 		if summary, err = r.Object.Bytes(); err != nil {
-			return nil, fmt.Errorf("audit record: %w", err)
+			return fmt.Errorf("audit record: %w", err)
 		}
 	}
 	size := 160 + len(chain) + len(summary) + len(r.Kind) + len(r.AgentID) + len(r.SessionID) + len(r.RequestID) + len(r.PayloadSHA256)
 	if size+hashSuffixLen > MaxEntryBytes {
-		return nil, fmt.Errorf("%w: about %d bytes, limit %d", ErrTooLarge, size, MaxEntryBytes)
+		return fmt.Errorf("%w: about %d bytes, limit %d", ErrTooLarge, size, MaxEntryBytes)
 	}
-	b := make([]byte, 0, size)
+	box := bodies.Get().(*[]byte)
+	b := (*box)[:0]
+	if cap(b) < size {
+		b = make([]byte, 0, size)
+	}
 	b = append(b, `{"agent_id":`...)
 	b = appendCanonicalString(b, r.AgentID)
 	b = append(b, `,"chain":`...)
@@ -89,7 +112,18 @@ func prepare(chain []byte, r Record) (*prepared, error) {
 	b = append(b, summary...)
 	b = append(b, `,"ts":"`...)
 	r.Object = nil // the canonical bytes are kept; drop the caller's
-	return &prepared{rec: r, summary: summary, buf: b, mid: mid, tail: tail}, nil
+	*box = b
+	*p = prepared{rec: r, summary: summary, buf: b, box: box, mid: mid, tail: tail}
+	return nil
+}
+
+// release gives the body's buffer back once no line will be made from it
+// again.
+func (p *prepared) release() {
+	if box := p.box; box != nil && cap(*box) <= maxPooledBody {
+		bodies.Put(box)
+	}
+	p.buf, p.box = nil, nil
 }
 
 // appendLine appends the entry's line (with its trailing newline) to dst and

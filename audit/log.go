@@ -38,9 +38,18 @@ type Log struct {
 	log        *slog.Logger
 	lock       *os.File
 
-	mu     sync.RWMutex // held for reading while sending to reqs, so Close sees every sent request
+	// The hand-off: appends are queued under qmu and the writer takes the
+	// whole queue at once, so an append costs a lock and a slice append
+	// rather than a channel send, and the writer a wake-up per batch rather
+	// than a receive per entry. Every append queued between two takes
+	// waits on one group, woken by one close when its batch is durable.
+	qmu    sync.Mutex
 	closed bool
-	reqs   chan *request
+	queue  []*request
+	spare  []*request    // the previous queue's array, reused
+	group  *group        // the group of the appends queued since the last take
+	space  chan struct{} // closed by the next take; nil unless a Submit waits for room
+	kick   chan struct{} // buffered (1): the queue has appends
 	stop   chan struct{}
 	// ended wakes a lingering writer when an exchange ends: the one it
 	// waited for may have ended without another entry.
@@ -104,11 +113,19 @@ type segmentWriter interface {
 
 type request struct {
 	p    *prepared
+	body prepared // p of a submitted append
+	g    *group   // nil for entries the log writes on its own
+	res  result   // set by the writer before g.done closes
 	e    Entry
-	res  chan result // buffered; nil for entries the log writes on its own
-	leaf []byte      // the Merkle leaf hash of the entry's line, set by write
-	at   time.Time   // when the append was handed to the writer
+	leaf []byte    // the Merkle leaf hash of the entry's line, set by write
+	at   time.Time // when the append was handed to the writer
 }
+
+// group is the appends queued between two takes of the writer: they are
+// committed in one batch (with possibly others) and woken by one close.
+type group struct{ done chan struct{} }
+
+func newGroup() *group { return &group{done: make(chan struct{})} }
 
 type result struct {
 	e   Entry
@@ -148,7 +165,8 @@ func Open(cfg Config) (*Log, error) {
 		log:        cfg.Logger,
 		prev:       GenesisHash,
 		backoff:    repairBackoff,
-		reqs:       make(chan *request, queueLen),
+		group:      newGroup(),
+		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		ended:      make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -251,32 +269,78 @@ func (l *Log) TrySubmit(r Record) (*Pending, error) {
 }
 
 func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error) {
-	p, err := prepare(l.chainJSON, r)
-	if err != nil {
+	// One allocation for the request and its encoded body.
+	req := &request{}
+	if err := req.body.fill(l.chainJSON, r); err != nil {
 		return nil, err
 	}
-	req := &request{p: p, res: make(chan result, 1), at: time.Now()}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
-		l.lost.Add(1)
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrClosed)
+	req.p, req.at = &req.body, time.Now()
+	for {
+		l.qmu.Lock()
+		if l.closed {
+			l.qmu.Unlock()
+			l.lost.Add(1)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrClosed)
+		}
+		if len(l.queue) < queueLen {
+			req.g = l.group
+			l.queue = append(l.queue, req)
+			first := len(l.queue) == 1
+			l.qmu.Unlock()
+			if first {
+				// The writer takes the whole queue when it wakes: only the
+				// append that made it non-empty needs to wake it.
+				select {
+				case l.kick <- struct{}{}:
+				default:
+				}
+			}
+			return &Pending{req: req}, nil
+		}
+		if !wait {
+			l.qmu.Unlock()
+			l.lost.Add(1)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrQueueFull)
+		}
+		if l.space == nil {
+			l.space = make(chan struct{})
+		}
+		space := l.space
+		l.qmu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("audit append: %w", ctx.Err())
+		}
 	}
-	select {
-	case l.reqs <- req:
-		return &Pending{req: req}, nil
-	default:
+}
+
+// take hands the writer every queued append and starts a new group for
+// the appends after them.
+func (l *Log) take() ([]*request, *group) {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	q, g := l.queue, l.group
+	if len(q) == 0 {
+		return nil, nil
 	}
-	if !wait {
-		l.lost.Add(1)
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrQueueFull)
+	l.queue, l.spare = l.spare[:0], nil
+	l.group = newGroup()
+	if l.space != nil {
+		close(l.space)
+		l.space = nil
 	}
-	select {
-	case l.reqs <- req:
-		return &Pending{req: req}, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("audit append: %w", ctx.Err())
+	return q, g
+}
+
+// recycle gives the writer's copy of a taken queue back for reuse.
+func (l *Log) recycle(q []*request) {
+	clear(q)
+	l.qmu.Lock()
+	if l.spare == nil && cap(q) <= queueLen {
+		l.spare = q[:0]
 	}
+	l.qmu.Unlock()
 }
 
 // Completed is a Pending whose outcome is already known, for wrappers of a
@@ -336,8 +400,8 @@ func (p *Pending) Wait(ctx context.Context) (Entry, error) {
 		return p.done.e, p.done.err
 	}
 	select {
-	case p.done = <-p.req.res:
-		p.got = true
+	case <-p.req.g.done:
+		p.done, p.got = p.req.res, true
 		return p.done.e, p.done.err
 	case <-ctx.Done():
 		return Entry{}, fmt.Errorf("audit append: %w (the entry may still be written)", ctx.Err())
@@ -349,9 +413,9 @@ func (p *Pending) Wait(ctx context.Context) (Entry, error) {
 // return the same result; later Appends fail with ErrClosed.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		l.mu.Lock()
+		l.qmu.Lock()
 		l.closed = true
-		l.mu.Unlock()
+		l.qmu.Unlock()
 		close(l.stop)
 		<-l.done
 		l.closeErr = l.finalErr
@@ -389,22 +453,36 @@ func (l *Log) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	var groups []*group
 	for {
 		select {
-		case req := <-l.reqs:
-			b := l.gather(req)
+		case <-l.kick:
+			q, g := l.take()
+			if q == nil {
+				continue
+			}
+			b := append(l.batch[:0], q...)
+			groups = append(groups[:0], g)
+			l.recycle(q)
 			if l.delay > 0 && l.active.Load() > int64(len(b)) {
-				b = l.linger(b)
+				b, groups = l.linger(b, groups)
 			}
 			l.commit(b)
+			wake(groups)
 			clear(b) // drop the finished requests' buffers
+			l.batch = b[:0]
 		case <-tick:
 			_ = l.checkpoint() // logged and counted inside; retried next time
 		case <-l.stop:
-			// Close set closed under mu before closing stop, so no Append is
-			// mid-send: what is queued now is all there will be.
-			for len(l.reqs) > 0 {
-				l.commit(l.gather(<-l.reqs))
+			// Close set closed under qmu before closing stop, so no Append
+			// can queue any more: what is queued now is all there will be.
+			for {
+				q, g := l.take()
+				if q == nil {
+					break
+				}
+				l.commit(q)
+				wake([]*group{g})
 			}
 			l.finalErr = l.broken
 			if err := l.checkpoint(); err != nil && l.finalErr == nil {
@@ -416,21 +494,13 @@ func (l *Log) run() {
 	}
 }
 
-// gather takes first plus whatever else is queued, up to maxBatch: the
-// appends that arrived during the previous fsync share the next one.
-func (l *Log) gather(first *request) []*request {
-	b := append(l.batch[:0], first)
-	for len(b) < maxBatch {
-		select {
-		case r := <-l.reqs:
-			b = append(b, r)
-		default:
-			l.batch = b
-			return b
-		}
+// wake releases the waiters of committed groups: one close each, however
+// many appends the group holds.
+func wake(groups []*group) {
+	for i, g := range groups {
+		close(g.done)
+		groups[i] = nil
 	}
-	l.batch = b
-	return b
 }
 
 // Begin marks the start of an exchange that will append entries (an
@@ -456,10 +526,10 @@ func (l *Log) Begin() (end func()) {
 // exchange in progress. Each fsync costs the gateway CPU (the page
 // writeback runs on the calling thread) whether it carries one entry or
 // fifty.
-func (l *Log) linger(b []*request) []*request {
+func (l *Log) linger(b []*request, groups []*group) ([]*request, []*group) {
 	wait := l.delay - time.Since(b[0].at)
 	if wait <= 0 {
-		return b
+		return b, groups
 	}
 	if l.lingerT == nil {
 		l.lingerT = time.NewTimer(wait)
@@ -469,21 +539,22 @@ func (l *Log) linger(b []*request) []*request {
 	defer l.lingerT.Stop()
 	for len(b) < maxBatch && l.active.Load() > int64(len(b)) {
 		select {
-		case r := <-l.reqs:
-			b = append(b, r)
+		case <-l.kick:
+			if q, g := l.take(); q != nil {
+				b = append(b, q...)
+				groups = append(groups, g)
+				l.recycle(q)
+			}
 		case <-l.ended:
 			// Fewer exchanges in progress: the loop's test decides again.
 		case <-l.lingerT.C:
-			l.batch = b
-			return b
+			return b, groups
 		case <-l.stop:
 			// Close: commit what is here; the run loop drains the rest.
-			l.batch = b
-			return b
+			return b, groups
 		}
 	}
-	l.batch = b
-	return b
+	return b, groups
 }
 
 // commit writes one batch and answers its requests.
@@ -544,6 +615,7 @@ func (l *Log) write(batch []*request) error {
 		before := len(buf)
 		var hash string
 		buf, hash = r.p.appendLine(buf, seq, prev, ts)
+		r.p.release() // the line is in buf; nothing is made from the body again
 		r.leaf = leafHash(buf[before : len(buf)-1])
 		r.e = r.p.entry(l.chain, seq, prev, hash, ts)
 		prev = hash
@@ -595,7 +667,7 @@ func (l *Log) flush(data []byte, firstSeq int64) error {
 		return fmt.Errorf("%w: write %s: %w", ErrUnavailable, l.segName, err)
 	}
 	t := time.Now()
-	err := l.f.Sync()
+	err := datasync(l.f)
 	l.fsyncNanos.Add(uint64(time.Since(t)))
 	l.fsyncs.Add(1)
 	if err != nil {
@@ -640,19 +712,17 @@ func (l *Log) ack(reqs []*request) {
 	l.entries.Add(uint64(len(reqs)))
 	for _, r := range reqs {
 		l.tree.add(r.leaf)
-		if r.res != nil {
-			r.res <- result{e: r.e}
-		}
+		r.res = result{e: r.e}
 	}
 }
 
 func (l *Log) fail(reqs []*request, err error) {
 	for _, r := range reqs {
-		if r.res != nil {
+		if r.g != nil {
 			l.lost.Add(1)
 			l.lostSince++
-			r.res <- result{err: err}
 		}
+		r.res = result{err: err}
 	}
 }
 

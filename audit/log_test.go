@@ -435,7 +435,7 @@ func TestTrySubmitOnAStalledDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer takes the first entry and blocks in its fsync; fill the queue.
-	for deadline := time.Now().Add(5 * time.Second); len(l.reqs) > 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); l.queued() > 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	queued := 0
@@ -467,5 +467,79 @@ func TestTrySubmitOnAStalledDisk(t *testing.T) {
 	}
 	if rep := mustVerify(t, dir); rep.Entries != int64(2+queued) {
 		t.Errorf("%d entries on disk, want %d", rep.Entries, 2+queued)
+	}
+}
+
+// queued is how many appends wait for the writer to take them.
+func (l *Log) queued() int {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return len(l.queue)
+}
+
+// The appends queued together wait together: with the writer stuck in an
+// fsync, no Wait returns (durable means fsynced, whatever the hand-off);
+// once the disk answers each gets its own entry, in the chain's order, and
+// a Submit that waited for room in the full queue is taken and written too.
+func TestGroupedWaitsReturnOnlyOnceDurable(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, Config{Dir: dir, CheckpointEvery: -1, CommitDelay: -1})
+	appendN(t, l, 1)
+	sf := &stallingFile{File: l.f.(*os.File), release: make(chan struct{})}
+	l.f = sf
+	stuck, err := l.Submit(context.Background(), rec(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.queued() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	var pend []*Pending
+	for range queueLen {
+		p, err := l.Submit(context.Background(), rec(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pend = append(pend, p)
+	}
+	late := make(chan *Pending)
+	go func() {
+		p, err := l.Submit(context.Background(), rec(3)) // the queue is full: waits for room
+		if err != nil {
+			t.Error(err)
+		}
+		late <- p
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	for _, p := range []*Pending{stuck, pend[0], pend[len(pend)-1]} {
+		if _, err := p.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait returned before the fsync: %v", err)
+		}
+	}
+	if l.Durable() != 1 {
+		t.Fatalf("durable %d before the fsync", l.Durable())
+	}
+	close(sf.release)
+	want := int64(2)
+	for _, p := range append([]*Pending{stuck}, pend...) {
+		e, err := p.Wait(context.Background())
+		if err != nil || e.Seq != want {
+			t.Fatalf("entry %+v, %v; want seq %d", e, err, want)
+		}
+		if l.Durable() < e.Seq {
+			t.Fatalf("Wait returned seq %d while %d is durable", e.Seq, l.Durable())
+		}
+		want++
+	}
+	e, err := (<-late).Wait(context.Background())
+	if err != nil || e.Seq != want {
+		t.Fatalf("the append that waited for room: %+v, %v; want seq %d", e, err, want)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := mustVerify(t, dir); rep.Entries != want {
+		t.Errorf("%d entries on disk, want %d", rep.Entries, want)
 	}
 }

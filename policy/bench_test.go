@@ -247,9 +247,20 @@ func BenchmarkChatDenyPreconverted(b *testing.B) {
 }
 
 // BenchmarkChatDenyFromJSON converts the request from its bytes, as the
-// gateway's chat policy stage does.
+// gateway's chat policy stage does; the agent's part of the policy was
+// settled by partial evaluation, and its residual decides.
 func BenchmarkChatDenyFromJSON(b *testing.B) {
-	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
+	benchChatFromJSON(b, Options{Dir: defaultDir, NoWatch: true})
+}
+
+// BenchmarkChatDenyFromJSONFull is the same without partial evaluation: the
+// whole policy on every request.
+func BenchmarkChatDenyFromJSONFull(b *testing.B) {
+	benchChatFromJSON(b, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+}
+
+func benchChatFromJSON(b *testing.B, o Options) {
+	e := newEngine(b, o)
 	in := benchChatInput()
 	body, err := json.Marshal(in["request"])
 	if err != nil {
@@ -257,6 +268,12 @@ func BenchmarkChatDenyFromJSON(b *testing.B) {
 	}
 	in["agent"] = Preconvert(in["agent"])
 	eval := chatEval(e, in)
+	// The agent's first decision starts its partial evaluation; time the
+	// decisions after it, as a gateway serves them.
+	if err := eval(); err != nil {
+		b.Fatal(err)
+	}
+	e.live.Load().fast.pending.Wait()
 	latency(b, func() error {
 		v, err := JSONInput(body)
 		if err != nil {

@@ -146,6 +146,7 @@ func (e *Engine) pollBundle(ctx context.Context) (ReloadEvent, bool, error) {
 		}
 		return ev, !repeat, &LoadError{Dir: src.Display(), Text: ev.Error, Err: err}
 	}
+	p.warmFrom(cur)
 	e.reloadMu.Lock()
 	e.live.Store(p)
 	e.reloadMu.Unlock()

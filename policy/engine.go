@@ -67,6 +67,10 @@ type Options struct {
 	// Timeout bounds one evaluation (protocol.yaml timeouts.validation) when
 	// the caller's context has no earlier deadline. Zero: the context only.
 	Timeout time.Duration
+
+	// noPartial evaluates every decision in full (the differential tests'
+	// reference).
+	noPartial bool
 }
 
 // Engine evaluates the Rego decision points (docs/reference.md) against the
@@ -415,7 +419,9 @@ type outcome struct {
 var noMetrics = metrics.NoOp()
 
 // evaluate converts the input once (the shadow evaluation reuses it) and
-// evaluates the live set.
+// evaluates the live set: the decision's value when it is known for this
+// agent, its residual when partial evaluation left one, the whole policy
+// otherwise.
 func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (ast.Value, outcome, error) {
 	p := e.live.Load()
 	if e.opts.Timeout > 0 {
@@ -425,30 +431,64 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 			defer cancel()
 		}
 	}
-	if p.constant[pt] != nil && e.shadowJobs == nil {
-		// Input-free: nothing to convert, nothing to evaluate.
-		return nil, evalPrepared(ctx, p, pt, nil), nil
+	fp := fullPath
+	if p.constant[pt] == nil && !e.opts.noPartial {
+		fp = p.fastPathFor(pt, input)
+	}
+	if e.shadowJobs == nil && (p.constant[pt] != nil || fp.kind == pathConstant) {
+		// Decided for every input, or for every input of this agent:
+		// nothing to convert, nothing to evaluate.
+		return nil, decided(p, pt, fp), nil
 	}
 	in, err := inputValue(input)
 	if err != nil {
 		return nil, outcome{id: newID(), revision: p.revision, rule: RulePolicyError, err: fmt.Errorf("input: %w", err)}, nil
 	}
-	out := evalPrepared(ctx, p, pt, in)
+	var out outcome
+	switch fp.kind {
+	case pathConstant:
+		out = decided(p, pt, fp)
+	case pathResidual:
+		out = evalQuery(ctx, fp.residual.compiler, p, &fp.residual.q, pt, in)
+		if out.err != nil && ctx.Err() == nil {
+			// A failing decision is evaluated again in full, so that the
+			// cause it reports names the policy's own rules and lines.
+			out = evalPrepared(ctx, p, pt, in)
+		}
+	default:
+		out = evalPrepared(ctx, p, pt, in)
+	}
 	if out.err != nil && ctx.Err() != nil {
 		return in, out, fmt.Errorf("policy %s: %w", pointNames[pt], ctx.Err())
 	}
 	return in, out, nil
 }
 
-// evalPrepared evaluates one decision point of p.
-func evalPrepared(ctx context.Context, p *prepared, pt point, in ast.Value) outcome {
+// decided is the outcome of a decision known before the request came:
+// every decision still has its own id and the revision that decided it.
+func decided(p *prepared, pt point, fp *fastPath) outcome {
 	out := outcome{id: newID(), revision: p.revision}
 	if v := p.constant[pt]; v != nil {
-		// The value cannot depend on the input: computed when the policies
-		// loaded. Every decision still has its own id.
 		out.value = *v
-		return out
+	} else {
+		out.value = fp.value
 	}
+	return out
+}
+
+// evalPrepared evaluates one decision point of p in full.
+func evalPrepared(ctx context.Context, p *prepared, pt point, in ast.Value) outcome {
+	if p.constant[pt] != nil {
+		// The value cannot depend on the input: computed when the policies
+		// loaded.
+		return decided(p, pt, nil)
+	}
+	return evalQuery(ctx, p.compiler, p, &p.queries[pt], pt, in)
+}
+
+// evalQuery evaluates q, compiled by c, on the store of p.
+func evalQuery(ctx context.Context, c *ast.Compiler, p *prepared, q *query, pt point, in ast.Value) outcome {
+	out := outcome{id: newID(), revision: p.revision}
 	if err := ctx.Err(); err != nil {
 		out.rule, out.err = RulePolicyError, fmt.Errorf("evaluation not started: %w", err)
 		return out
@@ -457,10 +497,9 @@ func evalPrepared(ctx context.Context, p *prepared, pt point, in ast.Value) outc
 	// evaluation watching it.
 	cancel := topdown.NewCancel()
 	stop := context.AfterFunc(ctx, cancel.Cancel)
-	q := &p.queries[pt]
 	tq := topdown.NewQuery(q.body).
 		WithQueryCompiler(q.qc).
-		WithCompiler(p.compiler).
+		WithCompiler(c).
 		WithStore(p.store).
 		WithTransaction(p.txn).
 		WithMetrics(noMetrics).

@@ -85,6 +85,10 @@ type prepared struct {
 	// test has computed it without error.
 	inputFree [numPoints]bool
 	constant  [numPoints]*any
+	// partialOK are the decision points partial evaluation may decide per
+	// agent (partialSafe).
+	partialOK [numPoints]bool
+	fast      fastPaths
 }
 
 // readFiles returns the policy files of fsys, sorted by path: every *.rego
@@ -203,6 +207,7 @@ func compile(ctx context.Context, files []regoFile) (*prepared, error) {
 		}
 		p.queries[pt] = q
 		p.inputFree[pt] = inputFree(compiler, queries[pt])
+		p.partialOK[pt] = partialSafe(compiler, queries[pt])
 	}
 	return p, nil
 }

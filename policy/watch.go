@@ -88,6 +88,9 @@ func (e *Engine) reloadLocked(shadow bool) (ReloadEvent, bool, error) {
 		err = &LoadError{Dir: dir, Shadow: shadow, Text: ev.Error, Err: err}
 	} else {
 		*failed = false
+		if !shadow {
+			p.warmFrom(cur)
+		}
 		ptr.Store(p)
 		ev.Revision = p.revision
 		if shadow {

@@ -276,45 +276,55 @@ func (s *Server) access(c echo.Context, ex *scope.Exchange) {
 	if !s.log.Enabled(req.Context(), level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 20)
-	attrs = append(attrs,
-		slog.String("request_id", ex.RequestID),
-		slog.String("method", req.Method),
-		slog.String("path", req.URL.Path),
-		slog.Int("status", res.Status),
-		slog.Float64("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000),
-		slog.Int64("bytes_in", bytesIn(req, ex)),
-		slog.Int64("bytes_out", res.Size),
-	)
+	fields := func(f fieldSink) { accessFields(f, req, res, ex) }
+	if h, ok := s.log.Handler().(*JSONHandler); ok {
+		h.writeLine(level, "request", fields)
+		return
+	}
+	a := attrSink{attrs: make([]slog.Attr, 0, 20)}
+	fields(&a)
+	s.log.LogAttrs(req.Context(), level, "request", a.attrs...)
+}
+
+// accessFields are the access line's fields, in order.
+func accessFields(f fieldSink, req *http.Request, res *echo.Response, ex *scope.Exchange) {
+	f.str("request_id", ex.RequestID)
+	f.str("method", req.Method)
+	f.str("path", req.URL.Path)
+	f.int("status", int64(res.Status))
+	f.float("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000)
+	f.int("bytes_in", bytesIn(req, ex))
+	f.int("bytes_out", res.Size)
 	if ex.Agent != nil {
-		attrs = append(attrs, slog.String("agent", ex.Agent.ID))
+		f.str("agent", ex.Agent.ID)
 	}
 	if ex.Model != "" {
-		attrs = append(attrs, slog.String("model", ex.Model), slog.Bool("stream", ex.Stream))
+		f.str("model", ex.Model)
+		f.bool("stream", ex.Stream)
 	}
 	if ex.Upstream != "" {
-		attrs = append(attrs, slog.String("upstream", ex.Upstream))
+		f.str("upstream", ex.Upstream)
 	}
 	if ex.UsageKnown {
-		attrs = append(attrs, slog.Int("prompt_tokens", ex.Usage.PromptTokens),
-			slog.Int("completion_tokens", ex.Usage.CompletionTokens), slog.Int("tokens", ex.Usage.TotalTokens))
+		f.int("prompt_tokens", int64(ex.Usage.PromptTokens))
+		f.int("completion_tokens", int64(ex.Usage.CompletionTokens))
+		f.int("tokens", int64(ex.Usage.TotalTokens))
 	}
 	if first := ex.Pace.First; !first.IsZero() {
-		attrs = append(attrs, slog.Float64("ttft_ms", float64(first.Sub(ex.Start).Microseconds())/1000))
+		f.float("ttft_ms", float64(first.Sub(ex.Start).Microseconds())/1000)
 	}
 	if ex.SessionID != "" {
-		attrs = append(attrs, slog.String("session_id", ex.SessionID))
+		f.str("session_id", ex.SessionID)
 	}
 	if tid := traceID(req.Header.Get("Traceparent")); tid != "" {
-		attrs = append(attrs, slog.String("trace_id", tid))
+		f.str("trace_id", tid)
 	}
 	if ex.ErrCode != "" {
-		attrs = append(attrs, slog.String("error_code", ex.ErrCode))
+		f.str("error_code", ex.ErrCode)
 	}
 	if ex.Err != nil {
-		attrs = append(attrs, slog.String("error", ex.Err.Error()))
+		f.str("error", ex.Err.Error())
 	}
-	s.log.LogAttrs(req.Context(), level, "request", attrs...)
 }
 
 // bytesIn is the size of the body as received (not as forwarded, which may

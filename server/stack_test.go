@@ -226,7 +226,7 @@ http:
 	if o.discardLogs {
 		sink = io.Discard
 	}
-	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := server.NewJSONLogger(sink, &slog.HandlerOptions{Level: slog.LevelInfo}) // as app builds it
 	auditLog, err := audit.Open(audit.Config{Dir: cfg.Gateway.Audit.Dir, Chain: cfg.Gateway.Audit.Chain, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,18 @@
+//go:build unix
+
+package audit
+
+import (
+	"syscall"
+	"time"
+)
+
+// processCPU is the CPU time (user and system, all threads: GC included)
+// this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,376 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sacpgw/gateway/internal/roster"
+)
+
+// The fast path (a decision settled per agent by partial evaluation, or its
+// residual) must decide exactly as evaluating the whole policy does. These
+// tests run a corpus of requests through two engines on the same policies,
+// one with the fast path and one without, and compare every decision.
+
+// diffAgents are the agents of the differential corpus, preconverted as
+// the gateway's stages pass them.
+func diffAgents() []any {
+	as := testAgents()
+	as["tagged"] = &roster.Agent{ID: "tagged", Type: "reviewer", Capabilities: []string{"read"}, Tags: []string{"eu", "batch"},
+		Models: []string{"gpt-4o-mini"}, MaxRequestSize: 4096}
+	as["bare"] = &roster.Agent{ID: "bare"}
+	out := make([]any, 0, len(as))
+	for _, id := range []string{"claude-3", "copilot-2", "gemini-pro", "tagged", "bare"} {
+		out = append(out, Preconvert(AgentInput(as[id])))
+	}
+	return out
+}
+
+// diffChatRequests are chat request bodies: ordinary, long, with content a
+// policy may look for, and malformed shapes the strict reader would refuse
+// (the policies still see them in tests).
+func diffChatRequests() []string {
+	msgs := func(n int, content string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(`{"role":"user","content":%q}`, content)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	return []string{
+		`{"model":"gpt-4o-mini","messages":` + msgs(1, "hi") + `}`,
+		`{"model":"gpt-4o","messages":` + msgs(4, "write a function") + `,"temperature":0.2,"user":"u-1"}`,
+		`{"model":"gpt-4o","messages":` + msgs(3, "my password is hunter2") + `}`,
+		`{"model":"gpt-4o-mini","messages":` + msgs(1001, "x") + `}`,
+		`{"model":"gpt-4o-mini","messages":[]}`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"BEGIN PRIVATE KEY"}]}]}`,
+		`{"model":"gpt-4o-mini"}`,
+		`{"model":"gpt-4o-mini","messages":"hi"}`,
+		`[]`,
+		`"just a string"`,
+	}
+}
+
+// chatCorpus is every agent × request × model × dialect of the corpus.
+func chatCorpus() []map[string]any {
+	var in []map[string]any
+	for _, agent := range diffAgents() {
+		for _, body := range diffChatRequests() {
+			for _, model := range []string{"gpt-4o-mini", "gpt-4o"} {
+				for _, dialect := range []string{"chat", "anthropic"} {
+					in = append(in, map[string]any{"agent": agent, "request": RawJSON(body), "model": model, "dialect": dialect})
+				}
+			}
+		}
+	}
+	return in
+}
+
+// chatDecisionsAgree runs the corpus through a fast and a reference engine
+// on dir and fails on the first decision they do not agree on. It returns
+// how many decisions took each path.
+func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
+	t.Helper()
+	fast := newEngine(t, Options{Dir: dir, NoWatch: true})
+	full := newEngine(t, Options{Dir: dir, NoWatch: true, noPartial: true})
+	ctx := context.Background()
+	paths := map[int]int{}
+	for _, in := range chatCorpus() {
+		// The fast engine decides each input twice: the first decision of
+		// an agent starts the partial evaluation, the second uses its
+		// result.
+		for i := range 2 {
+			if i == 1 {
+				fast.live.Load().fast.pending.Wait()
+			}
+			got, err := fast.ChatDeny(ctx, in)
+			if err != nil {
+				t.Fatalf("fast: %v", err)
+			}
+			want, err := full.ChatDeny(ctx, in)
+			if err != nil {
+				t.Fatalf("full: %v", err)
+			}
+			if !sameChat(got, want) {
+				t.Fatalf("%s: input %s:\nfast %+v\nfull %+v", dir, describe(in), got, want)
+			}
+			if got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
+				t.Fatalf("decision without its id and revision: %+v", got)
+			}
+		}
+		paths[fast.live.Load().fastPathFor(ptChat, in).kind]++
+	}
+	return paths
+}
+
+func sameChat(a, b ChatDecision) bool {
+	return a.Deny == b.Deny && reflect.DeepEqual(a.Reasons, b.Reasons) && a.FailClosed == b.FailClosed && a.Error == b.Error
+}
+
+func describe(in map[string]any) string {
+	body := string(in["request"].(RawJSON))
+	if len(body) > 120 {
+		body = body[:120] + "…"
+	}
+	agent := fmt.Sprint(in["agent"])
+	if len(agent) > 80 {
+		agent = agent[:80] + "…"
+	}
+	return fmt.Sprintf("agent=%s model=%v dialect=%v request=%s", agent, in["model"], in["dialect"], body)
+}
+
+func TestFastPathAgreesOnTheShippedPolicies(t *testing.T) {
+	paths := chatDecisionsAgree(t, defaultDir)
+	if paths[pathResidual] == 0 {
+		t.Errorf("the shipped chat policy reads the messages: want a residual per agent, got paths %v", paths)
+	}
+}
+
+// chatRuleTemplates are rules of the chat policy reading the agent, the
+// request or both, in the forms partial evaluation must get right: set and
+// complete rules, defaults, functions, negation, iteration, comprehension,
+// conflicts (an error on some inputs), else.
+var chatRuleTemplates = []func(r *rand.Rand) string{
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"type %[1]s\" if input.agent.type == %[1]q\n", pick(r, "reviewer", "code-generator", "nobody"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"capability\" if %q in input.agent.capabilities\n", pick(r, "write", "suggest", "validate"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains sprintf(\"%%d messages\", [count(input.request.messages)]) if count(input.request.messages) > %d\n", r.IntN(5))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"model\" if {\n\tinput.agent.type == %q\n\tinput.model != \"gpt-4o-mini\"\n}\n", pick(r, "reviewer", "code-completer"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"content\" if {\n\tsome m in input.request.messages\n\tcontains(lower(m.content), %q)\n}\n", pick(r, "password", "hunter2", "function"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"dialect\" if {\n\tstartswith(input.agent.id, %q)\n\tinput.dialect == \"anthropic\"\n}\n", pick(r, "c", "g", "t"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("_size(x) := n if n := count(x)\n\ndeny contains \"capabilities\" if _size(input.agent.capabilities) > %d\n", r.IntN(4))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("default _limit := 2\n\n_limit := 10 if input.agent.type == %q\n\ndeny contains \"limit\" if count(input.request.messages) > _limit\n", pick(r, "reviewer", "code-generator"))
+	},
+	func(*rand.Rand) string { return "deny contains \"untagged\" if count(input.agent.tags) == 0\n" },
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains sprintf(\"user %%s\", [input.request.user]) if input.agent.id == %q\n", pick(r, "claude-3", "tagged"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("_c := 1 if input.agent.type == %q\n\n_c := 2 if count(input.request.messages) > 2\n\ndeny contains \"conflict\" if _c > 0\n", pick(r, "reviewer", "code-generator"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("_tier := \"gold\" if input.agent.id == %q\n\nelse := \"basic\" if input.model == \"gpt-4o\"\n\nelse := \"none\"\n\ndeny contains _tier if _tier != \"none\"\n", pick(r, "claude-3", "bare"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"roles\" if {\n\troles := {m.role | some m in input.request.messages}\n\tcount(roles) > %d\n\t%q in input.agent.tags\n}\n", r.IntN(2), pick(r, "eu", "us"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"all models\" if {\n\tevery m in input.agent.models { m != %q }\n\tcount(input.agent.models) > 0\n}\n", pick(r, "gpt-4o", "gpt-4o-mini"))
+	},
+}
+
+func pick(r *rand.Rand, s ...string) string { return s[r.IntN(len(s))] }
+
+// writeChatPolicy writes the shipped chat entrypoint and, as rule packages,
+// the given rules.
+func writeChatPolicy(t *testing.T, dir string, rules []string) {
+	t.Helper()
+	entry := "package gateway.chat\n\nimport data.gateway.rules.chat as rules\n\n" +
+		"deny contains reason if {\n\tsome reason in rules[_].deny\n}\n"
+	write(t, dir, "chat/chat.rego", entry)
+	for i, r := range rules {
+		write(t, dir, fmt.Sprintf("rules/r%d.rego", i), fmt.Sprintf("package gateway.rules.chat.r%d\n\n%s", i, r))
+	}
+}
+
+func TestFastPathAgreesOnGeneratedPolicies(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 1))
+	total := map[int]int{}
+	for i := range 40 {
+		var rules []string
+		for range 1 + r.IntN(4) {
+			rules = append(rules, chatRuleTemplates[r.IntN(len(chatRuleTemplates))](r))
+		}
+		dir := t.TempDir()
+		writeChatPolicy(t, dir, rules)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			for k, n := range chatDecisionsAgree(t, dir) {
+				total[k] += n
+			}
+		})
+	}
+	// The generated set must exercise every path, or the test shows less
+	// than it claims.
+	for _, k := range []int{pathConstant, pathResidual} {
+		if total[k] == 0 {
+			t.Errorf("no generated decision took path %d: %v", k, total)
+		}
+	}
+}
+
+func TestAgentOnlyPolicyIsDecidedOncePerAgent(t *testing.T) {
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, []string{"deny contains \"reviewers may not chat\" if input.agent.type == \"reviewer\"\n"})
+	e := newEngine(t, Options{Dir: dir, NoWatch: true})
+	ctx := context.Background()
+	agents := map[string]any{}
+	for id, a := range testAgents() {
+		agents[id] = Preconvert(AgentInput(a))
+	}
+	in := func(agent string) map[string]any {
+		return map[string]any{"agent": agents[agent], "request": RawJSON(`{"messages":[]}`), "model": "m", "dialect": "chat"}
+	}
+	for agent, want := range map[string]bool{"gemini-pro": true, "claude-3": false} {
+		d, err := e.ChatDeny(ctx, in(agent))
+		if err != nil || d.Deny != want {
+			t.Fatalf("%s: %+v %v, want deny %v", agent, d, err, want)
+		}
+		if d.Deny && !reflect.DeepEqual(d.Reasons, []string{"reviewers may not chat"}) {
+			t.Errorf("reasons %v", d.Reasons)
+		}
+		e.live.Load().fast.pending.Wait()
+		if k := e.live.Load().fastPathFor(ptChat, in(agent)).kind; k != pathConstant {
+			t.Errorf("%s: path %d, want constant", agent, k)
+		}
+		again, _ := e.ChatDeny(ctx, in(agent))
+		if again.Deny != want || again.DecisionID == d.DecisionID || again.Revision != e.Revision() {
+			t.Errorf("%s: decided %+v, then %+v", agent, d, again)
+		}
+	}
+	// The request body is not even read: a body that is not JSON changes
+	// nothing for a decision settled by the agent alone.
+	bad := in("claude-3")
+	bad["request"] = RawJSON(`not json`)
+	if d, _ := e.ChatDeny(ctx, bad); d.Deny {
+		t.Errorf("constant decision read the request: %+v", d)
+	}
+	// An agent passed as a plain map (not preconverted) is evaluated in full.
+	plain := in("claude-3")
+	plain["agent"] = AgentInput(testAgents()["claude-3"])
+	if k := e.live.Load().fastPathFor(ptChat, plain).kind; k != pathFull {
+		t.Errorf("plain agent map: path %d, want full", k)
+	}
+	// A member the partial evaluation did not consider: evaluated in full.
+	extra := in("claude-3")
+	extra["surprise"] = true
+	if k := e.live.Load().fastPathFor(ptChat, extra).kind; k != pathFull {
+		t.Errorf("unknown input member: path %d, want full", k)
+	}
+}
+
+func TestNondeterministicPolicyIsEvaluatedPerRequest(t *testing.T) {
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, []string{
+		"deny contains \"odd nanosecond\" if {\n\tinput.agent.type == \"reviewer\"\n\ttime.now_ns() % 2 == 1\n}\n",
+	})
+	e := newEngine(t, Options{Dir: dir, NoWatch: true})
+	in := map[string]any{"agent": Preconvert(AgentInput(testAgents()["gemini-pro"])), "request": RawJSON(`{"messages":[]}`), "model": "m", "dialect": "chat"}
+	if k := e.live.Load().fastPathFor(ptChat, in).kind; k != pathFull {
+		t.Fatalf("policy calling time.now_ns: path %d, want full evaluation per request", k)
+	}
+	// Per request: over a few hundred decisions, both answers occur.
+	seen := map[bool]bool{}
+	for range 400 {
+		d, _ := e.ChatDeny(context.Background(), in)
+		seen[d.Deny] = true
+	}
+	if !seen[true] || !seen[false] {
+		t.Errorf("a per-request decision came out the same 400 times: %v", seen)
+	}
+}
+
+// TestFastPathFollowsReload: a reload replaces the policies, and with them
+// what was settled per agent.
+func TestFastPathFollowsReload(t *testing.T) {
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, []string{"deny contains \"no reviewers\" if input.agent.type == \"reviewer\"\n"})
+	e := newEngine(t, Options{Dir: dir, NoWatch: true})
+	in := map[string]any{"agent": Preconvert(AgentInput(testAgents()["gemini-pro"])), "request": RawJSON(`{"messages":[]}`), "model": "m", "dialect": "chat"}
+	ctx := context.Background()
+	before, _ := e.ChatDeny(ctx, in)
+	e.live.Load().fast.pending.Wait()
+	if !before.Deny {
+		t.Fatalf("before the reload: %+v", before)
+	}
+	writeChatPolicy(t, dir, []string{"deny contains \"no coders\" if input.agent.type == \"code-generator\"\n"})
+	if err := e.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// The agent seen before the reload is settled for the new policies
+	// before they serve.
+	if k := e.live.Load().fastPathFor(ptChat, in).kind; k != pathConstant {
+		t.Errorf("after the reload: path %d, want constant", k)
+	}
+	after, _ := e.ChatDeny(ctx, in)
+	if after.Deny || after.Revision == before.Revision {
+		t.Fatalf("after the reload: %+v (before %+v)", after, before)
+	}
+}
+
+// TestFastPathAgreesOnMessagesAndMCP runs the shipped messages and MCP
+// policies' decisions through both engines.
+func TestFastPathAgreesOnMessagesAndMCP(t *testing.T) {
+	fast := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
+	full := newEngine(t, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+	ctx := context.Background()
+	for _, agent := range diffAgents() {
+		for _, to := range []string{"claude-3", "pp", "tagged"} {
+			for _, allowed := range []bool{true, false} {
+				in := map[string]any{"agent": agent, "authz": AuthzInput(Authz{Allowed: allowed, Reason: "no role"}),
+					"message":   map[string]any{"sender": "claude-3", "recipient": to, "type": "request", "plan_verbs": []any{"predict", "search"}},
+					"recipient": map[string]any{"id": to, "supported_verbs": []any{"predict"}}}
+				got, _ := fast.MessagesDeny(ctx, in)
+				want, _ := full.MessagesDeny(ctx, in)
+				if !sameChat(got, want) {
+					t.Fatalf("messages %v: fast %+v, full %+v", in["message"], got, want)
+				}
+			}
+		}
+		for _, tool := range []string{"read_file", "delete_file"} {
+			in := map[string]any{"agent": agent, "server": "fs", "method": "tools/call", "arguments": map[string]any{"path": "a"},
+				"tool":  map[string]any{"name": tool, "annotations": map[string]any{"readOnlyHint": tool == "read_file"}},
+				"authz": AuthzInput(Authz{Allowed: true})}
+			got, _ := fast.MCP(ctx, in)
+			want, _ := full.MCP(ctx, in)
+			if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed {
+				t.Fatalf("mcp %s: fast %+v, full %+v", tool, got, want)
+			}
+		}
+	}
+}
+
+// TestContentPolicyExample checks the example policy that reads every
+// message (docs/examples): it refuses a conversation carrying a private
+// key, and the fast path agrees with full evaluation on the corpus.
+func TestContentPolicyExample(t *testing.T) {
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, nil)
+	write(t, dir, "rules/content.rego", string(readExample(t, "chat-content-policy.rego")))
+	e := newEngine(t, Options{Dir: dir, NoWatch: true})
+	in := map[string]any{"agent": Preconvert(AgentInput(testAgents()["claude-3"])), "model": "m", "dialect": "chat",
+		"request": RawJSON(`{"messages":[{"role":"user","content":"-----BEGIN PRIVATE KEY-----\nMIIE"}]}`)}
+	d, _ := e.ChatDeny(context.Background(), in)
+	if !d.Deny || len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "private key") {
+		t.Fatalf("%+v", d)
+	}
+	chatDecisionsAgree(t, dir)
+}
+
+func readExample(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
