@@ -14,7 +14,7 @@ import (
 // Units are binary (1KB = 1024 B), as in the approval protocol's agent registry.
 type Size int64
 
-// Rate is "N/period": N events allowed per second, minute, hour or day.
+// Rate is "N/period": N events allowed per second, minute, hour, day, week or month.
 // The zero Rate means "no limit".
 type Rate struct {
 	N      int
@@ -40,7 +40,7 @@ func (m Money) String() string {
 }
 
 // ParseMoney parses "25USD/day" (a positive amount of at most six decimals,
-// USD, and a period second, minute, hour or day).
+// USD, and a period second, minute, hour, day, week or month).
 func ParseMoney(s string) (Money, error) {
 	amount, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	num, found := strings.CutSuffix(strings.TrimSpace(amount), "USD")
@@ -54,7 +54,7 @@ func ParseMoney(s string) (Money, error) {
 	}
 	d, ok := periods[strings.ToLower(strings.TrimSpace(per))]
 	if !ok {
-		return Money{}, fmt.Errorf("invalid budget %q: period must be second, minute, hour or day", s)
+		return Money{}, fmt.Errorf("invalid budget %q: period must be second, minute, hour, day, week or month", s)
 	}
 	return Money{MicroUSD: micro, Period: d}, nil
 }
@@ -96,9 +96,21 @@ var periods = map[string]time.Duration{
 	"minute": time.Minute, "min": time.Minute, "m": time.Minute,
 	"hour": time.Hour, "h": time.Hour,
 	"day": 24 * time.Hour, "d": 24 * time.Hour,
+	// A week is 7 days and a month 30: the limits are token buckets that
+	// refill evenly over the period, not calendar windows, so a month is a
+	// span, not a date.
+	"week": Week, "w": Week,
+	"month": Month,
 }
 
-// ParseRate parses "100/hour". Periods: second, minute, hour, day (or s, m, h, d).
+// Week and Month are the longest periods a rate or budget may name.
+const (
+	Week  = 7 * 24 * time.Hour
+	Month = 30 * 24 * time.Hour
+)
+
+// ParseRate parses "100/hour". Periods: second, minute, hour, day, week,
+// month (or s, m, h, d, w).
 func ParseRate(s string) (Rate, error) {
 	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
@@ -110,7 +122,7 @@ func ParseRate(s string) (Rate, error) {
 	}
 	d, ok := periods[strings.ToLower(strings.TrimSpace(per))]
 	if !ok {
-		return Rate{}, fmt.Errorf("invalid rate %q: period must be second, minute, hour or day", s)
+		return Rate{}, fmt.Errorf("invalid rate %q: period must be second, minute, hour, day, week or month", s)
 	}
 	return Rate{N: n, Period: d}, nil
 }
@@ -151,8 +163,8 @@ func (r Rate) String() string {
 }
 
 // PeriodName names a period of a money budget or a rate one way (the
-// periods map has short aliases too): second, minute, hour or day, else
-// as a duration.
+// periods map has short aliases too): second, minute, hour, day, week or
+// month, else as a duration.
 func PeriodName(d time.Duration) string {
 	switch d {
 	case time.Second:
@@ -163,6 +175,10 @@ func PeriodName(d time.Duration) string {
 		return "hour"
 	case 24 * time.Hour:
 		return "day"
+	case Week:
+		return "week"
+	case Month:
+		return "month"
 	}
 	return d.String()
 }

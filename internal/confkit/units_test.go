@@ -30,7 +30,7 @@ func TestParseUnits(t *testing.T) {
 		{"100/hour", Rate{100, time.Hour}, true}, {"5/second", Rate{5, time.Second}, true},
 		{"60/minute", Rate{60, time.Minute}, true}, {"1000/day", Rate{1000, 24 * time.Hour}, true},
 		{"10/s", Rate{10, time.Second}, true}, {"3/H", Rate{3, time.Hour}, true},
-		{"100", Rate{}, false}, {"0/hour", Rate{}, false}, {"-5/hour", Rate{}, false}, {"5/week", Rate{}, false}, {"x/hour", Rate{}, false},
+		{"100", Rate{}, false}, {"0/hour", Rate{}, false}, {"-5/hour", Rate{}, false}, {"5/week", Rate{5, Week}, true}, {"5/fortnight", Rate{}, false}, {"x/hour", Rate{}, false},
 	}
 	for _, tc := range rates {
 		got, err := ParseRate(tc.in)
@@ -71,7 +71,9 @@ func TestParseMoney(t *testing.T) {
 		{"0USD/day", Money{}, false},
 		{"-1USD/day", Money{}, false},
 		{"NaNUSD/day", Money{}, false},
-		{"25USD/week", Money{}, false},
+		{"500USD/month", Money{MicroUSD: 500_000_000, Period: Month}, true},
+		{"25USD/week", Money{MicroUSD: 25_000_000, Period: Week}, true},
+		{"25USD/year", Money{}, false},
 		{"0.0000001USD/day", Money{}, false},
 	}
 	for _, c := range cases {
@@ -93,6 +95,8 @@ func TestUnitStrings(t *testing.T) {
 		{Money{MicroUSD: 1, Period: 90 * time.Minute}.String(), "0.000001USD/1h30m0s"},
 		{Rate{N: 10, Period: time.Minute}.String(), "10/minute"},
 		{Rate{N: 3, Period: 2 * time.Hour}.String(), "3/2h0m0s"},
+		{Money{MicroUSD: 500_000_000, Period: Month}.String(), "500USD/month"},
+		{Rate{N: 7, Period: Week}.String(), "7/week"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
