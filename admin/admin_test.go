@@ -12,8 +12,10 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/team"
 )
 
 // people signs in whoever the request's X-Who names: the contract of
@@ -220,4 +222,52 @@ func TestCSRF(t *testing.T) {
 		t.Errorf("token and origin: %d %s, want 201", st, b)
 	}
 	h.must("cookie", "GET", "/admin/agents", "", 200)
+}
+
+// TestFileTeamsShownReadOnly: teams.yaml's teams are listed and read
+// through the API beside the run-time ones (their limits in the file's
+// units, not marked run-time), to their owners only; the file stays their
+// source of truth: a change or a run-time team of the same name is 409.
+func TestFileTeamsShownReadOnly(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	budget, err := confkit.ParseMoney("500USD/month")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := *h.api.cfg.Load()
+	cfg.Teams = map[string]*team.Team{"data": {Name: "data", Description: "analysts", Budget: budget}}
+	h.api.cfg.Store(&cfg)
+	h.must("admin", "POST", "/admin/teams", `{"name":"web"}`, 201)
+
+	var list struct {
+		Teams []struct {
+			Name    string            `json:"name"`
+			Runtime bool              `json:"runtime"`
+			Spec    map[string]string `json:"spec"`
+			Members []string          `json:"members"`
+		} `json:"teams"`
+	}
+	if err := json.Unmarshal([]byte(h.must("admin", "GET", "/admin/teams", "", 200)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Teams) != 2 || list.Teams[0].Name != "data" || list.Teams[0].Runtime || list.Teams[0].Spec["budget"] != "500USD/month" ||
+		len(list.Teams[0].Members) != 1 || list.Teams[0].Members[0] != "file-agent" || list.Teams[1].Name != "web" || !list.Teams[1].Runtime {
+		t.Fatalf("teams: %+v", list.Teams)
+	}
+	if b := h.must("ds-lead", "GET", "/admin/teams", "", 200); strings.Contains(b, `"web"`) || !strings.Contains(b, `"data"`) {
+		t.Errorf("a team owner sees: %s", b)
+	}
+	if b := h.must("ds-lead", "GET", "/admin/teams/data", "", 200); !strings.Contains(b, `"description":"analysts"`) || strings.Contains(b, "created_at") {
+		t.Errorf("GET a file team: %s", b)
+	}
+	h.must("web", "GET", "/admin/teams/data", "", 404)
+	for _, c := range []struct{ method, path, body string }{
+		{"PATCH", "/admin/teams/data", `{"description":"x"}`},
+		{"DELETE", "/admin/teams/data", ""},
+		{"POST", "/admin/teams", `{"name":"data"}`},
+	} {
+		if st, b := h.do("admin", c.method, c.path, c.body); st != http.StatusConflict || !strings.Contains(b, "teams.yaml") {
+			t.Errorf("%s %s: %d %s, want 409 naming teams.yaml", c.method, c.path, st, b)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/team"
 )
 
 // TeamView is a team as the API shows it: its fields, and its members
@@ -20,9 +22,9 @@ type TeamView struct {
 	Runtime bool            `json:"runtime"`
 	Spec    json.RawMessage `json:"spec"`
 	Members []string        `json:"members"`
-	Created time.Time       `json:"created_at"`
-	Updated time.Time       `json:"updated_at"`
-	By      string          `json:"updated_by"`
+	Created time.Time       `json:"created_at,omitzero"`
+	Updated time.Time       `json:"updated_at,omitzero"`
+	By      string          `json:"updated_by,omitempty"`
 }
 
 // members are the agents of team, by name.
@@ -54,10 +56,46 @@ func (a *API) teamView(r *http.Request, t Team) (TeamView, error) {
 	return TeamView{Name: t.Name, Runtime: true, Spec: t.Spec, Members: m, Created: t.Created, Updated: t.Updated, By: t.By}, nil
 }
 
+// fileTeamView is teams.yaml's team t as the API shows it: not run-time,
+// its spec the file's fields in their units.
+func (a *API) fileTeamView(r *http.Request, t *team.Team) (TeamView, error) {
+	m, err := a.members(r, t.Name)
+	if err != nil {
+		return TeamView{}, err
+	}
+	spec := map[string]string{}
+	if t.Description != "" {
+		spec["description"] = t.Description
+	}
+	if !t.RateLimit.IsZero() {
+		spec["rate_limit"] = t.RateLimit.String()
+	}
+	if !t.TokenLimit.IsZero() {
+		spec["token_limit"] = t.TokenLimit.String()
+	}
+	if !t.Budget.IsZero() {
+		spec["budget"] = t.Budget.String()
+	}
+	raw, _ := json.Marshal(spec)
+	return TeamView{Name: t.Name, Spec: raw, Members: m}, nil
+}
+
+// inFile refuses a change to a team teams.yaml defines: the file is the
+// source of truth for it.
+func (a *API) inFile(name string) error {
+	if _, ok := a.cfg.Load().Teams[name]; ok {
+		return conflict("team_in_file", "Team "+quote(name)+" is defined in teams.yaml: change it there.")
+	}
+	return nil
+}
+
 // team finds name if p owns it; else 404.
 func (a *API) team(r *http.Request, p door.Person, name string) (Team, error) {
 	if !p.OwnsTeam(name) {
 		return Team{}, notFound("Team", name)
+	}
+	if err := a.inFile(name); err != nil {
+		return Team{}, err
 	}
 	t, err := a.d.Store.StoredTeam(r.Context(), name)
 	if err != nil {
@@ -86,6 +124,16 @@ func (a *API) listTeams(w http.ResponseWriter, r *http.Request) error {
 		return stateErr(err)
 	}
 	out := []TeamView{}
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Load().Teams)) {
+		if !p.OwnsTeam(name) {
+			continue
+		}
+		v, err := a.fileTeamView(r, a.cfg.Load().Teams[name])
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
 	for _, t := range all {
 		if !p.OwnsTeam(t.Name) {
 			continue
@@ -101,6 +149,18 @@ func (a *API) listTeams(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) getTeam(w http.ResponseWriter, r *http.Request) error {
+	p, err := a.person(r, false)
+	if err != nil {
+		return err
+	}
+	if ft, ok := a.cfg.Load().Teams[r.PathValue("team")]; ok && p.OwnsTeam(ft.Name) {
+		v, err := a.fileTeamView(r, ft)
+		if err != nil {
+			return err
+		}
+		httpx.WriteJSON(w, r, http.StatusOK, v)
+		return nil
+	}
 	_, t, err := a.teamTarget(r, false)
 	if err != nil {
 		return err
@@ -127,8 +187,8 @@ func (a *API) createTeam(w http.ResponseWriter, r *http.Request) error {
 	if _, err := teamOf(name, b.Fields); err != nil {
 		return err
 	}
-	if _, inFile := a.cfg.Load().Teams[name]; inFile {
-		return conflict("team_exists", "Team "+quote(name)+" is defined in teams.yaml: change it there, or pick another name.")
+	if err := a.inFile(name); err != nil {
+		return err
 	}
 	spec, _ := json.Marshal(b.Fields)
 	now := a.now().UTC()
