@@ -54,7 +54,7 @@ import (
 var tools = []string{"bash", "curl", "jq", "openssl", "sha256sum", "gzip"}
 
 const (
-	blockTimeout = 30 * time.Second // one run block, all its commands
+	blockTimeout = 90 * time.Second // one run block, all its commands
 	outputLimit  = 2000             // bytes of a command's output quoted in a failure
 )
 
