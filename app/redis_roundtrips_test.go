@@ -109,7 +109,9 @@ func TestRedisRoundTripsPerRequest(t *testing.T) {
 		}
 	})
 
-	f := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: rd.URL(), chain: "rt-flow"})
+	// A Redis of its own: on rd, the first gateway's workflow engine (which
+	// has no such workflow) may claim the run and fail it.
+	f := newFlow(t, flowOpts{workflows: negotiationFlow, redisURL: testredis.Start(t).URL(), chain: "rt-flow"})
 	f.up.script(func(user string) map[string]any { return sacpAnswer("success", map[string]any{}, "ok") })
 	fc := count(f.a2a)
 	run := perRequest(t, fc, 5, func(int) {
