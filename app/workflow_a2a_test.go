@@ -27,7 +27,7 @@ import (
 // briefer is an A2A agent made with the official Go SDK: it answers a
 // message with a task whose artifact holds a data part {"summary": ...}
 // and a text part; a message saying "fail" ends its task failed with a
-// reason, one saying "which" asks a question (input-required) unless it
+// reason, one saying "slow" is never answered, one saying "which" asks a question (input-required) unless it
 // also carries the person's answer ("Q3").
 type briefer struct {
 	srv *httptest.Server
@@ -41,7 +41,7 @@ func (b *briefer) texts() []string {
 	return slices.Clone(b.got)
 }
 
-func (b *briefer) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2asdk.Event, error] {
+func (b *briefer) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2asdk.Event, error] {
 	return func(yield func(a2asdk.Event, error) bool) {
 		text := partsText(ec.Message.Parts)
 		b.mu.Lock()
@@ -57,6 +57,9 @@ func (b *briefer) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Se
 		switch {
 		case strings.Contains(text, "fail"):
 			status(a2asdk.TaskStateFailed, "the source document is unreadable")
+			return
+		case strings.Contains(text, "slow"):
+			<-ctx.Done()
 			return
 		case strings.Contains(text, "which") && !strings.Contains(text, "Q3"):
 			status(a2asdk.TaskStateInputRequired, "Which quarter?")
@@ -153,6 +156,14 @@ messaging:
         input: "Write up: {{summ.data.summary}} ({{summ.data.points}} points)"
     edges:
       - {from: summ, to: write, when: 'response.data.points == 3'}
+  quick:
+    callers: [caller]
+    start: summ
+    nodes:
+      summ:
+        agent: helper
+        input: "Brief {{input.doc}}"
+        timeout: 1s
 `
 	return serveApp(t, dir, auditDir, map[string]string{
 		config.GatewayFile: gw, config.AgentsFile: agents, config.WorkflowsFile: flows, config.ProtocolFile: "protocol: {}\n",
@@ -193,7 +204,8 @@ func TestWorkflowA2ANode(t *testing.T) {
 
 // TestWorkflowA2ANodeFails: a task that ends failed fails the step and the
 // run with the agent's reason; a caller the A2A door refuses fails it with
-// the door's refusal, and the agent never sees the message.
+// the door's refusal, and the agent never sees the message; an agent that
+// does not answer fails it at the node's timeout.
 func TestWorkflowA2ANodeFails(t *testing.T) {
 	b := newBriefer(t)
 	g := newA2ANodeGateway(t, b)
@@ -209,6 +221,12 @@ func TestWorkflowA2ANodeFails(t *testing.T) {
 	}
 	if len(b.texts()) != before {
 		t.Fatal("the agent got a message the door refused")
+	}
+	// An agent that does not answer within the node's timeout fails it.
+	start := time.Now()
+	v = g.runEnd("caller", "quick", g.startRun("caller", "quick", `{"doc": "slow"}`))
+	if v.Status != workflow.Failed || !strings.Contains(v.Error, "did not answer within 1s") || time.Since(start) > 8*time.Second {
+		t.Fatalf("slow agent: run %s %q after %s", v.Status, v.Error, time.Since(start))
 	}
 }
 
