@@ -24,8 +24,9 @@ import (
 // the workflow package imports no door. The step waits for the task's end
 // within the node's timeout; the final artifact becomes the step's data.
 
-// a2aPoll is how often a step looks at a task the agent still works on.
-const a2aPoll = 200 * time.Millisecond
+// a2aPoll is how often a step looks at a task the agent still works on:
+// each look is a request of the caller's rate_limit.
+const a2aPoll = time.Second
 
 // servesA2A reports whether agent is an A2A agent the A2A door serves now.
 func (a *App) servesA2A(agent string) bool { return a.a2a != nil && a.a2a.Serves(agent) }
