@@ -11,6 +11,7 @@ import (
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/sacp"
@@ -179,7 +180,9 @@ func (c stepCaller) a2aRPC(ctx context.Context, acting scope.Acting, agent, meth
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(rec.body.Bytes(), &resp); err != nil {
+	// The door produced it; it is read strictly all the same (no member
+	// twice, none in another case).
+	if err := jsonv2.Unmarshal(rec.body.Bytes(), &resp); err != nil {
 		return id, fmt.Errorf("the A2A answer of agent %s to %s: %w", agent, method, err)
 	}
 	switch {
