@@ -47,7 +47,7 @@ func (b *briefer) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		b.mu.Lock()
 		b.got = append(b.got, text)
 		b.mu.Unlock()
-		if !yield(a2asdk.NewSubmittedTask(ec, ec.Message), nil) {
+		if ec.StoredTask == nil && !yield(a2asdk.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
 		status := func(s a2asdk.TaskState, say string) {
@@ -101,8 +101,9 @@ func newBriefer(t *testing.T) *briefer {
 // newA2ANodeGateway is the whole gateway with workflow "brief": node summ
 // is the A2A agent helper (b), node write a SACP writer on the mock
 // provider given summ's data.summary. caller may start it and message
-// helper; outsider may start it and not message helper.
-func newA2ANodeGateway(t *testing.T, b *briefer) *a2a {
+// helper; outsider may start it and not message helper. With humanInput,
+// helper's questions go to the A2A door's own review.
+func newA2ANodeGateway(t *testing.T, b *briefer, humanInput bool) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
@@ -139,9 +140,9 @@ messaging:
   helper:
     type: worker
     token_sha256: %q
-    a2a: {url: %q}
+    a2a: {url: %q, human_input: %t}
 `, roster.HashTokenHex("tok-caller"), roster.HashTokenHex("tok-outsider"), roster.HashTokenHex("tok-writer"),
-		roster.HashTokenHex("tok-helper"), b.srv.URL)
+		roster.HashTokenHex("tok-helper"), b.srv.URL, humanInput)
 	flows := `workflows:
   brief:
     callers: [caller, outsider]
@@ -177,7 +178,7 @@ messaging:
 // the caller's A2A call.
 func TestWorkflowA2ANode(t *testing.T) {
 	b := newBriefer(t)
-	g := newA2ANodeGateway(t, b)
+	g := newA2ANodeGateway(t, b, false)
 	id := g.startRun("caller", "brief", `{"doc": "the Q3 report"}`)
 	v := g.runEnd("caller", "brief", id)
 	if v.Status != workflow.Completed || strings.Join(v.Path, ",") != "summ,write" {
@@ -208,7 +209,7 @@ func TestWorkflowA2ANode(t *testing.T) {
 // does not answer fails it at the node's timeout.
 func TestWorkflowA2ANodeFails(t *testing.T) {
 	b := newBriefer(t)
-	g := newA2ANodeGateway(t, b)
+	g := newA2ANodeGateway(t, b, false)
 	v := g.runEnd("caller", "brief", g.startRun("caller", "brief", `{"doc": "fail"}`))
 	if v.Status != workflow.Failed || len(v.Steps) != 1 || v.Steps[0].Status != "error" ||
 		!strings.Contains(v.Steps[0].Error, "TASK_STATE_FAILED") || !strings.Contains(v.Steps[0].Error, "the source document is unreadable") {
@@ -235,7 +236,7 @@ func TestWorkflowA2ANodeFails(t *testing.T) {
 // the agent with the node's input, and the run completes.
 func TestWorkflowA2ANodeInputRequired(t *testing.T) {
 	b := newBriefer(t)
-	g := newA2ANodeGateway(t, b)
+	g := newA2ANodeGateway(t, b, false)
 	id := g.startRun("caller", "brief", `{"doc": "which report?"}`)
 	var v workflow.View
 	for deadline := time.Now().Add(10 * time.Second); v.Status != workflow.WaitingForHuman; time.Sleep(20 * time.Millisecond) {
@@ -267,4 +268,36 @@ func (g *a2a) runView(agent, name, id string) workflow.View {
 	var v workflow.View
 	_ = json.Unmarshal(body, &v)
 	return v
+}
+
+// TestWorkflowA2ANodeDoorReview: with a2a.human_input, the agent's question
+// goes to the A2A door's review; the step waits for the task, which the
+// person's answer lets end, and the run completes without pausing.
+func TestWorkflowA2ANodeDoorReview(t *testing.T) {
+	b := newBriefer(t)
+	g := newA2ANodeGateway(t, b, true)
+	id := g.startRun("caller", "brief", `{"doc": "which report?"}`)
+	var list struct {
+		Escalations []struct {
+			ID string `json:"request_id"`
+		} `json:"escalations"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(list.Escalations) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no review was opened for the agent's question")
+		}
+		_, body, _ := g.do(http.MethodGet, "/admin/escalations", "tok-admin", "")
+		_ = json.Unmarshal(body, &list)
+	}
+	if v := g.runView("caller", "brief", id); v.Status != workflow.InProgress {
+		t.Fatalf("run = %s, want still in progress while the door's review waits", v.Status)
+	}
+	if status, body, _ := g.do(http.MethodPost, "/admin/escalations/"+list.Escalations[0].ID+"/decision", "tok-admin",
+		`{"decision":"approve","reviewer":"ops","comment":"Q3"}`); status != http.StatusOK {
+		t.Fatalf("decision: %d %s", status, body)
+	}
+	v := g.runEnd("caller", "brief", id)
+	if v.Status != workflow.Completed || strings.Join(v.Path, ",") != "summ,write" || v.Steps[0].Answer.Data["summary"] != "short: Q3" {
+		t.Fatalf("run = %s %q, path %v, steps %+v", v.Status, v.Error, v.Path, v.Steps)
+	}
 }
