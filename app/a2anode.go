@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -196,6 +195,3 @@ func (c stepCaller) a2aRPC(ctx context.Context, acting scope.Acting, agent, meth
 	}
 	return id, nil
 }
-
-// errNoCaller is an A2A step without the run's caller to send it.
-var errNoCaller = errors.New("an A2A agent's step needs the run's caller")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -32,6 +33,9 @@ type stepCaller struct {
 	// caller's message through the A2A door (a2aStep).
 	a2a func(agent string) bool
 }
+
+// errNoCaller is an A2A step without the run's caller to send it.
+var errNoCaller = errors.New("an A2A agent's step needs the run's caller")
 
 // Call implements workflow.Caller.
 func (c stepCaller) Call(ctx context.Context, call workflow.Call) (workflow.Reply, error) {
