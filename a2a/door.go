@@ -193,6 +193,13 @@ func (d *Door) Routes() []door.Route {
 	}
 }
 
+// Serves reports whether agent is an A2A agent of the configuration
+// served now: a workflow step of it is a message through this door.
+func (d *Door) Serves(agent string) bool {
+	a := d.conf.Load().agents[agent]
+	return a != nil && a.A2A != nil
+}
+
 // target is the A2A agent a request names, or nil.
 func (c *conf) target(r *http.Request) *roster.Agent {
 	a := c.agents[r.PathValue("agent")]

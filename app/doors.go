@@ -124,7 +124,7 @@ func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
 		return nil, nil
 	}
 	eng, err := workflow.New(workflow.Deps{
-		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler, endpoint: a.hasEndpoint}, Policy: a.policies, Steps: a.state.limiter,
+		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler, endpoint: a.hasEndpoint, a2a: a.servesA2A}, Policy: a.policies, Steps: a.state.limiter,
 		Picker:    registryPicker{handler: a.Handler, registry: a.registry, relay: func() *messaging.Service { return a.messaging }},
 		Escalator: a.approval, Audit: a.rec, Log: a.log, Owner: cfg.Gateway.Audit.Chain,
 		PolicyTimeout: cfg.Protocol.Timeouts.Validation.D(),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -28,10 +29,22 @@ type stepCaller struct {
 	// a registry-driven step's agent that does is messaged by the run's
 	// caller through the relay (relayStep) instead.
 	endpoint func(ctx context.Context, agent string) bool
+	// a2a reports whether an agent is an A2A agent: its step is the run's
+	// caller's message through the A2A door (a2aStep).
+	a2a func(agent string) bool
 }
+
+// errNoCaller is an A2A step without the run's caller to send it.
+var errNoCaller = errors.New("an A2A agent's step needs the run's caller")
 
 // Call implements workflow.Caller.
 func (c stepCaller) Call(ctx context.Context, call workflow.Call) (workflow.Reply, error) {
+	if c.a2a != nil && c.a2a(call.Agent) {
+		if call.Caller == "" {
+			return workflow.Reply{}, errNoCaller
+		}
+		return c.a2aStep(ctx, call)
+	}
 	if call.Sender != "" && c.endpoint != nil && c.endpoint(ctx, call.Agent) {
 		return c.relayStep(ctx, call)
 	}

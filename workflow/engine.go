@@ -47,6 +47,9 @@ type Call struct {
 	// Sender is set for a registry-driven node: the run's caller, who
 	// messages the chosen agent, and Action is what it sends.
 	Sender, Action string
+	// Caller is the run's caller: an A2A agent's step is its message to
+	// the agent, governed as the caller's own.
+	Caller string
 }
 
 // Reply is the validated SACP answer of a Call.

@@ -192,7 +192,7 @@ func (e *Engine) call(ctx context.Context, wf *definition.Workflow, node *defini
 		timeout = e.stepTimeout
 	}
 	release := e.keepLease(ctx, run.ID)
-	call := Call{Agent: node.Agent, Model: node.Model, Input: input, RunID: run.ID, Node: node.Name}
+	call := Call{Agent: node.Agent, Model: node.Model, Input: input, RunID: run.ID, Node: node.Name, Caller: run.Caller}
 	if node.Pick != nil {
 		pk, err := e.pick(ctx, wf, node, run, timeout)
 		e.writePick(ctx, run, node.Name, pk, err)

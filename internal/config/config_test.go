@@ -210,8 +210,12 @@ func TestWorkflowsFile(t *testing.T) {
 	cases := []struct {
 		name, workflows string
 		want            []string // "line: substring"; none: loads
+		loaded          int      // the workflows that load
 	}{
 		{name: "absent"},
+		// An A2A agent's step is a message: no protocol, no model.
+		{name: "a node of an A2A agent", workflows: "workflows:\n  w:\n    callers: [claude-3]\n    start: a\n    nodes:\n      a:\n        agent: helper\n        input: hi\n",
+			loaded: 1},
 		{name: "a node of an agent without the protocol", workflows: "workflows:\n  w:\n    callers: [claude-3]\n    start: a\n    nodes:\n      a:\n        agent: copilot-2\n        input: hi\n",
 			want: []string{"7: "}},
 		{name: "an unknown caller", workflows: "workflows:\n  w:\n    callers: [nobody]\n    start: a\n    nodes:\n      a:\n        agent: claude-3\n        input: hi\n",
@@ -230,7 +234,8 @@ func TestWorkflowsFile(t *testing.T) {
 				}
 				if f == AgentsFile {
 					// gemini-pro speaks the protocol here but names no model.
-					b = []byte(strings.Replace(string(b), "  gemini-pro:\n", "  gemini-pro:\n    response_format: json_standard\n", 1))
+					b = []byte(strings.Replace(string(b), "  gemini-pro:\n", "  gemini-pro:\n    response_format: json_standard\n", 1) +
+						"  helper:\n    type: worker\n    token_sha256: \"" + strings.Repeat("ab", 32) + "\"\n    a2a: {url: \"https://helper.internal:9000\"}\n")
 				}
 				if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
 					t.Fatal(err)
@@ -252,8 +257,8 @@ func TestWorkflowsFile(t *testing.T) {
 				if err != nil {
 					t.Fatalf("load: %v", err)
 				}
-				if len(cfg.Workflows.Names()) != 0 {
-					t.Errorf("workflows %v, want none", cfg.Workflows.Names())
+				if len(cfg.Workflows.Names()) != c.loaded {
+					t.Errorf("workflows %v, want %d", cfg.Workflows.Names(), c.loaded)
 				}
 				return
 			}

@@ -199,7 +199,7 @@ func (l *loader) workflows(agents map[string]*roster.Agent, agentsKnown bool) *d
 			return true, true
 		}
 		a, ok := agents[id]
-		return ok, ok && a.StandardProtocol()
+		return ok, ok && (a.StandardProtocol() || a.A2A != nil)
 	})
 	var probs definition.Problems
 	if errors.As(err, &probs) {
@@ -228,7 +228,8 @@ func (l *loader) workflows(agents map[string]*roster.Agent, agentsKnown bool) *d
 			node := wf.Nodes[n]
 			// A registry-driven node's agent, and so its default model,
 			// is known only when its step runs.
-			if node.Model == "" && node.Pick == nil {
+			// An A2A agent's step is a message, no model call.
+			if a := agents[node.Agent]; node.Model == "" && node.Pick == nil && (a == nil || a.A2A == nil) {
 				// The default is filled in here, where the agents are known.
 				if node.Model = agents[node.Agent].DefaultModel(); node.Model == "" {
 					l.add(WorkflowsFile, node.Line, "workflow %s, node %s: set model: agent %s lists no model by name (only globs or none)", name, n, node.Agent)

@@ -93,8 +93,8 @@ func sortProblems(p Problems) {
 	slices.SortStableFunc(p, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
 }
 
-// AgentInfo tells Parse whether an agent id exists and whether it speaks the
-// SACP JSON protocol.
+// AgentInfo tells Parse whether an agent id exists and whether it can take
+// a step: it speaks the SACP JSON protocol, or A2A.
 type AgentInfo func(id string) (exists, protocol bool)
 
 // Set is every workflow of a file, by name, and the file's step_limit.

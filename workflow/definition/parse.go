@@ -402,7 +402,7 @@ func (p *parser) node(wfWhat string, key, val *yaml.Node) (*Node, nodeSrc) {
 		case !exists:
 			p.addf(e.val.Line, "%s: agent %q does not exist", what, a)
 		case !protocol:
-			p.addf(e.val.Line, "%s: agent %q does not speak the SACP JSON protocol", what, a)
+			p.addf(e.val.Line, "%s: agent %q does not speak the SACP JSON protocol nor A2A", what, a)
 		}
 	}
 	if e, ok := f["model"]; ok {
