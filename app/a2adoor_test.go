@@ -131,15 +131,12 @@ func newA2AAgent(t testing.TB) *a2aAgent {
 	return ag
 }
 
-// newA2AGateway is the whole gateway in front of ag as agent "helper":
-// caller may send it the skill summarize and skill-less messages, other
-// anything, intern nothing. Redaction of messages is on (credit cards
-// block). Every token is "tok-" + the agent's id.
-func newA2AGateway(t testing.TB, ag *a2aAgent) *a2a {
-	t.Helper()
-	dir := t.TempDir()
-	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
+// reviewedGatewayYAML is the head of a test gateway.yaml: the mock
+// provider, the shipped policies, the admin (tok-admin) and reviewer
+// ops-lead (tok-ops-lead), and an audit block (dir, chain) that the
+// caller may go on with.
+func reviewedGatewayYAML(auditDir, chain string) string {
+	return `listen: "127.0.0.1:0"
 admin:
   token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
   reviewers:
@@ -151,8 +148,19 @@ policy:
   dir: ` + policyDir(a2aOpts{}) + `
 audit:
   dir: ` + auditDir + `
-  chain: a2a
-  fail_mode: closed
+  chain: ` + chain + `
+`
+}
+
+// newA2AGateway is the whole gateway in front of ag as agent "helper":
+// caller may send it the skill summarize and skill-less messages, other
+// anything, intern nothing. Redaction of messages is on (credit cards
+// block). Every token is "tok-" + the agent's id.
+func newA2AGateway(t testing.TB, ag *a2aAgent) *a2a {
+	t.Helper()
+	dir := t.TempDir()
+	auditDir := filepath.Join(dir, "audit")
+	gw := reviewedGatewayYAML(auditDir, "a2a") + `  fail_mode: closed
 messaging:
   allowed_networks: [127.0.0.0/8]
 `

@@ -62,20 +62,7 @@ func newReviewMCPGateway(t *testing.T, url string) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-  reviewers:
-    - name: ops-lead
-      token_sha256: "` + roster.HashTokenHex("tok-ops-lead") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: mcp
-mcp:
+	gw := reviewedGatewayYAML(auditDir, "mcp") + `mcp:
   servers:
     - name: files
       url: ` + url + `

@@ -107,20 +107,7 @@ func newA2ANodeGateway(t *testing.T, b *briefer, humanInput bool) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-  reviewers:
-    - name: ops-lead
-      token_sha256: "` + roster.HashTokenHex("tok-ops-lead") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: a2anode
-messaging:
+	gw := reviewedGatewayYAML(auditDir, "a2anode") + `messaging:
   allowed_networks: [127.0.0.0/8]
 `
 	agents := fmt.Sprintf(`agents:
