@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	a2adoor "github.com/sacpgw/gateway/a2a"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +16,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	a2adoor "github.com/sacpgw/gateway/a2a"
+	"github.com/sacpgw/gateway/server/listenconf"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/redis/go-redis/v9"
@@ -584,7 +586,7 @@ func embeddingsSelf(cfg *config.Config) *roster.Agent {
 }
 
 // bounds are the server's connection limits from gateway.yaml's http.
-func bounds(h config.HTTP, sources *sourceguard.Guard) server.Bounds {
+func bounds(h listenconf.HTTP, sources *sourceguard.Guard) server.Bounds {
 	return server.Bounds{
 		ReadHeaderTimeout: h.ReadHeaderTimeout.D(), BodyIdle: h.BodyIdleTimeout.D(), WriteIdle: h.WriteIdleTimeout.D(),
 		IdleTimeout: h.IdleTimeout.D(), ConnsPerSource: h.Unauthenticated.ConnsPerSource, Sources: sources,

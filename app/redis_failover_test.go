@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"github.com/sacpgw/gateway/internal/roster"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/roster"
 
 	"github.com/redis/go-redis/v9"
 

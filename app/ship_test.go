@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"github.com/sacpgw/gateway/internal/roster"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/roster"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"

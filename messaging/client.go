@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
+	"github.com/sacpgw/gateway/messaging/relayconf"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -19,7 +19,7 @@ import (
 // Every connection goes only where p allows: the dialed address is checked
 // (no loopback, private, link-local or metadata ranges unless
 // messaging.allowed_networks lists them), never through a proxy.
-func NewClient(c config.MessagingTLS, p egress.Policy) (*http.Client, error) {
+func NewClient(c relayconf.TLS, p egress.Policy) (*http.Client, error) {
 	t := p.Guard(upstream.NewTransport(0))
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CAFile != "" {

@@ -2,10 +2,11 @@ package messaging
 
 import (
 	"context"
-	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sacpgw/gateway/internal/testkit"
 
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/mailbox"

@@ -2,12 +2,13 @@ package messaging
 
 import (
 	"fmt"
-	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sacpgw/gateway/internal/testkit"
 
 	"github.com/sacpgw/gateway/mailbox"
 )

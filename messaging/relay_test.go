@@ -12,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/envelope"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/mailbox"
+	"github.com/sacpgw/gateway/messaging/relayconf"
 )
 
 func request(t *testing.T, raw string) *envelope.Message {
@@ -81,7 +82,7 @@ func TestCheckReply(t *testing.T) {
 // TestTimeout: metadata.timeout_ms within messaging.max_timeout, else the
 // default.
 func TestTimeout(t *testing.T) {
-	cfg := &config.Config{Gateway: config.Gateway{Messaging: config.Messaging{Timeout: config.Duration(10 * time.Second), MaxTimeout: config.Duration(time.Minute)}}}
+	cfg := &config.Config{Gateway: config.Gateway{Messaging: relayconf.Settings{Timeout: config.Duration(10 * time.Second), MaxTimeout: config.Duration(time.Minute)}}}
 	s := &Service{}
 	c, _ := newConf(cfg, nil)
 	s.conf.Store(c)
@@ -95,7 +96,7 @@ func TestTimeout(t *testing.T) {
 // TestAttemptErrors: a timed-out attempt is a deadline error callers can
 // recognise, and is not retried within the same deadline.
 func TestAttemptErrors(t *testing.T) {
-	cfg := &config.Config{Gateway: config.Gateway{Messaging: config.Messaging{RetryBackoff: config.Duration(time.Millisecond)}}}
+	cfg := &config.Config{Gateway: config.Gateway{Messaging: relayconf.Settings{RetryBackoff: config.Duration(time.Millisecond)}}}
 	cfg.Protocol.Limits.MaxRetryAttempts = 3
 	s := &Service{client: nil}
 	c, _ := newConf(cfg, nil)

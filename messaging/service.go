@@ -31,6 +31,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/messaging/relayconf"
 
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/egress"
@@ -215,7 +216,7 @@ func New(d Deps) (*Service, error) {
 	if s.client == nil {
 		// Public addresses only, no redirects (NewClient cannot fail
 		// without certificate files).
-		s.client, _ = NewClient(config.MessagingTLS{}, egress.Policy{})
+		s.client, _ = NewClient(relayconf.TLS{}, egress.Policy{})
 	}
 	if s.now == nil {
 		s.now = time.Now

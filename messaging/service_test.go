@@ -21,6 +21,7 @@ import (
 	"github.com/sacpgw/gateway/internal/testcert"
 	"github.com/sacpgw/gateway/internal/testkit"
 	"github.com/sacpgw/gateway/mailbox"
+	"github.com/sacpgw/gateway/messaging/relayconf"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/redact"
 )
@@ -166,7 +167,7 @@ func TestNewClientTLS(t *testing.T) {
 	caFile := put("ca.pem", ca.PEM)
 	c1, k1 := ca.Issue(t, 11, "spiffe://example.org/gateway-1")
 	certFile, keyFile := put("gw.pem", c1), put("gw.key", k1)
-	client, err := NewClient(config.MessagingTLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile}, loopback)
+	client, err := NewClient(relayconf.TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile}, loopback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestNewClientTLS(t *testing.T) {
 	}
 	// Without the gateway's certificate the endpoint refuses the handshake;
 	// without the CA the gateway refuses the endpoint.
-	bare, err := NewClient(config.MessagingTLS{CAFile: caFile}, loopback)
+	bare, err := NewClient(relayconf.TLS{CAFile: caFile}, loopback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestNewClientTLS(t *testing.T) {
 		t.Error("mTLS endpoint reached without a client certificate")
 	}
 	put("gw.key", k2)
-	system, err := NewClient(config.MessagingTLS{CertFile: certFile, KeyFile: keyFile}, loopback)
+	system, err := NewClient(relayconf.TLS{CertFile: certFile, KeyFile: keyFile}, loopback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,13 +219,13 @@ func TestNewClientTLS(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		tls  config.MessagingTLS
+		tls  relayconf.TLS
 		want string
 	}{
-		{"missing CA file", config.MessagingTLS{CAFile: filepath.Join(dir, "none.pem")}, "messaging.tls.ca_file"},
-		{"CA file without certificates", config.MessagingTLS{CAFile: put("empty.pem", []byte("nothing"))}, "no PEM certificates"},
-		{"key that does not match", config.MessagingTLS{CertFile: certFile, KeyFile: put("other.key", k1)}, "client certificate"},
-		{"missing certificate", config.MessagingTLS{CertFile: filepath.Join(dir, "none.pem"), KeyFile: keyFile}, "client certificate"},
+		{"missing CA file", relayconf.TLS{CAFile: filepath.Join(dir, "none.pem")}, "messaging.tls.ca_file"},
+		{"CA file without certificates", relayconf.TLS{CAFile: put("empty.pem", []byte("nothing"))}, "no PEM certificates"},
+		{"key that does not match", relayconf.TLS{CertFile: certFile, KeyFile: put("other.key", k1)}, "client certificate"},
+		{"missing certificate", relayconf.TLS{CertFile: filepath.Join(dir, "none.pem"), KeyFile: keyFile}, "client certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewClient(tc.tls, loopback); err == nil || !strings.Contains(err.Error(), tc.want) {

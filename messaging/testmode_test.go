@@ -2,12 +2,13 @@ package messaging
 
 import (
 	"encoding/json"
-	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/testkit"
 
 	"github.com/sacpgw/gateway/mailbox"
 )

@@ -1,12 +1,13 @@
 package messaging
 
 import (
-	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/testkit"
 )
 
 // TestTTLExpiresQueuedMessages: a queued message whose metadata.ttl_ms

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sacpgw/gateway/internal/testkit"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sacpgw/gateway/internal/testkit"
 
 	"github.com/sacpgw/gateway/mailbox"
 )

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/server/listenconf"
 	"github.com/sacpgw/gateway/upstream"
 )
 
@@ -18,7 +18,7 @@ import (
 // then identified by the SPIFFE ID in its URI SAN). The certificate is
 // re-read when its files change, so cert-manager can rotate it without a
 // restart. It returns nil, nil when no certificate is configured.
-func TLSConfig(c config.TLS, log *slog.Logger) (*tls.Config, error) {
+func TLSConfig(c listenconf.TLS, log *slog.Logger) (*tls.Config, error) {
 	if c.CertFile == "" {
 		return nil, nil
 	}

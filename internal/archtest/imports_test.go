@@ -35,6 +35,11 @@ var layers = map[string]int{
 	"internal/doctest":    0, // the docs' snippets test: a package comment, no imports
 	"internal/atomicfile": 0, // a state file replaced whole or not at all
 	"internal/pagekit":    0, // the style and headers of every server-rendered page
+	// The parts' own config sections, below the loader that composes them.
+	"server/listenconf":     0, // gateway.yaml's tls and http: how the server listens
+	"internal/stateconf":    0, // gateway.yaml's state: memory or Redis
+	"messaging/relayconf":   0, // gateway.yaml's messaging: the relay's deliveries and outbound networks
+	"approval/approvalconf": 0, // gateway.yaml's approval: the approval protocol's catalogue, URL, webhook, rate
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
 	"internal/browsertest":      0, // headless Chromium for the browser tests, imported by tests only
@@ -71,18 +76,24 @@ var sideways = map[[2]string]bool{
 	{"policy/bundle", "internal/egress"}: true,
 	// Each part owns its config type, written with the units and the
 	// problem reporter every part's config shares.
-	{"redact", "internal/confkit"}:            true,
-	{"sacp", "internal/confkit"}:              true,
-	{"audit", "internal/confkit"}:             true,
-	{"internal/tracing", "internal/confkit"}:  true,
-	{"internal/pricing", "internal/confkit"}:  true,
-	{"internal/roster", "internal/confkit"}:   true,
-	{"internal/roster", "internal/names"}:     true,
-	{"internal/team", "internal/confkit"}:     true,
-	{"internal/people", "internal/confkit"}:   true,
-	{"internal/protocol", "internal/confkit"}: true,
-	{"internal/protocol", "sacp"}:             true,
-	{"internal/protocol", "redact"}:           true,
+	{"redact", "internal/confkit"}:                true,
+	{"sacp", "internal/confkit"}:                  true,
+	{"audit", "internal/confkit"}:                 true,
+	{"internal/tracing", "internal/confkit"}:      true,
+	{"internal/pricing", "internal/confkit"}:      true,
+	{"internal/roster", "internal/confkit"}:       true,
+	{"internal/roster", "internal/names"}:         true,
+	{"internal/team", "internal/confkit"}:         true,
+	{"internal/people", "internal/confkit"}:       true,
+	{"internal/protocol", "internal/confkit"}:     true,
+	{"server/listenconf", "internal/confkit"}:     true,
+	{"internal/stateconf", "internal/confkit"}:    true,
+	{"internal/stateconf", "internal/redisx"}:     true,
+	{"messaging/relayconf", "internal/confkit"}:   true,
+	{"approval/approvalconf", "internal/confkit"}: true,
+	{"dialect/responses", "internal/confkit"}:     true,
+	{"internal/protocol", "sacp"}:                 true,
+	{"internal/protocol", "redact"}:               true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

@@ -7,20 +7,23 @@
 package config
 
 import (
-	"net/netip"
 	"strings"
 
+	"github.com/sacpgw/gateway/approval/approvalconf"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
+	"github.com/sacpgw/gateway/dialect/responses"
 	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/protocol"
-	"github.com/sacpgw/gateway/internal/redisx"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/stateconf"
 	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/internal/tracing"
+	"github.com/sacpgw/gateway/messaging/relayconf"
 	"github.com/sacpgw/gateway/policy"
+	"github.com/sacpgw/gateway/server/listenconf"
 	"github.com/sacpgw/gateway/upstream"
 	"github.com/sacpgw/gateway/workflow/definition"
 )
@@ -58,18 +61,18 @@ type Gateway struct {
 	// Pricing is what models cost (per model name; the shipped table for
 	// common models applies to the others), for spend and budgets.
 	Pricing   map[string]pricing.Price `yaml:"pricing"`
-	TLS       TLS                      `yaml:"tls"`
+	TLS       listenconf.TLS           `yaml:"tls"`
 	Policy    policy.Config            `yaml:"policy"`
-	Approval  Approval                 `yaml:"approval"`
+	Approval  approvalconf.Settings    `yaml:"approval"`
 	Tracing   tracing.Config           `yaml:"tracing"`
 	Audit     Audit                    `yaml:"audit"`
-	State     State                    `yaml:"state"`
-	Messaging Messaging                `yaml:"messaging"`
+	State     stateconf.Settings       `yaml:"state"`
+	Messaging relayconf.Settings       `yaml:"messaging"`
 	// HTTP bounds the connections clients hold open.
-	HTTP HTTP `yaml:"http"`
+	HTTP listenconf.HTTP `yaml:"http"`
 	// Responses is the stored state of the Responses API
 	// (previous_response_id).
-	Responses Responses `yaml:"responses"`
+	Responses responses.Settings `yaml:"responses"`
 	// MCP are the Model Context Protocol servers agents reach through the
 	// gateway, at /mcp/{name} (docs/mcp.md).
 	MCP MCP `yaml:"mcp"`
@@ -160,96 +163,6 @@ func (s Secrets) String() string {
 	return "{" + strings.Join(names, ", ") + "}"
 }
 
-// Responses configures the conversations the gateway keeps so that a
-// Responses API request may continue an earlier one (previous_response_id).
-type Responses struct {
-	// StoreTTL is how long an answered response can be continued. Default
-	// 24h; a request's store: false keeps nothing.
-	StoreTTL Duration `yaml:"store_ttl"`
-	// MaxStoredSize bounds one stored conversation; a longer one is not
-	// kept (continuing it is refused, never truncated). Default 1MB.
-	MaxStoredSize Size `yaml:"max_stored_size"`
-}
-
-// HTTP bounds what a client connection may hold: slow headers and bodies,
-// readers that take nothing, and the traffic of clients that have not
-// authenticated (limited per source before any work: docs/security.md,
-// "Flooding, connections and the state backend").
-type HTTP struct {
-	// ReadHeaderTimeout bounds the wait for a request's headers. Default 5s.
-	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
-	// BodyIdleTimeout cuts a request body that sends no byte for this long.
-	// Default 15s.
-	BodyIdleTimeout Duration `yaml:"body_idle_timeout"`
-	// WriteIdleTimeout cuts a client that accepts no byte of the answer for
-	// this long (streams included: each write extends it). Default 60s.
-	WriteIdleTimeout Duration `yaml:"write_idle_timeout"`
-	// IdleTimeout closes a keep-alive connection without requests. Default 120s.
-	IdleTimeout Duration `yaml:"idle_timeout"`
-	// Unauthenticated limits the traffic of sources that have not
-	// authenticated.
-	Unauthenticated Unauthenticated `yaml:"unauthenticated"`
-}
-
-// Unauthenticated bounds what a source that has not authenticated can cost:
-// connections, refused requests, and audit entries.
-type Unauthenticated struct {
-	// ConnsPerSource caps the connections one source address holds before
-	// one of them authenticates. Default 64.
-	ConnsPerSource int `yaml:"conns_per_source"`
-	// RateLimit bounds the failed authentications of one source address;
-	// past it the source gets 429 before any work. Default 10/second.
-	RateLimit Rate `yaml:"rate_limit"`
-	// AuditWindow: the first failure of a source in a window is audited at
-	// once, the repeats as one counted entry per source per window. Default 60s.
-	AuditWindow Duration `yaml:"audit_window"`
-}
-
-// Messaging configures agent-to-agent traffic (POST /relay/messages).
-type Messaging struct {
-	// Timeout bounds a REQUEST's round trip when its metadata.timeout_ms is
-	// absent, and each delivery attempt of a queued message. Default 10s.
-	Timeout Duration `yaml:"timeout"`
-	// MaxTimeout caps metadata.timeout_ms. Default 60s.
-	MaxTimeout Duration `yaml:"max_timeout"`
-	// RetryBackoff is the wait before the second delivery attempt of a
-	// queued message; it doubles after each failure. Attempts in all are
-	// protocol limits.max_retry_attempts. Default 200ms.
-	RetryBackoff Duration `yaml:"retry_backoff"`
-	// Workers deliver queued messages. Default 4.
-	Workers int `yaml:"workers"`
-	// QueueCapacity bounds queued deliveries; over it a message is refused
-	// (503) rather than dropped later. Default 10000.
-	QueueCapacity int `yaml:"queue_capacity"`
-	// HistoryRetention keeps a workflow's history this long after its last
-	// message. Default 168h.
-	HistoryRetention Duration `yaml:"history_retention"`
-	// MaxClockSkew refuses envelopes whose timestamp is further than this
-	// from the gateway's clock. Default 5m.
-	MaxClockSkew Duration `yaml:"max_clock_skew"`
-	// TLS is how the gateway connects to https endpoints.
-	TLS MessagingTLS `yaml:"tls"`
-	// AllowedNetworks are CIDRs that outbound calls (agent endpoints,
-	// webhooks, spawned agents) may reach although they are loopback,
-	// link-local or private. Empty: only public addresses.
-	AllowedNetworks []string `yaml:"allowed_networks"`
-	// AllowedPrefixes is AllowedNetworks parsed; set by Load.
-	AllowedPrefixes []netip.Prefix `yaml:"-"`
-}
-
-// MessagingTLS authenticates the gateway to the agents' endpoints and them
-// to it (the agent communication patterns have agents authenticate via mTLS;
-// docs/agent-messaging.md, Configuration).
-type MessagingTLS struct {
-	// CAFile verifies the endpoints' certificates. Empty: system roots.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client certificate the gateway
-	// presents (re-read on each new connection, so rotation needs no
-	// restart). Empty: none.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-}
-
 // Log configures log/slog output.
 type Log struct {
 	// Level is debug, info, warn or error. Default info.
@@ -279,30 +192,6 @@ type Reviewer struct {
 	TokenSHA256 string `yaml:"token_sha256"`
 }
 
-// TLS configures TLS termination.
-type TLS struct {
-	CertFile     string `yaml:"cert_file"`
-	KeyFile      string `yaml:"key_file"`
-	ClientCAFile string `yaml:"client_ca_file"`
-	// MinVersion is "1.2" or "1.3". Default "1.3".
-	MinVersion string `yaml:"min_version"`
-}
-
-// Approval configures the approval protocol (docs/approval.md).
-type Approval struct {
-	// CatalogueDir holds the specification catalogue (Markdown files with an
-	// id in front matter). Default "specs".
-	CatalogueDir string `yaml:"catalogue_dir"`
-	// BaseURL is the gateway's external URL, for human_review_url. Empty:
-	// the review URL is a path ("/review/{id}").
-	BaseURL string `yaml:"base_url"`
-	// Webhook receives a Slack-compatible notification per escalation. Empty: none.
-	Webhook string `yaml:"webhook"`
-	// RateLimit bounds /agent/request per agent. Default 60/minute, the
-	// approval protocol's limit (docs/approval.md, Limits).
-	RateLimit Rate `yaml:"rate_limit"`
-}
-
 // Audit is gateway.yaml's audit: the trail's own settings (audit.Settings,
 // which the audit package owns and checks) and the two ways the trail
 // leaves the machine, whose packages import audit and so cannot be fields
@@ -315,35 +204,6 @@ type Audit struct {
 	// Ship uploads closed segments and checkpoints to object storage
 	// (docs/compliance.md). Nil: not shipped.
 	Ship *ship.Config `yaml:"ship"`
-}
-
-// State selects where rate limits and approval states live.
-type State struct {
-	// Backend is memory or redis. Default memory.
-	Backend string `yaml:"backend"`
-	// RedisURL is one Redis node; Redis says the same and more (Sentinel,
-	// Cluster, TLS, ACL). Give one of the two with backend redis.
-	RedisURL string           `yaml:"redis_url"`
-	Redis    *redisx.Settings `yaml:"redis"`
-	// OnFailure is closed (503 while Redis is down) or local (fall back to
-	// in-memory limits). Default local.
-	OnFailure string `yaml:"on_failure"`
-	// Timeout is the deadline of every call to the state backend; a slower
-	// backend counts as down. Default 50ms.
-	Timeout Duration `yaml:"timeout"`
-	// Dir keeps what the memory backend must not lose at a restart (the
-	// agents spawned at run time). Default data/state, relative to the
-	// config file like every path.
-	Dir string `yaml:"dir"`
-}
-
-// RedisSettings is where the redis backend connects: the redis block, or
-// the one node of redis_url.
-func (s State) RedisSettings() redisx.Settings {
-	if s.Redis != nil {
-		return *s.Redis
-	}
-	return redisx.Settings{URL: s.RedisURL}
 }
 
 // Registry is config/registry.yaml: compact SACP's verb and tool library,

@@ -305,12 +305,9 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	at := func(p ...string) int { return lineOf(n, p...) }
 	g.Policy.Check(l.section(f, n, "policy"))
 	l.policyBundle(at, &g.Policy)
-	for _, p := range []*string{&g.Messaging.TLS.CAFile, &g.Messaging.TLS.CertFile, &g.Messaging.TLS.KeyFile} {
-		l.resolve(p)
-	}
 	upstream.Check(l.section(f, n, "upstreams"), g.Upstreams)
 	pricing.Check(l.section(f, n, "pricing"), g.Pricing)
-	g.Responses.check(l.section(f, n, "responses"))
+	g.Responses.Check(l.section(f, n, "responses"))
 	if g.HealthListen != "" {
 		if _, _, err := net.SplitHostPort(g.HealthListen); err != nil {
 			l.add(f, at("health_listen"), "health_listen %q: want host:port (e.g. :8081): %v", g.HealthListen, err)
@@ -324,8 +321,8 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	}
 	g.Log.check(l.section(f, n, "log"))
 	g.Admin.check(l.section(f, n, "admin"))
-	g.TLS.check(l.section(f, n, "tls"))
-	g.Approval.check(l.section(f, n, "approval"))
+	g.TLS.Check(l.section(f, n, "tls"))
+	g.Approval.Check(l.section(f, n, "approval"))
 	g.Tracing.Check(l.section(f, n, "tracing"))
 	g.Audit.Check(l.section(f, n, "audit"))
 	g.People.Check(l.section(f, n, "people"))
@@ -341,10 +338,9 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 			l.add(f, at(append([]string{"audit", "ship"}, p.Key...)...), "%s", p.Msg)
 		}
 	}
-	g.State.check(l.section(f, n, "state"))
-	l.redis(n, &g.State)
-	l.messaging(n, &g.Messaging)
-	l.http(n, &g.HTTP)
+	g.State.Check(l.section(f, n, "state"))
+	g.Messaging.Check(l.section(f, n, "messaging"))
+	g.HTTP.Check(l.section(f, n, "http"))
 	l.mcp(n, &g.MCP)
 }
 
@@ -485,28 +481,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// redis checks state.redis_url and state.redis (State.RedisSettings
-// gives the one that is set).
-func (l *loader) redis(n *yaml.Node, st *State) {
-	const f = GatewayFile
-	switch {
-	case st.Redis != nil && st.RedisURL != "":
-		l.add(f, lineOf(n, "state", "redis"), "state: give redis_url or the redis block, not both")
-		return
-	case st.Redis == nil:
-		if st.Backend == "redis" && st.RedisURL == "" {
-			l.add(f, lineOf(n, "state", "redis_url"), "state.redis_url is required with backend redis, or a state.redis block (is REDIS_URL set?)")
-		}
-		return
-	}
-	for _, p := range st.Redis.Check() {
-		l.add(f, lineOf(n, append([]string{"state", "redis"}, p.Path...)...), "%s", p.Msg)
-	}
-	if t := st.Redis.TLS; t != nil {
-		for _, p := range []*string{&t.CAFile, &t.CertFile, &t.KeyFile} {
-			l.resolve(p)
-		}
-	}
 }

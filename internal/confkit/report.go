@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
+	"time"
 )
 
 // Reporter is one part's section of a config file, as the loader hands it
@@ -56,3 +58,24 @@ func HTTPURL(s string) bool {
 
 // OneOf reports whether v is in set.
 func OneOf(v string, set ...string) bool { return slices.Contains(set, v) }
+
+// DurationSetting is a duration of a section: its key (dotted below the
+// section), where it is kept, and its default.
+type DurationSetting struct {
+	Key     string
+	V       *Duration
+	Default time.Duration
+}
+
+// Durations gives each unset duration its default and refuses a negative
+// one at its line, as "section.key: must be positive".
+func Durations(r Reporter, section string, ds []DurationSetting) {
+	for _, d := range ds {
+		if *d.V == 0 {
+			*d.V = Duration(d.Default)
+		}
+		if *d.V < 0 {
+			r.Add(r.Line(strings.Split(d.Key, ".")...), "%s.%s: must be positive", section, d.Key)
+		}
+	}
+}
