@@ -69,7 +69,7 @@ func TestReviewPageShowsMCPToolCall(t *testing.T) {
 		`<code id="mcp-server">files</code>`,
 		`<code id="mcp-tool">delete_file</code> <span class="muted" id="mcp-title">(Delete &lt;a file&gt;)</span>`,
 		`<td id="mcp-description">Deletes a file. &lt;img src=x onerror=alert(2)&gt;</td>`,
-		`<code id="mcp-args-sha">` + mcpSHA + `</code>`,
+		`<code id="mcp-args-sha" class="hash">` + mcpSHA + `</code>`,
 		`Approve: this exact call may run once when the agent sends it again (APPROVED).`,
 	} {
 		if !strings.Contains(body, want) {
