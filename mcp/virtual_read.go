@@ -199,7 +199,8 @@ func (t *turn) issueCursor(method string, i int, cursor string) string {
 // for this method, naming a member the agent may still list. It returns
 // the member's index and its cursor.
 func (t *turn) readCursor(method, c string) (int, string, error) {
-	enc := base64.RawURLEncoding
+	// Strict: one cursor has one spelling.
+	enc := base64.RawURLEncoding.Strict()
 	p, m, ok := strings.Cut(c, ".")
 	payload, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)

@@ -217,3 +217,28 @@ func TestVirtualServerResourcesAndPrompts(t *testing.T) {
 		t.Errorf("refused reads reached a server: %d reads, want %d", after, before)
 	}
 }
+
+// FuzzVirtualCursor: a cursor an agent sends back is refused unless this
+// session issued it for this listing, and then names a member the agent
+// may list with the member's cursor as issued; nothing panics.
+func FuzzVirtualCursor(f *testing.F) {
+	docs, wiki := &server{name: "docs"}, &server{name: "wiki"}
+	virt := &server{name: "all", members: []member{{srv: docs, prefix: "d_"}, {srv: wiki, prefix: "w_"}}}
+	t := &turn{srv: virt, agent: &roster.Agent{ID: "a1", MCPTools: map[string][]string{"docs": {}, "wiki": {}}}, sess: Session{CursorKey: "k1"}}
+	issued := t.issueCursor("resources/list", 1, "page-2")
+	f.Add(issued)
+	f.Add(".")
+	f.Add("d2lraQBwYWdlLTI.")
+	f.Fuzz(func(tt *testing.T, c string) {
+		i, cursor, err := t.readCursor("resources/list", c)
+		if err != nil {
+			return
+		}
+		if c != issued || i != 1 || cursor != "page-2" {
+			tt.Fatalf("cursor %q read as member %d cursor %q: not one this session issued", c, i, cursor)
+		}
+		if _, _, err := t.readCursor("prompts/list", c); err == nil {
+			tt.Fatal("a resources/list cursor read for prompts/list")
+		}
+	})
+}
