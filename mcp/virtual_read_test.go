@@ -16,7 +16,10 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sacpgw/gateway/internal/config"
+	"github.com/sacpgw/gateway/internal/door"
+	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -241,4 +244,73 @@ func FuzzVirtualCursor(f *testing.F) {
 			tt.Fatal("a resources/list cursor read for prompts/list")
 		}
 	})
+}
+
+// TestVirtualServerHeldCallReview: a call held through a virtual server
+// opens a review that names the member server and tool, the virtual
+// server it came through, until when the agent waits and the person it
+// acts for; approved, the waiting call runs at its own server.
+func TestVirtualServerHeldCallReview(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	agent := &roster.Agent{ID: "a1", MaxRequestSize: 1 << 20, MCPTools: map[string][]string{"files": {"delete_file"}}}
+	cfg := &config.Config{Agents: map[string]*roster.Agent{"a1": agent}}
+	cfg.Gateway.MCP.Servers = []config.MCPServer{
+		{Name: "files", URL: filesSDKServer(t), Timeout: config.Duration(10 * time.Second), Hold: config.Duration(time.Minute)},
+		{Name: "all", Servers: []config.MCPMember{{Name: "files", Prefix: "fs_"}}},
+	}
+	cfg.Protocol.Timeouts.Escalation = config.Duration(time.Hour)
+	opener := &fakeOpener{}
+	d, err := New(Deps{Config: cfg, Policy: fakePolicy{policy.MCPDecision{Decision: policy.MCPEscalate, Reason: "a person decides"}},
+		Limiter: limit.NewMemory(), Log: discard(), Opener: opener})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = scope.Attach(r, &scope.Exchange{RequestID: "req-1", Agent: agent})
+		r = r.WithContext(door.WithBehalf(r.Context(), door.Behalf{Subject: "u-1", Email: "ann@example.org", Name: "ann@example.org"}))
+		r.SetPathValue("server", strings.TrimPrefix(r.URL.Path, "/mcp/"))
+		d.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cs := sdkConnect(t, ctx, srv.URL+"/mcp/all")
+	start := time.Now()
+	type result struct {
+		text string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		text, err := callText(t, ctx, cs, "fs_delete_file", "x")
+		done <- result{text, err}
+	}()
+	for ctx.Err() == nil {
+		opener.mu.Lock()
+		n := len(opener.reqs)
+		opener.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	id, req := opener.last()
+	r, err := readReview(req.Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Held == nil {
+		t.Fatalf("the review of a held call says nothing of the wait: %s", req.Content)
+	}
+	until, err := time.Parse(time.RFC3339, r.Held.Until)
+	if r.Server != "files" || r.Tool != "delete_file" || r.Via != "all" || err != nil || r.Held.Behalf != "ann@example.org" ||
+		until.Before(start.Add(58*time.Second)) || until.After(time.Now().Add(time.Minute)) {
+		t.Errorf("review %+v held %+v", r, r.Held)
+	}
+	if err := d.Resolve(ctx, escalation.Decided{ID: id, Type: req.Type, AgentID: req.AgentID, Approved: true, Content: req.Content}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got.err != nil || got.text != "files ran delete_file" {
+		t.Errorf("the approved held call: %q %v", got.text, got.err)
+	}
 }
