@@ -372,6 +372,9 @@ func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 			m.Grant = mcpGrant(rec, s.cur().cfg.Protocol.Timeouts.Escalation.D())
 			page.MCP = m
 			page.Approve, page.Reject = mcpOutcomes()
+			if approve, reject, held := m.heldNow(rec, s.now()); held {
+				page.Approve, page.Reject = approve, reject
+			}
 		}
 	}
 	if rec.Request.RequestType == TypeMCPTool {

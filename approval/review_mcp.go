@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"time"
@@ -30,6 +31,16 @@ type mcpContent struct {
 	// Meta is the call's _meta, which the server receives and the grant
 	// binds; absent when the call has none.
 	Meta json.RawMessage `json:"meta,omitempty"`
+	// Via is the virtual server the agent called through, if any.
+	Via string `json:"via,omitempty"`
+	// Held is there when the agent's call is held open for the decision.
+	Held *mcpHeldContent `json:"held,omitempty"`
+}
+
+// mcpHeldContent is who waits for a held call's decision and until when.
+type mcpHeldContent struct {
+	Until  string `json:"until"`
+	Behalf string `json:"behalf,omitempty"`
 }
 
 var mcpContentShape = sj.FromStruct(reflect.TypeOf(mcpContent{}))
@@ -51,6 +62,20 @@ type mcpReview struct {
 	Meta string
 	// Grant says what the approval lets through, and until when.
 	Grant string
+	// Via is the virtual server the agent called through ("" for none).
+	Via string
+	// Held is set when the agent's call waits open for the decision.
+	Held *mcpHeld
+}
+
+// mcpHeld is a held call's wait as the page shows it: who waits, until
+// when, and (set when the page is drawn) whether it still waits and how
+// long is left.
+type mcpHeld struct {
+	Until   time.Time
+	Behalf  string
+	Waiting bool
+	Left    string
 }
 
 // mcpHint is one annotation: its value as the server stated it, or a note
@@ -114,7 +139,14 @@ func parseMCPContent(content string) (*mcpReview, error) {
 	if err := jsonObject(c.Arguments, &args); err != nil {
 		return nil, errors.New("arguments: " + err.Error())
 	}
-	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256, Meta: indentJSON(c.Meta)}
+	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256, Meta: indentJSON(c.Meta), Via: c.Via}
+	if c.Held != nil {
+		until, err := time.Parse(time.RFC3339, c.Held.Until)
+		if err != nil {
+			return nil, errors.New("held.until: not an RFC 3339 time")
+		}
+		r.Held = &mcpHeld{Until: until, Behalf: c.Held.Behalf}
+	}
 	if raw, ok := ann["title"]; ok {
 		if json.Unmarshal(raw, &r.Title) != nil {
 			r.Title = string(raw)
@@ -180,4 +212,27 @@ func mcpGrant(rec *Record, ttl time.Duration) string {
 // mcpOutcomes are the words beside the buttons for a tool call.
 func mcpOutcomes() (approve, reject string) {
 	return "this exact call may run once when the agent sends it again (APPROVED)", "it does not run (REJECTED); the agent is told"
+}
+
+// heldNow says, at now, whether the agent still waits for r's decision:
+// then approving runs the call at once and its result goes to the
+// waiting agent, which the grant line and the buttons' words say.
+func (r *mcpReview) heldNow(rec *Record, now time.Time) (approve, reject string, held bool) {
+	if r.Held == nil || rec.State != StateEscalated || !now.Before(r.Held.Until) {
+		return "", "", false
+	}
+	r.Held.Waiting = true
+	r.Held.Left = heldLeft(r.Held.Until.Sub(now))
+	r.Grant = "Approving runs exactly this call (agent " + rec.AgentID + ", the same tool, the same arguments and _meta) once, now, " +
+		"and its result goes to the waiting agent. A call with any other argument or _meta needs its own approval."
+	return "the call runs now and its result goes to the waiting agent (APPROVED)", "it does not run (REJECTED); the waiting agent is told at once", true
+}
+
+// heldLeft is how long a held call still waits, to the second under a
+// minute (holds are short).
+func heldLeft(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d s", int(d.Round(time.Second)/time.Second))
+	}
+	return span(d)
 }

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // mcpSHA is a well-formed arguments_sha256 (the page shows it, the door
@@ -68,7 +69,7 @@ func TestReviewPageShowsMCPToolCall(t *testing.T) {
 		`<code id="mcp-server">files</code>`,
 		`<code id="mcp-tool">delete_file</code> <span class="muted" id="mcp-title">(Delete &lt;a file&gt;)</span>`,
 		`<td id="mcp-description">Deletes a file. &lt;img src=x onerror=alert(2)&gt;</td>`,
-		`<code id="mcp-args-sha">` + mcpSHA + `</code>`,
+		`<code id="mcp-args-sha" class="hash">` + mcpSHA + `</code>`,
 		`Approve: this exact call may run once when the agent sends it again (APPROVED).`,
 	} {
 		if !strings.Contains(body, want) {
@@ -273,5 +274,53 @@ func TestReviewPageMCPShowsMeta(t *testing.T) {
 	}
 	if _, err := parseMCPContent(strings.Replace(mcpCall, `"method":"tools/call"`, `"meta":[1],"method":"tools/call"`, 1)); err == nil {
 		t.Error("a _meta that is not an object was summarised")
+	}
+}
+
+// TestReviewPageMCPHeldCall: while the agent's call is held open, the
+// page says who waits (the agent, and the person it acts for), until
+// when and how long is left, the virtual server it called through, and
+// that approving runs the call now for the waiting agent; once the wait
+// is over it says the agent no longer waits, and the buttons say again
+// that an approval lets the call through when the agent sends it again.
+// A held time that is not RFC 3339 is not summarised.
+func TestReviewPageMCPHeldCall(t *testing.T) {
+	h := newHarness(t)
+	until := h.clock.Now().Add(90 * time.Second).UTC().Format(time.RFC3339)
+	content := strings.Replace(mcpCall, `"method":"tools/call"`,
+		`"held":{"behalf":"alice@example.org","until":"`+until+`"},"method":"tools/call"`, 1)
+	content = strings.Replace(content, `"tool":"delete_file"}`, `"tool":"delete_file","via":"all"}`, 1)
+	id := escalateMCP(t, h, content)
+	b := newBrowser(t, h)
+	b.post("/review/login", url.Values{"token": {tokReviewer}}, "")
+	_, body := b.get("/review/" + id)
+	held := between(t, body, `id="mcp-held">`, `</p>`)
+	for _, want := range []string{"<b>coder</b>, acting for <b>alice@example.org</b>, is waiting", "2025-11-02 09:01:30", `<b id="mcp-held-left">1 min left</b>`} {
+		if !strings.Contains(held, want) {
+			t.Errorf("held line lacks %q: %s", want, held)
+		}
+	}
+	for _, want := range []string{
+		`<span class="muted" id="mcp-via">(called through <code>all</code>)</span>`,
+		`Approve: the call runs now and its result goes to the waiting agent (APPROVED).`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if grant := between(t, body, `<p class="grant" id="mcp-grant">`, `</p>`); !strings.Contains(grant, "once, now, and its result goes to the waiting agent") {
+		t.Errorf("grant line %q", grant)
+	}
+
+	h.clock.Advance(2 * time.Minute)
+	_, body = b.get("/review/" + id)
+	if held := between(t, body, `id="mcp-held">`, `</p>`); !strings.Contains(held, "it no longer waits") {
+		t.Errorf("after the hold, held line %q", held)
+	}
+	if !strings.Contains(body, `Approve: this exact call may run once when the agent sends it again (APPROVED).`) {
+		t.Error("after the hold, the buttons still promise a waiting agent")
+	}
+	if _, err := parseMCPContent(strings.Replace(content, until, "soon", 1)); err == nil {
+		t.Error("a held time that is not RFC 3339 was summarised")
 	}
 }

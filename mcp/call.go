@@ -188,7 +188,7 @@ func (t *turn) escalate(ctx context.Context, m *message, a *answer, rec *record,
 		t.refuse(ctx, m, a, rec, label, "deny", codeDenied, "Denied: the policy asks for a person's approval, and this gateway has no approval service.", nil)
 		return
 	}
-	opened, ok := t.openReview(ctx, m, a, rec, label, info, out, dec, reason)
+	opened, ok := t.openReview(ctx, m, a, rec, label, info, out, dec, reason, time.Time{})
 	if !ok {
 		return
 	}
@@ -219,15 +219,16 @@ func (t *turn) approval(ctx context.Context, m *message, a *answer, rec *record,
 }
 
 // openReview opens a person's review of the call, exactly as the server
-// will receive it; it answers the refusal itself when it cannot.
+// will receive it (and, when the call is held, until when the agent
+// waits); it answers the refusal itself when it cannot.
 func (t *turn) openReview(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall,
-	dec policy.MCPDecision, reason string) (escalation.Opened, bool) {
+	dec policy.MCPDecision, reason string, heldUntil time.Time) (escalation.Opened, bool) {
 	desc := info.Description
 	if t.c.red != nil {
 		desc, _ = t.c.red.String(desc)
 	}
 	content, err := review{Method: "tools/call", Server: t.srv.name, Tool: info.Name, Description: desc, Annotations: info.Annotations,
-		Arguments: out.args, ArgumentsSHA256: out.argsSHA256, Meta: out.meta}.content()
+		Arguments: out.args, ArgumentsSHA256: out.argsSHA256, Meta: out.meta, Via: t.via, Held: t.heldReview(ctx, heldUntil)}.content()
 	var opened escalation.Opened
 	if err == nil {
 		opened, err = t.d.opener.Open(ctx, escalation.Request{Type: escalation.TypeMCP, AgentID: t.agent.ID, SessionID: t.ex.SessionID,

@@ -105,6 +105,20 @@ type review struct {
 	ArgumentsSHA256 string         `json:"arguments_sha256"`
 	// Meta is the call's _meta, when it has one.
 	Meta jsontext.Value `json:"meta,omitzero"`
+	// Via is the virtual server the agent called through, if any.
+	Via string `json:"via,omitzero"`
+	// Held says the agent waits for the decision (a held call): the
+	// person sees who waits and until when, and that approving runs the
+	// call at once.
+	Held *heldReview `json:"held,omitzero"`
+}
+
+// heldReview is who waits for a held call's decision and until when.
+type heldReview struct {
+	// Until is when the agent stops waiting (RFC 3339, UTC).
+	Until string `json:"until"`
+	// Behalf is the person the agent acts for, when it acts for one.
+	Behalf string `json:"behalf,omitzero"`
 }
 
 // content is r in RFC 8785 canonical form.

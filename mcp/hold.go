@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
 	"github.com/sacpgw/gateway/policy"
 )
@@ -80,7 +81,10 @@ func (s *server) holdFor(tool string) time.Duration {
 // (rejected, expired, not decided within wait, the agent gone).
 func (t *turn) hold(ctx context.Context, m *message, a *answer, rec *record, label string, info toolInfo, out outCall,
 	dec policy.MCPDecision, reason string, wait time.Duration, meta jsontext.Value) (string, bool) {
-	opened, ok := t.openReview(ctx, m, a, rec, label, info, out, dec, reason)
+	// The person is shown when the agent stops waiting: the same instant
+	// the wait below ends.
+	deadline := time.Now().Add(wait)
+	opened, ok := t.openReview(ctx, m, a, rec, label, info, out, dec, reason, deadline)
 	if !ok {
 		return "", false
 	}
@@ -96,7 +100,7 @@ func (t *turn) hold(ctx context.Context, m *message, a *answer, rec *record, lab
 	}
 	tick := time.NewTicker(holdProgress)
 	defer tick.Stop()
-	expiry := time.NewTimer(wait)
+	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
 	for n := 0; ; n++ {
 		t.progress(a, token, n, waiting)
@@ -124,7 +128,7 @@ func (t *turn) hold(ctx context.Context, m *message, a *answer, rec *record, lab
 			}
 			rec.set("decision", "undecided")
 			t.refuse(ctx, m, a, rec, label, "escalate", codeEscalated,
-				"No person decided within "+wait.String()+": the call was not made. Once approved, send the same call again.",
+				"No person decided within "+wait.String()+" (the hold expired): the call was not made. Once approved, send the same call again.",
 				map[string]any{"escalation_id": opened.ID, "human_review_url": opened.ReviewURL, "decision": "undecided"})
 			return "", false
 		case <-ctx.Done():
@@ -133,6 +137,19 @@ func (t *turn) hold(ctx context.Context, m *message, a *answer, rec *record, lab
 			return "", false
 		}
 	}
+}
+
+// heldReview is what the review of a call held until until tells the
+// person about the wait (nil: the call is not held).
+func (t *turn) heldReview(ctx context.Context, until time.Time) *heldReview {
+	if until.IsZero() {
+		return nil
+	}
+	h := &heldReview{Until: until.UTC().Format(time.RFC3339)}
+	if b, ok := door.BehalfOf(ctx); ok {
+		h.Behalf = b.Name
+	}
+	return h
 }
 
 // takeHeld takes the approval a person's decision just granted.

@@ -29,6 +29,10 @@ type Session struct {
 	// Members are a virtual server's sessions with its servers, by name
 	// (nil for any other server's session).
 	Members map[string]Member
+	// CursorKey signs the cursors a virtual server's listings issue in
+	// this session, so that one not issued here is refused ("" for any
+	// other server's session).
+	CursorKey string
 }
 
 // Member is a virtual server's session with one of its servers.

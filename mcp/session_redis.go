@@ -84,13 +84,14 @@ func NewRedisSessions(client redis.UniversalClient, o RedisSessionsOptions) *Red
 // Reading it back is not strict: a replica of the next version may add
 // members during a rolling upgrade.
 type storedSession struct {
-	ID       string            `json:"id"`
-	Agent    string            `json:"agent"`
-	Server   string            `json:"server"`
-	Upstream string            `json:"upstream,omitempty"`
-	Protocol string            `json:"protocol"`
-	Target   string            `json:"target"`
-	Members  map[string]Member `json:"members,omitempty"`
+	ID        string            `json:"id"`
+	Agent     string            `json:"agent"`
+	Server    string            `json:"server"`
+	Upstream  string            `json:"upstream,omitempty"`
+	Protocol  string            `json:"protocol"`
+	Target    string            `json:"target"`
+	Members   map[string]Member `json:"members,omitempty"`
+	CursorKey string            `json:"cursor_key,omitempty"`
 }
 
 // stampLua is the score of a use of a session of the agent set KEYS[2]:

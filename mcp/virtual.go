@@ -17,14 +17,16 @@ import (
 	"github.com/sacpgw/gateway/policy"
 )
 
-// A virtual server is one endpoint, /mcp/{name}, combining the tools of
-// several configured servers, each tool's name behind its server's
-// prefix. The gateway answers initialize, ping and tools/list itself;
-// every tools/call is routed by its prefix to its server and governed
-// there exactly as a call to /mcp/{server} (the agent's mcp_tools entry
-// for that server, the policy's input naming that server and tool, its
-// limits, redaction, approvals and audit). An agent reaches a virtual
-// server when its mcp_tools name one of its servers.
+// A virtual server is one endpoint, /mcp/{name}, combining the tools,
+// resources and prompts of several configured servers, each tool's and
+// prompt's name and each resource's URI behind its server's prefix. The
+// gateway answers initialize, ping and tools/list itself; every
+// tools/call is routed by its prefix to its server and governed there
+// exactly as a call to /mcp/{server} (the agent's mcp_tools entry for that
+// server, the policy's input naming that server and tool, its limits,
+// redaction, approvals and audit); resources and prompts likewise
+// (virtual_read.go). An agent reaches a virtual server when its mcp_tools
+// name one of its servers.
 
 // setMembers resolves a virtual server's members among servers (the
 // loader checked they exist and are not virtual, and that no prefix
@@ -92,7 +94,8 @@ func (t *turn) initVirtual(w http.ResponseWriter, r *http.Request, m *message) {
 	if !slices.Contains(protocolVersions, version) {
 		version = protocolVersions[len(protocolVersions)-1]
 	}
-	s := Session{ID: newSessionID(), Agent: t.agent.ID, Server: t.srv.name, Protocol: version, Target: t.srv.url, Members: map[string]Member{}}
+	s := Session{ID: newSessionID(), Agent: t.agent.ID, Server: t.srv.name, Protocol: version, Target: t.srv.url, Members: map[string]Member{},
+		CursorKey: newSessionID()}
 	for _, mb := range t.srv.members {
 		ms, err := t.d.openMember(r.Context(), mb.srv, t.ex.RequestID, sent.params)
 		if err != nil {
@@ -109,7 +112,8 @@ func (t *turn) initVirtual(w http.ResponseWriter, r *http.Request, m *message) {
 		refuse(w, r, http.StatusServiceUnavailable, codeUnavailable, "The gateway's session store is unavailable; retry shortly.")
 		return
 	}
-	result, _ := json.Marshal(map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{}},
+	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{}}
+	result, _ := json.Marshal(map[string]any{"protocolVersion": version, "capabilities": caps,
 		"serverInfo": map[string]any{"name": t.srv.name, "version": "1"}}, json.Deterministic(true))
 	w.Header().Set(hdrSession, s.ID)
 	a := &answer{w: w, gather: true}
@@ -180,8 +184,12 @@ func (t *turn) serveVirtual(w http.ResponseWriter, r *http.Request, msgs []*mess
 			if _, ok := t.admit(r.Context(), m, a, ""); ok {
 				t.virtualTools(r.Context(), m, a)
 			}
+		case virtualLists[m.method].items != "":
+			t.virtualList(r.Context(), m, a)
+		case m.method == "resources/read" || m.method == "prompts/get":
+			t.routeRead(r.Context(), m, a)
 		default:
-			a.fail(m.id, codeMethodNotFound, "Method "+quote(m.method)+" is not served by a virtual server (tools only).", nil)
+			a.fail(m.id, codeMethodNotFound, "Method "+quote(m.method)+" is not served by a virtual server.", nil)
 		}
 	}
 	a.finish(r)
@@ -241,12 +249,7 @@ func (t *turn) routeCall(ctx context.Context, m *message, a *answer) {
 		if !ok || tool == "" {
 			continue
 		}
-		p["name"], _ = json.Marshal(tool)
-		params, err := json.Marshal(p, json.Deterministic(true))
-		if err != nil {
-			break
-		}
-		um, err := readMessage(request(m.id, m.method, params))
+		um, err := rerouted(m, "name", tool)
 		if err != nil {
 			break
 		}
