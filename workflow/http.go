@@ -89,7 +89,7 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
 		if done, err := a.Engine.Wait(ctx, run.ID); err == nil && done != nil {
-			httpx.WriteJSON(w, r, http.StatusCreated, done.View())
+			httpx.WriteJSON(w, r, http.StatusCreated, done.shown())
 			return nil
 		}
 	}
@@ -101,7 +101,7 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) error {
 func (a *API) Get() http.Handler { return a.own(a.get) }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request, run *Run) error {
-	httpx.WriteJSON(w, r, http.StatusOK, run.View())
+	httpx.WriteJSON(w, r, http.StatusOK, run.shown())
 	return nil
 }
 
@@ -117,7 +117,7 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request, run *Run) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, r, http.StatusOK, done.View())
+	httpx.WriteJSON(w, r, http.StatusOK, done.shown())
 	return nil
 }
 
