@@ -138,6 +138,18 @@ func (a *API) person(r *http.Request, mutate bool) (door.Person, error) {
 	return p, nil
 }
 
+// pathTarget is the person calling and what the path's key names, as find
+// looks it up for them (an agent they may see, a team they own).
+func pathTarget[T any](a *API, r *http.Request, mutate bool, key string, find func(*http.Request, door.Person, string) (T, error)) (door.Person, T, error) {
+	p, err := a.person(r, mutate)
+	if err != nil {
+		var none T
+		return p, none, err
+	}
+	v, err := find(r, p, r.PathValue(key))
+	return p, v, err
+}
+
 // agentKey turns a refused bearer token that is a key this API issued
 // into 403: an agent's credential is never a person's, and saying so is
 // more use to the caller than "unknown token" (the people's side knows
@@ -190,6 +202,18 @@ func stored(err error, what, name string) error {
 		return notFound(what, name)
 	}
 	return stateErr(err)
+}
+
+// created maps a store's failure to create what (Agent, Team) name: a
+// name taken is 409, a backend that is down 503.
+func created(err error, what, name string) error {
+	if errors.Is(err, ErrExists) {
+		return conflict(strings.ToLower(what)+"_exists", what+" "+quote(name)+" exists.")
+	}
+	if err != nil {
+		return stateErr(err)
+	}
+	return nil
 }
 
 // fileAgents is agents.yaml's agents in force.

@@ -106,20 +106,17 @@ func (a *API) agent(r *http.Request, p door.Person, name string) (agentRef, erro
 
 // target is the person and the agent the path names, which they may see.
 func (a *API) target(r *http.Request, mutate bool) (door.Person, agentRef, error) {
-	p, err := a.person(r, mutate)
-	if err != nil {
-		return p, agentRef{}, err
-	}
-	ref, err := a.agent(r, p, r.PathValue("name"))
-	return p, ref, err
+	return pathTarget(a, r, mutate, "name", a.agent)
 }
 
-// runtimeOnly refuses to change an agent of the file through the API.
-func (ref agentRef) runtimeOnly(verb string) error {
-	if ref.file != nil {
-		return conflict("agent_in_file", "Agent "+quote(ref.name)+" is defined in agents.yaml: "+verb+" it there.")
+// runtimeTarget is target for a change (verb) of a run-time agent: an
+// agent of the file is refused, it changes in agents.yaml only.
+func (a *API) runtimeTarget(r *http.Request, verb string) (door.Person, agentRef, error) {
+	p, ref, err := a.target(r, true)
+	if err == nil && ref.file != nil {
+		err = conflict("agent_in_file", "Agent "+quote(ref.name)+" is defined in agents.yaml: "+verb+" it there.")
 	}
-	return nil
+	return p, ref, err
 }
 
 func (a *API) listAgents(w http.ResponseWriter, r *http.Request) error {
@@ -127,16 +124,26 @@ func (a *API) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	refs, err := a.agents(r, p)
+	out, err := a.agentViews(r, p)
 	if err != nil {
 		return err
 	}
-	out := make([]AgentView, 0, len(refs))
-	for _, ref := range refs {
-		out = append(out, ref.view())
-	}
 	httpx.WriteJSON(w, r, http.StatusOK, map[string]any{"agents": out})
 	return nil
+}
+
+// agentViews are the agents p may see, as the API and the console show
+// them.
+func (a *API) agentViews(r *http.Request, p door.Person) ([]AgentView, error) {
+	refs, err := a.agents(r, p)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]AgentView, 0, len(refs))
+	for _, ref := range refs {
+		views = append(views, ref.view())
+	}
+	return views, nil
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) error {
@@ -240,27 +247,20 @@ func (a *API) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.checked(r, p, name, b.Fields); err != nil {
 		return err
 	}
-	spec, _ := json.Marshal(b.Fields)
-	now := a.now().UTC()
-	s := Agent{Name: name, Spec: spec, Created: now, Updated: now, By: p.Name}
-	if err := a.d.Store.CreateAgent(r.Context(), s); errors.Is(err, ErrExists) {
-		return conflict("agent_exists", "Agent "+quote(name)+" exists.")
-	} else if err != nil {
-		return stateErr(err)
+	s := Agent{Entry: a.entry(name, b.Fields, p)}
+	if err := created(a.d.Store.CreateAgent(r.Context(), s), "Agent", name); err != nil {
+		return err
 	}
 	if err := a.record(r, p, "admin.agent.create", name, fieldsFact(b.Fields)); err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, r, http.StatusCreated, agentRef{name: name, team: specTeam(spec), stored: &s}.view())
+	httpx.WriteJSON(w, r, http.StatusCreated, agentRef{name: name, team: specTeam(s.Spec), stored: &s}.view())
 	return nil
 }
 
 func (a *API) patchAgent(w http.ResponseWriter, r *http.Request) error {
-	p, ref, err := a.target(r, true)
+	p, ref, err := a.runtimeTarget(r, "change")
 	if err != nil {
-		return err
-	}
-	if err := ref.runtimeOnly("change"); err != nil {
 		return err
 	}
 	b, disabled, err := agentBody(r, true)
@@ -300,11 +300,8 @@ func (a *API) patchAgent(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) deleteAgent(w http.ResponseWriter, r *http.Request) error {
-	p, ref, err := a.target(r, true)
+	p, ref, err := a.runtimeTarget(r, "remove")
 	if err != nil {
-		return err
-	}
-	if err := ref.runtimeOnly("remove"); err != nil {
 		return err
 	}
 	if err := a.d.Store.DeleteAgent(r.Context(), ref.name); err != nil {

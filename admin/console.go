@@ -72,13 +72,9 @@ func (a *API) page(fn func(w http.ResponseWriter, r *http.Request, p door.Person
 }
 
 func (a *API) agentsPage(w http.ResponseWriter, r *http.Request, p door.Person) error {
-	refs, err := a.agents(r, p)
+	views, err := a.agentViews(r, p)
 	if err != nil {
 		return err
-	}
-	views := make([]AgentView, 0, len(refs))
-	for _, ref := range refs {
-		views = append(views, ref.view())
 	}
 	return pagekit.Render(w, http.StatusOK, consolePages, "agents", map[string]any{"Nav": navView{p.Name, p.CSRF}, "Agents": views})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -11,8 +12,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/confkit"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/names"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/strictjson"
@@ -43,7 +46,7 @@ func readBody(raw []byte, known []string, refuse func(field string) string) (bod
 		return body{}, apierror.BadRequest("", "The body must be a JSON object.")
 	}
 	b := body{Fields: map[string]json.RawMessage{}}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v := m[k]
 		if k == "name" {
 			var s string
@@ -66,13 +69,24 @@ func readBody(raw []byte, known []string, refuse func(field string) string) (bod
 	return b, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// entry is the Entry of name with fields, created now by p.
+func (a *API) entry(name string, fields map[string]json.RawMessage, p door.Person) Entry {
+	spec, _ := json.Marshal(fields) // raw JSON values under string keys always marshal
+	now := a.now().UTC()
+	return Entry{Name: name, Spec: spec, Created: now, Updated: now, By: p.Name}
+}
+
+// fieldsFact names the fields a change set, never their values (an
+// endpoint or a description is the operator's, but a trail names who did
+// what, and the entry's own state is in the store).
+func fieldsFact(fields map[string]json.RawMessage) func(o *audit.Object) {
+	return func(o *audit.Object) {
+		names := slices.Sorted(maps.Keys(fields))
+		if names == nil {
+			names = []string{}
+		}
+		o.Strs("fields", slices.Clip(names))
 	}
-	slices.Sort(out)
-	return out
 }
 
 // merge is a PATCH: patch's fields over cur's, a null removing one.

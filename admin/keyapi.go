@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/sacpgw/gateway/audit"
@@ -158,17 +157,4 @@ func (a *API) revoke(r *http.Request, p door.Person, ref agentRef, id string) er
 		return stored(err, "Key", id)
 	}
 	return a.record(r, p, "admin.key.revoke", ref.name, func(o *audit.Object) { o.Str("key_id", id) })
-}
-
-// fieldsFact names the fields a change set, never their values (an
-// endpoint or a description is the operator's, but a trail names who did
-// what, and the entry's own state is in the store).
-func fieldsFact(fields map[string]json.RawMessage) func(o *audit.Object) {
-	return func(o *audit.Object) {
-		names := sortedKeys(fields)
-		if names == nil {
-			names = []string{}
-		}
-		o.Strs("fields", slices.Clip(names))
-	}
 }

@@ -180,17 +180,23 @@ func (m *memoryKV) del(_ context.Context, coll string, ids ...string) error {
 	})
 }
 
-// Agent is an agent created through the admin API.
-type Agent struct {
+// Entry is what the admin API keeps of every agent and team it created.
+type Entry struct {
 	Name string `json:"name"`
-	// Spec is the entry's fields as they were accepted (an agents.yaml
-	// entry in JSON, without the name), checked by CheckRuntime.
-	Spec     json.RawMessage `json:"spec"`
-	Disabled bool            `json:"disabled"`
-	Created  time.Time       `json:"created_at"`
-	Updated  time.Time       `json:"updated_at"`
+	// Spec is the fields as they were accepted: an agent's agents.yaml
+	// entry in JSON without the name (checked by CheckRuntime), a team's
+	// description, rate_limit, token_limit and budget.
+	Spec    json.RawMessage `json:"spec"`
+	Created time.Time       `json:"created_at"`
+	Updated time.Time       `json:"updated_at"`
 	// By is who made the last change (a person's name, never a key).
 	By string `json:"by"`
+}
+
+// Agent is an agent created through the admin API.
+type Agent struct {
+	Entry
+	Disabled bool `json:"disabled"`
 }
 
 // Key is one issued key of an agent: its SHA-256, never the key.
@@ -208,15 +214,7 @@ type Key struct {
 }
 
 // Team is a team created through the admin API.
-type Team struct {
-	Name string `json:"name"`
-	// Spec is the team's fields as accepted (description, rate_limit,
-	// token_limit, budget).
-	Spec    json.RawMessage `json:"spec"`
-	Created time.Time       `json:"created_at"`
-	Updated time.Time       `json:"updated_at"`
-	By      string          `json:"by"`
-}
+type Team struct{ Entry }
 
 // Store keeps run-time agents, their keys and teams in the state backend.
 type Store struct{ kv kv }

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
 	"maps"
 	"net/http"
 	"slices"
@@ -106,12 +105,7 @@ func (a *API) team(r *http.Request, p door.Person, name string) (Team, error) {
 
 // teamTarget is the person and the team the path names, which they own.
 func (a *API) teamTarget(r *http.Request, mutate bool) (door.Person, Team, error) {
-	p, err := a.person(r, mutate)
-	if err != nil {
-		return p, Team{}, err
-	}
-	t, err := a.team(r, p, r.PathValue("team"))
-	return p, t, err
+	return pathTarget(a, r, mutate, "team", a.team)
 }
 
 func (a *API) listTeams(w http.ResponseWriter, r *http.Request) error {
@@ -190,13 +184,9 @@ func (a *API) createTeam(w http.ResponseWriter, r *http.Request) error {
 	if err := a.inFile(name); err != nil {
 		return err
 	}
-	spec, _ := json.Marshal(b.Fields)
-	now := a.now().UTC()
-	t := Team{Name: name, Spec: spec, Created: now, Updated: now, By: p.Name}
-	if err := a.d.Store.CreateTeam(r.Context(), t); errors.Is(err, ErrExists) {
-		return conflict("team_exists", "Team "+quote(name)+" exists.")
-	} else if err != nil {
-		return stateErr(err)
+	t := Team{a.entry(name, b.Fields, p)}
+	if err := created(a.d.Store.CreateTeam(r.Context(), t), "Team", name); err != nil {
+		return err
 	}
 	if err := a.record(r, p, "admin.team.create", "", teamFact(name, b.Fields)); err != nil {
 		return err

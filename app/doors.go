@@ -23,20 +23,32 @@ import (
 // doorList is every front door, in the order they are built and reloaded.
 // A builder returns nil for a door that is not served: without an audit
 // trail (a config check) there is no approval service, and nothing of what
-// needs one. A new door is one package and one line here. The OpenAI door
-// is last: a reload prepares it last, as it holds the new upstream pools.
+// needs one (withApproval). A new door is one package and one line here.
+// The OpenAI door is last: a reload prepares it last, as it holds the new
+// upstream pools.
 func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, error) {
 	return []func(*config.Config) (door.Door, error){
 		a.approvalDoor,
 		a.registryDoor,
-		a.relayDoor,
-		a.workflowDoor,
+		a.withApproval(a.relayDoor),
+		a.withApproval(a.workflowDoor),
 		a.mcpDoor,
 		a.a2aDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
-		a.usageDoor,
-		a.adminDoor,
+		a.withApproval(a.usageDoor),
+		a.withApproval(a.adminDoor),
 		func(cfg *config.Config) (door.Door, error) { return a.openAIDoor(cfg, ups) },
+	}
+}
+
+// withApproval is a door served only beside the approval service: build
+// runs once approvalDoor has made it, and not at all when it did not.
+func (a *App) withApproval(build func(*config.Config) (door.Door, error)) func(*config.Config) (door.Door, error) {
+	return func(cfg *config.Config) (door.Door, error) {
+		if a.approval == nil {
+			return nil, nil
+		}
+		return build(cfg)
 	}
 }
 
@@ -72,9 +84,6 @@ func (a *App) approvalDoor(cfg *config.Config) (door.Door, error) {
 // adminDoor is the admin API and console (docs/admin-api.md): run-time
 // agents, their keys and teams, for the people approval signs in.
 func (a *App) adminDoor(cfg *config.Config) (door.Door, error) {
-	if a.approval == nil {
-		return nil, nil
-	}
 	return admin.New(cfg, admin.Deps{Store: a.state.admin, Keys: a.keys, People: a.approval, Audit: a.rec, Log: a.log})
 }
 
@@ -93,9 +102,6 @@ func (a *App) registryDoor(*config.Config) (door.Door, error) {
 
 // relayDoor is agent messaging (docs/agent-messaging.md), with its metrics.
 func (a *App) relayDoor(cfg *config.Config) (door.Door, error) {
-	if a.approval == nil {
-		return nil, nil
-	}
 	client, err := messaging.NewClient(cfg.Gateway.Messaging.TLS, a.egress)
 	if err != nil {
 		return nil, &UsageError{err.Error()}
@@ -120,9 +126,6 @@ func (a *App) relayDoor(cfg *config.Config) (door.Door, error) {
 // workflowDoor is the workflow engine (docs/workflows.md): each step is a
 // call through the gateway's own handler, as its node's agent.
 func (a *App) workflowDoor(cfg *config.Config) (door.Door, error) {
-	if a.approval == nil {
-		return nil, nil
-	}
 	eng, err := workflow.New(workflow.Deps{
 		Definitions: cfg.Workflows, Store: a.state.runs, Caller: stepCaller{handler: a.Handler, endpoint: a.hasEndpoint, a2a: a.servesA2A}, Policy: a.policies, Steps: a.state.limiter,
 		Picker:    registryPicker{handler: a.Handler, registry: a.registry, relay: func() *messaging.Service { return a.messaging }},
@@ -212,9 +215,6 @@ func (a *App) openAIDoor(cfg *config.Config, ups *upstream.Set) (door.Door, erro
 // usageDoor is the usage page (/review/usage), for the people the
 // approval service signs in.
 func (a *App) usageDoor(cfg *config.Config) (door.Door, error) {
-	if a.approval == nil {
-		return nil, nil
-	}
 	return usagepage.New(cfg, a.approval, a.usage, a.log), nil
 }
 

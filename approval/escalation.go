@@ -84,8 +84,36 @@ func (s *Service) authenticate(token string) (who principal, ok, isAgent bool) {
 	return who, ok, isAgent
 }
 
-// adminAuth authenticates the bearer token of an /admin request.
+// adminAuth authenticates the bearer token of an /admin request. A
+// refusal is audited as auth.failure (never the token) and returned as the
+// error to send; when the audit entry cannot be written, that error is
+// returned instead, so no refusal goes unrecorded.
 func (s *Service) adminAuth(r *http.Request) (principal, error) {
+	who, err := s.bearerPrincipal(r)
+	if err != nil {
+		if aerr := s.auditAuthFailure(r, err); aerr != nil {
+			return principal{}, aerr
+		}
+		return principal{}, err
+	}
+	return who, nil
+}
+
+// adminEndpoint is an endpoint of the /admin API: fn runs for the admin or
+// reviewer behind the request's bearer token; a refused token is audited
+// and answered before fn.
+func (s *Service) adminEndpoint(fn func(w http.ResponseWriter, r *http.Request, who principal) error) endpoint {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		who, err := s.adminAuth(r)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, who)
+	}
+}
+
+// bearerPrincipal is the admin or reviewer behind r's bearer token.
+func (s *Service) bearerPrincipal(r *http.Request) (principal, error) {
 	auth := r.Header.Get("Authorization")
 	token, found := strings.CutPrefix(auth, "Bearer ")
 	if !found || token == "" {
@@ -150,17 +178,10 @@ type EscalationList struct {
 
 // Escalations serves GET /admin/escalations (admin or reviewer token): the
 // requests waiting for a person, oldest first.
-func (s *Service) Escalations() http.Handler { return endpoint(s.escalations) }
+func (s *Service) Escalations() http.Handler { return s.adminEndpoint(s.escalations) }
 
-func (s *Service) escalations(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) escalations(w http.ResponseWriter, r *http.Request, who principal) error {
 	start := time.Now()
-	who, err := s.adminAuth(r)
-	if err != nil {
-		if aerr := s.auditAuthFailure(r, err); aerr != nil {
-			return aerr
-		}
-		return err
-	}
 	items, err := s.pending(r.Context(), who.person())
 	if err != nil {
 		return err
@@ -199,17 +220,10 @@ func (s *Service) pending(ctx context.Context, who door.Person) ([]EscalationIte
 // Decide serves POST /admin/escalations/{id}/decision with a
 // DecisionRequest. A reviewer decides under their own name (a different
 // "reviewer" is refused); the admin token may name the person it acts for.
-func (s *Service) Decide() http.Handler { return endpoint(s.decide) }
+func (s *Service) Decide() http.Handler { return s.adminEndpoint(s.decide) }
 
-func (s *Service) decide(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) decide(w http.ResponseWriter, r *http.Request, who principal) error {
 	start := time.Now()
-	who, err := s.adminAuth(r)
-	if err != nil {
-		if aerr := s.auditAuthFailure(r, err); aerr != nil {
-			return aerr
-		}
-		return err
-	}
 	body, err := readBody(w, r, 16<<10)
 	if err != nil {
 		return err
@@ -641,9 +655,6 @@ func (s *Service) SignedIn(r *http.Request) (door.Person, error) {
 	}
 	who, err := s.adminAuth(r)
 	if err != nil {
-		if aerr := s.auditAuthFailure(r, err); aerr != nil {
-			return door.Person{}, aerr
-		}
 		return door.Person{}, err
 	}
 	return who.person(), nil

@@ -166,13 +166,9 @@ const maxOpsRefusals = 50
 
 // reviewOps serves GET /review/ops.
 func (s *Service) reviewOps(w http.ResponseWriter, r *http.Request, src OpsSource) error {
-	sess, err := s.session(r)
-	if err != nil {
-		return err
-	}
+	sess, err := s.pageSession(w, r, "/review/ops")
 	if sess == nil {
-		signInFirst(w, r, "/review/ops")
-		return nil
+		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opsDeadline)
 	defer cancel()

@@ -159,16 +159,27 @@ func (s *RedisStore) Create(ctx context.Context, rec *Record) error {
 
 // Get implements Store.
 func (s *RedisStore) Get(ctx context.Context, id string) (*Record, error) {
+	b, err := s.value(ctx, s.recordKey(id), id)
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(b)
+}
+
+// value reads key within the store's deadline: ErrNotFound when it is
+// missing; what names it in any other error (never a session's id, which
+// is a credential).
+func (s *RedisStore) value(ctx context.Context, key, what string) ([]byte, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	b, err := s.client.Get(ctx, s.recordKey(id)).Bytes()
+	b, err := s.client.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("approval store: get %s: %w", id, err)
+		return nil, fmt.Errorf("approval store: get %s: %w", what, err)
 	}
-	return decodeRecord(b)
+	return b, nil
 }
 
 // Update implements Store with WATCH … MULTI/EXEC, retried when another
@@ -317,14 +328,9 @@ func (s *RedisStore) CreateSession(ctx context.Context, id string, sess *ReviewS
 
 // Session implements Store.
 func (s *RedisStore) Session(ctx context.Context, id string) (*ReviewSession, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	b, err := s.client.Get(ctx, s.sessionKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, ErrNotFound
-	}
+	b, err := s.value(ctx, s.sessionKey(id), "session")
 	if err != nil {
-		return nil, fmt.Errorf("approval store: get session: %w", err)
+		return nil, err
 	}
 	var sess ReviewSession
 	if err := json.Unmarshal(b, &sess); err != nil {

@@ -327,13 +327,9 @@ func (s *Service) ReviewPage() http.Handler { return endpoint(s.reviewPage) }
 
 func (s *Service) reviewPage(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	sess, err := s.session(r)
-	if err != nil {
-		return err
-	}
+	sess, err := s.pageSession(w, r, "/review/"+id)
 	if sess == nil {
-		signInFirst(w, r, "/review/"+id)
-		return nil
+		return err
 	}
 	rec, err := s.visible(r.Context(), sess.who, id)
 	if err != nil {

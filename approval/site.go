@@ -49,10 +49,17 @@ func navOf(sess *session) navBar {
 	return navBar{Who: sess.who, Role: roleOf(sess.who), CSRF: sess.csrf}
 }
 
-// signInFirst sends a browser without a session to the sign-in form, which
-// brings it back to path afterwards.
-func signInFirst(w http.ResponseWriter, r *http.Request, path string) {
+// pageSession is the session of a review page's request. Without one it
+// sends the browser to the sign-in form, which brings it back to path
+// afterwards, and returns nil: the request has its answer. A nil session
+// with a nil error means just that.
+func (s *Service) pageSession(w http.ResponseWriter, r *http.Request, path string) (*session, error) {
+	sess, err := s.session(r)
+	if err != nil || sess != nil {
+		return sess, err
+	}
 	http.Redirect(w, r, "/review/login?next="+url.QueryEscape(path), http.StatusSeeOther)
+	return nil, nil
 }
 
 type queuePage struct {
@@ -70,13 +77,9 @@ type queueRow struct {
 // reviewQueue serves GET /review/queue: the escalations waiting for a
 // person, oldest first, each linking to its decision page.
 func (s *Service) reviewQueue(w http.ResponseWriter, r *http.Request) error {
-	sess, err := s.session(r)
-	if err != nil {
-		return err
-	}
+	sess, err := s.pageSession(w, r, "/review/queue")
 	if sess == nil {
-		signInFirst(w, r, "/review/queue")
-		return nil
+		return err
 	}
 	return s.renderQueue(w, r, sess)
 }

@@ -275,10 +275,10 @@ func (e *Engine) Start(ctx context.Context, agent map[string]any, agentID, name 
 	}
 	now := e.now().UTC()
 	id := "run-" + newID()
-	r := &Run{ID: id, Workflow: name, Caller: agentID, Status: InProgress, Current: wf.Start, Input: input,
-		Steps: []Step{}, Path: []string{}, Outputs: map[string]*Answer{},
+	r := &Run{View: View{ID: id, Workflow: name, Status: InProgress, Current: wf.Start, Steps: []Step{}, Path: []string{},
 		Context:   Context{WorkflowID: id, Status: InProgress, CurrentAgent: wf.Nodes[wf.Start].Agent, Entities: map[string]any{}, History: []HistoryEntry{}, Artifacts: []Artifact{}},
-		CreatedAt: now, UpdatedAt: now}
+		CreatedAt: now, UpdatedAt: now},
+		Caller: agentID, Input: input, Outputs: map[string]*Answer{}}
 	for _, n := range wf.NodeOrder {
 		for _, ent := range wf.Nodes[n].Owns {
 			r.Context.Entities[ent] = nil

@@ -89,7 +89,7 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
 		if done, err := a.Engine.Wait(ctx, run.ID); err == nil && done != nil {
-			httpx.WriteJSON(w, r, http.StatusCreated, done.View())
+			httpx.WriteJSON(w, r, http.StatusCreated, done.shown())
 			return nil
 		}
 	}
@@ -98,25 +98,17 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Get is GET /workflows/{name}/runs/{id}.
-func (a *API) Get() http.Handler { return endpoint(a.get) }
+func (a *API) Get() http.Handler { return a.own(a.get) }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request) error {
-	run, err := a.own(r)
-	if err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, r, http.StatusOK, run.View())
+func (a *API) get(w http.ResponseWriter, r *http.Request, run *Run) error {
+	httpx.WriteJSON(w, r, http.StatusOK, run.shown())
 	return nil
 }
 
 // Cancel is POST /workflows/{name}/runs/{id}/cancel.
-func (a *API) Cancel() http.Handler { return endpoint(a.cancel) }
+func (a *API) Cancel() http.Handler { return a.own(a.cancel) }
 
-func (a *API) cancel(w http.ResponseWriter, r *http.Request) error {
-	run, err := a.own(r)
-	if err != nil {
-		return err
-	}
+func (a *API) cancel(w http.ResponseWriter, r *http.Request, run *Run) error {
 	done, err := a.Engine.Cancel(r.Context(), run.ID, "agent "+run.Caller)
 	if errors.Is(err, ErrEnded) {
 		return &apierror.Error{Status: http.StatusConflict, Type: apierror.TypeInvalidRequest, Code: "run_ended",
@@ -125,19 +117,15 @@ func (a *API) cancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, r, http.StatusOK, done.View())
+	httpx.WriteJSON(w, r, http.StatusOK, done.shown())
 	return nil
 }
 
 // Graph is GET /workflows/{name}/runs/{id}/graph.svg: the workflow with the
 // path the run took and its current node.
-func (a *API) Graph() http.Handler { return endpoint(a.graph) }
+func (a *API) Graph() http.Handler { return a.own(a.graph) }
 
-func (a *API) graph(w http.ResponseWriter, r *http.Request) error {
-	run, err := a.own(r)
-	if err != nil {
-		return err
-	}
+func (a *API) graph(w http.ResponseWriter, r *http.Request, run *Run) error {
 	wf := a.Engine.Definitions().Get(run.Workflow)
 	if wf == nil {
 		return notFound("workflow_not_found", fmt.Sprintf("Workflow %s is no longer defined.", run.Workflow))
@@ -266,9 +254,21 @@ func (a *API) describe(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// own returns the run of the path if the calling agent started it; any
+// own is an endpoint about one run: fn runs with the run of the path when
+// the calling agent started it.
+func (a *API) own(fn func(w http.ResponseWriter, r *http.Request, run *Run) error) endpoint {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		run, err := a.ownRun(r)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, run)
+	}
+}
+
+// ownRun returns the run of the path if the calling agent started it; any
 // other run is "not found", so run ids tell nothing to other agents.
-func (a *API) own(r *http.Request) (*Run, error) {
+func (a *API) ownRun(r *http.Request) (*Run, error) {
 	agent := scope.Get(r.Context()).Agent
 	run, err := a.Engine.Get(r.Context(), r.PathValue("name"), r.PathValue("id"))
 	if errors.Is(err, ErrNotFound) || (err == nil && run.Caller != agent.ID) {

@@ -69,25 +69,13 @@ type HistoryEntry = globalctx.HistoryEntry
 // Artifact is a document a run produced, by reference.
 type Artifact = globalctx.Artifact
 
-// Run is one execution of a workflow: what the API shows, and what the
-// engine keeps to continue it (in the state backend, so another replica
-// can take it over).
+// Run is one execution of a workflow: what the API shows (View), and what
+// the engine keeps to continue it (in the state backend, so another
+// replica can take it over).
 type Run struct {
-	ID       string         `json:"run_id"`
-	Workflow string         `json:"workflow"`
-	Caller   string         `json:"caller"`
-	Status   Status         `json:"status"`
-	Current  string         `json:"current_node"`
-	Input    map[string]any `json:"input"`
-	Steps    []Step         `json:"steps"`
-	Context  Context        `json:"context"`
-	// Path is the nodes visited, in order (the review page draws it).
-	Path []string `json:"path"`
-	// Error says why a run FAILED (or who CANCELLED it).
-	Error string `json:"error,omitempty"`
-	// EscalationID and ReviewURL are the open review of a suspended run.
-	EscalationID string `json:"escalation_id,omitempty"`
-	ReviewURL    string `json:"review_url,omitempty"`
+	View
+	Caller string         `json:"caller"`
+	Input  map[string]any `json:"input"`
 
 	// Outputs are each node's last answer, for templates and conditions.
 	Outputs map[string]*Answer `json:"outputs"`
@@ -96,28 +84,28 @@ type Run struct {
 	Note string `json:"note,omitempty"`
 	// Negotiations counts the retry_with_instruction round trips taken.
 	Negotiations int `json:"negotiations"`
-
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
 // View is what GET /workflows/{name}/runs/{id} returns: the run without the
 // engine's bookkeeping.
 type View struct {
-	ID           string    `json:"run_id"`
-	Workflow     string    `json:"workflow"`
-	Status       Status    `json:"status"`
-	Current      string    `json:"current_node"`
-	Steps        []Step    `json:"steps"`
-	Context      Context   `json:"context"`
-	Path         []string  `json:"path"`
-	Error        string    `json:"error,omitempty"`
-	EscalationID string    `json:"escalation_id,omitempty"`
-	ReviewURL    string    `json:"review_url,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
-	EndedAt      time.Time `json:"ended_at,omitzero"`
+	ID       string  `json:"run_id"`
+	Workflow string  `json:"workflow"`
+	Status   Status  `json:"status"`
+	Current  string  `json:"current_node"`
+	Steps    []Step  `json:"steps"`
+	Context  Context `json:"context"`
+	// Path is the nodes visited, in order (the review page draws it).
+	Path []string `json:"path"`
+	// Error says why a run FAILED (or who CANCELLED it).
+	Error string `json:"error,omitempty"`
+	// EscalationID and ReviewURL are the open review of a suspended run.
+	EscalationID string `json:"escalation_id,omitempty"`
+	ReviewURL    string `json:"review_url,omitempty"`
+
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
 // setStatus moves the run to s; its Global Context says the same.
@@ -125,15 +113,13 @@ func (r *Run) setStatus(s Status) {
 	r.Status, r.Context.Status = s, s
 }
 
-// View returns the run as the API shows it.
-func (r *Run) View() View {
-	steps := r.Steps
-	if steps == nil {
-		steps = []Step{}
+// shown is the run as the API shows it: steps a list even before the first.
+func (r *Run) shown() View {
+	v := r.View
+	if v.Steps == nil {
+		v.Steps = []Step{}
 	}
-	return View{ID: r.ID, Workflow: r.Workflow, Status: r.Status, Current: r.Current, Steps: steps, Context: r.Context,
-		Path: r.Path, Error: r.Error, EscalationID: r.EscalationID, ReviewURL: r.ReviewURL,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, EndedAt: r.EndedAt}
+	return v
 }
 
 // clone is a deep copy, so a stored run is never shared with a caller

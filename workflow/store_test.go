@@ -59,33 +59,35 @@ func sampleRun(id string, st Status) *Run {
 	t0 := time.Now().In(zone)
 	t1 := t0.Add(1500 * time.Millisecond)
 	return &Run{
-		ID:       id,
-		Workflow: "claims",
-		Caller:   "agent-1",
-		Status:   st,
-		Current:  "triage",
-		Input:    map[string]any{"claim": "C-1", "amount": 12.5, "tags": []any{"a", "b"}},
-		Steps: []Step{{
-			Node: "triage", Agent: "triager", Attempt: 1, Status: "success", Input: "look at C-1",
-			Answer: &Answer{Thought: "t", Status: "success", Data: map[string]any{"ok": true, "n": 2.0}, Message: "done", NextStepHint: "pay"},
-			Next:   "pay", RequestID: "req-1", StartedAt: t0, EndedAt: t1,
-		}},
-		Context: Context{
-			WorkflowID: id, Status: st, CurrentAgent: "triager",
-			Entities:  map[string]any{"claim": map[string]any{"id": "C-1"}},
-			History:   []HistoryEntry{{Agent: "triager", Node: "triage", Action: "success", Timestamp: t1}},
-			Artifacts: []Artifact{{Type: "pdf", URL: "s3://b/k", Node: "triage"}},
+		View: View{
+			ID:       id,
+			Workflow: "claims",
+			Status:   st,
+			Current:  "triage",
+			Steps: []Step{{
+				Node: "triage", Agent: "triager", Attempt: 1, Status: "success", Input: "look at C-1",
+				Answer: &Answer{Thought: "t", Status: "success", Data: map[string]any{"ok": true, "n": 2.0}, Message: "done", NextStepHint: "pay"},
+				Next:   "pay", RequestID: "req-1", StartedAt: t0, EndedAt: t1,
+			}},
+			Context: Context{
+				WorkflowID: id, Status: st, CurrentAgent: "triager",
+				Entities:  map[string]any{"claim": map[string]any{"id": "C-1"}},
+				History:   []HistoryEntry{{Agent: "triager", Node: "triage", Action: "success", Timestamp: t1}},
+				Artifacts: []Artifact{{Type: "pdf", URL: "s3://b/k", Node: "triage"}},
+			},
+			Path:         []string{"triage", "pay"},
+			Error:        "none",
+			EscalationID: "esc-1",
+			ReviewURL:    "https://gw/review/esc-1",
+			CreatedAt:    t0,
+			UpdatedAt:    t1,
+			EndedAt:      t1.Add(time.Second),
 		},
-		Path:         []string{"triage", "pay"},
-		Error:        "none",
-		EscalationID: "esc-1",
-		ReviewURL:    "https://gw/review/esc-1",
+		Caller:       "agent-1",
+		Input:        map[string]any{"claim": "C-1", "amount": 12.5, "tags": []any{"a", "b"}},
 		Outputs:      map[string]*Answer{"triage": {Status: "success", Data: map[string]any{"x": "y"}, Message: "m"}},
 		Note:         "retry with more detail",
 		Negotiations: 3,
-		CreatedAt:    t0,
-		UpdatedAt:    t1,
-		EndedAt:      t1.Add(time.Second),
 	}
 }
 
@@ -559,7 +561,7 @@ func TestMemoryStorePrunes(t *testing.T) {
 	s.Retention, s.MaxRuns = time.Hour, 3
 	ctx := testCtx(t)
 	add := func(id string, st Status, ended time.Time) {
-		if err := s.Create(ctx, &Run{ID: id, Status: st, EndedAt: ended}); err != nil {
+		if err := s.Create(ctx, &Run{View: View{ID: id, Status: st, EndedAt: ended}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ package definition
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -135,12 +136,7 @@ func (s *Set) Names() []string {
 	if s == nil {
 		return nil
 	}
-	names := make([]string, 0, len(s.Workflows))
-	for name := range s.Workflows {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(s.Workflows))
 }
 
 // Get returns a workflow or nil. It is nil-safe on a nil *Set so that a

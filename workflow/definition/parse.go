@@ -510,23 +510,9 @@ func (p *parser) edge(wfWhat string, item *yaml.Node) (*Edge, edgeSrc) {
 		return nil, src
 	}
 	e := &Edge{Line: item.Line}
-	complete := true
-	if v, ok := f["from"]; !ok {
-		p.addf(item.Line, "%s: from is required", what)
-		complete = false
-	} else if s, ok := p.str(v.val, what+": from"); ok {
-		e.From, src.fromLine = s, v.val.Line
-	} else {
-		complete = false
-	}
-	if v, ok := f["to"]; !ok {
-		p.addf(item.Line, "%s: to is required", what)
-		complete = false
-	} else if s, ok := p.str(v.val, what+": to"); ok {
-		e.To, src.toLine = s, v.val.Line
-	} else {
-		complete = false
-	}
+	fromOK := p.edgeEnd(f, item, what, "from", &e.From, &src.fromLine)
+	toOK := p.edgeEnd(f, item, what, "to", &e.To, &src.toLine)
+	complete := fromOK && toOK
 	if v, ok := f["when"]; ok {
 		if s, ok := p.str(v.val, what+": when"); ok {
 			c, err := CompileCondition(s)
@@ -543,6 +529,22 @@ func (p *parser) edge(wfWhat string, item *yaml.Node) (*Edge, edgeSrc) {
 		return nil, src
 	}
 	return e, src
+}
+
+// edgeEnd reads the required end key (from or to) of an edge into name
+// and line; false when it is missing (reported against the edge) or not a
+// string (reported by str).
+func (p *parser) edgeEnd(f map[string]entry, item *yaml.Node, what, key string, name *string, line *int) bool {
+	v, ok := f[key]
+	if !ok {
+		p.addf(item.Line, "%s: %s is required", what, key)
+		return false
+	}
+	s, ok := p.str(v.val, what+": "+key)
+	if ok {
+		*name, *line = s, v.val.Line
+	}
+	return ok
 }
 
 // entry is one key/value pair of a mapping.
