@@ -52,14 +52,19 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
 		// The body passed the strict reading; the policies see it as read,
-		// converted in one pass, and only when the decision reads it.
-		// request is the neutral form whatever the client spoke; dialect
-		// says what that was.
+		// converted in one pass, and only when the decision reads more
+		// than the reading guarantees (an object with ex.Messages
+		// messages). request is the neutral form whatever the client
+		// spoke; dialect says what that was.
 		dialect := ex.Dialect
 		if dialect == "" {
 			dialect = "chat"
 		}
-		in := map[string]any{"agent": agents.of(ex.Agent), "request": policy.RawJSON(ex.Body), "model": ex.Model, "dialect": dialect}
+		var request any = policy.RawJSON(ex.Body)
+		if ex.Messages > 0 {
+			request = policy.ChatRequest{Body: ex.Body, Messages: ex.Messages}
+		}
+		in := map[string]any{"agent": agents.of(ex.Agent), "request": request, "model": ex.Model, "dialect": dialect}
 		d, _ := p.ChatDeny(r.Context(), in)
 		verdict := scope.Verdict{Check: scope.CheckPolicy, Verdict: "allow", DecisionID: d.DecisionID, Revision: d.Revision}
 		if d.Deny {
