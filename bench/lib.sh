@@ -40,3 +40,65 @@ parse_wrk() {
 cpu_ticks() {
 	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
+
+# governed_config dir listen_port policy_dir audit_dir [stage_off]: writes
+# dir/config for a gateway with every governance stage on (bearer auth, the
+# agent's models allow-list, rate and token limits, the chat policy of
+# policy_dir, redaction with every detector, the audit trail with fail_mode
+# closed, the access log at info), the configuration ratio.sh measures and
+# profile.sh profiles. The agent's token is $TOKEN, the upstream the mock on
+# $UPSTREAM_PORT. stage_off, for an ablation, turns one stage off: limits
+# (no rate or token limit), redaction (detectors: []), audit_open
+# (fail_mode: open), accesslog (log level warn).
+governed_config() {
+	local d=$1 level=info fail=closed rate='' redaction=''
+	case ${5:-} in
+	'' | limits) ;;
+	redaction) redaction='  redaction:\n    detectors: []\n' ;;
+	audit_open) fail=open ;;
+	accesslog) level=warn ;;
+	*) die "governed_config: unknown stage_off ${5}" ;;
+	esac
+	[ "${5:-}" = limits ] || rate='    rate_limit: 100000000/second     # on, never reached
+    token_limit: 1000000000/second   # on, never reached'
+	mkdir -p "$d/config" "$d/work" "$4"
+	cat >"$d/config/gateway.yaml" <<EOC
+listen: "127.0.0.1:$2"
+shutdown_timeout: 2s
+log:
+  level: $level
+  format: json
+upstreams:
+  - name: bench
+    type: openai
+    base_url: http://127.0.0.1:$UPSTREAM_PORT/v1
+    models: ["*"]
+    max_retries: 0
+    max_idle_conns: 512
+policy:
+  dir: $3
+audit:
+  dir: $4
+  fail_mode: $fail
+EOC
+	cat >"$d/config/agents.yaml" <<EOC
+agents:
+  bench:
+    type: benchmark
+    capabilities: [read]
+    models: [bench-model]
+${rate:+$rate
+}    token_sha256: "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
+EOC
+	printf 'protocol:\n  version: "1.0"\n'"$redaction" >"$d/config/protocol.yaml"
+}
+
+# governed_policies root dir: the shipped policies in dir/rego-shipped, and
+# the shipped policies plus the content-reading chat rule
+# (docs/examples/chat-content-policy.rego) in dir/rego-content.
+governed_policies() {
+	mkdir -p "$2/rego-shipped" "$2/rego-content"
+	cp -r "$1/rego/gateway" "$2/rego-shipped/"
+	cp -r "$1/rego/gateway" "$2/rego-content/"
+	cp "$1/docs/examples/chat-content-policy.rego" "$2/rego-content/gateway/rules/chat/content.rego"
+}

@@ -6,6 +6,14 @@
 #   bash bench/profile.sh                    # sse at 128 connections, 10s
 #   MODE=json CONNS=1 bash bench/profile.sh
 #   MODE=sacp bash bench/profile.sh           # the SACP agent (json_standard + JSON Schema)
+#   MODE=json CONFIG=governed DURATION=5s bash bench/profile.sh
+#
+# CONFIG=governed profiles the configuration bench/ratio.sh measures (every
+# governance stage on, the shipped policies; lib.sh governed_config),
+# CONFIG=content the same with the content-reading chat rule; STAGE_OFF
+# turns one of its stages off (see governed_config). Besides the CPU
+# profile, an allocation profile of the same window is taken (two heap
+# profiles, -base the first, -sample_index=alloc_space), and the target's CPU per request from /proc.
 #
 # The gateway is a profiling build: bench/pprof/gateway_pprof.go is compiled
 # into cmd/gateway with `go build -overlay` (tag benchpprof); the gateway's
@@ -22,7 +30,12 @@ SECONDS_=${SECONDS_%s}
 UPSTREAM_PORT=${UPSTREAM_PORT:-18181}
 BARE_PORT=${BARE_PORT:-18182}
 GATEWAY_PORT=${GATEWAY_PORT:-18183}
+CONFIG=${CONFIG:-plain}
+STAGE_OFF=${STAGE_OFF:-}
 TOKEN=bench-token
+die() { echo "profile.sh: $*" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 command -v wrk >/dev/null || { echo "profile.sh: wrk missing: run bench/run.sh once first" >&2; exit 1; }
 mkdir -p "$OUT"
 
@@ -45,6 +58,12 @@ EOF
 	go build -o "$OUT/bareproxy" ./bench/bareproxy
 )
 
+case $CONFIG in
+governed | content)
+	governed_policies "$ROOT" "$TMPD"
+	governed_config "$TMPD" "$GATEWAY_PORT" "$TMPD/rego-${CONFIG/governed/shipped}" "${BENCH_AUDIT_DIR:-$TMPD/work/audit}" "$STAGE_OFF"
+	;;
+plain)
 mkdir -p "$TMPD/config" "$TMPD/work"
 cat >"$TMPD/config/gateway.yaml" <<EOF
 listen: "127.0.0.1:$GATEWAY_PORT"
@@ -78,6 +97,9 @@ cat >"$TMPD/config/sacp-data.json" <<EOF
 {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}}
 EOF
 printf 'protocol:\n  version: "1.0"\n' >"$TMPD/config/protocol.yaml"
+	;;
+*) die "unknown CONFIG $CONFIG (plain, governed, content)" ;;
+esac
 
 "$OUT/upstream" -listen "127.0.0.1:$UPSTREAM_PORT" 2>"$OUT/profile-upstream.log" &
 PIDS+=($!)
@@ -97,23 +119,39 @@ script=$ROOT/bench/post.lua
 [ "$MODE" = sacp ] && script=$ROOT/bench/post_sacp.lua
 threads=2
 [ "$CONNS" -lt 2 ] && threads=1
+CLK_TCK=$(getconf CLK_TCK)
+tag=$MODE-c$CONNS
+[ "$CONFIG" = plain ] || tag=$MODE-$CONFIG${STAGE_OFF:+-no-$STAGE_OFF}-c$CONNS
 for t in bare gateway; do
-	port=$BARE_PORT
-	[ "$t" = gateway ] && port=$GATEWAY_PORT
+	port=$BARE_PORT pid=${PIDS[1]}
+	[ "$t" = gateway ] && port=$GATEWAY_PORT pid=${PIDS[2]}
 	url=http://127.0.0.1:$port/v1/chat/completions
 	BENCH_TOKEN=$TOKEN wrk -t2 -c32 -d2s -s "$script" "$url" >/dev/null # warm-up
-	BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$MODE-c$CONNS.wrk.txt" &
+	BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$tag.wrk.txt" &
 	wrkpid=$!
 	sleep 1
-	prof=$OUT/profile-$t-$MODE-c$CONNS.pprof
+	prof=$OUT/profile-$t-$tag.pprof
+	# The allocation profile covers the same window as the CPU profile: two
+	# heap profiles, each after a collection (the gateway's GOGC is high, and
+	# a heap profile counts allocations only as of the last collection).
+	curl -s -o "$OUT/profile-$t-$tag.allocs-base.pprof" "http://127.0.0.1:$((port + 10))/debug/pprof/heap?gc=1"
+	b0=$(cpu_ticks "$pid")
 	curl -s -o "$prof" "http://127.0.0.1:$((port + 10))/debug/pprof/profile?seconds=$SECONDS_"
+	b1=$(cpu_ticks "$pid")
+	curl -s -o "$OUT/profile-$t-$tag.allocs.pprof" "http://127.0.0.1:$((port + 10))/debug/pprof/heap?gc=1"
 	wait "$wrkpid"
 	{
-		echo "=== $t, $MODE, $CONNS connections: $(grep -E 'Requests/sec' "$OUT/profile-$t-$MODE-c$CONNS.wrk.txt")"
+		# CPU per request: the profiled window's ticks over wrk's request
+		# rate in that window (wrk runs 2s longer than the profile).
+		echo "=== $t, $MODE, $CONFIG${STAGE_OFF:+ without $STAGE_OFF}, $CONNS connections: $(grep -E 'Requests/sec' "$OUT/profile-$t-$tag.wrk.txt")," \
+			"CPU $(awk -v db="$((b1 - b0))" -v hz="$CLK_TCK" -v s="$SECONDS_" -v rps="$(awk '/^Requests\/sec:/ { print $2 }' "$OUT/profile-$t-$tag.wrk.txt")" \
+				'BEGIN { printf "%.1f", (rps > 0 ? db * 1e6 / hz / (rps * s) : 0) }') us/req"
 		echo "--- flat"
 		go tool pprof -top -nodecount=35 "$prof" 2>/dev/null | sed -n '1,45p'
 		echo "--- cumulative"
 		go tool pprof -top -cum -nodecount=45 "$prof" 2>/dev/null | sed -n '6,55p'
-	} | tee "$OUT/profile-$t-$MODE-c$CONNS.txt"
+		echo "--- allocated bytes, cumulative"
+		go tool pprof -top -cum -sample_index=alloc_space -nodecount=30 -base "$OUT/profile-$t-$tag.allocs-base.pprof" "$OUT/profile-$t-$tag.allocs.pprof" 2>/dev/null | sed -n '6,40p'
+	} | tee "$OUT/profile-$t-$tag.txt"
 done
 echo "profiles: $OUT/profile-*.pprof (go tool pprof -http=: FILE for a graph)"

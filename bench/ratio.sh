@@ -78,48 +78,14 @@ for port in "$UPSTREAM_PORT" "$BARE_PORT" "$GATEWAY_PORT" "$CONTENT_PORT"; do
 	fi
 done
 
-# config name port policy_dir: a governed gateway's configuration.
+# config name port policy_dir: a governed gateway's configuration (lib.sh).
 config() {
-	local d=$TMPD/$1 audit=${BENCH_AUDIT_DIR:+$BENCH_AUDIT_DIR/$1}
-	audit=${audit:-$TMPD/$1/audit}
-	mkdir -p "$d/config" "$d/work" "$audit"
-	cat >"$d/config/gateway.yaml" <<EOF
-listen: "127.0.0.1:$2"
-shutdown_timeout: 2s
-log:
-  level: info
-  format: json
-upstreams:
-  - name: bench
-    type: openai
-    base_url: http://127.0.0.1:$UPSTREAM_PORT/v1
-    models: ["*"]
-    max_retries: 0
-    max_idle_conns: 512
-policy:
-  dir: $3
-audit:
-  dir: $audit
-  fail_mode: closed
-EOF
-	cat >"$d/config/agents.yaml" <<EOF
-agents:
-  bench:
-    type: benchmark
-    capabilities: [read]
-    models: [bench-model]
-    rate_limit: 100000000/second     # on, never reached
-    token_limit: 1000000000/second   # on, never reached
-    token_sha256: "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
-EOF
-	printf 'protocol:\n  version: "1.0"\n' >"$d/config/protocol.yaml"
-	"$OUT/gateway" config check --config "$d/config" >/dev/null || die "the generated config of $1 is invalid"
+	local audit=${BENCH_AUDIT_DIR:+$BENCH_AUDIT_DIR/$1}
+	governed_config "$TMPD/$1" "$2" "$3" "${audit:-$TMPD/$1/audit}"
+	"$OUT/gateway" config check --config "$TMPD/$1/config" >/dev/null || die "the generated config of $1 is invalid"
 }
 # The shipped policies, and the shipped policies plus the content rule.
-mkdir -p "$TMPD/rego-shipped" "$TMPD/rego-content"
-cp -r "$ROOT/rego/gateway" "$TMPD/rego-shipped/"
-cp -r "$ROOT/rego/gateway" "$TMPD/rego-content/"
-cp "$ROOT/docs/examples/chat-content-policy.rego" "$TMPD/rego-content/gateway/rules/chat/content.rego"
+governed_policies "$ROOT" "$TMPD"
 config gateway "$GATEWAY_PORT" "$TMPD/rego-shipped"
 config content "$CONTENT_PORT" "$TMPD/rego-content"
 

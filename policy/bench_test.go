@@ -284,6 +284,27 @@ func benchChatFromJSON(b *testing.B, o Options) {
 	})
 }
 
+// BenchmarkChatDenyAsRead passes the request as the gateway's chat policy
+// stage does, vouched for by the strict reader (ChatRequest): the shipped
+// policy's residual, under the reader's guarantees, is decided by the
+// number of messages, computed once per number.
+func BenchmarkChatDenyAsRead(b *testing.B) {
+	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
+	in := benchChatInput()
+	body, err := json.Marshal(in["request"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	in["agent"] = Preconvert(in["agent"])
+	in["request"] = ChatRequest{Body: body, Messages: len(benchChatInput()["request"].(map[string]any)["messages"].([]any))}
+	eval := chatEval(e, in)
+	if err := eval(); err != nil {
+		b.Fatal(err)
+	}
+	e.live.Load().fast.pending.Wait()
+	latency(b, eval)
+}
+
 // BenchmarkChatDenyInputFree is a chat policy that does not read the input
 // (reasons from data only): its value is computed when the policies load,
 // and a decision costs an id and the decoding of that value.

@@ -440,6 +440,15 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		// nothing to convert, nothing to evaluate.
 		return nil, decided(p, pt, fp), nil
 	}
+	if out, ok := readerDecided(ctx, p, fp, input); ok {
+		// Decided with the strict reader's guarantees; the shadow
+		// policies, if any, still get the whole input.
+		var in ast.Value
+		if e.shadowJobs != nil {
+			in, _ = inputValue(input)
+		}
+		return in, out, nil
+	}
 	in, err := inputValue(input)
 	if err != nil {
 		return nil, outcome{id: newID(), revision: p.revision, rule: RulePolicyError, err: fmt.Errorf("input: %w", err)}, nil
@@ -462,6 +471,24 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		return in, out, fmt.Errorf("policy %s: %w", pointNames[pt], ctx.Err())
 	}
 	return in, out, nil
+}
+
+// readerDecided is the outcome of a chat decision whose request the strict
+// reader read (a ChatRequest), when the agent's residual under the
+// reader's guarantees decides it; ok false otherwise.
+func readerDecided(ctx context.Context, p *prepared, fp *fastPath, input map[string]any) (outcome, bool) {
+	if fp.reader == nil {
+		return outcome{}, false
+	}
+	req, isReq := input["request"].(ChatRequest)
+	if !isReq || req.Messages < 1 {
+		return outcome{}, false
+	}
+	v, ok := fp.reader.decide(ctx, p, req.Messages)
+	if !ok {
+		return outcome{}, false
+	}
+	return outcome{id: newID(), revision: p.revision, value: v}, true
 }
 
 // decided is the outcome of a decision known before the request came:

@@ -99,13 +99,14 @@ func Preconvert(v any) any {
 // input-free (computed when the policies loaded) is not converted at all.
 type RawJSON []byte
 
-// inputValue converts an input map, RawJSON members through JSONInput.
+// inputValue converts an input map, RawJSON and ChatRequest members
+// through JSONInput.
 func inputValue(input map[string]any) (ast.Value, error) {
 	raw := false
 	for _, v := range input {
-		if _, ok := v.(RawJSON); ok {
+		switch v.(type) {
+		case RawJSON, ChatRequest:
 			raw = true
-			break
 		}
 	}
 	if !raw {
@@ -115,9 +116,12 @@ func inputValue(input map[string]any) (ast.Value, error) {
 	for k, v := range input {
 		var val ast.Value
 		var err error
-		if r, ok := v.(RawJSON); ok {
+		switch r := v.(type) {
+		case RawJSON:
 			val, err = JSONInput(r)
-		} else {
+		case ChatRequest:
+			val, err = JSONInput(r.Body)
+		default:
 			val, err = ast.InterfaceToValue(v)
 		}
 		if err != nil {

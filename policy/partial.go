@@ -54,6 +54,10 @@ type fastPath struct {
 	kind     int
 	value    any       // pathConstant: the decision's value
 	residual *residual // pathResidual
+	// reader, for a residual, is the decision with the strict reader's
+	// guarantees applied (input.request a ChatRequest); nil when they do
+	// not settle what the residual reads.
+	reader *readerPath
 }
 
 var fullPath = &fastPath{kind: pathFull}
@@ -199,7 +203,11 @@ func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 		return fullPath
 	}
 	if reads {
-		return &fastPath{kind: pathResidual, residual: r}
+		fp := &fastPath{kind: pathResidual, residual: r}
+		if !policies {
+			fp.reader = p.readerPathFor(ctx, pt, bodies[0], support, q.result)
+		}
+		return fp
 	}
 	// Nothing of the request is read: the decision's value for this agent.
 	out := evalQuery(ctx, r.compiler, p, &r.q, pt, nil)
@@ -301,12 +309,24 @@ var partialRoot = ast.MustParseRef("data.partial")
 // rule the partial evaluation kept by reference, such as a function it did
 // not inline).
 func residualRefs(body ast.Body, support []*ast.Module) (input, policies bool) {
-	visit := func(x any) {
+	var visit func(x any)
+	visit = func(x any) {
 		ast.WalkTerms(x, func(t *ast.Term) bool {
 			switch v := t.Value.(type) {
 			case ast.Ref:
 				input = input || v.HasPrefix(ast.InputRootRef)
 				policies = policies || v.HasPrefix(ast.DefaultRootRef) && !v.HasPrefix(partialRoot)
+				// The head of a reference is settled above: only what
+				// it is indexed with (and a call it starts from) can
+				// read more. A bare data below would count every
+				// residual as reading the policies.
+				if _, isVar := v[0].Value.(ast.Var); !isVar {
+					visit(v[0])
+				}
+				for _, op := range v[1:] {
+					visit(op)
+				}
+				return true
 			case ast.Var:
 				input = input || v.Equal(ast.InputRootDocument.Value)
 				policies = policies || v.Equal(ast.DefaultRootDocument.Value)
@@ -316,7 +336,13 @@ func residualRefs(body ast.Body, support []*ast.Module) (input, policies bool) {
 	}
 	visit(body)
 	for _, m := range support {
-		visit(m)
+		// Not the package clause: its path is walked as a bare data.
+		for _, imp := range m.Imports {
+			visit(imp)
+		}
+		for _, r := range m.Rules {
+			visit(r)
+		}
 	}
 	return input, policies
 }

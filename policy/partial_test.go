@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -72,9 +74,37 @@ func chatCorpus() []map[string]any {
 	return in
 }
 
+// Paths of the reader's guarantees, as counted by chatDecisionsAgree
+// beside the fast path kinds.
+const (
+	readerConstant = 10 + iota
+	readerCounted
+)
+
+// readerRequest is body as the gateway's strict reader passes it when the
+// reader would accept it (an object whose messages are an array of one or
+// more objects); ok is false otherwise.
+func readerRequest(body RawJSON) (ChatRequest, bool) {
+	var req struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	var obj map[string]any
+	if json.Unmarshal(body, &obj) != nil || json.Unmarshal(body, &req) != nil || len(req.Messages) == 0 {
+		return ChatRequest{}, false
+	}
+	for _, m := range req.Messages {
+		if m == nil {
+			return ChatRequest{}, false
+		}
+	}
+	return ChatRequest{Body: body, Messages: len(req.Messages)}, true
+}
+
 // chatDecisionsAgree runs the corpus through a fast and a reference engine
-// on dir and fails on the first decision they do not agree on. It returns
-// how many decisions took each path.
+// on dir and fails on the first decision they do not agree on: each input
+// as is, and, when the strict reader would accept its request, with the
+// request as the reader passes it (a ChatRequest, to the fast engine
+// only). It returns how many decisions took each path.
 func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 	t.Helper()
 	fast := newEngine(t, Options{Dir: dir, NoWatch: true})
@@ -103,8 +133,26 @@ func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 			if got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
 				t.Fatalf("decision without its id and revision: %+v", got)
 			}
+			read, ok := readerRequest(in["request"].(RawJSON))
+			if !ok {
+				continue
+			}
+			asRead := maps.Clone(in)
+			asRead["request"] = read
+			if got, _ := fast.ChatDeny(ctx, asRead); !sameChat(got, want) ||
+				got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
+				t.Fatalf("%s: input %s as read:\nfast %+v\nfull %+v", dir, describe(in), got, want)
+			}
 		}
-		paths[fast.live.Load().fastPathFor(ptChat, in).kind]++
+		fp := fast.live.Load().fastPathFor(ptChat, in)
+		paths[fp.kind]++
+		if _, ok := readerRequest(in["request"].(RawJSON)); ok && fp.reader != nil {
+			if fp.reader.constant {
+				paths[readerConstant]++
+			} else {
+				paths[readerCounted]++
+			}
+		}
 	}
 	return paths
 }
@@ -129,6 +177,49 @@ func TestFastPathAgreesOnTheShippedPolicies(t *testing.T) {
 	paths := chatDecisionsAgree(t, defaultDir)
 	if paths[pathResidual] == 0 {
 		t.Errorf("the shipped chat policy reads the messages: want a residual per agent, got paths %v", paths)
+	}
+	// With the strict reader's guarantees the residual reads nothing but
+	// the number of messages.
+	if paths[readerCounted] == 0 || paths[readerConstant] != 0 {
+		t.Errorf("the shipped chat policy as read: want decided by the number of messages, got paths %v", paths)
+	}
+}
+
+// TestReaderDecidesByTheNumberOfMessages: for a request the strict reader
+// passed, the shipped chat policy is decided from the number of messages
+// alone, computed once per number and agent; the body is not converted.
+func TestReaderDecidesByTheNumberOfMessages(t *testing.T) {
+	e := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
+	ctx := context.Background()
+	agent := Preconvert(AgentInput(testAgents()["claude-3"]))
+	in := func(n int) map[string]any {
+		// A body that is not JSON: only the number of messages is read.
+		return map[string]any{"agent": agent, "model": "m", "dialect": "chat", "request": ChatRequest{Body: []byte("not json"), Messages: n}}
+	}
+	_, _ = e.ChatDeny(ctx, in(1)) // starts the agent's partial evaluation
+	e.live.Load().fast.pending.Wait()
+	for _, tc := range []struct {
+		n    int
+		deny bool
+	}{{1, false}, {1000, false}, {1001, true}, {1001, true}, {5000, true}} {
+		d, err := e.ChatDeny(ctx, in(tc.n))
+		if err != nil || d.Deny != tc.deny || d.FailClosed || d.Revision != e.Revision() {
+			t.Fatalf("%d messages: %+v %v, want deny %v", tc.n, d, err, tc.deny)
+		}
+		if tc.deny && !reflect.DeepEqual(d.Reasons, []string{fmt.Sprintf("the conversation has %d messages, over the limit of 1000", tc.n)}) {
+			t.Errorf("%d messages: reasons %v", tc.n, d.Reasons)
+		}
+	}
+	fp := e.live.Load().fastPathFor(ptChat, in(1))
+	if fp.reader == nil || fp.reader.n.Load() != 4 {
+		t.Errorf("want the decisions of 4 distinct counts remembered, got %+v", fp.reader)
+	}
+	// The same body as RawJSON (not vouched for by the reader) is read,
+	// and fails closed.
+	raw := in(1)
+	raw["request"] = RawJSON("not json")
+	if d, _ := e.ChatDeny(ctx, raw); !d.Deny || !d.FailClosed {
+		t.Errorf("unread body: %+v, want a fail-closed denial", d)
 	}
 }
 
@@ -174,6 +265,15 @@ var chatRuleTemplates = []func(r *rand.Rand) string{
 	func(r *rand.Rand) string {
 		return fmt.Sprintf("deny contains \"roles\" if {\n\troles := {m.role | some m in input.request.messages}\n\tcount(roles) > %d\n\t%q in input.agent.tags\n}\n", r.IntN(2), pick(r, "eu", "us"))
 	},
+	func(*rand.Rand) string {
+		return "deny contains \"shape\" if not is_object(object.get(input, \"request\", null))\n"
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"no messages\" if {\n\tis_object(input.request)\n\tnot is_array(object.get(input.request, \"messages\", null))\n\tinput.agent.type == %q\n}\n", pick(r, "reviewer", "code-generator"))
+	},
+	func(r *rand.Rand) string {
+		return fmt.Sprintf("deny contains \"long for %[1]s\" if {\n\tinput.agent.type == %[1]q\n\tmsgs := input.request.messages\n\tis_array(msgs)\n\tcount(msgs) >= %[2]d\n}\n", pick(r, "reviewer", "code-generator"), 1+r.IntN(4))
+	},
 	func(r *rand.Rand) string {
 		return fmt.Sprintf("deny contains \"all models\" if {\n\tevery m in input.agent.models { m != %q }\n\tcount(input.agent.models) > 0\n}\n", pick(r, "gpt-4o", "gpt-4o-mini"))
 	},
@@ -211,7 +311,7 @@ func TestFastPathAgreesOnGeneratedPolicies(t *testing.T) {
 	}
 	// The generated set must exercise every path, or the test shows less
 	// than it claims.
-	for _, k := range []int{pathConstant, pathResidual} {
+	for _, k := range []int{pathConstant, pathResidual, readerConstant, readerCounted} {
 		if total[k] == 0 {
 			t.Errorf("no generated decision took path %d: %v", k, total)
 		}

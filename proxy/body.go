@@ -73,6 +73,7 @@ func ReadBody(kind Kind) Stage {
 		if req.N != nil {
 			ex.Choices = *req.N
 		}
+		ex.Messages = len(req.Messages)
 		ex.TokenEstimate = EstimateTokens(kind, req)
 		ex.MaxTokens = req.completionBound()
 		ex.NoCompletion = kind == KindEmbeddings

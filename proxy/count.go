@@ -79,6 +79,7 @@ func readCount() Stage {
 		}
 		ex.Dialect, ex.Model, ex.Body = DialectMessages, model, chat
 		ex.PayloadSHA256 = sha256Hex(raw)
+		ex.Messages = len(req.Messages)
 		ex.TokenEstimate = EstimateTokens(KindChat, req)
 		ex.NoCompletion = true
 		next.ServeHTTP(w, r)

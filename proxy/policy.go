@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/roster"
@@ -25,41 +28,81 @@ type Policies interface {
 var _ Policies = (*policy.Engine)(nil)
 
 // AgentInputs holds each agent's input.agent document, converted to OPA's
-// representation once at startup rather than on every decision.
-type AgentInputs map[string]any
+// representation once rather than on every decision: the configured
+// agents' at startup, a run-time agent's (the admin API's) the first time
+// it is seen and again whenever its entry changed. The engine settles a
+// decision per agent by partial evaluation only for a converted document,
+// and recognises the agent by it: a run-time agent whose document were
+// converted per request would be evaluated in full every time.
+type AgentInputs struct {
+	files   map[string]any
+	runtime sync.Map // agent id → *runtimeInput
+	n       atomic.Int64
+}
+
+// runtimeInput is a run-time agent's document and its conversion.
+type runtimeInput struct {
+	doc   map[string]any
+	value any
+}
+
+// maxRuntimeInputs bounds the run-time agents remembered; past it, a new
+// agent's document is converted per decision (and evaluated in full).
+const maxRuntimeInputs = 4096
 
 // NewAgentInputs prepares the documents of every configured agent.
-func NewAgentInputs(agents map[string]*roster.Agent) AgentInputs {
-	in := make(AgentInputs, len(agents))
+func NewAgentInputs(agents map[string]*roster.Agent) *AgentInputs {
+	in := &AgentInputs{files: make(map[string]any, len(agents))}
 	for id, a := range agents {
-		in[id] = policy.Preconvert(policy.AgentInput(a))
+		in.files[id] = policy.Preconvert(policy.AgentInput(a))
 	}
 	return in
 }
 
-func (in AgentInputs) of(a *roster.Agent) any {
-	if v, ok := in[a.ID]; ok {
+func (in *AgentInputs) of(a *roster.Agent) any {
+	if in == nil {
+		return policy.AgentInput(a)
+	}
+	if v, ok := in.files[a.ID]; ok {
 		return v
 	}
-	return policy.AgentInput(a)
+	// The store hands out a fresh entry per lookup: the document, not the
+	// pointer, says whether the agent changed.
+	doc := policy.AgentInput(a)
+	if c, ok := in.runtime.Load(a.ID); ok {
+		if c := c.(*runtimeInput); reflect.DeepEqual(c.doc, doc) {
+			return c.value
+		}
+	} else if in.n.Add(1) > maxRuntimeInputs {
+		in.n.Add(-1)
+		return doc
+	}
+	c := &runtimeInput{doc: doc, value: policy.Preconvert(doc)}
+	in.runtime.Store(a.ID, c)
+	return c.value
 }
 
 // ChatPolicy is the stage applying data.gateway.chat.deny to every chat
 // request. A non-empty set of reasons is a 403 policy_denied naming them;
 // an engine that errs or finds the decision undefined denies too (fail
 // closed), and says so.
-func ChatPolicy(p Policies, agents AgentInputs) Stage {
+func ChatPolicy(p Policies, agents *AgentInputs) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
 		// The body passed the strict reading; the policies see it as read,
-		// converted in one pass, and only when the decision reads it.
-		// request is the neutral form whatever the client spoke; dialect
-		// says what that was.
+		// converted in one pass, and only when the decision reads more
+		// than the reading guarantees (an object with ex.Messages
+		// messages). request is the neutral form whatever the client
+		// spoke; dialect says what that was.
 		dialect := ex.Dialect
 		if dialect == "" {
 			dialect = "chat"
 		}
-		in := map[string]any{"agent": agents.of(ex.Agent), "request": policy.RawJSON(ex.Body), "model": ex.Model, "dialect": dialect}
+		var request any = policy.RawJSON(ex.Body)
+		if ex.Messages > 0 {
+			request = policy.ChatRequest{Body: ex.Body, Messages: ex.Messages}
+		}
+		in := map[string]any{"agent": agents.of(ex.Agent), "request": request, "model": ex.Model, "dialect": dialect}
 		d, _ := p.ChatDeny(r.Context(), in)
 		verdict := scope.Verdict{Check: scope.CheckPolicy, Verdict: "allow", DecisionID: d.DecisionID, Revision: d.Revision}
 		if d.Deny {
@@ -76,7 +119,7 @@ func ChatPolicy(p Policies, agents AgentInputs) Stage {
 // guard applies data.gateway.guardrails.response to a validated answer
 // (SACP's guardrails; docs/policy-authoring.md, guardrails.response): it may
 // force status "failure" and withhold the message.
-func guard(ctx context.Context, p Policies, agents AgentInputs, scan *dataScan, ex *scope.Exchange, resp *sacp.Response) {
+func guard(ctx context.Context, p Policies, agents *AgentInputs, scan *dataScan, ex *scope.Exchange, resp *sacp.Response) {
 	if p == nil {
 		return
 	}

@@ -59,7 +59,7 @@ type Protocol struct {
 	// Policies applies the guardrails to validated answers; nil: none.
 	Policies Policies
 	// AgentInputs are the agents' policy input documents.
-	AgentInputs AgentInputs
+	AgentInputs *AgentInputs
 }
 
 // NewProtocol builds the protocol stage from config, compiling every

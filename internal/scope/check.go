@@ -13,6 +13,9 @@ const (
 	CheckRedaction        = "redaction"
 	CheckGuardrails       = "guardrails"
 	CheckAnswer           = "answer"
+
+	// numChecks is how many checks there are: all an exchange can record.
+	numChecks = 9
 )
 
 // Verdict is one check's outcome on an exchange: the audit entry's
@@ -104,6 +107,12 @@ func (ex *Exchange) Check(v Verdict) {
 			ex.Checks[i] = v
 			return
 		}
+	}
+	if ex.Checks == nil {
+		// Room for every check at once: a Verdict is a few hundred
+		// bytes, and growing the slice one append at a time allocated
+		// and copied them four times over on every request.
+		ex.Checks = make([]Verdict, 0, numChecks)
 	}
 	ex.Checks = append(ex.Checks, v)
 }

@@ -116,6 +116,9 @@ type Exchange struct {
 	// Body is the request body as read (bounded by the agent's max size) and,
 	// after the request stages, as it will be sent upstream.
 	Body []byte
+	// Messages is how many messages the strict reading of a chat request
+	// found (at least one); 0 for other operations.
+	Messages int
 	// TokenEstimate is the prompt size estimated before the call.
 	TokenEstimate int
 	// MaxTokens is the completion bound the request set (max_tokens or
