@@ -6,6 +6,7 @@
 #   bash bench/profile.sh                    # sse at 128 connections, 10s
 #   MODE=json CONNS=1 bash bench/profile.sh
 #   MODE=sacp bash bench/profile.sh           # the SACP agent (json_standard + JSON Schema)
+#   MODE=mcp CONNS=16 bash bench/profile.sh   # MCP tools/call (bench/mcpload; CONNS agents, one session each)
 #
 # The gateway is a profiling build: bench/pprof/gateway_pprof.go is compiled
 # into cmd/gateway with `go build -overlay` (tag benchpprof); the gateway's
@@ -43,6 +44,8 @@ EOF
 	go build -tags benchpprof -overlay "$TMPD/overlay.json" -o "$OUT/gateway-pprof" ./cmd/gateway
 	go build -o "$OUT/upstream" ./bench/upstream
 	go build -o "$OUT/bareproxy" ./bench/bareproxy
+	go build -o "$OUT/mcpserver" ./bench/mcpserver
+	go build -o "$OUT/mcpload" ./bench/mcpload
 )
 
 mkdir -p "$TMPD/config" "$TMPD/work"
@@ -58,6 +61,11 @@ upstreams:
     max_retries: 0
 audit:
   dir: ${BENCH_AUDIT_DIR:-$TMPD/work/audit}
+  fail_mode: closed
+mcp:
+  servers:
+    - name: bench
+      url: http://127.0.0.1:$((UPSTREAM_PORT + 5))/mcp
 EOF
 cat >"$TMPD/config/agents.yaml" <<EOF
 agents:
@@ -74,6 +82,15 @@ agents:
     data_schema_file: sacp-data.json
     token_sha256: "$(printf %s bench-sacp-token | sha256sum | cut -d' ' -f1)"
 EOF
+for i in $(seq "$CONNS"); do
+	cat >>"$TMPD/config/agents.yaml" <<EOF
+  mcp$i:
+    type: benchmark
+    mcp_tools: {bench: [echo, "read_*"]}
+    rate_limit: 100000000/second
+    token_sha256: "$(printf %s "bench-mcp-$i" | sha256sum | cut -d' ' -f1)"
+EOF
+done
 cat >"$TMPD/config/sacp-data.json" <<EOF
 {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}}
 EOF
@@ -81,11 +98,17 @@ printf 'protocol:\n  version: "1.0"\n' >"$TMPD/config/protocol.yaml"
 
 "$OUT/upstream" -listen "127.0.0.1:$UPSTREAM_PORT" 2>"$OUT/profile-upstream.log" &
 PIDS+=($!)
-"$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$UPSTREAM_PORT" -pprof "127.0.0.1:$((BARE_PORT + 10))" 2>"$OUT/profile-bareproxy.log" &
+# The MCP server listens on UPSTREAM_PORT+5; in MODE=mcp the bare proxy
+# stands in front of it instead of the chat upstream.
+"$OUT/mcpserver" -listen "127.0.0.1:$((UPSTREAM_PORT + 5))" 2>"$OUT/profile-mcpserver.log" &
+PIDS+=($!)
+bare_up=$UPSTREAM_PORT
+[ "$MODE" = mcp ] && bare_up=$((UPSTREAM_PORT + 5))
+"$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$bare_up" -pprof "127.0.0.1:$((BARE_PORT + 10))" 2>"$OUT/profile-bareproxy.log" &
 PIDS+=($!)
 (cd "$TMPD/work" && GATEWAY_PPROF_ADDR="127.0.0.1:$((GATEWAY_PORT + 10))" exec "$OUT/gateway-pprof" serve --config "$TMPD/config") 2>"$OUT/profile-gateway.log" &
 PIDS+=($!)
-for port in "$UPSTREAM_PORT" "$BARE_PORT" "$GATEWAY_PORT" "$((BARE_PORT + 10))" "$((GATEWAY_PORT + 10))"; do
+for port in "$UPSTREAM_PORT" "$((UPSTREAM_PORT + 5))" "$BARE_PORT" "$GATEWAY_PORT" "$((BARE_PORT + 10))" "$((GATEWAY_PORT + 10))"; do
 	for _ in $(seq 100); do
 		(: </dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
 		sleep 0.1
@@ -101,15 +124,22 @@ for t in bare gateway; do
 	port=$BARE_PORT
 	[ "$t" = gateway ] && port=$GATEWAY_PORT
 	url=http://127.0.0.1:$port/v1/chat/completions
-	BENCH_TOKEN=$TOKEN wrk -t2 -c32 -d2s -s "$script" "$url" >/dev/null # warm-up
-	BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$MODE-c$CONNS.wrk.txt" &
+	if [ "$MODE" = mcp ]; then
+		url=http://127.0.0.1:$port/mcp
+		[ "$t" = gateway ] && url=$url/bench
+		"$OUT/mcpload" -url "$url" -token "bench-mcp-%d" -clients "$CONNS" -duration 2s >/dev/null # warm-up
+		"$OUT/mcpload" -url "$url" -token "bench-mcp-%d" -clients "$CONNS" -duration "$((SECONDS_ + 2))s" >"$OUT/profile-$t-$MODE-c$CONNS.wrk.txt" &
+	else
+		BENCH_TOKEN=$TOKEN wrk -t2 -c32 -d2s -s "$script" "$url" >/dev/null # warm-up
+		BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$MODE-c$CONNS.wrk.txt" &
+	fi
 	wrkpid=$!
 	sleep 1
 	prof=$OUT/profile-$t-$MODE-c$CONNS.pprof
 	curl -s -o "$prof" "http://127.0.0.1:$((port + 10))/debug/pprof/profile?seconds=$SECONDS_"
 	wait "$wrkpid"
 	{
-		echo "=== $t, $MODE, $CONNS connections: $(grep -E 'Requests/sec' "$OUT/profile-$t-$MODE-c$CONNS.wrk.txt")"
+		echo "=== $t, $MODE, $CONNS connections: $(grep -E 'Requests/sec|^calls=' "$OUT/profile-$t-$MODE-c$CONNS.wrk.txt")"
 		echo "--- flat"
 		go tool pprof -top -nodecount=35 "$prof" 2>/dev/null | sed -n '1,45p'
 		echo "--- cumulative"
