@@ -249,27 +249,36 @@ run_one() { # target mode round
 	}' >>"$RESULTS"
 	tail -1 "$RESULTS" | awk -F'\t' '{ printf "  %-5s round %s  %-8s %8s req/s  cpu %6s us/req  errors %s\n", $1, $2, $3, $4, $5, $7 }'
 }
+# audit_counter name: the gateway's audit counter (gateway_audit_NAME_total).
+audit_counter() {
+	curl -s "http://127.0.0.1:$GATEWAY_PORT/metrics" | awk -v n="gateway_audit_$1_total" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
 # run_mcp target mode round: mcpload's calls/s and the target's CPU per
-# call; the MCP server's own CPU per call is printed beside it (it should
-# be the same for both targets).
+# call; beside them the MCP server's own CPU per call (it should be the
+# same for both targets) and, for the gateway, audit entries per fsync.
 run_mcp() {
-	local t=$1 mode=$2 r=$3 pid f b0 b1 s0 s1
+	local t=$1 mode=$2 r=$3 pid f b0 b1 s0 s1 e0 e1 y0 y1
 	pid=$(mcp_pid_of "$t")
 	f=$OUT/wrk/ratio-$mode-r$r-$t.txt
+	e0=$(audit_counter entries)
+	y0=$(audit_counter fsyncs)
 	b0=$(cpu_ticks "$pid")
 	s0=$(cpu_ticks "$MCPS_PID")
 	"$OUT/mcpload" -url "$(mcp_url_of "$t")" -token "bench-mcp-%d" -clients "$(mcp_clients_of "$mode")" -duration "$DURATION" >"$f" 2>&1 ||
 		echo "  (mcpload exited non-zero: see $f)"
 	b1=$(cpu_ticks "$pid")
 	s1=$(cpu_ticks "$MCPS_PID")
+	e1=$(audit_counter entries)
+	y1=$(audit_counter fsyncs)
 	kill -0 "$pid" 2>/dev/null || die "$t died during the run"
-	awk -v m="$mode" -v r="$r" -v t="$t" -v db="$((b1 - b0))" -v ds="$((s1 - s0))" -v hz="$CLK_TCK" -v res="$RESULTS" '
+	awk -v m="$mode" -v r="$r" -v t="$t" -v db="$((b1 - b0))" -v ds="$((s1 - s0))" -v hz="$CLK_TCK" -v res="$RESULTS" \
+		-v per="$([ "$t" = gateway ] && awk -v e="$((e1 - e0))" -v y="$((y1 - y0))" 'BEGIN { if (y > 0) printf "  entries/fsync %.1f", e / y }')" '
 	/^calls=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
 	END {
 		n = v["calls"] + 0
 		printf "%s\t%s\t%s\t%.0f\t%.1f\t%d\t%d\n", m, r, t, v["calls_per_s"], (n > 0 ? db * 1e6 / hz / n : 0), n, v["errors"] + (n > 0 ? 0 : 1) >> res
-		printf "  %-5s round %s  %-8s %8.0f calls/s  cpu %6.1f us/call  p50 %s us  server cpu %.1f us/call  errors %d\n",
-			m, r, t, v["calls_per_s"], (n > 0 ? db * 1e6 / hz / n : 0), v["p50_us"], (n > 0 ? ds * 1e6 / hz / n : 0), v["errors"]
+		printf "  %-5s round %s  %-8s %8.0f calls/s  cpu %6.1f us/call  p50 %s us  server cpu %.1f us/call  errors %d%s\n",
+			m, r, t, v["calls_per_s"], (n > 0 ? db * 1e6 / hz / n : 0), v["p50_us"], (n > 0 ? ds * 1e6 / hz / n : 0), v["errors"], per
 	}' "$f"
 }
 
