@@ -222,14 +222,16 @@ sid=$(curl -s -D - -o /dev/null -X POST "$(mcp_url_of gateway)" -H 'Content-Type
 	-d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ratio","version":"1"}}}' |
 	tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }')
 [ -n "$sid" ] || die "MCP: the gateway opened no session"
-mcp_post "$(mcp_url_of gateway)" bench-mcp-1 "$sid" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{}}}' |
-	grep -q '"error"' || die "MCP: the gateway did not refuse a tool outside mcp_tools"
+answer=$(mcp_post "$(mcp_url_of gateway)" bench-mcp-1 "$sid" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{}}}')
+[[ $answer == *'"error"'* ]] || die "MCP: the gateway did not refuse a tool outside mcp_tools: $answer"
 for t in bare gateway; do
 	"$OUT/mcpload" -url "$(mcp_url_of "$t")" -token "bench-mcp-%d" -clients 2 -duration 200ms >"$OUT/ratio-mcpload-check.txt" 2>&1 ||
 		die "MCP: mcpload against $t failed: $(tail -2 "$OUT/ratio-mcpload-check.txt")"
 done
 gw_audit=${BENCH_AUDIT_DIR:+$BENCH_AUDIT_DIR/gateway}
-cat "${gw_audit:-$TMPD/gateway/audit}"/*.jsonl 2>/dev/null | grep -q '"mcp.result"' ||
+# (grep reads the files itself: with pipefail, cat | grep -q fails when
+# grep stops reading early.)
+grep -qs '"mcp.result"' "${gw_audit:-$TMPD/gateway/audit}"/*.jsonl ||
 	die "MCP: no mcp.result entry in the gateway's audit trail"
 
 RESULTS=$OUT/ratio-results.tsv
