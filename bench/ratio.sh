@@ -153,19 +153,23 @@ cp "$ROOT/docs/examples/chat-content-policy.rego" "$TMPD/rego-content/gateway/ru
 config gateway "$GATEWAY_PORT" "$TMPD/rego-shipped"
 config content "$CONTENT_PORT" "$TMPD/rego-content"
 
-"$OUT/upstream" -listen "127.0.0.1:$UPSTREAM_PORT" 2>"$OUT/ratio-upstream.log" &
+# spawn log command...: command in the background, its stderr to log; $!
+# is its pid.
+spawn() {
+	local log=$1
+	shift
+	"$@" 2>"$log" &
+	PIDS+=("$!")
+}
+spawn "$OUT/ratio-upstream.log" "$OUT/upstream" -listen "127.0.0.1:$UPSTREAM_PORT"
 UP_PID=$!
-PIDS+=("$UP_PID")
-"$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$UPSTREAM_PORT" 2>"$OUT/ratio-bareproxy.log" &
+spawn "$OUT/ratio-bareproxy.log" "$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$UPSTREAM_PORT"
 BARE_PID=$!
-PIDS+=("$BARE_PID")
-# The access log is on (info), as in production; it goes to a file.
-"$OUT/mcpserver" -listen "127.0.0.1:$MCP_SERVER_PORT" 2>"$OUT/ratio-mcpserver.log" &
+spawn "$OUT/ratio-mcpserver.log" "$OUT/mcpserver" -listen "127.0.0.1:$MCP_SERVER_PORT"
 MCPS_PID=$!
-PIDS+=("$MCPS_PID")
-"$OUT/bareproxy" -listen "127.0.0.1:$MCP_BARE_PORT" -upstream "http://127.0.0.1:$MCP_SERVER_PORT" 2>"$OUT/ratio-mcpbare.log" &
+spawn "$OUT/ratio-mcpbare.log" "$OUT/bareproxy" -listen "127.0.0.1:$MCP_BARE_PORT" -upstream "http://127.0.0.1:$MCP_SERVER_PORT"
 MCPB_PID=$!
-PIDS+=("$MCPB_PID")
+# The access log is on (info), as in production; it goes to a file.
 (cd "$TMPD/gateway/work" && exec "$OUT/gateway" serve --config "$TMPD/gateway/config") 2>"$OUT/ratio-gateway.log" &
 GW_PID=$!
 PIDS+=("$GW_PID")

@@ -26,11 +26,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -102,11 +99,8 @@ func main() {
 
 // run opens every session first, then lets all clients call at once.
 func run(cfg *config) (*stats, time.Duration, error) {
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: cfg.clients,
-		DisableCompression:  true,
-	}, Timeout: 30 * time.Second}
+	// One connection per client, kept: Go's default keeps two idle.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.clients, DisableCompression: true}, Timeout: 30 * time.Second}
 	clients := make([]*client, cfg.clients)
 	for i := range clients {
 		c := &client{cfg: cfg, hc: hc}
@@ -145,7 +139,7 @@ func (c *client) open() error {
 		return fmt.Errorf("initialize: %w", err)
 	}
 	if c.session = resp.Header.Get("Mcp-Session-Id"); c.session == "" {
-		return errors.New("initialize: no Mcp-Session-Id")
+		return fmt.Errorf("initialize: no Mcp-Session-Id in the answer's headers")
 	}
 	resp, _, err = c.post(context.Background(), []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	if err != nil {
@@ -192,7 +186,8 @@ func (c *client) close() {
 	}
 	c.headers(req)
 	if resp, err := c.hc.Do(req); err == nil {
-		io.Copy(io.Discard, resp.Body)
+		c.buf.Reset()
+		_, _ = c.buf.ReadFrom(resp.Body)
 		resp.Body.Close()
 	}
 }
@@ -258,7 +253,7 @@ func clip(b []byte) string {
 	return strings.TrimSpace(string(b))
 }
 
-func report(w io.Writer, cfg *config, st *stats, elapsed time.Duration) {
+func report(w *os.File, cfg *config, st *stats, elapsed time.Duration) {
 	slices.Sort(st.lat)
 	pct := func(p float64) int64 {
 		if len(st.lat) == 0 {
