@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/ratio.sh — the cost of governance, as ratios to a bare reverse proxy.
 #
-#   bash bench/ratio.sh                   # about 3 minutes
+#   bash bench/ratio.sh                   # about 4 minutes
 #   DURATION=5s ROUNDS=1 bash bench/ratio.sh
 #
 # Three targets in front of the same mock upstream, alternating in each
