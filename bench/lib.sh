@@ -93,6 +93,30 @@ EOC
 	printf 'protocol:\n  version: "1.0"\n'"$redaction" >"$d/config/protocol.yaml"
 }
 
+# governed_mcp dir mcp_server_port agents: adds to a governed_config the bench
+# MCP server (bench/mcpserver) as server "bench", and agents mcp1..mcpN
+# (tokens bench-mcp-1..N), each limited to the server's read tools (the
+# policy and mcp_tools both decide): the MCP runs' configuration.
+governed_mcp() {
+	cat >>"$1/config/gateway.yaml" <<EOC
+mcp:
+  servers:
+    - name: bench
+      url: http://127.0.0.1:$2/mcp
+EOC
+	local i
+	for i in $(seq "$3"); do
+		cat >>"$1/config/agents.yaml" <<EOC
+  mcp$i:
+    type: benchmark
+    capabilities: [read]
+    mcp_tools: {bench: [echo, "read_*"]}
+    rate_limit: 100000000/second
+    token_sha256: "$(printf %s "bench-mcp-$i" | sha256sum | cut -d' ' -f1)"
+EOC
+	done
+}
+
 # governed_policies root dir: the shipped policies in dir/rego-shipped, and
 # the shipped policies plus the content-reading chat rule
 # (docs/examples/chat-content-policy.rego) in dir/rego-content.

@@ -7,6 +7,7 @@
 #   MODE=json CONNS=1 bash bench/profile.sh
 #   MODE=sacp bash bench/profile.sh           # the SACP agent (json_standard + JSON Schema)
 #   MODE=json CONFIG=governed DURATION=5s bash bench/profile.sh
+#   MODE=mcp CONNS=16 bash bench/profile.sh   # MCP tools/call (bench/mcpload; CONNS agents, one session each)
 #
 # CONFIG=governed profiles the configuration bench/ratio.sh measures (every
 # governance stage on, the shipped policies; lib.sh governed_config),
@@ -56,12 +57,15 @@ EOF
 	go build -tags benchpprof -overlay "$TMPD/overlay.json" -o "$OUT/gateway-pprof" ./cmd/gateway
 	go build -o "$OUT/upstream" ./bench/upstream
 	go build -o "$OUT/bareproxy" ./bench/bareproxy
+	go build -o "$OUT/mcpserver" ./bench/mcpserver
+	go build -o "$OUT/mcpload" ./bench/mcpload
 )
 
 case $CONFIG in
 governed | content)
 	governed_policies "$ROOT" "$TMPD"
 	governed_config "$TMPD" "$GATEWAY_PORT" "$TMPD/rego-${CONFIG/governed/shipped}" "${BENCH_AUDIT_DIR:-$TMPD/work/audit}" "$STAGE_OFF"
+	[ "$MODE" = mcp ] && governed_mcp "$TMPD" "$((UPSTREAM_PORT + 5))" "$CONNS"
 	;;
 plain)
 mkdir -p "$TMPD/config" "$TMPD/work"
@@ -77,6 +81,11 @@ upstreams:
     max_retries: 0
 audit:
   dir: ${BENCH_AUDIT_DIR:-$TMPD/work/audit}
+  fail_mode: closed
+mcp:
+  servers:
+    - name: bench
+      url: http://127.0.0.1:$((UPSTREAM_PORT + 5))/mcp
 EOF
 cat >"$TMPD/config/agents.yaml" <<EOF
 agents:
@@ -93,6 +102,15 @@ agents:
     data_schema_file: sacp-data.json
     token_sha256: "$(printf %s bench-sacp-token | sha256sum | cut -d' ' -f1)"
 EOF
+for i in $(seq "$CONNS"); do
+	cat >>"$TMPD/config/agents.yaml" <<EOF
+  mcp$i:
+    type: benchmark
+    mcp_tools: {bench: [echo, "read_*"]}
+    rate_limit: 100000000/second
+    token_sha256: "$(printf %s "bench-mcp-$i" | sha256sum | cut -d' ' -f1)"
+EOF
+done
 cat >"$TMPD/config/sacp-data.json" <<EOF
 {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}}
 EOF
@@ -103,11 +121,17 @@ esac
 
 "$OUT/upstream" -listen "127.0.0.1:$UPSTREAM_PORT" 2>"$OUT/profile-upstream.log" &
 PIDS+=($!)
-"$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$UPSTREAM_PORT" -pprof "127.0.0.1:$((BARE_PORT + 10))" 2>"$OUT/profile-bareproxy.log" &
+# The MCP server listens on UPSTREAM_PORT+5; in MODE=mcp the bare proxy
+# stands in front of it instead of the chat upstream.
+"$OUT/mcpserver" -listen "127.0.0.1:$((UPSTREAM_PORT + 5))" 2>"$OUT/profile-mcpserver.log" &
+PIDS+=($!)
+bare_up=$UPSTREAM_PORT
+[ "$MODE" = mcp ] && bare_up=$((UPSTREAM_PORT + 5))
+"$OUT/bareproxy" -listen "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$bare_up" -pprof "127.0.0.1:$((BARE_PORT + 10))" 2>"$OUT/profile-bareproxy.log" &
 PIDS+=($!)
 (cd "$TMPD/work" && GATEWAY_PPROF_ADDR="127.0.0.1:$((GATEWAY_PORT + 10))" exec "$OUT/gateway-pprof" serve --config "$TMPD/config") 2>"$OUT/profile-gateway.log" &
 PIDS+=($!)
-for port in "$UPSTREAM_PORT" "$BARE_PORT" "$GATEWAY_PORT" "$((BARE_PORT + 10))" "$((GATEWAY_PORT + 10))"; do
+for port in "$UPSTREAM_PORT" "$((UPSTREAM_PORT + 5))" "$BARE_PORT" "$GATEWAY_PORT" "$((BARE_PORT + 10))" "$((GATEWAY_PORT + 10))"; do
 	for _ in $(seq 100); do
 		(: </dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
 		sleep 0.1
@@ -126,8 +150,15 @@ for t in bare gateway; do
 	port=$BARE_PORT pid=${PIDS[1]}
 	[ "$t" = gateway ] && port=$GATEWAY_PORT pid=${PIDS[2]}
 	url=http://127.0.0.1:$port/v1/chat/completions
-	BENCH_TOKEN=$TOKEN wrk -t2 -c32 -d2s -s "$script" "$url" >/dev/null # warm-up
-	BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$tag.wrk.txt" &
+	if [ "$MODE" = mcp ]; then
+		url=http://127.0.0.1:$port/mcp
+		[ "$t" = gateway ] && url=$url/bench
+		"$OUT/mcpload" -url "$url" -token "bench-mcp-%d" -clients "$CONNS" -duration 2s >/dev/null # warm-up
+		"$OUT/mcpload" -url "$url" -token "bench-mcp-%d" -clients "$CONNS" -duration "$((SECONDS_ + 2))s" >"$OUT/profile-$t-$tag.wrk.txt" &
+	else
+		BENCH_TOKEN=$TOKEN wrk -t2 -c32 -d2s -s "$script" "$url" >/dev/null # warm-up
+		BENCH_TOKEN=$TOKEN wrk -t"$threads" -c"$CONNS" -d"$((SECONDS_ + 2))s" -s "$script" "$url" >"$OUT/profile-$t-$tag.wrk.txt" &
+	fi
 	wrkpid=$!
 	sleep 1
 	prof=$OUT/profile-$t-$tag.pprof
@@ -141,10 +172,11 @@ for t in bare gateway; do
 	curl -s -o "$OUT/profile-$t-$tag.allocs.pprof" "http://127.0.0.1:$((port + 10))/debug/pprof/heap?gc=1"
 	wait "$wrkpid"
 	{
-		# CPU per request: the profiled window's ticks over wrk's request
-		# rate in that window (wrk runs 2s longer than the profile).
-		echo "=== $t, $MODE, $CONFIG${STAGE_OFF:+ without $STAGE_OFF}, $CONNS connections: $(grep -E 'Requests/sec' "$OUT/profile-$t-$tag.wrk.txt")," \
-			"CPU $(awk -v db="$((b1 - b0))" -v hz="$CLK_TCK" -v s="$SECONDS_" -v rps="$(awk '/^Requests\/sec:/ { print $2 }' "$OUT/profile-$t-$tag.wrk.txt")" \
+		# CPU per request: the profiled window's ticks over the driver's
+		# request rate in that window (it runs 2s longer than the profile).
+		rps=$(awk '/^Requests\/sec:/ { print $2 } /^calls=/ { for (i = 1; i <= NF; i++) if ($i ~ /^calls_per_s=/) { sub(/^calls_per_s=/, "", $i); print $i } }' "$OUT/profile-$t-$tag.wrk.txt")
+		echo "=== $t, $MODE, $CONFIG${STAGE_OFF:+ without $STAGE_OFF}, $CONNS connections: $(grep -E 'Requests/sec|^calls=' "$OUT/profile-$t-$tag.wrk.txt")," \
+			"CPU $(awk -v db="$((b1 - b0))" -v hz="$CLK_TCK" -v s="$SECONDS_" -v rps="${rps:-0}" \
 				'BEGIN { printf "%.1f", (rps > 0 ? db * 1e6 / hz / (rps * s) : 0) }') us/req"
 		echo "--- flat"
 		go tool pprof -top -nodecount=35 "$prof" 2>/dev/null | sed -n '1,45p'

@@ -39,6 +39,7 @@ import (
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/redact"
+	"github.com/sacpgw/gateway/upstream"
 )
 
 // Decider is the MCP policy (policy.Engine).
@@ -153,7 +154,11 @@ func New(d Deps) (*Door, error) {
 		door.sessions = NewMemorySessions()
 	}
 	if door.client == nil {
-		door.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		// The gateway's own pool (upstream.NewTransport): Go's default keeps
+		// two idle connections per host, so agents calling at once would
+		// dial (and the server accept) a connection for nearly every call.
+		door.client = &http.Client{Transport: upstream.NewTransport(0),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	apply, err := door.Prepare(d.Config)
 	if err != nil {

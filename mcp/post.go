@@ -22,6 +22,10 @@ import (
 // answered 202; requests are answered as JSON, or as a stream when the
 // server streams its answer to a single request.
 func (d *Door) post(w http.ResponseWriter, r *http.Request) {
+	// The POST is an exchange of the audit trail from here on: while it is
+	// in progress (its call at the server, say) the trail's group commit
+	// holds a batch open for its entry, so calls at once share an fsync.
+	defer d.audit.Begin()()
 	t, ok := d.open(w, r)
 	if !ok {
 		return
