@@ -32,6 +32,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 		a.relayDoor,
 		a.workflowDoor,
 		a.mcpDoor,
+		a.oauthDoor, // the authorization server for people's MCP clients (oauth.go)
 		a.a2aDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
 		a.usageDoor,

@@ -35,6 +35,7 @@ var layers = map[string]int{
 	"internal/doctest":    0, // the docs' snippets test: a package comment, no imports
 	"internal/atomicfile": 0, // a state file replaced whole or not at all
 	"internal/pagekit":    0, // the style and headers of every server-rendered page
+	"internal/mcpauth":    0, // mcp_clients: the settings, URLs and store of the authorization server for people's MCP clients
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
 	"internal/browsertest":      0, // headless Chromium for the browser tests, imported by tests only
@@ -50,7 +51,8 @@ var layers = map[string]int{
 	"internal/door": 3,
 	// 4: the front doors.
 	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4, "usagepage": 4, "a2a": 4,
-	"admin": 4, // the admin API and console: run-time agents, keys and teams
+	"admin":       4, // the admin API and console: run-time agents, keys and teams
+	"oauthserver": 4, // the authorization server for people's MCP clients
 	// 5: the HTTP shell; 6: the wiring (Build); 7: the command.
 	"server": 5, "app": 6, "cmd/gateway": 7,
 }
@@ -80,6 +82,7 @@ var sideways = map[[2]string]bool{
 	{"internal/roster", "internal/names"}:     true,
 	{"internal/team", "internal/confkit"}:     true,
 	{"internal/people", "internal/confkit"}:   true,
+	{"internal/mcpauth", "internal/confkit"}:  true,
 	{"internal/protocol", "internal/confkit"}: true,
 	{"internal/protocol", "sacp"}:             true,
 	{"internal/protocol", "redact"}:           true,
@@ -106,6 +109,7 @@ var sideways = map[[2]string]bool{
 var doors = map[string]string{
 	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
 	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage", "a2a": "a2a", "admin": "admin",
+	"oauthserver": "oauth",
 }
 
 // imports lists the non-test imports of every package with go list, one

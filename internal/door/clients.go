@@ -73,3 +73,8 @@ func (s *Identifier) identifyClient(r *http.Request) (a *roster.Agent, method st
 	a, method, err = s.identify(r)
 	return a, method, nil, err
 }
+
+// RemoteIP is the peer address without the port, as the identify stage
+// names a refused source: unauthenticated endpoints limit and summarize
+// per source by it (proxies are not trusted to rewrite it).
+func RemoteIP(r *http.Request) string { return clientIP(r) }
