@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -545,5 +546,46 @@ func TestMCPClientOAuthReplicasShareTokens(t *testing.T) {
 	onB := &oauthFlow{t: t, g: b, base: base}
 	if at == "" || !onB.works(at) {
 		t.Fatalf("a token issued through replica A does not work through replica B: %v", tok)
+	}
+}
+
+// TestMCPClientOAuthTypeScriptSDK: the TypeScript SDK's OAuth client
+// (testdata/tsclient, pinned by its package-lock.json; .ci/run installs
+// it) connects given only the URL, as an IDE built on it does: 401,
+// metadata, registration, the person's sign-in and consent, tools/list as
+// the agent chosen.
+func TestMCPClientOAuthTypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("SKIPPED: node is not installed (.ci/run installs nodejs and runs npm ci in app/testdata/tsclient)")
+	}
+	if _, err := os.Stat("testdata/tsclient/node_modules/@modelcontextprotocol/sdk/package.json"); err != nil {
+		t.Skip("SKIPPED: the TypeScript SDK is not installed: run npm ci in app/testdata/tsclient")
+	}
+	op := oauthProvider(t)
+	ts := newToolServer(t)
+	ln, base := bindLoopback(t)
+	g := newOAuthGateway(t, ts, op, ln, base, "", "oauth-ts")
+	op.SignInAs("u-ada")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "client.mjs", base+"/mcp/files", "coder")
+	cmd.Dir = "testdata/tsclient"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("TypeScript client: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Tools       []string `json:"tools"`
+		TokenPrefix string   `json:"token_prefix"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || !slices.Contains(res.Tools, "read_file") || slices.Contains(res.Tools, "delete_file") ||
+		res.TokenPrefix != "gwmcp_at_" {
+		t.Fatalf("TypeScript client printed %s (%v)", out, err)
+	}
+	if len(g.entries("oauth.token")) == 0 {
+		t.Fatal("no oauth.token entry")
 	}
 }
