@@ -115,14 +115,8 @@ func (s *Door) token(w http.ResponseWriter, r *http.Request, c *conf) {
 
 // exchangeCode answers grant_type=authorization_code.
 func (s *Door) exchangeCode(w http.ResponseWriter, r *http.Request, c *conf, f map[string]string) {
-	key := mcpauth.Key(f["code"])
-	g, ok, err := mcpauth.Take[grant](r.Context(), s.store, kindCode, key)
-	switch {
-	case err != nil:
-		s.unavailable(w, r, "code exchange", err)
-		return
-	case !ok:
-		s.spentAgain(w, r, key, "authorization code")
+	g, key, ok := s.spend(w, r, kindCode, f["code"], "authorization code")
+	if !ok {
 		return
 	}
 	var problem string
@@ -147,14 +141,8 @@ func (s *Door) exchangeCode(w http.ResponseWriter, r *http.Request, c *conf, f m
 
 // refresh answers grant_type=refresh_token.
 func (s *Door) refresh(w http.ResponseWriter, r *http.Request, c *conf, f map[string]string) {
-	key := mcpauth.Key(f["refresh_token"])
-	g, ok, err := mcpauth.Take[grant](r.Context(), s.store, kindRefresh, key)
-	switch {
-	case err != nil:
-		s.unavailable(w, r, "refresh", err)
-		return
-	case !ok:
-		s.spentAgain(w, r, key, "refresh token")
+	g, key, ok := s.spend(w, r, kindRefresh, f["refresh_token"], "refresh token")
+	if !ok {
 		return
 	}
 	s.mark(r.Context(), key, g)
@@ -169,6 +157,21 @@ func (s *Door) refresh(w http.ResponseWriter, r *http.Request, c *conf, f map[st
 		return
 	}
 	s.issue(w, r, c, g, "refresh_token")
+}
+
+// spend takes the code or refresh token secret (of kind) once: its grant
+// and store key; false once it has answered a secret that is not (or no
+// longer) good.
+func (s *Door) spend(w http.ResponseWriter, r *http.Request, kind, secret, what string) (grant, string, bool) {
+	key := mcpauth.Key(secret)
+	g, ok, err := mcpauth.Take[grant](r.Context(), s.store, kind, key)
+	switch {
+	case err != nil:
+		s.unavailable(w, r, what, err)
+	case !ok:
+		s.spentAgain(w, r, key, what)
+	}
+	return g, key, err == nil && ok
 }
 
 // mark remembers that the code or refresh token of key was spent, for as
