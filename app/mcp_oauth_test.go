@@ -470,6 +470,34 @@ func TestMCPClientOAuthRefusals(t *testing.T) {
 		t.Fatalf("unregistered redirect_uri: %v %v", err, res)
 	}
 
+	// The consent form: a forged CSRF token, or another site's form, is
+	// refused; an agent the page did not offer is decided again, and refused.
+	b := browser()
+	page, _, body := consentPage(t, b, f.authorizeURL(verifier1, "S256", base+"/mcp/files"))
+	csrf := csrfRE.FindStringSubmatch(body)[1]
+	post := func(form url.Values, origin string) int {
+		req, _ := http.NewRequest(http.MethodPost, page.String(), strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	if st := post(url.Values{"csrf": {"forged"}, "decision": {"allow"}, "agent": {"coder"}}, ""); st != http.StatusForbidden {
+		t.Fatalf("forged CSRF token: %d", st)
+	}
+	if st := post(url.Values{"csrf": {csrf}, "decision": {"allow"}, "agent": {"coder"}}, "https://evil.example"); st != http.StatusForbidden {
+		t.Fatalf("another site's form: %d", st)
+	}
+	if st := post(url.Values{"csrf": {csrf}, "decision": {"allow"}, "agent": {"ghost"}}, ""); st != http.StatusForbidden {
+		t.Fatalf("an agent not offered: %d", st)
+	}
+
 	// The wrong verifier spends the code; the right one then finds none.
 	code := f.code(verifier1, "coder")
 	if status, out := f.exchange(code, "wrong-verifier-0123456789-0123456789-0123456789"); status != 400 || out["error"] != "invalid_grant" {
@@ -513,7 +541,6 @@ func TestMCPClientOAuthRefusals(t *testing.T) {
 
 	// A person the policy lets act as no agent: a page, no code, audited.
 	op.SignInAs("u-rita")
-	var body string
 	status = patient(func() int {
 		_, st, b := consentPage(t, browser(), f.authorizeURL(verifier1, "S256", base+"/mcp/files"))
 		body = b
