@@ -33,6 +33,7 @@ import (
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/internal/ledger"
+	"github.com/sacpgw/gateway/internal/mcpauth"
 	"github.com/sacpgw/gateway/internal/metrics"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/sourceguard"
@@ -41,6 +42,7 @@ import (
 	"github.com/sacpgw/gateway/mailbox"
 	"github.com/sacpgw/gateway/mcp"
 	"github.com/sacpgw/gateway/messaging"
+	"github.com/sacpgw/gateway/oauthserver"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/policy/bundle"
 	"github.com/sacpgw/gateway/proxy"
@@ -100,6 +102,9 @@ type App struct {
 	// sources summarizes failed authentications in front of the audit
 	// trail and limits them per source address (nil without a trail).
 	sources *sourceguard.Guard
+	// oauth keeps the clients, codes and tokens of the authorization
+	// server for people's MCP clients (oauth.go).
+	oauth mcpauth.Store
 	// rec is the one audit recorder every door writes through: the trail
 	// behind sources, with audit.fail_mode (nil without a trail).
 	rec *door.Recorder
@@ -420,7 +425,9 @@ func Build(cfg *config.Config, o Options) (*App, error) {
 		return fail(&UsageError{err.Error()})
 	}
 	a.keys = admin.NewKeys(a.state.admin, log)
-	if a.frame, err = door.NewFrame(cfg, door.GateDeps{Sidecar: sidecar, Spawned: a.registry, Keys: a.keys, Teams: a.keys, Requests: a.state.limiter, Audit: a.rec, Log: log}); err != nil {
+	a.oauth = oauthStore(a.state, cfg)
+	if a.frame, err = door.NewFrame(cfg, door.GateDeps{Sidecar: sidecar, Spawned: a.registry, Keys: a.keys, Teams: a.keys, Requests: a.state.limiter, Audit: a.rec, Log: log,
+		Clients: oauthserver.Tokens{Store: a.oauth}}); err != nil {
 		return fail(err)
 	}
 	for _, build := range a.doorList(ups) {

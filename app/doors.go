@@ -33,6 +33,7 @@ func (a *App) doorList(ups *upstream.Set) []func(*config.Config) (door.Door, err
 		a.withApproval(a.relayDoor),
 		a.withApproval(a.workflowDoor),
 		a.mcpDoor,
+		a.oauthDoor, // the authorization server for people's MCP clients (oauth.go)
 		a.a2aDoor,
 		a.reviewDoor, // the review site's queue, sign-out and operator page (ops.go)
 		a.withApproval(a.usageDoor),

@@ -137,7 +137,7 @@ func (s *Service) personOf(rs *ReviewSession) (door.Person, bool) {
 		if !h.Any() {
 			return door.Person{}, false
 		}
-		return door.Person{Name: rs.Name, Subject: rs.Subject, Email: rs.Email, Admin: h.Admin, Reviewer: h.Reviewer,
+		return door.Person{Name: rs.Name, Subject: rs.Subject, Email: rs.Email, Groups: rs.Groups, Admin: h.Admin, Reviewer: h.Reviewer,
 			TeamOwner: h.TeamOwner, TeamReviewer: h.TeamReviewer, Via: viaOIDC}, true
 	}
 	who := principal{Name: rs.Name, Admin: rs.Admin}

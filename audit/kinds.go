@@ -26,6 +26,7 @@ var kinds = []string{
 	"registry.spawn", "registry.retire",
 	"workflow.start", "workflow.step", "workflow.suspend", "workflow.resume", "workflow.end",
 	"mcp.call", "mcp.result",
+	"oauth.register", "oauth.grant", "oauth.token", "oauth.refuse",
 }
 
 // Kinds returns the entry kinds the gateway writes, sorted.

@@ -35,6 +35,7 @@ import (
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/escalation"
+	"github.com/sacpgw/gateway/internal/mcpauth"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/limit"
 	"github.com/sacpgw/gateway/policy"
@@ -110,6 +111,9 @@ type conf struct {
 	// escalationTTL is how long an approval lets its call through
 	// (protocol timeouts.escalation).
 	escalationTTL time.Duration
+	// clients is mcp_clients (the authorization server for people's
+	// clients, which the 401 names); nil: none.
+	clients *mcpauth.Settings
 }
 
 // server is one configured MCP server.
@@ -174,7 +178,7 @@ func New(d Deps) (*Door, error) {
 // sessions of a server whose URL changed end.
 func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 	c := &conf{servers: map[string]*server{}, agents: cfg.Agents, agentIn: make(map[string]any, len(cfg.Agents)),
-		escalationTTL: cfg.Protocol.Timeouts.Escalation.D()}
+		escalationTTL: cfg.Protocol.Timeouts.Escalation.D(), clients: cfg.Gateway.MCPClients}
 	for id, a := range cfg.Agents {
 		c.agentIn[id] = policy.Preconvert(policy.AgentInput(a))
 	}
@@ -285,7 +289,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (d *Door) Routes() []door.Route {
 	var rs []door.Route
 	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent})
+		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent, Challenge: d.challenge})
 	}
 	return rs
 }

@@ -23,6 +23,9 @@ func (t *turn) newRecord(m *message, method, name string) *record {
 	if t.via != "" {
 		sum["via"] = t.via
 	}
+	if t.behalf != nil {
+		sum["on_behalf_of"] = t.behalf
+	}
 	switch method {
 	case "tools/call":
 		sum["tool"] = name
@@ -66,6 +69,9 @@ func (r *record) redactions(key string, counts map[string]int) {
 func (t *turn) resultSummary(m *message, um *message, start time.Time) map[string]any {
 	sum := map[string]any{"server": t.srv.name, "jsonrpc_id": string(compact(m.id)), "mcp_session_id": t.sess.ID,
 		"latency_ms": float64(time.Since(start).Microseconds()) / 1000}
+	if t.behalf != nil {
+		sum["on_behalf_of"] = t.behalf
+	}
 	switch {
 	case um == nil:
 	case um.result != nil:

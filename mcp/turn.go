@@ -41,6 +41,9 @@ type turn struct {
 	// via is the virtual server the request came through, if any: srv is
 	// then its member server.
 	via string
+	// behalf is the person a client's access token acts for (the entries
+	// name them beside the agent); nil for an agent's own credential.
+	behalf map[string]any
 }
 
 // open checks what every method needs: a configured server, an agent that
@@ -66,7 +69,7 @@ func (d *Door) open(w http.ResponseWriter, r *http.Request) (*turn, bool) {
 		refuse(w, r, http.StatusForbidden, codeInvalidRequest, "Cross-origin requests are refused.")
 		return nil, false
 	}
-	t := &turn{d: d, c: c, srv: srv, ex: ex, agent: agent}
+	t := &turn{d: d, c: c, srv: srv, ex: ex, agent: agent, behalf: behalfOf(r)}
 	if v := r.Header.Get(hdrProtocol); v != "" {
 		if !slices.Contains(protocolVersions, v) {
 			refuse(w, r, http.StatusBadRequest, codeInvalidRequest, "MCP-Protocol-Version "+quote(v)+" is not one the gateway serves ("+strings.Join(protocolVersions, ", ")+").")

@@ -315,7 +315,7 @@ func summarize(pt point, out outcome) summary {
 		return chatSummary(chatFrom(out, "messages"))
 	case ptGuardrails:
 		return guardrailsSummary(guardrailsFrom(out))
-	case ptWorkflow, ptSignedURL:
+	case ptWorkflow, ptSignedURL, ptMCPClients:
 		return workflowSummary(workflowFrom(out))
 	case ptMCP:
 		return mcpSummary(mcpFrom(out))

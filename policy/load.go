@@ -31,6 +31,7 @@ const (
 	ptWorkflow
 	ptSignedURL
 	ptMCP
+	ptMCPClients
 	numPoints
 )
 
@@ -45,6 +46,7 @@ var queries = [numPoints]string{
 	ptWorkflow:   "data.gateway.workflow.allow",
 	ptSignedURL:  "data.gateway.workflow.signed_url_allowed",
 	ptMCP:        "data.gateway.mcp.decision",
+	ptMCPClients: "data.gateway.mcp_clients.allow",
 }
 
 var pointNames = [numPoints]string{
@@ -56,6 +58,7 @@ var pointNames = [numPoints]string{
 	ptWorkflow:   PointWorkflow,
 	ptSignedURL:  PointSignedURL,
 	ptMCP:        PointMCP,
+	ptMCPClients: PointMCPClients,
 }
 
 // regoFile is one policy file as read from a directory.
@@ -276,6 +279,9 @@ var samples = [numPoints]map[string]any{
 	ptMCP: {"agent": sampleAgent, "server": "sample-server", "method": "tools/call", "arguments": map[string]any{"path": "a.txt"},
 		"tool":  map[string]any{"name": "read_file", "description": "Reads a file.", "annotations": map[string]any{"readOnlyHint": true}},
 		"authz": map[string]any{"allowed": true, "reason": ""}},
+	ptMCPClients: {"agent": sampleAgent, "server": "sample-server", "client": map[string]any{"id": "sample-client", "name": "Sample", "redirect_host": "127.0.0.1"},
+		"person": map[string]any{"subject": "sample-subject", "email": "sample@example.org", "groups": []any{"sample-group"}, "admin": false, "reviewer": false,
+			"team_owner": []any{}, "team_reviewer": []any{}}},
 }
 
 // smokeTest evaluates every decision point of p once on a sample input. A

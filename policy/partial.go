@@ -34,6 +34,7 @@ var requestInputs = [numPoints][]string{
 	ptWorkflow:   {"workflow", "input"},
 	ptSignedURL:  {"workflow", "node", "url"},
 	ptMCP:        {"server", "method", "tool", "resource", "prompt", "arguments", "authz"},
+	ptMCPClients: {"person", "server", "client"},
 }
 
 // maxFastPaths bounds the agents remembered per policy set (an agents file

@@ -12,6 +12,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/mcp"
 	"github.com/sacpgw/gateway/messaging"
+	"github.com/sacpgw/gateway/oauthserver"
 	"github.com/sacpgw/gateway/registry"
 	"github.com/sacpgw/gateway/workflow"
 )
@@ -103,6 +104,7 @@ func TestKindsListsEveryWriter(t *testing.T) {
 		registry.KindSpawn, registry.KindRetire,
 		workflow.KindStart, workflow.KindStep, workflow.KindSuspend, workflow.KindResume, workflow.KindEnd,
 		mcp.KindCall, mcp.KindResult,
+		oauthserver.KindRegister, oauthserver.KindGrant, oauthserver.KindToken, oauthserver.KindRefuse,
 	} {
 		if !slices.Contains(audit.Kinds(), k) {
 			t.Errorf("kind %q is written but not in audit.Kinds", k)

@@ -40,6 +40,7 @@ var layers = map[string]int{
 	"internal/stateconf":    0, // gateway.yaml's state: memory or Redis
 	"messaging/relayconf":   0, // gateway.yaml's messaging: the relay's deliveries and outbound networks
 	"approval/approvalconf": 0, // gateway.yaml's approval: the approval protocol's catalogue, URL, webhook, rate
+	"internal/mcpauth":      0, // mcp_clients: the settings, URLs and store of the authorization server for people's MCP clients
 
 	"github.com/sacpgw/gateway": 0, // the module's root: the shipped config/ embedded, data only
 	"internal/browsertest":      0, // headless Chromium for the browser tests, imported by tests only
@@ -55,7 +56,8 @@ var layers = map[string]int{
 	"internal/door": 3,
 	// 4: the front doors.
 	"proxy": 4, "approval": 4, "registry": 4, "messaging": 4, "workflow": 4, "mcp": 4, "usagepage": 4, "a2a": 4,
-	"admin": 4, // the admin API and console: run-time agents, keys and teams
+	"admin":       4, // the admin API and console: run-time agents, keys and teams
+	"oauthserver": 4, // the authorization server for people's MCP clients
 	// 5: the HTTP shell; 6: the wiring (Build); 7: the command.
 	"server": 5, "app": 6, "cmd/gateway": 7,
 }
@@ -94,6 +96,7 @@ var sideways = map[[2]string]bool{
 	{"dialect/responses", "internal/confkit"}:     true,
 	{"internal/protocol", "sacp"}:                 true,
 	{"internal/protocol", "redact"}:               true,
+	{"internal/mcpauth", "internal/confkit"}:      true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,
@@ -117,6 +120,7 @@ var sideways = map[[2]string]bool{
 var doors = map[string]string{
 	"proxy": "openai", "approval": "approval", "messaging": "relay", "registry": "relay", "mailbox": "relay", "envelope": "relay",
 	"workflow": "workflow", "mcp": "mcp", "usagepage": "usage", "a2a": "a2a", "admin": "admin",
+	"oauthserver": "oauth",
 }
 
 // imports lists the non-test imports of every package with go list, one

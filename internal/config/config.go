@@ -14,6 +14,7 @@ import (
 	"github.com/sacpgw/gateway/audit/ship"
 	"github.com/sacpgw/gateway/audit/siem"
 	"github.com/sacpgw/gateway/dialect/responses"
+	"github.com/sacpgw/gateway/internal/mcpauth"
 	"github.com/sacpgw/gateway/internal/people"
 	"github.com/sacpgw/gateway/internal/pricing"
 	"github.com/sacpgw/gateway/internal/protocol"
@@ -78,6 +79,9 @@ type Gateway struct {
 	MCP MCP `yaml:"mcp"`
 	// People is how people sign in to the pages (docs/people.md).
 	People people.Settings `yaml:"people"`
+	// MCPClients is the authorization server for people's MCP clients
+	// (docs/mcp.md). Nil: /mcp/{server} takes agents' credentials only.
+	MCPClients *mcpauth.Settings `yaml:"mcp_clients"`
 }
 
 // MCP configures the MCP front door.

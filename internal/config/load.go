@@ -326,6 +326,9 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	g.Tracing.Check(l.section(f, n, "tracing"))
 	g.Audit.Check(l.section(f, n, "audit"))
 	g.People.Check(l.section(f, n, "people"))
+	if g.MCPClients != nil {
+		g.MCPClients.Check(l.section(f, n, "mcp_clients"), g.Approval.BaseURL, g.People.OIDC != nil)
+	}
 	if o := g.Audit.OTLP; o != nil {
 		l.resolve(&o.CAFile)
 		l.fileExists(f, at("audit", "otlp", "ca_file"), "audit.otlp.ca_file", o.CAFile)

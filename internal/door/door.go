@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/httpx"
 	"github.com/sacpgw/gateway/internal/team"
@@ -60,6 +61,10 @@ type Route struct {
 	Path    string
 	Handler http.Handler
 	Access  Access
+	// Challenge, for an Agent or Metered route, is the WWW-Authenticate
+	// value of its 401 (RFC 6750, RFC 9728: where a client learns how to
+	// get a token); "" or nil: none.
+	Challenge func(r *http.Request) string
 }
 
 // Pattern is the route as a net/http ServeMux pattern ("GET /review/{id}").
@@ -113,6 +118,8 @@ type GateDeps struct {
 	// Teams finds the teams created at run time (the admin API's store);
 	// nil: only teams.yaml's. The file's teams come from the configuration.
 	Teams team.Source
+	// Clients finds the access tokens of people's MCP clients; nil: none.
+	Clients ClientTokens
 }
 
 // NewGate builds the frame of cfg.
@@ -126,13 +133,15 @@ func NewGate(cfg *config.Config, d GateDeps) (*Gate, error) {
 	}
 	ident.Spawned, ident.Keys, ident.Log, ident.Audit = d.Spawned, d.Keys, d.Log, d.Audit
 	ident.Teams = team.Combined{File: cfg.Teams, Runtime: d.Teams}
+	ident.Clients = d.Clients
 	return &Gate{Ident: ident, Rate: &RateGate{Requests: d.Requests, Audit: d.Audit}}, nil
 }
 
 // serve runs h behind the identify stage and, when metered, the rate gate;
 // a refusal is answered in OpenAI's shape.
-func (g *Gate) serve(w http.ResponseWriter, r *http.Request, h http.Handler, metered bool) {
-	if metered {
+func (g *Gate) serve(w http.ResponseWriter, r *http.Request, rt Route) {
+	h := rt.Handler
+	if rt.Access == Metered {
 		next := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if err := g.Rate.Serve(w, r, next); err != nil {
@@ -141,6 +150,11 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, h http.Handler, met
 		})
 	}
 	if err := g.Ident.Serve(w, r, h); err != nil {
+		if rt.Challenge != nil && apierror.From(err).Status == http.StatusUnauthorized {
+			if c := rt.Challenge(r); c != "" {
+				w.Header().Set("WWW-Authenticate", c)
+			}
+		}
 		httpx.Fail(w, r, err)
 	}
 }
@@ -177,9 +191,8 @@ func (f *Frame) Prepare(cfg *config.Config) (apply func(), err error) {
 func (f *Frame) Handler(rt Route) http.Handler {
 	switch rt.Access {
 	case Agent, Metered:
-		metered := rt.Access == Metered
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			f.cur.Load().serve(w, r, rt.Handler, metered)
+			f.cur.Load().serve(w, r, rt)
 		})
 	}
 	return rt.Handler

@@ -46,6 +46,10 @@ type Identifier struct {
 	// runtime ones); nil: the agents' teams are not looked up, and an
 	// agent in a team is refused (fail closed).
 	Teams team.Source
+	// Clients, if set, finds the grants of the access tokens the gateway's
+	// authorization server issued to people's MCP clients
+	// (ClientTokenPrefix); nil: such a token is unknown.
+	Clients ClientTokens
 }
 
 // SpawnedAgents finds an agent registered at run time by the SHA-256 of its
@@ -106,7 +110,7 @@ func (e *unknownAgentError) Error() string {
 // Stage, and the frame of every other door's agent routes.
 func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	ex := scope.Get(r.Context())
-	a, method, err := s.identify(r)
+	a, method, behalf, err := s.identifyClient(r)
 	if err != nil {
 		e := apierror.From(err)
 		summary := &audit.Object{}
@@ -124,6 +128,9 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 	ex.Authenticated()
 	if ex.Team, err = s.teamOf(r.Context(), a); err != nil {
 		return err
+	}
+	if behalf != nil {
+		r = r.WithContext(WithBehalf(r.Context(), *behalf))
 	}
 	next.ServeHTTP(w, r)
 	return nil

@@ -18,6 +18,10 @@ type Person struct {
 	// in through it; empty for a token sign-in.
 	Subject string
 	Email   string
+	// Groups are the provider's groups claim of a provider sign-in (the
+	// policy that decides which agents a person's MCP client may act as
+	// reads them).
+	Groups []string
 	// Admin may do everything; Reviewer may see and decide every team's
 	// escalations.
 	Admin    bool

@@ -28,6 +28,15 @@ func WithStyle(t *template.Template) *template.Template {
 // Render writes the page name of t with the headers every page carries:
 // no caching, no framing, no scripts, no referrer beyond the site.
 func Render(w http.ResponseWriter, status int, t *template.Template, name string, data any) error {
+	return RenderFormTo(w, status, t, name, data, "")
+}
+
+// RenderFormTo is Render for a page whose form's answer redirects to
+// another origin (a consent page sending the browser back to an app):
+// form-action, which browsers apply to a form's redirects too, also allows
+// formTo (a scheme and host, or a private-use scheme "app:"); "" adds
+// nothing.
+func RenderFormTo(w http.ResponseWriter, status int, t *template.Template, name string, data any, formTo string) error {
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name, data); err != nil {
 		return fmt.Errorf("render %s: %w", name, err)
@@ -39,7 +48,11 @@ func Render(w http.ResponseWriter, status int, t *template.Template, name string
 	// is inline markup (no image request), and its colours are SVG
 	// presentation attributes, which style-src does not govern. No script
 	// source, ever.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	formAction := "'self'"
+	if formTo != "" {
+		formAction += " " + formTo
+	}
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action "+formAction+"; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	// same-origin, not no-referrer: under no-referrer browsers send
