@@ -345,7 +345,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	l.redis(n, &g.State)
 	l.messaging(n, &g.Messaging)
 	l.http(n, &g.HTTP)
-	l.mcp(n, &g.MCP)
+	g.MCP.Check(l.section(f, n, "mcp"))
 }
 
 // verbInputTypes are the types a verb input may declare ("name:type").
