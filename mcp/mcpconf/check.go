@@ -44,7 +44,9 @@ func (m *Settings) Check(r confkit.Reporter) {
 			sc.url(s)
 		}
 		sc.common(s)
+		sc.oauth(s)
 	}
+	m.checkKeys(r)
 }
 
 // check is the checking of one server, servers[i] of the section.

@@ -17,6 +17,13 @@ import (
 type Settings struct {
 	// Servers are the upstream MCP servers. None: /mcp/{name} serves nothing.
 	Servers []Server `yaml:"servers"`
+	// TokenKey encrypts the people's delegated tokens at rest (in the
+	// state backend): 32 random bytes in base64, written as ${VAR}.
+	// Required when a server has oauth.delegated.
+	TokenKey string `yaml:"token_key"`
+	// PreviousTokenKey still decrypts tokens stored under the token_key
+	// before (rotation); nothing is encrypted with it.
+	PreviousTokenKey string `yaml:"previous_token_key"`
 }
 
 // Server is one upstream MCP server: one speaking the Streamable HTTP
@@ -66,6 +73,49 @@ type Server struct {
 	// withheld until a person approves it. A tool without a pin is pinned
 	// as first seen.
 	Pins map[string]string `yaml:"pins"`
+	// OAuth, on a Streamable HTTP server, is how the gateway obtains the
+	// bearer token it sends the server. Nil: Headers alone.
+	OAuth *OAuth `yaml:"oauth"`
+}
+
+// OAuth is a server's oauth: one of its two kinds.
+type OAuth struct {
+	// ClientCredentials: one token of the gateway's own for every call.
+	ClientCredentials *ClientCredentials `yaml:"client_credentials"`
+	// Delegated: each person's own token, obtained once through the
+	// server's authorization flow; a call made on nobody's behalf, or for
+	// a person who has not connected, is refused.
+	Delegated *Delegated `yaml:"delegated"`
+}
+
+// ClientCredentials is the OAuth 2.0 client credentials grant.
+type ClientCredentials struct {
+	// TokenURL is the authorization server's token endpoint: https (http
+	// only on a loopback address).
+	TokenURL string `yaml:"token_url"`
+	// ClientID and ClientSecret are the gateway's registration there
+	// (write the secret as ${VAR}).
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret string   `yaml:"client_secret"`
+	Scopes       []string `yaml:"scopes"`
+	// Resource, when set, asks for a token for this resource (RFC 8707).
+	Resource string `yaml:"resource"`
+}
+
+// Delegated is a person's authorization code grant (with PKCE) at the
+// server's authorization server.
+type Delegated struct {
+	// AuthorizationURL and TokenURL are the authorization server's
+	// endpoints. Empty: discovered from the server's protected resource
+	// metadata (RFC 9728) and its authorization server's metadata
+	// (RFC 8414).
+	AuthorizationURL string `yaml:"authorization_url"`
+	TokenURL         string `yaml:"token_url"`
+	// ClientID is the gateway's registration; ClientSecret is empty for a
+	// public client.
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret string   `yaml:"client_secret"`
+	Scopes       []string `yaml:"scopes"`
 }
 
 // Secrets maps names to credentials (an MCP server's headers). Printed
