@@ -17,7 +17,8 @@ import (
 // on the approval service. Its grants and sessions are where the app's
 // state is: Redis when state.backend is redis, else this process.
 func (a *App) mcpDoor(cfg *config.Config) (door.Door, error) {
-	deps := mcp.Deps{Config: cfg, Policy: a.policies, Limiter: a.state.limiter, Log: a.log, Audit: a.rec}
+	deps := mcp.Deps{Config: cfg, Policy: a.policies, Limiter: a.state.limiter, Log: a.log, Audit: a.rec,
+		OAuthClient: a.egress.Client(0)}
 	if a.approval != nil {
 		deps.Opener = a.approval
 	}

@@ -68,6 +68,10 @@ type Deps struct {
 	// follows no redirect (a redirect would carry the server's
 	// credentials elsewhere).
 	Client *http.Client
+	// OAuthClient calls the servers' authorization servers (their oauth):
+	// the outbound guard's client. Nil: one that reaches public addresses
+	// only.
+	OAuthClient *http.Client
 }
 
 // Door serves /mcp/{server}. It is safe for concurrent use; Prepare swaps
@@ -95,6 +99,8 @@ type Door struct {
 	held holds
 	// pins are the approved tool definitions.
 	pins pins
+	// oauth keeps the servers' OAuth credentials.
+	oauth *oauthState
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -131,6 +137,8 @@ type server struct {
 	// members are a virtual server's servers, in order (url
 	// then stands for them); nil for any other server.
 	members []member
+	// cred authorizes each request (the server's oauth); nil: none.
+	cred credential
 }
 
 // member is one server of a virtual server.
@@ -145,7 +153,8 @@ func New(d Deps) (*Door, error) {
 		return nil, errors.New("mcp: Config, Policy, Limiter and Log are required")
 	}
 	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
-		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{}}
+		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{},
+		oauth: newOAuthState(d.OAuthClient)}
 	if door.grants == nil {
 		door.grants = NewMemoryGrants()
 	}
@@ -180,6 +189,7 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 	}
 	keep := map[string]*catalog{}
 	keepStdio := map[string]*stdioServer{}
+	creds := credentials{}
 	d.catMu.Lock()
 	defer d.catMu.Unlock()
 	for _, sc := range cfg.Gateway.MCP.Servers {
@@ -201,6 +211,7 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 			s.limits[tool] = limit.Rule{N: r.N, Period: r.Period}
 		}
 		s.pins = sc.Pins
+		s.cred = d.oauth.credential(creds, sc)
 		s.hold, s.toolHold = sc.Hold.D(), make(map[string]time.Duration, len(sc.ToolHold))
 		for tool, h := range sc.ToolHold {
 			s.toolHold[tool] = h.D()
@@ -223,6 +234,7 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		gone := d.stdios
 		d.stdios = keepStdio
 		d.catMu.Unlock()
+		d.oauth.keep(creds)
 		for k, st := range gone {
 			if keepStdio[k] != st {
 				st.close()
