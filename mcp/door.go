@@ -72,6 +72,12 @@ type Deps struct {
 	// the outbound guard's client. Nil: one that reaches public addresses
 	// only.
 	OAuthClient *http.Client
+	// Tokens keeps the people's sealed delegated tokens; nil:
+	// NewMemoryTokens().
+	Tokens TokenStore
+	// People tells who is signed in to the pages (the approval service),
+	// for the page where a person connects their accounts; nil: no page.
+	People door.PeopleAuth
 }
 
 // Door serves /mcp/{server}. It is safe for concurrent use; Prepare swaps
@@ -99,8 +105,10 @@ type Door struct {
 	held holds
 	// pins are the approved tool definitions.
 	pins pins
-	// oauth keeps the servers' OAuth credentials.
-	oauth *oauthState
+	// oauth keeps the servers' OAuth credentials; people signs in the
+	// people who connect their accounts (nil: no such page).
+	oauth  *oauthState
+	people door.PeopleAuth
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -154,7 +162,7 @@ func New(d Deps) (*Door, error) {
 	}
 	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
 		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{},
-		oauth: newOAuthState(d.OAuthClient)}
+		oauth: newOAuthState(d.OAuthClient, d.Tokens), people: d.People}
 	if door.grants == nil {
 		door.grants = NewMemoryGrants()
 	}
@@ -189,7 +197,10 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 	}
 	keep := map[string]*catalog{}
 	keepStdio := map[string]*stdioServer{}
-	creds := credentials{}
+	creds, err := d.oauth.next(cfg.Gateway.MCP, cfg.Gateway.Approval.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
 	d.catMu.Lock()
 	defer d.catMu.Unlock()
 	for _, sc := range cfg.Gateway.MCP.Servers {
@@ -294,7 +305,7 @@ func (d *Door) Routes() []door.Route {
 	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent})
 	}
-	return rs
+	return append(rs, d.accountRoutes()...)
 }
 
 // Close ends the stdio servers' processes (the gateway's shutdown).

@@ -55,58 +55,91 @@ func failure(err error, fallback string) string {
 }
 
 // oauthState keeps the servers' credentials across reloads, so a reload
-// that does not change a server's oauth keeps its cached token.
+// that does not change a server's oauth keeps its cached token, and the
+// people's flows under way.
 type oauthState struct {
-	// client calls the authorization servers: the outbound guard's.
-	client *http.Client
-	mu     sync.Mutex
-	byKey  map[string]credential
+	// client calls the token endpoints (strict reading), meta the
+	// metadata documents: both the outbound guard's.
+	client, meta *http.Client
+	// store keeps the people's sealed tokens.
+	store   TokenStore
+	mu      sync.Mutex
+	current *credentials
+	// flows are the people's authorization flows under way, by state.
+	flows map[string]*flow
 }
 
-func newOAuthState(client *http.Client) *oauthState {
+func newOAuthState(client *http.Client, store TokenStore) *oauthState {
 	if client == nil {
 		client = egress.Policy{}.Client(0)
 	}
-	return &oauthState{client: strictClient(client), byKey: map[string]credential{}}
+	if store == nil {
+		store = NewMemoryTokens()
+	}
+	return &oauthState{client: strictClient(client), meta: client, store: store, current: &credentials{byKey: map[string]credential{}},
+		flows: map[string]*flow{}}
 }
 
-// credentials are the credentials of one configuration, by oauthKey.
-type credentials map[string]credential
+// credentials are the credentials of one configuration.
+type credentials struct {
+	// byKey are the credentials by oauthKey.
+	byKey map[string]credential
+	// delegated are the servers with oauth.delegated, by name.
+	delegated map[string]*delegatedCreds
+	seal      *sealer
+	// connect is where a person connects their accounts.
+	connect string
+}
+
+// next starts the credentials of configuration m; baseURL is the
+// gateway's external URL (approval.base_url, may be empty).
+func (o *oauthState) next(m mcpconf.Settings, baseURL string) (*credentials, error) {
+	seal, err := newSealer(m)
+	if err != nil {
+		return nil, err
+	}
+	return &credentials{byKey: map[string]credential{}, delegated: map[string]*delegatedCreds{}, seal: seal,
+		connect: strings.TrimSuffix(baseURL, "/") + accountsPath}, nil
+}
 
 // credential is sc's credential in the configuration being prepared (into
 // next), the running one's when sc's oauth did not change; nil without
 // oauth.
-func (o *oauthState) credential(next credentials, sc mcpconf.Server) credential {
+func (o *oauthState) credential(next *credentials, sc mcpconf.Server) credential {
 	if sc.OAuth == nil || sc.URL == "" {
 		return nil
 	}
-	key := oauthKey(sc)
+	key := oauthKey(sc, next)
 	o.mu.Lock()
-	c := o.byKey[key]
+	c := o.current.byKey[key]
 	o.mu.Unlock()
 	if c == nil {
-		c = o.build(sc)
+		c = o.build(sc, next)
 	}
-	next[key] = c
+	next.byKey[key] = c
+	if dc, ok := c.(*delegatedCreds); ok {
+		next.delegated[sc.Name] = dc
+	}
 	return c
 }
 
 // keep makes next the running configuration's credentials.
-func (o *oauthState) keep(next credentials) {
+func (o *oauthState) keep(next *credentials) {
 	o.mu.Lock()
-	o.byKey = next
+	o.current = next
 	o.mu.Unlock()
 }
 
-func (o *oauthState) build(sc mcpconf.Server) credential {
+func (o *oauthState) build(sc mcpconf.Server, next *credentials) credential {
 	timeout := min(sc.Timeout.D(), tokenTimeout)
 	if timeout <= 0 {
 		timeout = tokenTimeout
 	}
-	cc := sc.OAuth.ClientCredentials
-	if cc == nil {
-		return nil // delegated: see delegated.go
+	if d := sc.OAuth.Delegated; d != nil {
+		return &delegatedCreds{server: sc.Name, url: sc.URL, cfg: *d, client: o.client, meta: o.meta, timeout: timeout,
+			seal: next.seal, store: o.store, connect: next.connect, renewing: map[string]*renewal{}}
 	}
+	cc := sc.OAuth.ClientCredentials
 	cfg := clientcredentials.Config{ClientID: cc.ClientID, ClientSecret: cc.ClientSecret, TokenURL: cc.TokenURL, Scopes: cc.Scopes}
 	if cc.Resource != "" {
 		cfg.EndpointParams = url.Values{"resource": {cc.Resource}}
@@ -114,13 +147,17 @@ func (o *oauthState) build(sc mcpconf.Server) credential {
 	return &clientCreds{server: sc.Name, cfg: cfg, client: o.client, timeout: timeout, sem: make(chan struct{}, 1)}
 }
 
-// oauthKey is what a credential depends on: the server's name and URL and
-// its oauth (hashed: the key holds the client secret).
-func oauthKey(sc mcpconf.Server) string {
+// oauthKey is what a credential depends on: the server's name and URL,
+// its oauth, and the token key and connect page of a delegated one
+// (hashed: the key holds the client secret).
+func oauthKey(sc mcpconf.Server, next *credentials) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%q %q %d %+v", sc.Name, sc.URL, sc.Timeout, sc.OAuth.ClientCredentials)
 	if d := sc.OAuth.Delegated; d != nil {
-		fmt.Fprintf(h, " %+v", *d)
+		fmt.Fprintf(h, " %+v %q", *d, next.connect)
+		if next.seal != nil {
+			fmt.Fprintf(h, " %q %d", next.seal.current, len(next.seal.keys))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
