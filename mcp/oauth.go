@@ -98,6 +98,11 @@ func (o *oauthState) next(m mcpconf.Settings, baseURL string) (*credentials, err
 	if err != nil {
 		return nil, err
 	}
+	for _, sc := range m.Servers {
+		if sc.OAuth != nil && sc.OAuth.Delegated != nil && seal == nil {
+			return nil, fmt.Errorf("server %q has oauth.delegated and mcp.token_key is not set", sc.Name)
+		}
+	}
 	return &credentials{byKey: map[string]credential{}, delegated: map[string]*delegatedCreds{}, seal: seal,
 		connect: strings.TrimSuffix(baseURL, "/") + accountsPath}, nil
 }
