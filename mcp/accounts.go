@@ -89,9 +89,13 @@ func (d *Door) person(w http.ResponseWriter, r *http.Request, mutate bool) (door
 	return p, true
 }
 
-// delegatedServer is the running configuration's delegated server named
-// in the path.
-func (d *Door) delegatedServer(w http.ResponseWriter, r *http.Request) (*delegatedCreds, bool) {
+// change is the signed-in person changing their account at the running
+// configuration's delegated server named in the path (CSRF checked).
+func (d *Door) change(w http.ResponseWriter, r *http.Request) (door.Person, *delegatedCreds, bool) {
+	p, ok := d.person(w, r, true)
+	if !ok {
+		return p, nil, false
+	}
 	d.oauth.mu.Lock()
 	c := d.oauth.current.delegated[r.PathValue("server")]
 	d.oauth.mu.Unlock()
@@ -99,7 +103,7 @@ func (d *Door) delegatedServer(w http.ResponseWriter, r *http.Request) (*delegat
 		apierror.Write(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "not_found",
 			Message: "No MCP server of that name is called with people's own accounts."})
 	}
-	return c, c != nil
+	return p, c, c != nil
 }
 
 type accountView struct {
@@ -133,11 +137,7 @@ func (d *Door) accounts(w http.ResponseWriter, r *http.Request) {
 // and shows the link to it (a form's redirect to another site is what the
 // pages' form-action forbids).
 func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
-	p, ok := d.person(w, r, true)
-	if !ok {
-		return
-	}
-	c, ok := d.delegatedServer(w, r)
+	p, c, ok := d.change(w, r)
 	if !ok {
 		return
 	}
@@ -190,11 +190,7 @@ func (d *Door) callback(w http.ResponseWriter, r *http.Request) {
 
 // disconnect forgets the person's tokens for the server.
 func (d *Door) disconnect(w http.ResponseWriter, r *http.Request) {
-	p, ok := d.person(w, r, true)
-	if !ok {
-		return
-	}
-	c, ok := d.delegatedServer(w, r)
+	p, c, ok := d.change(w, r)
 	if !ok {
 		return
 	}

@@ -29,34 +29,28 @@ type TokenStore interface {
 }
 
 // MemoryTokens is a TokenStore in this process.
-type MemoryTokens struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
+type MemoryTokens struct{ m sync.Map }
 
 // NewMemoryTokens returns an empty MemoryTokens.
-func NewMemoryTokens() *MemoryTokens { return &MemoryTokens{m: map[string][]byte{}} }
+func NewMemoryTokens() *MemoryTokens { return &MemoryTokens{} }
 
 // Load implements TokenStore.
 func (t *MemoryTokens) Load(_ context.Context, key string) ([]byte, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[key], nil
+	if b, ok := t.m.Load(key); ok {
+		return b.([]byte), nil
+	}
+	return nil, nil
 }
 
 // Store implements TokenStore.
 func (t *MemoryTokens) Store(_ context.Context, key string, blob []byte) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.m[key] = blob
+	t.m.Store(key, blob)
 	return nil
 }
 
 // Delete implements TokenStore.
 func (t *MemoryTokens) Delete(_ context.Context, key string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, key)
+	t.m.Delete(key)
 	return nil
 }
 
@@ -71,12 +65,7 @@ type RedisTokens struct {
 // NewRedisTokens returns the tokens on client (the caller's). prefix ""
 // is DefaultRedisPrefix; timeout zero is DefaultRedisTimeout.
 func NewRedisTokens(client redis.UniversalClient, prefix string, timeout time.Duration) *RedisTokens {
-	if prefix == "" {
-		prefix = DefaultRedisPrefix
-	}
-	if timeout <= 0 {
-		timeout = DefaultRedisTimeout
-	}
+	prefix, timeout = redisDefaults(prefix, timeout)
 	return &RedisTokens{client: client, prefix: prefix + "token:", timeout: timeout}
 }
 

@@ -72,18 +72,16 @@ type Gateway struct {
 	Responses Responses `yaml:"responses"`
 	// MCP are the Model Context Protocol servers agents reach through the
 	// gateway, at /mcp/{name} (docs/mcp.md).
-	MCP MCP `yaml:"mcp"`
+	MCP mcpconf.Settings `yaml:"mcp"`
 	// People is how people sign in to the pages (docs/people.md).
 	People people.Settings `yaml:"people"`
 }
 
 // The mcp section is the MCP door's (mcp/mcpconf); these names keep the
-// composite's spelling for the code that reads a Config.
+// composite's spelling for the code that builds a Config's servers.
 type (
-	MCP       = mcpconf.Settings
 	MCPServer = mcpconf.Server
 	MCPMember = mcpconf.Member
-	Secrets   = mcpconf.Secrets
 	Env       = mcpconf.Env
 )
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/mcp/mcpconf"
 	"gopkg.in/yaml.v3"
 )
 
@@ -217,7 +218,7 @@ func (l *loader) messaging(n *yaml.Node, m *Messaging) {
 }
 
 // agentMCP checks the agents' mcp_tools against the configured servers.
-func (l *loader) agentMCP(n *yaml.Node, agents map[string]*roster.Agent, m MCP) {
+func (l *loader) agentMCP(n *yaml.Node, agents map[string]*roster.Agent, m mcpconf.Settings) {
 	const f = AgentsFile
 	servers, virtual := m.Names()
 	for _, id := range sortedKeys(agents) {
