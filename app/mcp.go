@@ -17,9 +17,11 @@ import (
 // on the approval service. Its grants and sessions are where the app's
 // state is: Redis when state.backend is redis, else this process.
 func (a *App) mcpDoor(cfg *config.Config) (door.Door, error) {
-	deps := mcp.Deps{Config: cfg, Policy: a.policies, Limiter: a.state.limiter, Log: a.log, Audit: a.rec}
+	deps := mcp.Deps{Config: cfg, Policy: a.policies, Limiter: a.state.limiter, Log: a.log, Audit: a.rec,
+		OAuthClient: a.egress.Client(0)}
 	if a.approval != nil {
 		deps.Opener = a.approval
+		deps.People = a.approval
 	}
 	if st := a.state; st.redis != nil {
 		// With the state in Redis, an approval heard by any replica and a
@@ -29,6 +31,7 @@ func (a *App) mcpDoor(cfg *config.Config) (door.Door, error) {
 		timeout := cfg.Gateway.State.Timeout.D()
 		deps.Grants = mcp.NewRedisGrants(st.redis, "", timeout)
 		deps.Sessions = mcp.NewRedisSessions(st.redis, mcp.RedisSessionsOptions{Timeout: timeout})
+		deps.Tokens = mcp.NewRedisTokens(st.redis, "", timeout)
 	}
 	d, err := mcp.New(deps)
 	if err != nil {

@@ -70,7 +70,7 @@ func (t *turn) callTool(ctx context.Context, m *message, a *answer) {
 		t.d.log.Warn("mcp: tool list unreadable", "server", t.srv.name, "error", err.Error())
 		rec.set("decision", "deny")
 		rec.set("reason", "tool list unreadable")
-		t.refuse(ctx, m, a, rec, label, "error", codeUpstream, "The tool list of MCP server "+quote(t.srv.name)+" could not be read; the call is refused until it can.", nil)
+		t.refuse(ctx, m, a, rec, label, "error", codeUpstream, failure(err, "The tool list of MCP server "+quote(t.srv.name)+" could not be read; the call is refused until it can."), nil)
 		return
 	}
 	if ok, why := t.servable(ctx, info); !ok {

@@ -70,6 +70,16 @@ type Deps struct {
 	// follows no redirect (a redirect would carry the server's
 	// credentials elsewhere).
 	Client *http.Client
+	// OAuthClient calls the servers' authorization servers (their oauth):
+	// the outbound guard's client. Nil: one that reaches public addresses
+	// only.
+	OAuthClient *http.Client
+	// Tokens keeps the people's sealed delegated tokens; nil:
+	// NewMemoryTokens().
+	Tokens TokenStore
+	// People tells who is signed in to the pages (the approval service),
+	// for the page where a person connects their accounts; nil: no page.
+	People door.PeopleAuth
 }
 
 // Door serves /mcp/{server}. It is safe for concurrent use; Prepare swaps
@@ -97,6 +107,10 @@ type Door struct {
 	held holds
 	// pins are the approved tool definitions.
 	pins pins
+	// oauth keeps the servers' OAuth credentials; people signs in the
+	// people who connect their accounts (nil: no such page).
+	oauth  *oauthState
+	people door.PeopleAuth
 }
 
 // conf is one configuration of the door, immutable once built.
@@ -136,6 +150,8 @@ type server struct {
 	// members are a virtual server's servers, in order (url
 	// then stands for them); nil for any other server.
 	members []member
+	// cred authorizes each request (the server's oauth); nil: none.
+	cred credential
 }
 
 // member is one server of a virtual server.
@@ -150,7 +166,8 @@ func New(d Deps) (*Door, error) {
 		return nil, errors.New("mcp: Config, Policy, Limiter and Log are required")
 	}
 	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
-		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{}}
+		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{},
+		oauth: newOAuthState(d.OAuthClient, d.Tokens), people: d.People}
 	if door.grants == nil {
 		door.grants = NewMemoryGrants()
 	}
@@ -189,6 +206,10 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 	}
 	keep := map[string]*catalog{}
 	keepStdio := map[string]*stdioServer{}
+	creds, err := d.oauth.next(cfg.Gateway.MCP, cfg.Gateway.Approval.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
 	d.catMu.Lock()
 	defer d.catMu.Unlock()
 	for _, sc := range cfg.Gateway.MCP.Servers {
@@ -210,6 +231,7 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 			s.limits[tool] = limit.Rule{N: r.N, Period: r.Period}
 		}
 		s.pins = sc.Pins
+		s.cred = d.oauth.credential(creds, sc)
 		s.hold, s.toolHold = sc.Hold.D(), make(map[string]time.Duration, len(sc.ToolHold))
 		for tool, h := range sc.ToolHold {
 			s.toolHold[tool] = h.D()
@@ -232,6 +254,7 @@ func (d *Door) Prepare(cfg *config.Config) (apply func(), err error) {
 		gone := d.stdios
 		d.stdios = keepStdio
 		d.catMu.Unlock()
+		d.oauth.keep(creds)
 		for k, st := range gone {
 			if keepStdio[k] != st {
 				st.close()
@@ -291,7 +314,7 @@ func (d *Door) Routes() []door.Route {
 	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 		rs = append(rs, door.Route{Method: method, Path: "/mcp/:server", Handler: d, Access: door.Agent, Challenge: d.challenge})
 	}
-	return rs
+	return append(rs, d.accountRoutes()...)
 }
 
 // Close ends the stdio servers' processes (the gateway's shutdown).

@@ -23,6 +23,18 @@ const DefaultRedisPrefix = "{gw:mcp}:"
 // must fail the agent's request, not hold it.
 const DefaultRedisTimeout = 2 * time.Second
 
+// redisDefaults are the prefix and timeout of the door's Redis state when
+// the caller gives none.
+func redisDefaults(prefix string, timeout time.Duration) (string, time.Duration) {
+	if prefix == "" {
+		prefix = DefaultRedisPrefix
+	}
+	if timeout <= 0 {
+		timeout = DefaultRedisTimeout
+	}
+	return prefix, timeout
+}
+
 // RedisGrants keeps the grants in Redis, shared by the replicas: an
 // approval heard by one replica lets the call through on any, and still
 // only once. Each grant is one string key (the escalation's id) that
@@ -45,12 +57,7 @@ var _ Grants = (*RedisGrants)(nil)
 // closed here). prefix "" is DefaultRedisPrefix; timeout bounds every
 // call (zero: DefaultRedisTimeout).
 func NewRedisGrants(client redis.UniversalClient, prefix string, timeout time.Duration) *RedisGrants {
-	if prefix == "" {
-		prefix = DefaultRedisPrefix
-	}
-	if timeout <= 0 {
-		timeout = DefaultRedisTimeout
-	}
+	prefix, timeout = redisDefaults(prefix, timeout)
 	return &RedisGrants{client: client, prefix: prefix + "grant:", timeout: timeout}
 }
 

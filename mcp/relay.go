@@ -112,7 +112,7 @@ func (t *turn) relay(ctx context.Context, m *message, body []byte, a *answer, fi
 	resp, err := t.d.send(ctx, t.srv, http.MethodPost, t.upstream(), body, "application/json, text/event-stream")
 	if err != nil {
 		t.d.log.Warn("mcp: server did not answer", "server", t.srv.name, "request_id", t.ex.RequestID, "error", err.Error())
-		a.fail(m.id, codeUpstream, "MCP server "+quote(t.srv.name)+" did not answer.", nil)
+		a.fail(m.id, codeUpstream, failure(err, "MCP server "+quote(t.srv.name)+" did not answer."), nil)
 		return
 	}
 	defer drain(resp)

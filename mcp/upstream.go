@@ -34,10 +34,37 @@ type statusError struct{ status int }
 func (e *statusError) Error() string { return "answered HTTP " + strconv.Itoa(e.status) }
 
 // send makes one request to srv: the configured headers (the gateway's
-// credentials), the transport's headers, and nothing of the agent's. The
-// error never holds a header; a url.Error is unwrapped so that the URL
-// (whose query may hold a key) stays out of messages and logs.
+// credentials), the server's oauth token, the transport's headers, and
+// nothing of the agent's. A 401 to a token drops it and the request is
+// sent once more with a new one. The error never holds a header; a
+// url.Error is unwrapped so that the URL (whose query may hold a key)
+// stays out of messages and logs.
 func (d *Door) send(ctx context.Context, srv *server, method string, h hop, body []byte, accept string) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		auth := ""
+		if srv.cred != nil {
+			var err error
+			if auth, err = srv.cred.authorization(ctx); err != nil {
+				if _, own := srv.cred.(*clientCreds); own {
+					// The gateway's own token is the server's health;
+					// a person who has not connected is not.
+					d.health.failed(srv.name, err)
+				}
+				return nil, err
+			}
+		}
+		resp, err := d.sendOnce(ctx, srv, method, h, body, accept, auth)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || auth == "" || attempt > 0 {
+			return resp, err
+		}
+		drain(resp)
+		srv.cred.rejected(ctx, auth)
+	}
+}
+
+// sendOnce is one request of send, with auth as its Authorization (empty:
+// none).
+func (d *Door) sendOnce(ctx context.Context, srv *server, method string, h hop, body []byte, accept, auth string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -48,6 +75,9 @@ func (d *Door) send(ctx context.Context, srv *server, method string, h hop, body
 	}
 	for k, v := range srv.header {
 		req.Header[k] = v
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

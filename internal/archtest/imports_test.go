@@ -32,6 +32,7 @@ var layers = map[string]int{
 	"internal/team":       0, // a team of agents: its shared limits, from teams.yaml and the admin API
 	"internal/ledger":     0, // usage per day per agent and team, in the state backend
 	"internal/people":     0, // gateway.yaml's people: the OpenID Connect sign-in and the roles groups hold
+	"mcp/mcpconf":         0, // gateway.yaml's mcp: the MCP door's servers, their defaults and checks
 	"internal/doctest":    0, // the docs' snippets test: a package comment, no imports
 	"internal/atomicfile": 0, // a state file replaced whole or not at all
 	"internal/pagekit":    0, // the style and headers of every server-rendered page
@@ -97,6 +98,7 @@ var sideways = map[[2]string]bool{
 	{"internal/protocol", "sacp"}:                 true,
 	{"internal/protocol", "redact"}:               true,
 	{"internal/mcpauth", "internal/confkit"}:      true,
+	{"mcp/mcpconf", "internal/confkit"}:           true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

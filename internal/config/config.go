@@ -7,8 +7,6 @@
 package config
 
 import (
-	"strings"
-
 	"github.com/sacpgw/gateway/approval/approvalconf"
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/audit/ship"
@@ -22,6 +20,7 @@ import (
 	"github.com/sacpgw/gateway/internal/stateconf"
 	"github.com/sacpgw/gateway/internal/team"
 	"github.com/sacpgw/gateway/internal/tracing"
+	"github.com/sacpgw/gateway/mcp/mcpconf"
 	"github.com/sacpgw/gateway/messaging/relayconf"
 	"github.com/sacpgw/gateway/policy"
 	"github.com/sacpgw/gateway/server/listenconf"
@@ -76,7 +75,7 @@ type Gateway struct {
 	Responses responses.Settings `yaml:"responses"`
 	// MCP are the Model Context Protocol servers agents reach through the
 	// gateway, at /mcp/{name} (docs/mcp.md).
-	MCP MCP `yaml:"mcp"`
+	MCP mcpconf.Settings `yaml:"mcp"`
 	// People is how people sign in to the pages (docs/people.md).
 	People people.Settings `yaml:"people"`
 	// MCPClients is the authorization server for people's MCP clients
@@ -84,88 +83,13 @@ type Gateway struct {
 	MCPClients *mcpauth.Settings `yaml:"mcp_clients"`
 }
 
-// MCP configures the MCP front door.
-type MCP struct {
-	// Servers are the upstream MCP servers. None: /mcp/{name} serves nothing.
-	Servers []MCPServer `yaml:"servers"`
-}
-
-// MCPServer is one upstream MCP server: one speaking the Streamable HTTP
-// transport (URL) or a program the gateway runs and speaks stdio to
-// (Command).
-type MCPServer struct {
-	// Name is the server's name in /mcp/{name}, in agents' mcp_tools and in
-	// the audit trail: 1-64 of a-z, 0-9, '_' and '-', unique.
-	Name string `yaml:"name"`
-	// URL is the server's MCP endpoint, http or https, without credentials
-	// (they go in Headers).
-	URL string `yaml:"url"`
-	// Command, instead of URL, is a stdio server: the program and its
-	// arguments, run without a shell, one process per session.
-	Command []string `yaml:"command"`
-	// Env is the stdio server's environment besides PATH (its credentials,
-	// ${VAR} from the gateway's): it inherits nothing else of the gateway's.
-	Env Env `yaml:"env"`
-	// Dir is the stdio server's working directory. Default: the gateway's.
-	Dir string `yaml:"dir"`
-	// MaxMemory bounds a stdio server process's address space
-	// (RLIMIT_AS). Default 4GB.
-	MaxMemory Size `yaml:"max_memory"`
-	// Servers, instead of URL or Command, make a virtual server: one
-	// endpoint combining the tools of these servers, each under its
-	// prefix, each call governed as a call of its own server.
-	Servers []MCPMember `yaml:"servers"`
-	// Headers are added to every request the gateway sends the server: the
-	// credentials the gateway holds for it. Agents never see them; they are
-	// never logged, and config check --explain shows their names only.
-	Headers Secrets `yaml:"headers"`
-	// Timeout bounds every call to the server: a request's whole answer
-	// (a stream's too), a stream's response headers. Default 30s.
-	Timeout Duration `yaml:"timeout"`
-	// ToolLimits bound, per agent, the calls of one tool ("10/hour"), on
-	// top of the agent's rate_limit. None: rate_limit alone.
-	ToolLimits map[string]Rate `yaml:"tool_limits"`
-	// Hold, when set, holds an escalated tools/call open until a person
-	// decides or this long has passed (then the call fails; an approval
-	// after lets the same call through again, as without hold), sending
-	// progress while it waits. None: an escalated call fails at once.
-	Hold Duration `yaml:"hold"`
-	// ToolHold is Hold per tool, over the server's ("0s": not held).
-	ToolHold map[string]Duration `yaml:"tool_hold"`
-	// Pins are the SHA-256 of tools' approved definitions (as the review
-	// page and the log show them), by tool: another definition served is
-	// withheld until a person approves it. A tool without a pin is pinned
-	// as first seen.
-	Pins map[string]string `yaml:"pins"`
-}
-
-// Secrets maps names to credentials (an MCP server's headers). Printed
-// (config check --explain, a %v in a log line), it shows the names only.
-type Secrets map[string]string
-
-// MCPMember is one server of a virtual MCP server: written as its name
-// alone or as {name, prefix}.
-type MCPMember struct {
-	// Name is a configured server (not a virtual one).
-	Name string `yaml:"name"`
-	// Prefix goes before its tools' names on the virtual server. Default:
-	// the name and "_".
-	Prefix string `yaml:"prefix"`
-}
-
-// Env is a stdio MCP server's environment: names to values that may be
-// credentials. Printed, it shows the names only.
-type Env map[string]string
-
-func (e Env) String() string { return Secrets(e).String() }
-
-func (s Secrets) String() string {
-	names := sortedKeys(s)
-	for i, n := range names {
-		names[i] = n + ": [set]"
-	}
-	return "{" + strings.Join(names, ", ") + "}"
-}
+// The mcp section is the MCP door's (mcp/mcpconf); these names keep the
+// composite's spelling for the code that builds a Config's servers.
+type (
+	MCPServer = mcpconf.Server
+	MCPMember = mcpconf.Member
+	Env       = mcpconf.Env
+)
 
 // Log configures log/slog output.
 type Log struct {

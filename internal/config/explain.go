@@ -48,6 +48,8 @@ var secretKeys = map[string]bool{
 	"secret_access_key": true, "session_token": true,
 	// people.oidc's registration with the identity provider.
 	"client_secret": true,
+	// mcp's key of the people's stored tokens.
+	"token_key": true, "previous_token_key": true,
 }
 
 // Explain loads dir as Load does and also returns every setting of the

@@ -344,7 +344,7 @@ func (l *loader) gateway(n *yaml.Node, g *Gateway) {
 	g.State.Check(l.section(f, n, "state"))
 	g.Messaging.Check(l.section(f, n, "messaging"))
 	g.HTTP.Check(l.section(f, n, "http"))
-	l.mcp(n, &g.MCP)
+	g.MCP.Check(l.section(f, n, "mcp"))
 }
 
 // verbInputTypes are the types a verb input may declare ("name:type").
