@@ -285,7 +285,11 @@ func (f *sseFilter) process(it sseItem) ([]byte, error) {
 			return nil, nil
 		}
 	}
-	f.released(res.out)
+	if res.noted {
+		f.note(res.notes.content, res.notes.finish)
+	} else {
+		f.released(res.out)
+	}
 	if res.blocked {
 		// The content_filter ending carries its own [DONE].
 		f.hash.Write(res.out)
@@ -338,6 +342,15 @@ func (f *sseFilter) released(out []byte) {
 			break
 		}
 		out = bytes.TrimLeft(data[f.dec.InputOffset():], "\r\n\t ")
+	}
+	f.note(content, finish)
+}
+
+// note passes the release notes of what Read is about to release on to
+// onRelease, when they say something.
+func (f *sseFilter) note(content bool, finish []string) {
+	if f.onRelease == nil || f.closing {
+		return
 	}
 	if content || len(finish) > 0 {
 		f.onRelease(content, finish)
