@@ -87,10 +87,10 @@ func redactArguments(r *redact.Redactor, s string) (string, redact.Result) {
 // another type (an "index" that is a string, an "id" that is a number) is
 // an answer of unknown shape, refused rather than passed on.
 type answerShape struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	Model   string         `json:"model"`
 	Choices []answerChoice `json:"choices"`
 	Usage   *scope.Usage   `json:"usage"`
 }
