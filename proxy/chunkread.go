@@ -53,6 +53,16 @@ type chunkReader struct {
 	path    sj.Path
 	// lastID and lastModel are the previous chunk's, reused when equal.
 	lastID, lastModel string
+	// out and cuts are the scanner's output and the usage member's
+	// ranges, reused from chunk to chunk.
+	out  []byte
+	cuts [][2]int
+}
+
+// reset forgets the stream, keeping the buffers.
+func (r *chunkReader) reset() {
+	*r = chunkReader{sh: answerShape{Choices: r.sh.Choices[:0]}, strs: r.strs[:0], members: r.members[:0],
+		path: r.path[:0], out: r.out[:0], cuts: r.cuts[:0]}
 }
 
 // maxFastChoices is the most choices a chunk read here may have (n > 4

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -270,13 +271,25 @@ type chunkScanner struct {
 	// or a usage beside the last choices). The usage is still read.
 	hideUsage bool
 
-	// fast reads the chunks of the common shape; buf and cuts are its
-	// output and the usage member's ranges, reused from chunk to chunk.
-	fast chunkReader
-	buf  []byte
-	cuts [][2]int
+	// fast reads the chunks of the common shape (from chunkReaders, on
+	// the first chunk; release hands it back).
+	fast *chunkReader
 	// general sends every chunk the general way (the tests' oracle).
 	general bool
+}
+
+// chunkReaders recycles the chunk readers (and their buffers) of finished
+// streams.
+var chunkReaders = sync.Pool{New: func() any { return new(chunkReader) }}
+
+// release hands the scanner's reader back to the pool: no chunk is read
+// after it, and no output of event is used any more.
+func (s *chunkScanner) release() {
+	if s.fast != nil {
+		s.fast.reset()
+		chunkReaders.Put(s.fast)
+		s.fast = nil
+	}
 }
 
 func newChunkScanner(r *redact.Redactor) *chunkScanner {
@@ -336,6 +349,9 @@ type chunkResult struct {
 func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	// A chunk written over several lines is framed again line by line
 	// (sseEvent): the general way.
+	if s.fast == nil {
+		s.fast = chunkReaders.Get().(*chunkReader)
+	}
 	fast := !s.general && bytes.IndexAny(data, "\r\n") < 0 && s.fast.read(data)
 	var sh *answerShape
 	if fast {
@@ -369,17 +385,18 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	blockedChoice := -1
 	visit, name := s.visits(sh, finishing, &blockedChoice)
 	if fast {
+		r := s.fast
 		var cuts [][2]int
 		if s.hideUsage {
-			cuts = memberCuts(data, s.fast.members, "usage", s.cuts[:0])
-			s.cuts = cuts
+			cuts = memberCuts(data, r.members, "usage", r.cuts[:0])
+			r.cuts = cuts
 		}
-		out := append(append(s.buf[:0], pre...), sseDataPrefix...)
-		out, res.notes = s.fast.rewrite(out, visit, cuts)
-		s.buf = append(out, '\n', '\n')
+		out := append(append(r.out[:0], pre...), sseDataPrefix...)
+		out, res.notes = r.rewrite(out, visit, cuts)
+		r.out = append(out, '\n', '\n')
 		// The held-back text before it (flushKey's chunks) is content.
 		res.notes.content = res.notes.content || len(pre) > 0
-		res.out, res.noted = s.buf, true
+		res.out, res.noted = r.out, true
 	} else {
 		out, _, err := sj.RewriteNames(data, answerFields, visit, name)
 		if err != nil {
