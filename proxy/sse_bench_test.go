@@ -64,19 +64,29 @@ func BenchmarkSSEFilter(b *testing.B) {
 	}
 }
 
-// BenchmarkChunkScan is the check and redaction of one content chunk.
+// BenchmarkChunkScan is the check and redaction of one content chunk, in
+// one pass (the common shape) and the general way (every other shape).
 func BenchmarkChunkScan(b *testing.B) {
 	red, err := redact.New(redact.Config{Detectors: redact.Names()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	data := []byte(`{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":" mock"},"finish_reason":null}]}`)
-	s := newChunkScanner(red)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.event(data); err != nil {
-			b.Fatal(err)
+	for _, general := range []bool{false, true} {
+		name := "one-pass"
+		if general {
+			name = "general"
 		}
+		b.Run(name, func(b *testing.B) {
+			s := newChunkScanner(red)
+			s.hideUsage, s.general = true, general
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.event(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
