@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -115,55 +116,68 @@ func (r *chunkReader) read(data []byte) bool {
 	r.data, r.pos = data, jsonlex.Space(data, 0)
 	r.strs, r.members = r.strs[:0], r.members[:0]
 	r.sh = answerShape{Choices: r.sh.Choices[:0]}
-	if !r.eat('{') {
-		return false
-	}
-	const (
-		seenChoices = 1 << iota
-		seenUsage
-		seenCreated
-	)
-	var seen uint32
-	prev := r.pos
-	for first := true; ; first = false {
-		if !r.next(first) {
-			return false
-		}
-		name, ok := r.name()
-		if !ok {
-			return false
-		}
-		var bit uint32
-		switch name {
-		case "id", "object", "model":
-			bit, ok = 1<<(8+fieldOf(name)), r.str(fieldOf(name), -1, false)
-		case "system_fingerprint", "service_tier":
-			bit, ok = 1<<(8+fieldOf(name)), r.str(fieldOf(name), -1, true)
-		case "created":
-			bit = seenCreated
-			r.sh.Created, ok = r.integer()
-		case "choices":
-			bit, ok = seenChoices, r.choices()
-		case "usage":
-			bit, ok = seenUsage, r.readUsage()
-		default:
-			return false
-		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
+	prev := r.pos + 1 // just after the '{' (object refuses anything else)
+	_, ok := r.object(false, func(name string) (uint32, bool) {
+		bit, ok := r.topMember(name)
 		r.members = append(r.members, memberSpan{name: name, start: prev, end: r.pos})
 		prev = r.pos
-		if r.closes('}') {
-			break
-		}
-	}
-	if jsonlex.Space(data, r.pos) != len(data) {
+		return bit, ok
+	})
+	if !ok || jsonlex.Space(data, r.pos) != len(data) {
 		return false
 	}
 	r.fillStrings()
 	return true
+}
+
+// topMember reads the value of the chunk's member name and returns the
+// name's bit (for object).
+func (r *chunkReader) topMember(name string) (uint32, bool) {
+	switch name {
+	case "id", "object", "model":
+		return 1 << fieldOf(name), r.str(fieldOf(name), -1, false)
+	case "system_fingerprint", "service_tier":
+		return 1 << fieldOf(name), r.str(fieldOf(name), -1, true)
+	case "created":
+		var ok bool
+		r.sh.Created, ok = r.integer()
+		return 1 << 5, ok
+	case "choices":
+		return 1 << 6, r.choices()
+	case "usage":
+		return 1 << 7, r.readUsage()
+	}
+	return 0, false
+}
+
+// object reads an object whose '{' comes next: for each member, member
+// reads the value and returns the name's bit (one of its own per name)
+// and whether it read it. A name seen twice, or no member when empty is
+// false, is not read here; seen is the bits of the names read.
+func (r *chunkReader) object(empty bool, member func(name string) (uint32, bool)) (seen uint32, ok bool) {
+	if !r.eat('{') {
+		return 0, false
+	}
+	if r.eat('}') {
+		return 0, empty
+	}
+	for {
+		name, ok := r.name()
+		if !ok {
+			return 0, false
+		}
+		bit, ok := member(name)
+		if !ok || seen&bit != 0 {
+			return 0, false
+		}
+		seen |= bit
+		if r.eat('}') {
+			return seen, true
+		}
+		if !r.eat(',') {
+			return 0, false
+		}
+	}
 }
 
 // fieldOf is the chunkField of a top-level string member.
@@ -189,19 +203,6 @@ func (r *chunkReader) eat(c byte) bool {
 		return true
 	}
 	return false
-}
-
-// next moves to the next member or element: the first needs nothing
-// before it (an empty object or array is not this reader's), the others a
-// comma.
-func (r *chunkReader) next(first bool) bool {
-	return first || r.eat(',')
-}
-
-// closes consumes the closing c when it comes next; otherwise a comma
-// must (next checks it).
-func (r *chunkReader) closes(c byte) bool {
-	return r.eat(c)
 }
 
 // name reads a member name and the colon after it. Only names written
@@ -292,15 +293,18 @@ func (r *chunkReader) choices() bool {
 	if !r.eat('[') {
 		return false
 	}
-	if r.closes(']') {
+	if r.eat(']') {
 		return true
 	}
-	for first := true; ; first = false {
-		if !r.next(first) || len(r.sh.Choices) == maxFastChoices || !r.choice() {
+	for {
+		if len(r.sh.Choices) == maxFastChoices || !r.choice() {
 			return false
 		}
-		if r.closes(']') {
+		if r.eat(']') {
 			return true
+		}
+		if !r.eat(',') {
+			return false
 		}
 	}
 }
@@ -308,59 +312,38 @@ func (r *chunkReader) choices() bool {
 // choice reads one element of choices; its index is required.
 func (r *chunkReader) choice() bool {
 	c := len(r.sh.Choices)
-	r.sh.Choices = append(r.sh.Choices, answerChoice{})
+	r.sh.Choices = slices.Grow(r.sh.Choices, 1)[:c+1]
+	clear(r.sh.Choices[c:])
+	seen, ok := r.object(false, func(name string) (uint32, bool) { return r.choiceMember(c, name) })
+	return ok && seen&1 != 0
+}
+
+// choiceMember reads the member name of choice c (the index's bit is 1).
+func (r *chunkReader) choiceMember(c int, name string) (uint32, bool) {
 	ch := &r.sh.Choices[c]
-	if !r.eat('{') {
-		return false
+	switch name {
+	case "index":
+		n, ok := r.integer()
+		r.index[c] = int(n)
+		ch.Index = &r.index[c]
+		return 1, ok
+	case "delta":
+		r.deltas[c] = answerDelta{}
+		ch.Delta = &r.deltas[c]
+		_, ok := r.object(true, func(name string) (uint32, bool) { return r.deltaMember(c, name) })
+		return 2, ok
+	case "finish_reason":
+		n := len(r.strs)
+		ok := r.str(fieldFinishReason, c, true)
+		if ok && len(r.strs) > n {
+			r.finish[c] = "" // filled by fillStrings
+			ch.FinishReason = &r.finish[c]
+		}
+		return 4, ok
+	case "logprobs":
+		return 8, r.nullValue()
 	}
-	const (
-		seenIndex = 1 << iota
-		seenDelta
-		seenFinish
-		seenLogprobs
-	)
-	var seen uint32
-	for first := true; ; first = false {
-		if !r.next(first) {
-			return false
-		}
-		name, ok := r.name()
-		if !ok {
-			return false
-		}
-		var bit uint32
-		switch name {
-		case "index":
-			bit = seenIndex
-			var n int64
-			n, ok = r.integer()
-			r.index[c] = int(n)
-			ch.Index = &r.index[c]
-		case "delta":
-			bit = seenDelta
-			r.deltas[c] = answerDelta{}
-			ch.Delta = &r.deltas[c]
-			ok = r.delta(c)
-		case "finish_reason":
-			bit = seenFinish
-			n := len(r.strs)
-			if ok = r.str(fieldFinishReason, c, true); ok && len(r.strs) > n {
-				r.finish[c] = "" // filled by fillStrings
-				ch.FinishReason = &r.finish[c]
-			}
-		case "logprobs":
-			bit, ok = seenLogprobs, r.nullValue()
-		default:
-			return false
-		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		if r.closes('}') {
-			return seen&seenIndex != 0
-		}
-	}
+	return 0, false
 }
 
 // nullValue reads the value null.
@@ -369,50 +352,30 @@ func (r *chunkReader) nullValue() bool {
 	return r.pos < len(r.data) && r.data[r.pos] == 'n' && r.null()
 }
 
-// delta reads choice c's delta: its role and text fields.
-func (r *chunkReader) delta(c int) bool {
-	if !r.eat('{') {
-		return false
+// deltaMember reads the member name of choice c's delta: its role or
+// one of its text fields.
+func (r *chunkReader) deltaMember(c int, name string) (uint32, bool) {
+	var f chunkField
+	switch name {
+	case "role":
+		f = fieldRole
+	case "content":
+		f = fieldContent
+	case "refusal":
+		f = fieldRefusal
+	case "reasoning_content":
+		f = fieldReasoningContent
+	case "reasoning":
+		f = fieldReasoning
+	default:
+		return 0, false
 	}
-	if r.closes('}') {
-		return true
+	start := jsonlex.Space(r.data, r.pos)
+	ok := r.str(f, c, f != fieldRole)
+	if f == fieldContent {
+		r.deltas[c].Content = jsontext.Value(r.data[start:r.pos])
 	}
-	var seen uint32
-	for first := true; ; first = false {
-		if !r.next(first) {
-			return false
-		}
-		name, ok := r.name()
-		if !ok {
-			return false
-		}
-		var f chunkField
-		switch name {
-		case "role":
-			f = fieldRole
-		case "content":
-			f = fieldContent
-		case "refusal":
-			f = fieldRefusal
-		case "reasoning_content":
-			f = fieldReasoningContent
-		case "reasoning":
-			f = fieldReasoning
-		default:
-			return false
-		}
-		start := jsonlex.Space(r.data, r.pos)
-		if !r.str(f, c, f != fieldRole) || seen&(1<<f) != 0 {
-			return false
-		}
-		seen |= 1 << f
-		if f == fieldContent {
-			r.deltas[c].Content = jsontext.Value(r.data[start:r.pos])
-		}
-		if r.closes('}') {
-			return true
-		}
-	}
+	return 1 << f, ok
 }
 
 // readUsage reads the usage member: null, or an object of the three
@@ -423,18 +386,7 @@ func (r *chunkReader) readUsage() bool {
 		return true
 	}
 	start := jsonlex.Space(r.data, r.pos)
-	if !r.eat('{') {
-		return false
-	}
-	var seen uint32
-	for first := true; ; first = false {
-		if !r.next(first) {
-			return false
-		}
-		name, ok := r.name()
-		if !ok {
-			return false
-		}
+	_, ok := r.object(false, func(name string) (uint32, bool) {
 		var bit uint32
 		switch name {
 		case "prompt_tokens":
@@ -444,17 +396,12 @@ func (r *chunkReader) readUsage() bool {
 		case "total_tokens":
 			bit = 4
 		default:
-			return false
+			return 0, false
 		}
-		if _, ok := r.integer(); !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		if r.closes('}') {
-			break
-		}
-	}
-	if err := r.usage.UnmarshalJSON(r.data[start:r.pos]); err != nil {
+		_, ok := r.integer()
+		return bit, ok
+	})
+	if !ok || r.usage.UnmarshalJSON(r.data[start:r.pos]) != nil {
 		return false
 	}
 	r.sh.Usage = &r.usage

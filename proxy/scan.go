@@ -88,20 +88,18 @@ func redactArguments(r *redact.Redactor, s string) (string, redact.Result) {
 // another type (an "index" that is a string, an "id" that is a number) is
 // an answer of unknown shape, refused rather than passed on.
 type answerShape struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []answerChoice `json:"choices"`
-	Usage   *scope.Usage   `json:"usage"`
-}
-
-type answerChoice struct {
-	Index   *int         `json:"index"`
-	Message *answerDelta `json:"message"`
-	Delta   *answerDelta `json:"delta"`
-	// FinishReason is a string or null.
-	FinishReason *string `json:"finish_reason"`
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index   *int         `json:"index"`
+		Message *answerDelta `json:"message"`
+		Delta   *answerDelta `json:"delta"`
+		// FinishReason is a string or null.
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *scope.Usage `json:"usage"`
 }
 
 type answerDelta struct {
