@@ -350,7 +350,7 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 	if s.fast == nil {
 		s.fast = chunkReaders.Get().(*chunkReader)
 	}
-	fast := !s.general && bytes.IndexAny(data, "\r\n") < 0 && s.fast.read(data)
+	fast := !s.general && !bytes.ContainsAny(data, "\r\n") && s.fast.read(data)
 	var sh *answerShape
 	if fast {
 		sh = &s.fast.sh
