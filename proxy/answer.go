@@ -96,6 +96,7 @@ func (p *Protocol) call(ctx context.Context, r *http.Request, ex *scope.Exchange
 // of unknown shape refuses the whole answer.
 func gather(body io.Reader, ans *answer) error {
 	sr := newSSEReader(body)
+	defer sr.release()
 	var content strings.Builder
 	for {
 		msg, err := sr.next()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -266,6 +268,26 @@ type chunkScanner struct {
 	// asking: no usage member (the null OpenAI then adds to every chunk,
 	// or a usage beside the last choices). The usage is still read.
 	hideUsage bool
+
+	// fast reads the chunks of the common shape (from chunkReaders, on
+	// the first chunk; release hands it back).
+	fast *chunkReader
+	// general sends every chunk the general way (the tests' oracle).
+	general bool
+}
+
+// chunkReaders recycles the chunk readers (and their buffers) of finished
+// streams.
+var chunkReaders = sync.Pool{New: func() any { return new(chunkReader) }}
+
+// release hands the scanner's reader back to the pool: no chunk is read
+// after it, and no output of event is used any more.
+func (s *chunkScanner) release() {
+	if s.fast != nil {
+		s.fast.reset()
+		chunkReaders.Put(s.fast)
+		s.fast = nil
+	}
 }
 
 func newChunkScanner(r *redact.Redactor) *chunkScanner {
@@ -303,7 +325,8 @@ func streamField(sh *answerShape, p sj.Path) (streamKey, bool) {
 
 // chunkResult is what one stream event turned into.
 type chunkResult struct {
-	// out is what to send (zero or more SSE events).
+	// out is what to send (zero or more SSE events); it may be the
+	// scanner's own buffer, valid until the next event.
 	out []byte
 	// usage is the chunk's usage, if it had one; usageOnly when it had no
 	// choices besides.
@@ -312,18 +335,35 @@ type chunkResult struct {
 	// blocked: out is the content_filter ending ([DONE] included) and the
 	// stream must stop.
 	blocked bool
+	// notes, when noted, are out's release notes (otherwise they are read
+	// from out).
+	notes chunkNotes
+	noted bool
 }
 
-// event checks and redacts one chunk's data.
+// event checks and redacts one chunk's data. A chunk of the common shape
+// is read once (chunkReader); any other goes the general way: the strict
+// walk that redacts, after decoding into answerShape.
 func (s *chunkScanner) event(data []byte) (chunkResult, error) {
-	sh, err := decodeShape(data, true)
-	if err != nil {
-		// Before the strict reading: refuse what encoding/json cannot read,
-		// then let the strict reading say why when it can.
-		if serr := sj.Check(data, answerFields); serr != nil {
-			return chunkResult{}, &shapeError{reason: serr.Error()}
+	// A chunk written over several lines is framed again line by line
+	// (sseEvent): the general way.
+	if s.fast == nil {
+		s.fast = chunkReaders.Get().(*chunkReader)
+	}
+	fast := !s.general && !bytes.ContainsAny(data, "\r\n") && s.fast.read(data)
+	var sh *answerShape
+	if fast {
+		sh = &s.fast.sh
+	} else {
+		var err error
+		if sh, err = decodeShape(data, true); err != nil {
+			// Before the strict reading: refuse what encoding/json cannot
+			// read, then let the strict reading say why when it can.
+			if serr := sj.Check(data, answerFields); serr != nil {
+				return chunkResult{}, &shapeError{reason: serr.Error()}
+			}
+			return chunkResult{}, err
 		}
-		return chunkResult{}, err
 	}
 	if sh.ID != "" {
 		s.id, s.model, s.created = sh.ID, sh.Model, sh.Created
@@ -341,53 +381,78 @@ func (s *chunkScanner) event(data []byte) (chunkResult, error) {
 		return chunkResult{out: s.blockedEnd(at), blocked: true}, nil
 	}
 	blockedChoice := -1
-	// whole redacts a string or a member name that is not a fragment.
-	whole := func(p sj.Path, str string, arguments bool) (string, bool) {
-		o, rr := redactText(s.r, str, arguments)
-		s.res.Add(rr)
-		if rr.Blocked != "" && blockedChoice < 0 {
-			blockedChoice = 0
-			if len(p) >= 2 && p[0].Key == "choices" && p[1].Index < len(sh.Choices) {
-				blockedChoice = *sh.Choices[p[1].Index].Index
+	visit, name := s.visits(sh, finishing, &blockedChoice)
+	if fast {
+		r := s.fast
+		var cuts [][2]int
+		if s.hideUsage {
+			cuts = memberCuts(data, r.members, "usage", r.cuts[:0])
+			r.cuts = cuts
+		}
+		out := append(append(r.out[:0], pre...), sseDataPrefix...)
+		out, res.notes = r.rewrite(out, visit, cuts)
+		r.out = append(out, '\n', '\n')
+		// The held-back text before it (flushKey's chunks) is content.
+		res.notes.content = res.notes.content || len(pre) > 0
+		res.out, res.noted = r.out, true
+	} else {
+		out, _, err := sj.RewriteNames(data, answerFields, visit, name)
+		if err != nil {
+			return chunkResult{}, &shapeError{reason: err.Error()}
+		}
+		if s.hideUsage && blockedChoice < 0 {
+			if out, err = withoutMember(out, "usage"); err != nil {
+				return chunkResult{}, &shapeError{reason: err.Error()}
 			}
 		}
-		return o, o != str
-	}
-	var visit, name sj.Visit
-	if s.r != nil {
-		name = func(p sj.Path, str string) (string, bool) { return whole(p, str, false) }
-		visit = func(p sj.Path, str string) (string, bool) {
-			if structuralAnswer(p, str) {
-				return str, false
-			}
-			if k, ok := streamField(sh, p); ok {
-				st := s.stream(k)
-				text := st.Write(str)
-				if finishing.has(k.choice) {
-					text += st.Flush()
-				}
-				if st.Blocked() && blockedChoice < 0 {
-					blockedChoice = k.choice
-				}
-				return text, text != str
-			}
-			return whole(p, str, isArguments(p))
-		}
-	}
-	out, _, err := sj.RewriteNames(data, answerFields, visit, name)
-	if err != nil {
-		return chunkResult{}, &shapeError{reason: err.Error()}
+		res.out = append(pre, sseEvent(out)...)
 	}
 	if blockedChoice >= 0 {
 		return chunkResult{out: s.blockedEnd(blockedChoice), blocked: true}, nil
 	}
-	if s.hideUsage {
-		if out, err = withoutMember(out, "usage"); err != nil {
-			return chunkResult{}, &shapeError{reason: err.Error()}
-		}
-	}
-	res.out = append(pre, sseEvent(out)...)
 	return res, nil
+}
+
+// visits returns the visitors that redact the strings (visit) and the
+// member names (name) of chunk sh: nil without a redactor. A fragment of
+// a text that arrives over several chunks goes to its stream (all it held
+// back when its choice finishes in sh); every other string and name is
+// redacted whole. blockedChoice is set to the first choice a blocking
+// detector matched in.
+func (s *chunkScanner) visits(sh *answerShape, finishing choiceSet, blockedChoice *int) (visit, name sj.Visit) {
+	if s.r == nil {
+		return nil, nil
+	}
+	whole := func(p sj.Path, str string, arguments bool) (string, bool) {
+		o, rr := redactText(s.r, str, arguments)
+		s.res.Add(rr)
+		if rr.Blocked != "" && *blockedChoice < 0 {
+			*blockedChoice = 0
+			if len(p) >= 2 && p[0].Key == "choices" && p[1].Index < len(sh.Choices) {
+				*blockedChoice = *sh.Choices[p[1].Index].Index
+			}
+		}
+		return o, o != str
+	}
+	name = func(p sj.Path, str string) (string, bool) { return whole(p, str, false) }
+	visit = func(p sj.Path, str string) (string, bool) {
+		if structuralAnswer(p, str) {
+			return str, false
+		}
+		if k, ok := streamField(sh, p); ok {
+			st := s.stream(k)
+			text := st.Write(str)
+			if finishing.has(k.choice) {
+				text += st.Flush()
+			}
+			if st.Blocked() && *blockedChoice < 0 {
+				*blockedChoice = k.choice
+			}
+			return text, text != str
+		}
+		return whole(p, str, isArguments(p))
+	}
+	return visit, name
 }
 
 // withoutMember returns the object data without its top-level members
@@ -400,41 +465,52 @@ func withoutMember(data []byte, name string) ([]byte, error) {
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, fmt.Errorf("chunk is not an object: %w", err)
 	}
-	var cuts [][2]int64
-	kept, from := false, dec.InputOffset()
+	var members []memberSpan
+	from := int(dec.InputOffset())
 	for dec.PeekKind() == '"' {
-		start := dec.InputOffset() // after '{' or the previous value
 		got, _, ok := nextMember(dec)
 		if !ok {
 			return nil, errors.New("chunk member unreadable")
 		}
-		end := dec.InputOffset()
-		if got != name {
+		members = append(members, memberSpan{name: got, start: from, end: int(dec.InputOffset())})
+		from = int(dec.InputOffset())
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, fmt.Errorf("chunk unreadable: %w", err)
+	}
+	cuts := memberCuts(data, members, name, nil)
+	if len(cuts) == 0 {
+		return data, nil
+	}
+	out, _ := copyCut(make([]byte, 0, len(data)), data, 0, len(data), cuts)
+	return out, nil
+}
+
+// memberCuts appends to cuts the byte ranges of data that withoutMember
+// removes for the members called name, from the object's members in
+// order: a member goes with the comma and whitespace before it, or, while
+// no member is kept yet, with the comma after it.
+func memberCuts(data []byte, members []memberSpan, name string, cuts [][2]int) [][2]int {
+	if len(members) == 0 {
+		return cuts
+	}
+	kept, from := false, members[0].start // just after '{'
+	for _, m := range members {
+		start, end := m.start, m.end
+		if m.name != name {
 			kept, from = true, end
 			continue
 		}
 		if !kept {
 			start = from
-			if i := jsonlex.Space(data, int(end)); i < len(data) && data[i] == ',' {
-				end = int64(i) + 1
+			if i := jsonlex.Space(data, end); i < len(data) && data[i] == ',' {
+				end = i + 1
 			}
 		}
-		cuts = append(cuts, [2]int64{start, end})
+		cuts = append(cuts, [2]int{start, end})
 		from = end
 	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, fmt.Errorf("chunk unreadable: %w", err)
-	}
-	if len(cuts) == 0 {
-		return data, nil
-	}
-	out := make([]byte, 0, len(data))
-	last := int64(0)
-	for _, c := range cuts {
-		out = append(out, data[last:c[0]]...)
-		last = c[1]
-	}
-	return append(out, data[last:]...), nil
+	return cuts
 }
 
 // choiceSet is the indexes of the choices that finish in one chunk: one or
@@ -497,7 +573,9 @@ func (s *chunkScanner) stream(k streamKey) *redact.Stream {
 	return st
 }
 
-// flushKey returns a chunk with the text held back for k, if any.
+// flushKey returns a chunk with the text held back for k, if any. It is
+// written directly (the members in encoding/json's order for a map):
+// several times a stream, the one writer of a chunk on the common path.
 func (s *chunkScanner) flushKey(k streamKey) (out []byte, blocked bool) {
 	st := s.streams[k]
 	text := st.Flush()
@@ -507,18 +585,34 @@ func (s *chunkScanner) flushKey(k streamKey) (out []byte, blocked bool) {
 	if text == "" {
 		return nil, false
 	}
-	var delta any
+	b := append(make([]byte, 0, 160+len(text)), `data: {"choices":[{"delta":`...)
 	switch k.field {
 	case "arguments":
-		delta = map[string]any{"tool_calls": []any{map[string]any{"index": k.tool, "function": map[string]any{"arguments": text}}}}
+		b = append(b, `{"tool_calls":[{"function":{"arguments":`...)
+		b, _ = jsontext.AppendQuote(b, text)
+		b = append(b, `},"index":`...)
+		b = strconv.AppendInt(b, int64(k.tool), 10)
+		b = append(b, "}]}"...)
 	case "function_call":
-		delta = map[string]any{"function_call": map[string]any{"arguments": text}}
+		b = append(b, `{"function_call":{"arguments":`...)
+		b, _ = jsontext.AppendQuote(b, text)
+		b = append(b, "}}"...)
 	default:
-		delta = map[string]any{k.field: text}
+		b = append(b, '{')
+		b, _ = jsontext.AppendQuote(b, k.field)
+		b = append(b, ':')
+		b, _ = jsontext.AppendQuote(b, text)
+		b = append(b, '}')
 	}
-	b, _ := json.Marshal(map[string]any{"id": s.id, "object": "chat.completion.chunk", "created": s.created, "model": s.model,
-		"choices": []any{map[string]any{"index": k.choice, "delta": delta, "finish_reason": nil}}})
-	return sseEvent(b), false
+	b = append(b, `,"finish_reason":null,"index":`...)
+	b = strconv.AppendInt(b, int64(k.choice), 10)
+	b = append(b, `}],"created":`...)
+	b = strconv.AppendInt(b, s.created, 10)
+	b = append(b, `,"id":`...)
+	b, _ = jsontext.AppendQuote(b, s.id)
+	b = append(b, `,"model":`...)
+	b, _ = jsontext.AppendQuote(b, s.model)
+	return append(b, `,"object":"chat.completion.chunk"}`+"\n\n"...), false
 }
 
 // flush returns chunks carrying all held-back text, to send before [DONE];

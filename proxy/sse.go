@@ -76,7 +76,8 @@ type sseFilter struct {
 	err      error
 
 	once  sync.Once
-	keep  *time.Ticker
+	heard time.Time // when the upstream last sent something
+	keep  *time.Timer
 	keepC <-chan time.Time
 	idle  *time.Timer
 	idleC <-chan time.Time
@@ -120,8 +121,15 @@ func (f *sseFilter) Read(p []byte) (int, error) {
 			}
 			f.quiet()
 		case <-f.keepC:
+			if f.rearm(f.keep, f.KeepAlive) {
+				continue
+			}
+			f.keep.Reset(f.KeepAlive)
 			f.out, f.off = keepAliveLine, 0
 		case <-f.idleC:
+			if f.rearm(f.idle, f.Idle) {
+				continue
+			}
 			// The pump is still blocked on the upstream: stop it, take
 			// what it left, then say why in the stream.
 			f.halt()
@@ -140,8 +148,9 @@ func (f *sseFilter) Read(p []byte) (int, error) {
 
 // start launches the pump and the timers.
 func (f *sseFilter) start() {
+	f.heard = time.Now()
 	if f.KeepAlive > 0 {
-		f.keep = time.NewTicker(f.KeepAlive)
+		f.keep = time.NewTimer(f.KeepAlive)
 		f.keepC = f.keep.C
 	}
 	if f.Idle > 0 {
@@ -151,14 +160,24 @@ func (f *sseFilter) start() {
 	go f.pump()
 }
 
-// quiet restarts the silence timers: the upstream just sent something.
+// quiet notes that the upstream just sent something. The silence timers
+// are not reset for every event (two timer resets cost more than the rest
+// of the event's handling): one that fires before its silence has lasted
+// is re-armed for the rest (rearm).
 func (f *sseFilter) quiet() {
-	if f.keep != nil {
-		f.keep.Reset(f.KeepAlive)
+	if f.keep != nil || f.idle != nil {
+		f.heard = time.Now()
 	}
-	if f.idle != nil {
-		f.idle.Reset(f.Idle)
+}
+
+// rearm re-arms t, which just fired, when the upstream was heard less than
+// d ago; false: the silence has lasted d.
+func (f *sseFilter) rearm(t *time.Timer, d time.Duration) bool {
+	if left := d - time.Since(f.heard); left > 0 {
+		t.Reset(left)
+		return true
 	}
+	return false
 }
 
 // take processes one item of the pump and appends what to send for it;
@@ -210,6 +229,12 @@ func (f *sseFilter) Close() error {
 	// answer's hash, a [DONE]); their bytes go nowhere.
 	f.drain()
 	f.end(false)
+	// The pump is gone and nothing is read any more: the buffers go back.
+	if f.src != nil {
+		f.src.release()
+		f.scan.release()
+		f.src = nil
+	}
 	return nil
 }
 
@@ -285,7 +310,11 @@ func (f *sseFilter) process(it sseItem) ([]byte, error) {
 			return nil, nil
 		}
 	}
-	f.released(res.out)
+	if res.noted {
+		f.note(res.notes.content, res.notes.finish)
+	} else {
+		f.released(res.out)
+	}
 	if res.blocked {
 		// The content_filter ending carries its own [DONE].
 		f.hash.Write(res.out)
@@ -338,6 +367,15 @@ func (f *sseFilter) released(out []byte) {
 			break
 		}
 		out = bytes.TrimLeft(data[f.dec.InputOffset():], "\r\n\t ")
+	}
+	f.note(content, finish)
+}
+
+// note passes the release notes of what Read is about to release on to
+// onRelease, when they say something.
+func (f *sseFilter) note(content bool, finish []string) {
+	if f.onRelease == nil || f.closing {
+		return
 	}
 	if content || len(finish) > 0 {
 		f.onRelease(content, finish)

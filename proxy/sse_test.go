@@ -226,3 +226,32 @@ func FuzzSSEFraming(f *testing.F) {
 		}
 	})
 }
+
+// An upstream that keeps sending, for longer than the idle limit, is
+// neither given keep-alives nor cut: each event moves both silences on.
+func TestSSEFilterActiveUpstreamOutlastsIdle(t *testing.T) {
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < 120; i++ {
+			_, _ = pw.Write([]byte("data: " + chunk("a") + "\n\n"))
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, _ = pw.Write([]byte("data: [DONE]\n\n"))
+		_ = pw.Close()
+	}()
+	f := newSSEFilter(pr, false, nil, newChunkScanner(nil))
+	f.KeepAlive, f.Idle = 400*time.Millisecond, 800*time.Millisecond
+	start := time.Now()
+	out, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	s := string(out)
+	if time.Since(start) < f.Idle {
+		t.Skip("the stream ended before the idle limit: nothing to show")
+	}
+	if strings.Contains(s, "keep-alive") || !strings.HasSuffix(s, "data: [DONE]\n\n") || strings.Count(s, chunk("a")) != 120 {
+		t.Fatalf("out %.300q", s)
+	}
+}

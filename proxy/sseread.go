@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // maxEventSize bounds one SSE event (all its data lines); a provider's
@@ -42,8 +43,25 @@ type sseReader struct {
 	started bool
 }
 
+// sseReaders recycles the readers of finished streams: a 16 KiB buffer
+// per stream is otherwise allocated and cleared for every answer.
+var sseReaders = sync.Pool{New: func() any { return &sseReader{r: bufio.NewReaderSize(nil, 16<<10)} }}
+
+// newSSEReader returns a reader of r; release hands it back once nothing
+// reads from it any more.
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 16<<10)}
+	s := sseReaders.Get().(*sseReader)
+	s.r.Reset(r)
+	return s
+}
+
+// release returns s to the pool: the caller is done with it and with
+// every message it returned.
+func (s *sseReader) release() {
+	s.r.Reset(nil)
+	s.line, s.name, s.hasDat, s.skipLF, s.started = s.line[:0], "", false, false, false
+	s.data.Reset()
+	sseReaders.Put(s)
 }
 
 // next returns the next event or comment. At the end of the stream it
