@@ -83,6 +83,7 @@ var sideways = map[[2]string]bool{
 	{"internal/protocol", "internal/confkit"}: true,
 	{"internal/protocol", "sacp"}:             true,
 	{"internal/protocol", "redact"}:           true,
+	{"internal/redisx", "internal/confkit"}:   true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,
