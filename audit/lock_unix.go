@@ -13,9 +13,9 @@ import (
 // processes configured with the same chain id cannot interleave entries.
 // The kernel drops the lock if the process dies.
 func lockChain(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	f, err := openLockFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()

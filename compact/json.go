@@ -235,16 +235,44 @@ func (p *parser) enter() *syntaxError {
 	return nil
 }
 
-func (p *parser) object() (value, *syntaxError) {
+// open enters the object or array at p.pos; empty: it closed at once, at
+// closer.
+func (p *parser) open(closer byte) (empty bool, err *syntaxError) {
 	if err := p.enter(); err != nil {
-		return value{}, err
+		return false, err
 	}
-	p.pos++ // '{'
+	p.pos++ // '{' or '['
 	p.pos = jsonlex.Space(p.data, p.pos)
-	if p.peek() == '}' {
+	return p.leave(closer), nil
+}
+
+// leave leaves the container when closer comes next.
+func (p *parser) leave(closer byte) bool {
+	if p.peek() != closer {
+		return false
+	}
+	p.pos++
+	p.depth--
+	return true
+}
+
+// more reads what follows a member or an element: true at a ',', false
+// at closer (the container left), else the error expected.
+func (p *parser) more(closer byte, expected string) (bool, *syntaxError) {
+	p.pos = jsonlex.Space(p.data, p.pos)
+	if p.peek() == ',' {
 		p.pos++
-		p.depth--
-		return value{kind: kindObject}, nil
+		return true, nil
+	}
+	if p.leave(closer) {
+		return false, nil
+	}
+	return false, p.fail(expected)
+}
+
+func (p *parser) object() (value, *syntaxError) {
+	if empty, err := p.open('}'); err != nil || empty {
+		return value{kind: kindObject}, err
 	}
 	base := len(p.stack)
 	var seen map[string]struct{}
@@ -291,30 +319,18 @@ func (p *parser) object() (value, *syntaxError) {
 			return value{}, err
 		}
 		p.stack = append(p.stack, value{kind: kindString, str: key}, v)
-		p.pos = jsonlex.Space(p.data, p.pos)
-		switch p.peek() {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			p.depth--
+		switch more, err := p.more('}', "expected ',' or '}' in an object"); {
+		case err != nil:
+			return value{}, err
+		case !more:
 			return value{kind: kindObject, kids: p.pop(base)}, nil
-		default:
-			return value{}, p.fail("expected ',' or '}' in an object")
 		}
 	}
 }
 
 func (p *parser) array() (value, *syntaxError) {
-	if err := p.enter(); err != nil {
-		return value{}, err
-	}
-	p.pos++ // '['
-	p.pos = jsonlex.Space(p.data, p.pos)
-	if p.peek() == ']' {
-		p.pos++
-		p.depth--
-		return value{kind: kindArray}, nil
+	if empty, err := p.open(']'); err != nil || empty {
+		return value{kind: kindArray}, err
 	}
 	base := len(p.stack)
 	for {
@@ -324,16 +340,11 @@ func (p *parser) array() (value, *syntaxError) {
 			return value{}, err
 		}
 		p.stack = append(p.stack, v)
-		p.pos = jsonlex.Space(p.data, p.pos)
-		switch p.peek() {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			p.depth--
+		switch more, err := p.more(']', "expected ',' or ']' in an array"); {
+		case err != nil:
+			return value{}, err
+		case !more:
 			return value{kind: kindArray, kids: p.pop(base)}, nil
-		default:
-			return value{}, p.fail("expected ',' or ']' in an array")
 		}
 	}
 }

@@ -348,11 +348,7 @@ func (l *Library) Verbs() []Verb {
 	if l == nil {
 		return nil
 	}
-	out := make([]Verb, 0, len(l.verbs))
-	for _, name := range slices.Sorted(maps.Keys(l.verbs)) {
-		out = append(out, copyVerb(l.verbs[name].def))
-	}
-	return out
+	return sortedCopies(l.verbs, func(e *verbEntry) Verb { return copyVerb(e.def) })
 }
 
 // Tools returns copies of all tool definitions sorted by id.
@@ -360,9 +356,14 @@ func (l *Library) Tools() []Tool {
 	if l == nil {
 		return nil
 	}
-	out := make([]Tool, 0, len(l.tools))
-	for _, id := range slices.Sorted(maps.Keys(l.tools)) {
-		out = append(out, copyTool(l.tools[id].def))
+	return sortedCopies(l.tools, func(e *toolEntry) Tool { return copyTool(e.def) })
+}
+
+// sortedCopies returns a copy of each entry of m, in the order of its keys.
+func sortedCopies[E, D any](m map[string]*E, copyOf func(*E) D) []D {
+	out := make([]D, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, copyOf(m[k]))
 	}
 	return out
 }

@@ -144,12 +144,8 @@ func (s *scanner) value(depth int, collect *[]member) *FieldError {
 	case c == '"':
 		_, err := s.str()
 		return err
-	case c == 't':
-		return s.literal("true")
-	case c == 'f':
-		return s.literal("false")
-	case c == 'n':
-		return s.literal("null")
+	case c == 't' || c == 'f' || c == 'n':
+		return s.literal(jsonlex.Word(c))
 	case c == '-' || (c >= '0' && c <= '9'):
 		return s.number()
 	default:
@@ -235,18 +231,8 @@ func (s *scanner) objectInto(depth int, collect *[]member) *FieldError {
 			*collect = append(*collect, member{key: key, rawKey: rawKey, val: s.data[vstart:s.pos]})
 		}
 		s.path = s.path[:len(s.path)-1]
-		s.pos = jsonlex.Space(s.data, s.pos)
-		if s.pos >= len(s.data) {
-			return s.syntax("unexpected end of input in object")
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.syntax("expected ',' or '}' in object")
+		if more, err := s.more('}', "object"); err != nil || !more {
+			return err
 		}
 	}
 }
@@ -267,21 +253,33 @@ func (s *scanner) array(depth int) *FieldError {
 		if err := s.value(depth, nil); err != nil {
 			return err
 		}
-		s.pos = jsonlex.Space(s.data, s.pos)
-		if s.pos >= len(s.data) {
-			return s.syntax("unexpected end of input in array")
+		more, err := s.more(']', "array")
+		if err != nil {
+			return err
 		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
+		if !more {
 			s.path = s.path[:len(s.path)-1]
 			return nil
-		default:
-			return s.syntax("expected ',' or ']' in array")
 		}
 	}
+}
+
+// more reads what follows a member of an object or an element of an
+// array (what): true after a ',', false after closer, the container's end.
+func (s *scanner) more(closer byte, what string) (bool, *FieldError) {
+	s.pos = jsonlex.Space(s.data, s.pos)
+	if s.pos >= len(s.data) {
+		return false, s.syntax("unexpected end of input in " + what)
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return true, nil
+	case closer:
+		s.pos++
+		return false, nil
+	}
+	return false, s.syntax(fmt.Sprintf("expected ',' or '%c' in %s", closer, what))
 }
 
 // literal reads lit at s.pos. A refused literal is reported where it starts,

@@ -154,13 +154,9 @@ var errNoPeek = errors.New("limiter cannot report its state")
 // local mode), else the primary. A failed peek is returned, not counted:
 // it does not move the Fallback to its local limiter.
 func (f *Fallback) PeekRate(ctx context.Context, key string, rule Rule) (Result, error) {
-	l := f.Primary
-	if f.retryAt.Load() != 0 && f.useLocal() && f.Local != nil {
-		l = f.Local
-	}
-	p, ok := l.(RatePeeker)
-	if !ok {
-		return Result{}, errNoPeek
+	p, err := deciding[RatePeeker](f, f.Primary, f.Local)
+	if err != nil {
+		return Result{}, err
 	}
 	return p.PeekRate(ctx, key, rule)
 }
@@ -168,13 +164,24 @@ func (f *Fallback) PeekRate(ctx context.Context, key string, rule Rule) (Result,
 // PeekBudget implements BudgetPeeker, choosing the budget as PeekRate
 // chooses the limiter.
 func (f *Fallback) PeekBudget(ctx context.Context, key string, rule Rule) (Result, error) {
-	b := f.PrimaryBudget
-	if f.retryAt.Load() != 0 && f.useLocal() && f.LocalBudget != nil {
-		b = f.LocalBudget
-	}
-	p, ok := b.(BudgetPeeker)
-	if !ok {
-		return Result{}, errNoPeek
+	p, err := deciding[BudgetPeeker](f, f.PrimaryBudget, f.LocalBudget)
+	if err != nil {
+		return Result{}, err
 	}
 	return p.PeekBudget(ctx, key, rule)
+}
+
+// deciding returns, as a P, the one of primary and local (nil: none) that
+// decides now: local while the primary is being skipped after a failure
+// in local mode, else primary; errNoPeek when that one is no P.
+func deciding[P any](f *Fallback, primary, local any) (P, error) {
+	chosen := primary
+	if f.retryAt.Load() != 0 && f.useLocal() && local != nil {
+		chosen = local
+	}
+	p, ok := chosen.(P)
+	if !ok {
+		return p, errNoPeek
+	}
+	return p, nil
 }

@@ -114,6 +114,15 @@ type redisConfig struct{ prefix string }
 // environments) can share one Redis.
 func WithKeyPrefix(p string) RedisOption { return func(c *redisConfig) { c.prefix = p } }
 
+// keyPrefix is the prefix opts set, def when none does.
+func keyPrefix(def string, opts []RedisOption) string {
+	c := redisConfig{prefix: def}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c.prefix
+}
+
 // Redis is a Limiter shared by all replicas: GCRA (go-redis/redis_rate)
 // with burst = N and N per Period, evaluated atomically on the Redis server
 // clock. Its keys expire by themselves once the limiter is full again.
@@ -128,11 +137,7 @@ var _ Limiter = (*Redis)(nil)
 // NewRedis returns a limiter on client. The client is the caller's: Redis
 // never closes it.
 func NewRedis(client redis.UniversalClient, opts ...RedisOption) *Redis {
-	c := redisConfig{prefix: DefaultRateKeyPrefix}
-	for _, o := range opts {
-		o(&c)
-	}
-	return &Redis{client: client, rl: redis_rate.NewLimiter(client), prefix: c.prefix}
+	return &Redis{client: client, rl: redis_rate.NewLimiter(client), prefix: keyPrefix(DefaultRateKeyPrefix, opts)}
 }
 
 // Allow implements Limiter. A cost larger than N can never pass; like
@@ -256,11 +261,7 @@ var _ Budget = (*RedisBudget)(nil)
 
 // NewRedisBudget returns a budget on client. The client is the caller's.
 func NewRedisBudget(client redis.UniversalClient, opts ...RedisOption) *RedisBudget {
-	c := redisConfig{prefix: DefaultBudgetKeyPrefix}
-	for _, o := range opts {
-		o(&c)
-	}
-	return &RedisBudget{client: client, prefix: c.prefix}
+	return &RedisBudget{client: client, prefix: keyPrefix(DefaultBudgetKeyPrefix, opts)}
 }
 
 // Reserve implements Budget. A request larger than the whole budget can

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/egress"
 	"github.com/sacpgw/gateway/messaging/relayconf"
 	"github.com/sacpgw/gateway/upstream"
@@ -21,13 +22,9 @@ import (
 // messaging.allowed_networks lists them), never through a proxy.
 func NewClient(c relayconf.TLS, p egress.Policy) (*http.Client, error) {
 	t := p.Guard(upstream.NewTransport(0))
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.CAFile != "" {
-		pool, err := upstream.LoadCertPool(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("messaging.tls.ca_file: %w", err)
-		}
-		tc.RootCAs = pool
+	tc, err := confkit.ClientTLS(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("messaging.tls.ca_file: %w", err)
 	}
 	if c.CertFile != "" {
 		// Loaded once now, so a bad pair fails at startup; then again on

@@ -139,13 +139,7 @@ func (sc *scanner) keys() {
 	s := sc.s
 	// sk-… (OpenAI sk-, sk-proj-, sk-svcacct-; Anthropic sk-ant-) and
 	// xoxa-/xoxb-/xoxp-/xoxr-/xoxs- (Slack).
-	for i := sc.lo; ; {
-		k := strings.IndexByte(s[i:], '-')
-		if k < 0 {
-			break
-		}
-		q := i + k
-		i = q + 1
+	for q := range offsets(s, sc.lo, '-') {
 		if p := q - 2; p >= sc.lo && s[p:q] == "sk" && keyStart(s, p) {
 			sc.settle(p, sc.bodyEnd(q+1, cB64, 20, true), detAPIKey, rankSpecific, cB64)
 		}
@@ -159,13 +153,7 @@ func (sc *scanner) keys() {
 	}
 
 	// ghp_/gho_/ghu_/ghs_/ghr_ and github_pat_ (GitHub).
-	for i := sc.lo; ; {
-		k := strings.IndexByte(s[i:], '_')
-		if k < 0 {
-			break
-		}
-		q := i + k
-		i = q + 1
+	for q := range offsets(s, sc.lo, '_') {
 		if p := q - 3; p >= sc.lo && s[p:p+2] == "gh" && strings.IndexByte("pousr", s[q-1]) >= 0 && keyStart(s, p) {
 			sc.settle(p, sc.bodyEnd(q+1, cAlnum, 30, false), detAPIKey, rankSpecific, cAlnum)
 		}
@@ -182,13 +170,7 @@ func (sc *scanner) keys() {
 	}
 
 	// AKIA/ASIA (AWS access key ids) and AIza (Google API keys).
-	for i := sc.lo; ; {
-		k := strings.IndexByte(s[i:], 'A')
-		if k < 0 {
-			break
-		}
-		p := i + k
-		i = p + 1
+	for p := range offsets(s, sc.lo, 'A') {
 		if keyStart(s, p) {
 			end, run := sc.awsGoogleAt(p)
 			sc.settle(p, end, detAPIKey, rankSpecific, run)
@@ -264,26 +246,15 @@ func (sc *scanner) keyed() {
 	// A value starts at most 4 bytes after its separator and 8 after
 	// "Bearer", so separators just before lo can still introduce a value at lo.
 	for _, sep := range [...]byte{':', '='} {
-		for i := max(0, sc.lo-4); ; {
-			k := strings.IndexByte(s[i:], sep)
-			if k < 0 {
-				break
-			}
-			p := i + k
-			i = p + 1
+		for p := range offsets(s, max(0, sc.lo-4), sep) {
 			if keywordBefore(s, p, sep) {
 				sc.secretAt(p + 1)
 			}
 		}
 	}
 	// "Bearer" and "BEARER" from their rare capital, "bearer" whole.
-	for i := max(0, sc.lo-10); ; {
-		k := strings.IndexByte(s[i:], 'B')
-		if k < 0 {
-			break
-		}
-		i += k + 1
-		sc.bearerAt(i - 1)
+	for p := range offsets(s, max(0, sc.lo-10), 'B') {
+		sc.bearerAt(p)
 	}
 	for i := max(0, sc.lo-10); ; {
 		k := strings.Index(s[i:], "bearer")
@@ -472,13 +443,7 @@ func entropy(v string) float64 {
 // always starts with "eyJ" ({"); the pass looks for the rare 'J'.
 func (sc *scanner) jwts() {
 	s := sc.s
-	for i := sc.lo; ; {
-		k := strings.IndexByte(s[i:], 'J')
-		if k < 0 {
-			break
-		}
-		q := i + k
-		i = q + 1
+	for q := range offsets(s, sc.lo, 'J') {
 		if p := q - 2; p >= sc.lo && s[p:q] == "ey" && class[before(s, p)]&cJWT == 0 {
 			sc.settle(p, sc.jwtAt(p), detJWT, rankSpecific, cJWT)
 		}

@@ -69,12 +69,8 @@ func (w *jsonWriter) value(depth int) error {
 	case c == '"':
 		_, err := w.str()
 		return err
-	case c == 't':
-		return w.literal("true")
-	case c == 'f':
-		return w.literal("false")
-	case c == 'n':
-		return w.literal("null")
+	case c == 't' || c == 'f' || c == 'n':
+		return w.literal(jsonlex.Word(c))
 	case c == '-' || isDigit(c):
 		return w.number()
 	}

@@ -2,7 +2,6 @@ package redact
 
 import (
 	"math/bits"
-	"strings"
 )
 
 // Number-shaped detectors: phone, credit_card, iban, ssn, ipv4. They are
@@ -66,21 +65,11 @@ func (sc *scanner) numbers() {
 		}
 	}
 	if on[detPhone] {
-		for i := sc.lo; ; {
-			k := strings.IndexByte(s[i:], '+')
-			if k < 0 {
-				break
-			}
-			i += k + 1
-			sc.settle(i-1, sc.phoneIntl(i-1), detPhone, rankSpecific, 0)
+		for p := range offsets(s, sc.lo, '+') {
+			sc.settle(p, sc.phoneIntl(p), detPhone, rankSpecific, 0)
 		}
-		for i := sc.lo; ; {
-			k := strings.IndexByte(s[i:], '(')
-			if k < 0 {
-				break
-			}
-			i += k + 1
-			sc.settle(i-1, sc.nanpParen(i-1), detPhone, rankSpecific, 0)
+		for p := range offsets(s, sc.lo, '(') {
+			sc.settle(p, sc.nanpParen(p), detPhone, rankSpecific, 0)
 		}
 	}
 	// One or two capitals at the end of a partial text may begin an IBAN.

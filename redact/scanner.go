@@ -1,7 +1,9 @@
 package redact
 
 import (
+	"iter"
 	"slices"
+	"strings"
 )
 
 // Character classes, one bit each, so that one table lookup answers "may this
@@ -60,6 +62,21 @@ func load64(s string, i int) uint64 {
 }
 
 // before returns the byte before s[i], or 0 at the start of s.
+// offsets yields each offset of c in s from i on. Each pass of a detector
+// looks for a byte that is rare in prose and checks what is around it,
+// so the vectorised strings.IndexByte skips most of the text.
+func offsets(s string, i int, c byte) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for {
+			k := strings.IndexByte(s[i:], c)
+			if k < 0 || !yield(i+k) {
+				return
+			}
+			i += k + 1
+		}
+	}
+}
+
 func before(s string, i int) byte {
 	if i > 0 {
 		return s[i-1]

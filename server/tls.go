@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/server/listenconf"
-	"github.com/sacpgw/gateway/upstream"
 )
 
 // TLSConfig builds the server's TLS settings from config: the minimum
@@ -34,7 +34,7 @@ func TLSConfig(c listenconf.TLS, log *slog.Logger) (*tls.Config, error) {
 		cfg.MinVersion = tls.VersionTLS12
 	}
 	if c.ClientCAFile != "" {
-		pool, err := upstream.LoadCertPool(c.ClientCAFile)
+		pool, err := confkit.LoadCertPool(c.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("tls.client_ca_file: %w", err)
 		}

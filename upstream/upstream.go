@@ -6,21 +6,19 @@ package upstream
 
 import (
 	"cmp"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/upstream/mock"
 )
 
@@ -385,26 +383,11 @@ func newHTTP(c Config) (http.RoundTripper, *url.URL, error) {
 	}
 	t := NewTransport(c.MaxIdleConns)
 	if c.CAFile != "" {
-		pool, err := LoadCertPool(c.CAFile)
+		conf, err := confkit.ClientTLS(c.CAFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ca_file: %w", err)
 		}
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		t.TLSClientConfig = conf
 	}
 	return t, base, nil
-}
-
-// LoadCertPool reads the PEM certificates of a CA file (upstreams'
-// ca_file, tls.client_ca_file, messaging.tls.ca_file). A file without a
-// certificate is an error, not an empty pool that would trust nothing.
-func LoadCertPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s: no PEM certificates", path)
-	}
-	return pool, nil
 }

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sacpgw/gateway/internal/confkit"
 	"github.com/sacpgw/gateway/internal/egress"
 )
 
@@ -41,9 +40,9 @@ func newSender(c Config, policy egress.Policy) (sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsConf, err := tlsConfig(c)
+	tlsConf, err := confkit.ClientTLS(c.CAFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("audit.otlp.ca_file: %w", err)
 	}
 	if c.Protocol == "grpc" {
 		return newGRPCSender(target, c, tlsConf, policy)
@@ -52,24 +51,6 @@ func newSender(c Config, policy egress.Policy) (sender, error) {
 	t.TLSClientConfig = tlsConf
 	client := &http.Client{Transport: t, Timeout: c.Timeout, CheckRedirect: egress.NoRedirects}
 	return &httpSender{url: target, headers: c.Headers, client: client}, nil
-}
-
-// tlsConfig trusts c.CAFile's certificates when given, else the system's.
-func tlsConfig(c Config) (*tls.Config, error) {
-	conf := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.CAFile == "" {
-		return conf, nil
-	}
-	pem, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("audit.otlp.ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("audit.otlp.ca_file %s: no PEM certificate in it", c.CAFile)
-	}
-	conf.RootCAs = pool
-	return conf, nil
 }
 
 // httpSender posts OTLP/HTTP protobuf.

@@ -33,13 +33,18 @@ type adminClient struct {
 	name       string // the command, for errors
 }
 
-func (c *adminClient) flags(fs *flag.FlagSet) {
+// newAdminClient is the client of the admin command name and its flag set,
+// with the flags every admin command takes.
+func newAdminClient(name string, stdout, stderr io.Writer) (*adminClient, *flag.FlagSet) {
+	c := &adminClient{out: stdout, name: name}
+	fs := newFlagSet(name, stderr)
 	def := os.Getenv(urlEnv)
 	if def == "" {
 		def = "http://127.0.0.1:8080"
 	}
 	fs.StringVar(&c.url, "url", def, "the gateway's base URL ($"+urlEnv+" sets the default)")
 	fs.StringVar(&c.token, "token", "", "the admin token (default $"+tokenEnv+"); prefer the environment: a flag shows in the process list")
+	return c, fs
 }
 
 // parseAdmin parses a command's flags around exactly n positional
@@ -142,10 +147,7 @@ func (f fieldFlags) Set(s string) error {
 
 func agentsMain(sub string) func([]string, io.Writer, io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
-		c := &adminClient{out: stdout, name: "agents " + sub}
-		fs := flag.NewFlagSet("agents "+sub, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		c.flags(fs)
+		c, fs := newAdminClient("agents "+sub, stdout, stderr)
 		fields := fieldFlags{}
 		asJSON := false
 		n, usage := 1, "NAME [--url URL] [--token T]"
@@ -240,10 +242,7 @@ func flushed(tw *tabwriter.Writer, stderr io.Writer) int {
 
 func keysMain(sub string) func([]string, io.Writer, io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
-		c := &adminClient{out: stdout, name: "keys " + sub}
-		fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		c.flags(fs)
+		c, fs := newAdminClient("keys "+sub, stdout, stderr)
 		n, usage := 1, "AGENT [--url URL] [--token T]"
 		var expiresIn string
 		switch sub {

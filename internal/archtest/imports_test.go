@@ -99,6 +99,7 @@ var sideways = map[[2]string]bool{
 	{"internal/protocol", "redact"}:               true,
 	{"internal/mcpauth", "internal/confkit"}:      true,
 	{"mcp/mcpconf", "internal/confkit"}:           true,
+	{"internal/redisx", "internal/confkit"}:       true,
 	// The neutral form under both dialects.
 	{"dialect/anthropic", "dialect/internal/neutral"}: true,
 	{"dialect/responses", "dialect/internal/neutral"}: true,

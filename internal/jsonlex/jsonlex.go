@@ -327,29 +327,30 @@ func Number[T Text](d T, i int) (end int, err *Error) {
 		return i, &Error{NoIntDigit, i}
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) {
-			return i, &Error{EOF, len(d)}
+		if i, err = someDigits(d, i+1, NoFracDigit); err != nil {
+			return i, err
 		}
-		if !isDigit(d[i]) {
-			return i, &Error{NoFracDigit, i}
-		}
-		i = digits(d, i)
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		if i >= len(d) {
-			return i, &Error{EOF, len(d)}
-		}
-		if !isDigit(d[i]) {
-			return i, &Error{NoExpDigit, i}
-		}
-		i = digits(d, i)
+		return someDigits(d, i, NoExpDigit)
 	}
 	return i, nil
+}
+
+// someDigits reads the digits at d[i] of a fraction or an exponent, which
+// has at least one (none: the error of kind none).
+func someDigits[T Text](d T, i int, none Kind) (int, *Error) {
+	if i >= len(d) {
+		return i, &Error{EOF, len(d)}
+	}
+	if !isDigit(d[i]) {
+		return i, &Error{none, i}
+	}
+	return digits(d, i), nil
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -359,6 +360,20 @@ func digits[T Text](d T, i int) int {
 		i++
 	}
 	return i
+}
+
+// Word is the literal a value that starts with c must be: "true", "false"
+// or "null"; "" for any other c.
+func Word(c byte) string {
+	switch c {
+	case 't':
+		return "true"
+	case 'f':
+		return "false"
+	case 'n':
+		return "null"
+	}
+	return ""
 }
 
 // Literal reads the literal lit ("true", "false" or "null") at d[i] and

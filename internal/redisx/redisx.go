@@ -11,16 +11,15 @@ package redisx
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sacpgw/gateway/internal/confkit"
 )
 
 // Settings is the state.redis block of gateway.yaml. Exactly one of URL,
@@ -246,18 +245,11 @@ func (s *Settings) tlsConfig() (*tls.Config, error) {
 	if t == nil {
 		return nil, nil
 	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("state.redis.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("state.redis.tls.ca_file %s: no PEM certificate in it", t.CAFile)
-		}
-		c.RootCAs = pool
+	c, err := confkit.ClientTLS(t.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("state.redis.tls.ca_file: %w", err)
 	}
+	c.ServerName = t.ServerName
 	if t.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,11 +71,7 @@ func (f *Fields) Names() []string {
 	if f == nil {
 		return nil
 	}
-	out := make([]string, 0, len(f.names))
-	for k := range f.names {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(f.names))
 }
 
 func (f *Fields) member(name string) *Fields {
