@@ -417,9 +417,9 @@ func TestFastPathFollowsReload(t *testing.T) {
 	}
 }
 
-// TestFastPathAgreesOnMessagesAndMCP runs the shipped messages and MCP
-// policies' decisions through both engines.
-func TestFastPathAgreesOnMessagesAndMCP(t *testing.T) {
+// TestFastPathAgreesOnMessages runs the shipped messages policy's
+// decisions through both engines.
+func TestFastPathAgreesOnMessages(t *testing.T) {
 	fast := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
 	full := newEngine(t, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
 	ctx := context.Background()
@@ -436,15 +436,89 @@ func TestFastPathAgreesOnMessagesAndMCP(t *testing.T) {
 				}
 			}
 		}
-		for _, tool := range []string{"read_file", "delete_file"} {
-			in := map[string]any{"agent": agent, "server": "fs", "method": "tools/call", "arguments": map[string]any{"path": "a"},
-				"tool":  map[string]any{"name": tool, "annotations": map[string]any{"readOnlyHint": tool == "read_file"}},
-				"authz": AuthzInput(Authz{Allowed: true})}
-			got, _ := fast.MCP(ctx, in)
-			want, _ := full.MCP(ctx, in)
-			if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed {
-				t.Fatalf("mcp %s: fast %+v, full %+v", tool, got, want)
+	}
+}
+
+// mcpCorpus is MCP requests as the MCP door passes them, and shapes it
+// never would (the policy still must decide them the same both ways):
+// every method class, listed or not, annotated destructive or not, and
+// members missing or of the wrong type.
+func mcpCorpus() []map[string]any {
+	tools := []any{
+		map[string]any{"name": "read_file", "annotations": map[string]any{"readOnlyHint": true}},
+		map[string]any{"name": "delete_file", "description": "Deletes a file.", "annotations": map[string]any{"destructiveHint": true}},
+		map[string]any{"name": "move_file", "annotations": map[string]any{"destructiveHint": false}},
+		map[string]any{"name": "rm", "annotations": map[string]any{"destructiveHint": "true"}},
+		map[string]any{"name": "touch", "annotations": nil},
+		map[string]any{"name": 7},
+		"not a tool",
+		nil, // no tool member
+	}
+	authz := []any{AuthzInput(Authz{Allowed: true}), AuthzInput(Authz{Allowed: false, Reason: "no"}),
+		map[string]any{"allowed": "true"}, nil}
+	var in []map[string]any
+	for _, method := range []any{"tools/call", "tools/list", "resources/read", "resources/list", "prompts/get",
+		"sampling/createMessage", "", 42, nil} {
+		for _, tool := range tools {
+			for _, az := range authz {
+				x := map[string]any{"server": "fs", "arguments": RawJSON(`{"path":"a.txt"}`)}
+				for k, v := range map[string]any{"method": method, "tool": tool, "authz": az} {
+					if v != nil {
+						x[k] = v
+					}
+				}
+				in = append(in, x)
 			}
+		}
+	}
+	in = append(in, map[string]any{}, map[string]any{"method": "resources/read", "resource": map[string]any{"uri": "file:///a"}, "authz": AuthzInput(Authz{Allowed: true})},
+		map[string]any{"method": "prompts/get", "prompt": map[string]any{"name": "p"}, "arguments": RawJSON(`{}`), "authz": AuthzInput(Authz{Allowed: true})})
+	return in
+}
+
+// TestFastPathAgreesOnMCP: the shipped MCP policy is settled per agent
+// (its residual decides each call, not the whole policy), and decides every
+// request of the corpus as full evaluation does, refusals included.
+func TestFastPathAgreesOnMCP(t *testing.T) {
+	fast := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
+	full := newEngine(t, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+	ctx := context.Background()
+	paths := map[int]int{}
+	decisions := map[string]int{}
+	for _, agent := range diffAgents() {
+		for _, req := range mcpCorpus() {
+			in := maps.Clone(req)
+			in["agent"] = agent
+			for i := range 2 {
+				if i == 1 {
+					fast.live.Load().fast.pending.Wait()
+				}
+				got, err := fast.MCP(ctx, in)
+				if err != nil {
+					t.Fatalf("fast: %v", err)
+				}
+				want, err := full.MCP(ctx, in)
+				if err != nil {
+					t.Fatalf("full: %v", err)
+				}
+				if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed || got.Error != want.Error {
+					t.Fatalf("mcp %v:\nfast %+v\nfull %+v", in, got, want)
+				}
+				if got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
+					t.Fatalf("decision without its id and revision: %+v", got)
+				}
+				decisions[got.Decision]++
+			}
+			paths[fast.live.Load().fastPathFor(ptMCP, in).kind]++
+		}
+	}
+	if paths[pathFull] != 0 || paths[pathResidual] == 0 {
+		t.Errorf("the shipped MCP policy: want a residual per agent, got paths %v", paths)
+	}
+	// The corpus must reach every outcome, or it shows less than it claims.
+	for _, d := range []string{MCPAllow, MCPDeny, MCPEscalate} {
+		if decisions[d] == 0 {
+			t.Errorf("no decision %s in the corpus: %v", d, decisions)
 		}
 	}
 }
