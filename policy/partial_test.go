@@ -476,19 +476,22 @@ func mcpCorpus() []map[string]any {
 	return in
 }
 
-// TestFastPathAgreesOnMCP: the shipped MCP policy is settled per agent
-// (its residual decides each call, not the whole policy), and decides every
-// request of the corpus as full evaluation does, refusals included.
-func TestFastPathAgreesOnMCP(t *testing.T) {
-	fast := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
-	full := newEngine(t, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+// mcpDecisionsAgree runs every agent × mcpCorpus request through a fast and
+// a reference engine on dir and fails on the first decision they do not
+// agree on. It returns how many decisions took each path and how many had
+// each outcome.
+func mcpDecisionsAgree(t *testing.T, dir string) (paths map[int]int, decisions map[string]int) {
+	t.Helper()
+	fast := newEngine(t, Options{Dir: dir, NoWatch: true})
+	full := newEngine(t, Options{Dir: dir, NoWatch: true, noPartial: true})
 	ctx := context.Background()
-	paths := map[int]int{}
-	decisions := map[string]int{}
+	paths, decisions = map[int]int{}, map[string]int{}
 	for _, agent := range diffAgents() {
 		for _, req := range mcpCorpus() {
 			in := maps.Clone(req)
 			in["agent"] = agent
+			// As in chatDecisionsAgree: the second decision uses what the
+			// first one's partial evaluation settled.
 			for i := range 2 {
 				if i == 1 {
 					fast.live.Load().fast.pending.Wait()
@@ -502,24 +505,88 @@ func TestFastPathAgreesOnMCP(t *testing.T) {
 					t.Fatalf("full: %v", err)
 				}
 				if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed || got.Error != want.Error {
-					t.Fatalf("mcp %v:\nfast %+v\nfull %+v", in, got, want)
+					t.Fatalf("%s: mcp %v:\nfast %+v\nfull %+v", dir, in, got, want)
 				}
 				if got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
 					t.Fatalf("decision without its id and revision: %+v", got)
 				}
 				decisions[got.Decision]++
+				if got.FailClosed {
+					decisions["fail closed"]++
+				}
 			}
-			paths[fast.live.Load().fastPathFor(ptMCP, in).kind]++
+			p := fast.live.Load()
+			fp := p.fastPathFor(ptMCP, in)
+			paths[fp.kind]++
+			if fp.kind == pathResidual && residualDecides(t, p, fp, in) {
+				// A residual that fails is evaluated again in full: count
+				// the decisions the residual made on its own.
+				paths[residualDecided]++
+			}
 		}
 	}
-	if paths[pathFull] != 0 || paths[pathResidual] == 0 {
-		t.Errorf("the shipped MCP policy: want a residual per agent, got paths %v", paths)
+	return paths, decisions
+}
+
+// residualDecided counts, beside the fast path kinds, the residuals that
+// decided without falling back to full evaluation.
+const residualDecided = 20
+
+func residualDecides(t *testing.T, p *prepared, fp *fastPath, in map[string]any) bool {
+	t.Helper()
+	v, err := inputValue(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evalQuery(context.Background(), fp.residual.compiler, p, &fp.residual.q, ptMCP, v).err == nil
+}
+
+// TestFastPathAgreesOnMCP: the shipped MCP policy is settled per agent
+// (its residual decides each call, not the whole policy), and decides every
+// request of the corpus as full evaluation does, refusals included.
+func TestFastPathAgreesOnMCP(t *testing.T) {
+	paths, decisions := mcpDecisionsAgree(t, defaultDir)
+	if paths[pathFull] != 0 || paths[pathResidual] == 0 || paths[residualDecided] != paths[pathResidual] {
+		t.Errorf("the shipped MCP policy: want every call decided by the agent's residual, got paths %v", paths)
 	}
 	// The corpus must reach every outcome, or it shows less than it claims.
 	for _, d := range []string{MCPAllow, MCPDeny, MCPEscalate} {
 		if decisions[d] == 0 {
 			t.Errorf("no decision %s in the corpus: %v", d, decisions)
 		}
+	}
+}
+
+// TestFastPathKeepsConflicts: a decision picked from a set whose rules may
+// both hold has one residual query per rule; folded into one, two that
+// agree still decide, and two that do not are still a conflict (the
+// decision fails closed), exactly as in full evaluation.
+func TestFastPathKeepsConflicts(t *testing.T) {
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, nil)
+	write(t, dir, "mcp/mcp.rego", `package gateway.mcp
+
+_outcomes contains {"decision": "allow", "reason": ""} if input.authz.allowed == true
+
+_outcomes contains {"decision": "allow", "reason": ""} if input.agent.type == "reviewer"
+
+_outcomes contains {"decision": "deny", "reason": "no rm"} if input.tool.name == "rm"
+
+_outcomes contains {"decision": "deny", "reason": "not listed"} if {
+	not input.authz.allowed == true
+	input.agent.type != "reviewer"
+}
+
+decision := d if {
+	some d in _outcomes
+}
+`)
+	paths, decisions := mcpDecisionsAgree(t, dir)
+	if paths[pathResidual] == 0 {
+		t.Errorf("want residuals, got paths %v", paths)
+	}
+	if decisions[MCPAllow] == 0 || decisions["fail closed"] == 0 {
+		t.Errorf("the corpus must reach agreeing and conflicting rules: %v", decisions)
 	}
 }
 
