@@ -116,17 +116,7 @@ func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 		// an agent starts the partial evaluation, the second uses its
 		// result.
 		for i := range 2 {
-			if i == 1 {
-				fast.live.Load().fast.pending.Wait()
-			}
-			got, err := fast.ChatDeny(ctx, in)
-			if err != nil {
-				t.Fatalf("fast: %v", err)
-			}
-			want, err := full.ChatDeny(ctx, in)
-			if err != nil {
-				t.Fatalf("full: %v", err)
-			}
+			got, want := bothDecide(t, fast, full, i == 1, func(e *Engine) (ChatDecision, error) { return e.ChatDeny(ctx, in) })
 			if !sameChat(got, want) {
 				t.Fatalf("%s: input %s:\nfast %+v\nfull %+v", dir, describe(in), got, want)
 			}
@@ -155,6 +145,24 @@ func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 		}
 	}
 	return paths
+}
+
+// bothDecide decides with the fast and the reference engine; settled waits
+// first for the partial evaluations the fast engine's earlier decisions
+// started, so that the fast engine uses what they settled.
+func bothDecide[D any](t *testing.T, fast, full *Engine, settled bool, decide func(*Engine) (D, error)) (got, want D) {
+	t.Helper()
+	if settled {
+		fast.live.Load().fast.pending.Wait()
+	}
+	got, err := decide(fast)
+	if err != nil {
+		t.Fatalf("fast: %v", err)
+	}
+	if want, err = decide(full); err != nil {
+		t.Fatalf("full: %v", err)
+	}
+	return got, want
 }
 
 func sameChat(a, b ChatDecision) bool {
@@ -493,17 +501,7 @@ func mcpDecisionsAgree(t *testing.T, dir string) (paths map[int]int, decisions m
 			// As in chatDecisionsAgree: the second decision uses what the
 			// first one's partial evaluation settled.
 			for i := range 2 {
-				if i == 1 {
-					fast.live.Load().fast.pending.Wait()
-				}
-				got, err := fast.MCP(ctx, in)
-				if err != nil {
-					t.Fatalf("fast: %v", err)
-				}
-				want, err := full.MCP(ctx, in)
-				if err != nil {
-					t.Fatalf("full: %v", err)
-				}
+				got, want := bothDecide(t, fast, full, i == 1, func(e *Engine) (MCPDecision, error) { return e.MCP(ctx, in) })
 				if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed || got.Error != want.Error {
 					t.Fatalf("%s: mcp %v:\nfast %+v\nfull %+v", dir, in, got, want)
 				}
