@@ -316,3 +316,32 @@ func BenchmarkChatDenyInputFree(b *testing.B) {
 	e := newEngine(b, Options{Dir: dir, NoWatch: true})
 	latency(b, chatEval(e, benchChatInput()))
 }
+
+// benchMCP decides a tools/call of a listed, read-only tool, as the MCP door
+// passes it (a preconverted agent, the arguments as read).
+func benchMCP(b *testing.B, o Options) {
+	e := newEngine(b, o)
+	in := map[string]any{"agent": Preconvert(AgentInput(testAgents()["claude-3"])), "server": "fs", "method": "tools/call",
+		"tool":      map[string]any{"name": "read_file", "description": "Reads a file.", "annotations": map[string]any{"readOnlyHint": true}},
+		"arguments": RawJSON(`{"path":"reports/q3.csv"}`), "authz": AuthzInput(Authz{Allowed: true})}
+	ctx := context.Background()
+	if _, err := e.MCP(ctx, in); err != nil {
+		b.Fatal(err)
+	}
+	e.live.Load().fast.pending.Wait()
+	latency(b, func() error {
+		d, err := e.MCP(ctx, in)
+		if err == nil && d.Decision != MCPAllow {
+			err = errors.New(d.Decision + ": " + d.Reason)
+		}
+		return err
+	})
+}
+
+// BenchmarkMCPCall: the shipped MCP policy's residual for the agent decides.
+func BenchmarkMCPCall(b *testing.B) { benchMCP(b, Options{Dir: defaultDir, NoWatch: true}) }
+
+// BenchmarkMCPCallFull is the same with the whole policy on every call.
+func BenchmarkMCPCallFull(b *testing.B) {
+	benchMCP(b, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+}

@@ -161,9 +161,8 @@ func isRequestInput(pt point, k string) bool {
 const partialTimeout = 2 * time.Second
 
 // partial evaluates pt with the agent known and the request's members
-// unknown. Anything it cannot settle (an error, an undefined decision,
-// several alternative queries) leaves the decision to full evaluation, which
-// fails closed as before.
+// unknown. Anything it cannot settle (an error, an undefined decision) leaves
+// the decision to full evaluation, which fails closed as before.
 func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 	ctx, cancel := context.WithTimeout(context.Background(), partialTimeout)
 	defer cancel()
@@ -195,18 +194,22 @@ func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 		WithUnknowns(unknowns).
 		WithInput(ast.NewTerm(in)).
 		PartialRun(ctx)
-	if err != nil || len(bodies) != 1 {
+	if err != nil || len(bodies) == 0 {
 		return fullPath
 	}
-	reads, policies := residualRefs(bodies[0], support)
-	r, err := p.compileResidual(bodies[0], support, policies, q.result)
+	body := bodies[0]
+	if len(bodies) > 1 {
+		body, support = foldAlternatives(bodies, support, q.result)
+	}
+	reads, policies := residualRefs(body, support)
+	r, err := p.compileResidual(body, support, policies, q.result)
 	if err != nil {
 		return fullPath
 	}
 	if reads {
 		fp := &fastPath{kind: pathResidual, residual: r}
 		if !policies {
-			fp.reader = p.readerPathFor(ctx, pt, bodies[0], support, q.result)
+			fp.reader = p.readerPathFor(ctx, pt, body, support, q.result)
 		}
 		return fp
 	}
@@ -216,6 +219,29 @@ func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 		return fullPath
 	}
 	return &fastPath{kind: pathConstant, value: out.value}
+}
+
+// alternativesRef is the complete rule several alternative residual
+// queries are folded into (named so as not to be any variable of theirs).
+var alternativesRef = ast.MustParseRef("data.partial.__alternatives__.__result__")
+
+// foldAlternatives folds the alternative queries partial evaluation left
+// for a decision with several ways to be defined (one per definition of a
+// rule it depends on, such as each rule of a set it picks its value from)
+// into one query: the decision is a complete rule with one definition per
+// alternative. It keeps full evaluation's meaning: alternatives that agree
+// give one value, alternatives that do not are a conflict (an error, and a
+// residual that fails is evaluated again in full), none is undefined.
+func foldAlternatives(bodies []ast.Body, support []*ast.Module, result ast.Var) (ast.Body, []*ast.Module) {
+	n := len(alternativesRef)
+	m := &ast.Module{Package: &ast.Package{Path: alternativesRef[:n-1].Copy()}}
+	name := alternativesRef[n-1].Value.(ast.String)
+	for _, b := range bodies {
+		head := &ast.Head{Name: ast.Var(name), Reference: ast.Ref{ast.VarTerm(string(name))}, Value: ast.VarTerm(string(result))}
+		m.Rules = append(m.Rules, &ast.Rule{Head: head, Body: b, Module: m})
+	}
+	body := ast.NewBody(ast.Equality.Expr(ast.VarTerm(string(result)), ast.NewTerm(alternativesRef.Copy())))
+	return body, append(support, m)
 }
 
 // partialCompiler is the private copy of the policies partial evaluation

@@ -116,17 +116,7 @@ func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 		// an agent starts the partial evaluation, the second uses its
 		// result.
 		for i := range 2 {
-			if i == 1 {
-				fast.live.Load().fast.pending.Wait()
-			}
-			got, err := fast.ChatDeny(ctx, in)
-			if err != nil {
-				t.Fatalf("fast: %v", err)
-			}
-			want, err := full.ChatDeny(ctx, in)
-			if err != nil {
-				t.Fatalf("full: %v", err)
-			}
+			got, want := bothDecide(t, fast, full, i == 1, func(e *Engine) (ChatDecision, error) { return e.ChatDeny(ctx, in) })
 			if !sameChat(got, want) {
 				t.Fatalf("%s: input %s:\nfast %+v\nfull %+v", dir, describe(in), got, want)
 			}
@@ -155,6 +145,24 @@ func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 		}
 	}
 	return paths
+}
+
+// bothDecide decides with the fast and the reference engine; settled waits
+// first for the partial evaluations the fast engine's earlier decisions
+// started, so that the fast engine uses what they settled.
+func bothDecide[D any](t *testing.T, fast, full *Engine, settled bool, decide func(*Engine) (D, error)) (got, want D) {
+	t.Helper()
+	if settled {
+		fast.live.Load().fast.pending.Wait()
+	}
+	got, err := decide(fast)
+	if err != nil {
+		t.Fatalf("fast: %v", err)
+	}
+	if want, err = decide(full); err != nil {
+		t.Fatalf("full: %v", err)
+	}
+	return got, want
 }
 
 func sameChat(a, b ChatDecision) bool {
@@ -417,9 +425,9 @@ func TestFastPathFollowsReload(t *testing.T) {
 	}
 }
 
-// TestFastPathAgreesOnMessagesAndMCP runs the shipped messages and MCP
-// policies' decisions through both engines.
-func TestFastPathAgreesOnMessagesAndMCP(t *testing.T) {
+// TestFastPathAgreesOnMessages runs the shipped messages policy's
+// decisions through both engines.
+func TestFastPathAgreesOnMessages(t *testing.T) {
 	fast := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
 	full := newEngine(t, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
 	ctx := context.Background()
@@ -436,16 +444,147 @@ func TestFastPathAgreesOnMessagesAndMCP(t *testing.T) {
 				}
 			}
 		}
-		for _, tool := range []string{"read_file", "delete_file"} {
-			in := map[string]any{"agent": agent, "server": "fs", "method": "tools/call", "arguments": map[string]any{"path": "a"},
-				"tool":  map[string]any{"name": tool, "annotations": map[string]any{"readOnlyHint": tool == "read_file"}},
-				"authz": AuthzInput(Authz{Allowed: true})}
-			got, _ := fast.MCP(ctx, in)
-			want, _ := full.MCP(ctx, in)
-			if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed {
-				t.Fatalf("mcp %s: fast %+v, full %+v", tool, got, want)
+	}
+}
+
+// mcpCorpus is MCP requests as the MCP door passes them, and shapes it
+// never would (the policy still must decide them the same both ways):
+// every method class, listed or not, annotated destructive or not, and
+// members missing or of the wrong type.
+func mcpCorpus() []map[string]any {
+	tools := []any{
+		map[string]any{"name": "read_file", "annotations": map[string]any{"readOnlyHint": true}},
+		map[string]any{"name": "delete_file", "description": "Deletes a file.", "annotations": map[string]any{"destructiveHint": true}},
+		map[string]any{"name": "move_file", "annotations": map[string]any{"destructiveHint": false}},
+		map[string]any{"name": "rm", "annotations": map[string]any{"destructiveHint": "true"}},
+		map[string]any{"name": "touch", "annotations": nil},
+		map[string]any{"name": 7},
+		"not a tool",
+		nil, // no tool member
+	}
+	authz := []any{AuthzInput(Authz{Allowed: true}), AuthzInput(Authz{Allowed: false, Reason: "no"}),
+		map[string]any{"allowed": "true"}, nil}
+	var in []map[string]any
+	for _, method := range []any{"tools/call", "tools/list", "resources/read", "resources/list", "prompts/get",
+		"sampling/createMessage", "", 42, nil} {
+		for _, tool := range tools {
+			for _, az := range authz {
+				x := map[string]any{"server": "fs", "arguments": RawJSON(`{"path":"a.txt"}`)}
+				for k, v := range map[string]any{"method": method, "tool": tool, "authz": az} {
+					if v != nil {
+						x[k] = v
+					}
+				}
+				in = append(in, x)
 			}
 		}
+	}
+	in = append(in, map[string]any{}, map[string]any{"method": "resources/read", "resource": map[string]any{"uri": "file:///a"}, "authz": AuthzInput(Authz{Allowed: true})},
+		map[string]any{"method": "prompts/get", "prompt": map[string]any{"name": "p"}, "arguments": RawJSON(`{}`), "authz": AuthzInput(Authz{Allowed: true})})
+	return in
+}
+
+// mcpDecisionsAgree runs every agent × mcpCorpus request through a fast and
+// a reference engine on dir and fails on the first decision they do not
+// agree on. It returns how many decisions took each path and how many had
+// each outcome.
+func mcpDecisionsAgree(t *testing.T, dir string) (paths map[int]int, decisions map[string]int) {
+	t.Helper()
+	fast := newEngine(t, Options{Dir: dir, NoWatch: true})
+	full := newEngine(t, Options{Dir: dir, NoWatch: true, noPartial: true})
+	ctx := context.Background()
+	paths, decisions = map[int]int{}, map[string]int{}
+	for _, agent := range diffAgents() {
+		for _, req := range mcpCorpus() {
+			in := maps.Clone(req)
+			in["agent"] = agent
+			// As in chatDecisionsAgree: the second decision uses what the
+			// first one's partial evaluation settled.
+			for i := range 2 {
+				got, want := bothDecide(t, fast, full, i == 1, func(e *Engine) (MCPDecision, error) { return e.MCP(ctx, in) })
+				if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed || got.Error != want.Error {
+					t.Fatalf("%s: mcp %v:\nfast %+v\nfull %+v", dir, in, got, want)
+				}
+				if got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
+					t.Fatalf("decision without its id and revision: %+v", got)
+				}
+				decisions[got.Decision]++
+				if got.FailClosed {
+					decisions["fail closed"]++
+				}
+			}
+			p := fast.live.Load()
+			fp := p.fastPathFor(ptMCP, in)
+			paths[fp.kind]++
+			if fp.kind == pathResidual && residualDecides(t, p, fp, in) {
+				// A residual that fails is evaluated again in full: count
+				// the decisions the residual made on its own.
+				paths[residualDecided]++
+			}
+		}
+	}
+	return paths, decisions
+}
+
+// residualDecided counts, beside the fast path kinds, the residuals that
+// decided without falling back to full evaluation.
+const residualDecided = 20
+
+func residualDecides(t *testing.T, p *prepared, fp *fastPath, in map[string]any) bool {
+	t.Helper()
+	v, err := inputValue(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evalQuery(context.Background(), fp.residual.compiler, p, &fp.residual.q, ptMCP, v).err == nil
+}
+
+// TestFastPathAgreesOnMCP: the shipped MCP policy is settled per agent
+// (its residual decides each call, not the whole policy), and decides every
+// request of the corpus as full evaluation does, refusals included.
+func TestFastPathAgreesOnMCP(t *testing.T) {
+	paths, decisions := mcpDecisionsAgree(t, defaultDir)
+	if paths[pathFull] != 0 || paths[pathResidual] == 0 || paths[residualDecided] != paths[pathResidual] {
+		t.Errorf("the shipped MCP policy: want every call decided by the agent's residual, got paths %v", paths)
+	}
+	// The corpus must reach every outcome, or it shows less than it claims.
+	for _, d := range []string{MCPAllow, MCPDeny, MCPEscalate} {
+		if decisions[d] == 0 {
+			t.Errorf("no decision %s in the corpus: %v", d, decisions)
+		}
+	}
+}
+
+// TestFastPathKeepsConflicts: a decision picked from a set whose rules may
+// both hold has one residual query per rule; folded into one, two that
+// agree still decide, and two that do not are still a conflict (the
+// decision fails closed), exactly as in full evaluation.
+func TestFastPathKeepsConflicts(t *testing.T) {
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, nil)
+	write(t, dir, "mcp/mcp.rego", `package gateway.mcp
+
+_outcomes contains {"decision": "allow", "reason": ""} if input.authz.allowed == true
+
+_outcomes contains {"decision": "allow", "reason": ""} if input.agent.type == "reviewer"
+
+_outcomes contains {"decision": "deny", "reason": "no rm"} if input.tool.name == "rm"
+
+_outcomes contains {"decision": "deny", "reason": "not listed"} if {
+	not input.authz.allowed == true
+	input.agent.type != "reviewer"
+}
+
+decision := d if {
+	some d in _outcomes
+}
+`)
+	paths, decisions := mcpDecisionsAgree(t, dir)
+	if paths[pathResidual] == 0 {
+		t.Errorf("want residuals, got paths %v", paths)
+	}
+	if decisions[MCPAllow] == 0 || decisions["fail closed"] == 0 {
+		t.Errorf("the corpus must reach agreeing and conflicting rules: %v", decisions)
 	}
 }
 

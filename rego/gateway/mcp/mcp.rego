@@ -34,25 +34,58 @@ _tool_name := object.get(input, ["tool", "name"], "")
 # docs/mcp.md for a policy that does).
 _destructive if object.get(input, ["tool", "annotations", "destructiveHint"], false) == true
 
+# The agent's mcp_tools name the tool (authz.allowed); anything but true,
+# absent included, is no permission.
+_listed if object.get(input, ["authz", "allowed"], false) == true
+
+_known_method if _method in (_read_methods | _tool_methods)
+
+_unlisted_tool if {
+	_method in _tool_methods
+	not _listed
+}
+
+_escalated if {
+	_method == "tools/call"
+	_listed
+	_destructive
+}
+
+# The outcomes, in order of precedence, each ruling out those before it:
+# exactly one holds for any input. Written without else so that the
+# gateway can settle the policy per agent ahead of a request (an else chain
+# is evaluated in full on every call).
+_outcomes contains {
+	"decision": "deny",
+	"reason": sprintf("method %q is not allowed by the MCP policy", [_method]),
+} if {
+	not _known_method
+}
+
+_outcomes contains {
+	"decision": "deny",
+	"reason": sprintf("tool %q of server %q is not in agent %q's mcp_tools", [_tool_name, object.get(input, "server", ""), object.get(input, ["agent", "id"], "")]),
+} if {
+	_unlisted_tool
+}
+
+_outcomes contains {
+	"decision": "escalate",
+	"reason": sprintf("tool %q is annotated destructiveHint: true: a person must approve this call", [_tool_name]),
+} if {
+	_escalated
+}
+
+_outcomes contains {"decision": "allow", "reason": ""} if {
+	_known_method
+	not _unlisted_tool
+	not _escalated
+}
+
 # METADATA
 # title: Decision
 # description: "{decision: allow|deny|escalate, reason}"
 # entrypoint: true
-decision := {
-	"decision": "deny",
-	"reason": sprintf("method %q is not allowed by the MCP policy", [_method]),
-} if {
-	not _method in (_read_methods | _tool_methods)
-} else := {
-	"decision": "deny",
-	"reason": sprintf("tool %q of server %q is not in agent %q's mcp_tools", [_tool_name, object.get(input, "server", ""), object.get(input, ["agent", "id"], "")]),
-} if {
-	_method in _tool_methods
-	object.get(input, ["authz", "allowed"], false) != true
-} else := {
-	"decision": "escalate",
-	"reason": sprintf("tool %q is annotated destructiveHint: true: a person must approve this call", [_tool_name]),
-} if {
-	_method == "tools/call"
-	_destructive
-} else := {"decision": "allow", "reason": ""}
+decision := d if {
+	some d in _outcomes
+}
