@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sacpgw/gateway/internal/config"
 )
@@ -85,6 +86,18 @@ func TestAgentsAndKeysCommands(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, config.AgentsFile), agents, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// The serving gateway reloads agents.yaml when it changes: wait until it
+	// holds the restored file again (cli-bot a run-time agent), or a slow
+	// reload of the clash would answer the next steps.
+	runtimeBot := regexp.MustCompile(`(?m)^cli-bot +- +coder +runtime +active$`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if runtimeBot.MatchString(must("agents", "list")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not reload the restored agents.yaml within 20s")
+		}
 	}
 
 	must("keys", "revoke", "cli-bot", id)
