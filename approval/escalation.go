@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -142,18 +141,8 @@ func (s *Service) auditAuthFailure(r *http.Request, err error) error {
 	sum.Str("method", r.Method)
 	sum.Int("status", int64(e.Status))
 	sum.Str("reason", e.Message)
-	sum.Str("remote", remoteIP(r))
+	sum.Str("remote", door.RemoteIP(r))
 	return s.record(r.Context(), audit.Record{Kind: audit.KindAuthFailure, RequestID: rid, Object: sum})
-}
-
-// remoteIP is the peer address without the port: failed sign-ins are
-// summarized and limited per source (proxies are not trusted to name one).
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // EscalationItem is one entry of GET /admin/escalations.

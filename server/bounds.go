@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sacpgw/gateway/internal/apierror"
+	"github.com/sacpgw/gateway/internal/door"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/internal/sourceguard"
 )
@@ -45,7 +46,7 @@ func (s *Server) guard(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if g := s.bounds.Sources; g != nil {
-			if ok, wait := g.Allow(remoteIP(r)); !ok {
+			if ok, wait := g.Allow(door.RemoteIP(r)); !ok {
 				secs := int((wait + time.Second - 1) / time.Second)
 				return apierror.RateLimited(fmt.Sprintf("Too many failed authentications from your address; retry after %ds.", secs),
 					http.Header{"Retry-After": {fmt.Sprint(secs)}})
@@ -119,16 +120,6 @@ func (w *idleWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// remoteIP is the peer address without the port; proxies in front of the
-// gateway are not trusted to name another.
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
 
 // connTracker counts, per source address, the connections none of whose
 // requests has authenticated yet, and closes new ones past the cap.

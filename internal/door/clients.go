@@ -3,6 +3,7 @@ package door
 import (
 	"context"
 	"crypto/sha256"
+	"net"
 	"net/http"
 	"strings"
 
@@ -77,4 +78,10 @@ func (s *Identifier) identifyClient(r *http.Request) (a *roster.Agent, method st
 // RemoteIP is the peer address without the port, as the identify stage
 // names a refused source: unauthenticated endpoints limit and summarize
 // per source by it (proxies are not trusted to rewrite it).
-func RemoteIP(r *http.Request) string { return clientIP(r) }
+func RemoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -117,7 +116,7 @@ func (s *Identifier) Serve(w http.ResponseWriter, r *http.Request, next http.Han
 		summary.Str("route", r.URL.Path)
 		summary.Str("method", r.Method)
 		summary.Str("reason", e.Message)
-		summary.Str("remote", clientIP(r))
+		summary.Str("remote", RemoteIP(r))
 		if aerr := JournalOf(r, s.Audit).Refused(r.Context(), audit.Record{Kind: audit.KindAuthFailure, Object: summary}); aerr != nil {
 			return aerr
 		}
@@ -344,16 +343,6 @@ func browserContext(r *http.Request) bool {
 		return err != nil || mt != "application/json"
 	}
 	return false
-}
-
-// clientIP is the peer address without the port; proxies in front of the
-// gateway are not trusted to rewrite it.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // credential extracts the agent's gateway token from the headers the
