@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sacpgw/gateway/sacp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -99,34 +99,16 @@ func compileTemplate(path, name string) (*Template, error) {
 }
 
 // NewTemplate compiles a content template. Like the SACP data schemas
-// (sacp.NewValidator) it must be self-contained: a $ref to a file or URL is
+// (sacp.CompileSelfContained) it must be self-contained: a $ref to a file or URL is
 // refused, so what was checked at load is exactly what runs and a template
 // cannot make the gateway read files or the network; and "format" is
 // asserted, since a template is a contract on content.
 func NewTemplate(schema []byte, name string) (*Template, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	sch, err := sacp.CompileSelfContained(schema, templateURL+name, "content template", name)
 	if err != nil {
-		return nil, fmt.Errorf("content template %s: %w", name, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	c.AssertFormat()
-	url := templateURL + name
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("content template %s: %w", name, err)
-	}
-	sch, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("content template %s: %w", name, err)
+		return nil, err
 	}
 	return &Template{Name: name, schema: sch}, nil
-}
-
-// refusingLoader keeps template compilation free of I/O (see NewTemplate).
-type refusingLoader struct{}
-
-func (refusingLoader) Load(string) (any, error) {
-	return nil, errors.New("content templates must be self-contained (no $ref to files or URLs)")
 }
 
 // Check validates content and returns what is wrong with it, one entry per

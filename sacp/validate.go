@@ -96,28 +96,45 @@ func NewValidator(schema []byte, name string) (*Validator, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return &Validator{}, nil
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	sch, err := CompileSelfContained(schema, schemaURL, "data schema", name)
 	if err != nil {
-		return nil, fmt.Errorf("data schema %s: %w", name, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	c.AssertFormat()
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("data schema %s: %w", name, err)
-	}
-	sch, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, fmt.Errorf("data schema %s: %w", name, err)
+		return nil, err
 	}
 	return &Validator{schema: sch}, nil
 }
 
-// refusingLoader keeps schema compilation free of I/O (see NewValidator).
-type refusingLoader struct{}
+// CompileSelfContained compiles a JSON Schema that must stand alone, as
+// every schema the gateway enforces on traffic does (SACP data schemas,
+// approval content templates): a $ref to a file or URL is refused, so what
+// was checked at load is exactly what runs and compiling cannot make the
+// gateway read files or the network; and "format" is asserted, not only
+// annotated, since the schema is a contract on content. url names the
+// schema's resource; errors read "<what> <name>: …", and a refused $ref
+// "<what>s must be self-contained".
+func CompileSelfContained(schema []byte, url, what, name string) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refusingLoader{what: what})
+	c.AssertFormat()
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	return sch, nil
+}
 
-func (refusingLoader) Load(string) (any, error) {
-	return nil, errors.New("data schemas must be self-contained")
+// refusingLoader keeps schema compilation free of I/O (see
+// CompileSelfContained).
+type refusingLoader struct{ what string }
+
+func (l refusingLoader) Load(string) (any, error) {
+	return nil, errors.New(l.what + "s must be self-contained (no $ref to files or URLs)")
 }
 
 // Check sanitizes content (see Sanitize), parses it and validates it, the
