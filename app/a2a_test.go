@@ -196,7 +196,9 @@ func newA2A(t testing.TB, o a2aOpts) *a2a {
 	}
 	state := ""
 	if o.redisURL != "" {
-		state = "state:\n  backend: redis\n" + redisYAML(o.redisURL)
+		// A 1s state deadline, not the 50ms default: these tests hold
+		// what replicas share, not how fast Redis answers a loaded CI machine.
+		state = "state:\n  backend: redis\n" + redisYAML(o.redisURL) + "  timeout: 1s\n"
 	}
 	gw := `listen: "127.0.0.1:0"
 admin:

@@ -162,7 +162,7 @@ func newFlow(t testing.TB, o flowOpts) *flow {
 	}
 	state := ""
 	if o.redisURL != "" {
-		state = "state:\n  backend: redis\n" + redisYAML(o.redisURL)
+		state = "state:\n  backend: redis\n" + redisYAML(o.redisURL) + "  timeout: 1s\n"
 	}
 	pdir := policyDir(a2aOpts{})
 	if o.policy != "" {
