@@ -131,6 +131,23 @@ func newA2AAgent(t testing.TB) *a2aAgent {
 	return ag
 }
 
+// agentGatewayYAML is the head of a test gateway.yaml for agents' doors:
+// the admin token, the mock provider, the shipped policies and the audit
+// block (dir and chain, open for more of its keys), without reviewers.
+func agentGatewayYAML(auditDir, chain string) string {
+	return `listen: "127.0.0.1:0"
+admin:
+  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
+upstreams:
+  - {name: mock, type: mock, models: ["*"]}
+policy:
+  dir: ` + policyDir(a2aOpts{}) + `
+audit:
+  dir: ` + auditDir + `
+  chain: ` + chain + `
+`
+}
+
 // reviewedGatewayYAML is the head of a test gateway.yaml: the mock
 // provider, the shipped policies, the admin (tok-admin) and reviewer
 // ops-lead (tok-ops-lead), and an audit block (dir, chain) that the

@@ -59,17 +59,7 @@ func newOAuthGateway(t *testing.T, ts *toolServer, op *testoidc.Provider, ln net
 	if redisURL != "" {
 		state = "state:\n  backend: redis\n" + redisYAML(redisURL) + "  timeout: 1s\n"
 	}
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: ` + chain + `
-  fail_mode: closed
+	gw := agentGatewayYAML(auditDir, chain) + `  fail_mode: closed
 approval:
   base_url: ` + base + `
 messaging:

@@ -25,17 +25,7 @@ func newMCPReplica(t *testing.T, ts *toolServer, redisURL, chain string) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: ` + chain + `
-  fail_mode: closed
+	gw := agentGatewayYAML(auditDir, chain) + `  fail_mode: closed
 state:
   backend: redis
 ` + redisYAML(redisURL) + `  timeout: 1s

@@ -104,17 +104,7 @@ func newOAuthMCPGateway(t *testing.T, ts *toolServer, as *tokenServer) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: mcp
-messaging:
+	gw := agentGatewayYAML(auditDir, "mcp") + `messaging:
   allowed_networks: [127.0.0.0/8]
 mcp:
   servers:
