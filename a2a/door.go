@@ -147,11 +147,9 @@ func New(d Deps) (*Door, error) {
 	}
 	dr.cards = &cards{d: dr, byAgent: map[string]*cardState{}}
 	dr.rpc = a2asrv.NewJSONRPCHandler(&handler{d: dr})
-	apply, err := dr.Prepare(d.Config)
-	if err != nil {
+	if err := door.Configure(dr, d.Config); err != nil {
 		return nil, err
 	}
-	apply()
 	return dr, nil
 }
 

@@ -165,28 +165,26 @@ func New(d Deps) (*Door, error) {
 	if d.Config == nil || d.Policy == nil || d.Limiter == nil || d.Log == nil {
 		return nil, errors.New("mcp: Config, Policy, Limiter and Log are required")
 	}
-	door := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
+	dr := &Door{policy: d.Policy, limiter: d.Limiter, audit: d.Audit, opener: d.Opener, grants: d.Grants, sessions: d.Sessions,
 		log: d.Log, client: d.Client, metrics: newCollector(), health: newHealth(), catalogs: map[string]*catalog{}, stdios: map[string]*stdioServer{},
 		oauth: newOAuthState(d.OAuthClient, d.Tokens), people: d.People}
-	if door.grants == nil {
-		door.grants = NewMemoryGrants()
+	if dr.grants == nil {
+		dr.grants = NewMemoryGrants()
 	}
-	if door.sessions == nil {
-		door.sessions = NewMemorySessions()
+	if dr.sessions == nil {
+		dr.sessions = NewMemorySessions()
 	}
-	if door.client == nil {
+	if dr.client == nil {
 		// The gateway's own pool (upstream.NewTransport): Go's default keeps
 		// two idle connections per host, so agents calling at once would
 		// dial (and the server accept) a connection for nearly every call.
-		door.client = &http.Client{Transport: upstream.NewTransport(0),
+		dr.client = &http.Client{Transport: upstream.NewTransport(0),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	apply, err := door.Prepare(d.Config)
-	if err != nil {
+	if err := door.Configure(dr, d.Config); err != nil {
 		return nil, err
 	}
-	apply()
-	return door, nil
+	return dr, nil
 }
 
 // Prepare builds the door's configuration for cfg (servers, agents' tools,

@@ -238,12 +238,18 @@ func memberProblem(err error) string {
 // reader or made by the gateway, so the output is valid JSON.
 
 // response is {"jsonrpc":"2.0","id":id,"result":result}.
-func response(id, result jsontext.Value) []byte {
-	b := make([]byte, 0, len(id)+len(result)+32)
+func response(id, result jsontext.Value) []byte { return envelope(id, "result", result) }
+
+// envelope is {"jsonrpc":"2.0","id":id,"<member>":value}, member result
+// or error: every response the gateway writes, in one allocation.
+func envelope(id jsontext.Value, member string, value jsontext.Value) []byte {
+	b := make([]byte, 0, len(id)+len(member)+len(value)+30)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
+	b = append(b, `,"`...)
+	b = append(b, member...)
+	b = append(b, `":`...)
+	b = append(b, value...)
 	return append(b, '}')
 }
 
@@ -282,12 +288,7 @@ func errorResponse(id jsontext.Value, code int64, msg string, data any) []byte {
 		// The gateway's own strings and numbers: cannot fail.
 		body = []byte(`{"code":-32603,"message":"internal error"}`)
 	}
-	b := make([]byte, 0, len(id)+len(body)+32)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":`...)
-	b = append(b, body...)
-	return append(b, '}')
+	return envelope(id, "error", body)
 }
 
 // withError is a response to m's id carrying e (the upstream's error, its

@@ -83,11 +83,9 @@ func New(d Deps) (*Door, error) {
 		return nil, errors.New("oauthserver: Config, Store, People, Policy, Limiter and Log are required")
 	}
 	s := &Door{store: d.Store, people: d.People, policy: d.Policy, limiter: d.Limiter, audit: d.Audit, log: d.Log, now: time.Now}
-	apply, err := s.Prepare(d.Config)
-	if err != nil {
+	if err := door.Configure(s, d.Config); err != nil {
 		return nil, err
 	}
-	apply()
 	return s, nil
 }
 

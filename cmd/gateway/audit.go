@@ -51,22 +51,13 @@ func auditMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, auditUsage)
 		return exitUsage
 	}
-	switch args[0] {
-	case "verify":
-		return auditVerify(args[1:], stdout, stderr)
-	case "export":
-		return auditExport(args[1:], stdout, stderr)
-	case "keygen":
-		return auditKeygen(args[1:], stdout, stderr)
-	case "prove":
-		return auditProve(args[1:], stdout, stderr)
-	case "checkpoint":
-		return auditCheckpoint(args[1:], stdout, stderr)
-	case "verify-proof":
-		return auditVerifyProof(args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
+	if args[0] == "help" || isHelp(args[0]) {
 		fmt.Fprint(stdout, auditUsage)
 		return exitOK
+	}
+	// The command table is the one list of audit's subcommands.
+	if c, rest, ok := lookup(append([]string{"audit"}, args...)); ok {
+		return c.run(rest, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "gateway audit: unknown command %q (want verify, export, keygen, prove, checkpoint or verify-proof)\n", args[0])
 	return exitUsage

@@ -93,6 +93,17 @@ type Door interface {
 	Prepare(cfg *config.Config) (apply func(), err error)
 }
 
+// Configure gives a door being built its first configuration: Prepare,
+// then apply at once, so that its constructor returns it ready to serve.
+func Configure(d Door, cfg *config.Config) error {
+	apply, err := d.Prepare(cfg)
+	if err != nil {
+		return err
+	}
+	apply()
+	return nil
+}
+
 // Gate is the frame of one configuration: the identify stage over its
 // agents and the request-rate gate.
 type Gate struct {

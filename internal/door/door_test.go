@@ -1,6 +1,7 @@
 package door
 
 import (
+	"errors"
 	"github.com/sacpgw/gateway/internal/roster"
 	"log/slog"
 	"net/http"
@@ -136,5 +137,32 @@ func TestRoutePattern(t *testing.T) {
 		if got := (Route{Method: http.MethodGet, Path: path}).Pattern(); got != want {
 			t.Errorf("%s: %s, want %s", path, got, want)
 		}
+	}
+}
+
+// stubDoor counts its applies; Prepare fails when err is set.
+type stubDoor struct {
+	err     error
+	applied int
+}
+
+func (s *stubDoor) Routes() []Route { return nil }
+func (s *stubDoor) Prepare(*config.Config) (func(), error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return func() { s.applied++ }, nil
+}
+
+// TestConfigure: a door being built serves its first configuration once
+// Configure returns, and a configuration Prepare refuses is never applied.
+func TestConfigure(t *testing.T) {
+	ok := &stubDoor{}
+	if err := Configure(ok, &config.Config{}); err != nil || ok.applied != 1 {
+		t.Fatalf("Configure: err %v, applied %d; want nil and 1", err, ok.applied)
+	}
+	refused := &stubDoor{err: errors.New("bad servers")}
+	if err := Configure(refused, &config.Config{}); !errors.Is(err, refused.err) || refused.applied != 0 {
+		t.Fatalf("Configure of a refused config: err %v, applied %d; want the Prepare error and 0", err, refused.applied)
 	}
 }
