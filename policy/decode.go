@@ -28,25 +28,49 @@ func badShape(format string, args ...any) error {
 	return &malformed{msg: fmt.Sprintf(format, args...)}
 }
 
-// failCause returns the violation rule and message of a failed outcome.
-func failCause(out outcome, err error) (rule, msg string) {
+// decodeOr decodes the value of a successful outcome with decode; when the
+// evaluation failed or the value is of the wrong shape, the decision is
+// the one failed builds from the cause (the violation rule and message),
+// with nothing of the partly decoded value. The caller adds the decision
+// id and revision.
+func decodeOr[D any](out outcome, decode func(v any) (D, error), failed func(rule, msg string) D) D {
 	if out.err != nil {
-		return out.rule, out.err.Error()
+		return failed(out.rule, out.err.Error())
 	}
-	return RulePolicyMalformed, err.Error()
+	d, err := decode(out.value)
+	if err != nil {
+		return failed(RulePolicyMalformed, err.Error())
+	}
+	return d
+}
+
+// object reads a decision value that must be an object; what names it.
+func object(v any, what string) (map[string]any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, badShape("%s is %s, want an object", what, kind(v))
+	}
+	return m, nil
+}
+
+// reqOneOf reads the required string m[key], which must be one of
+// allowed; what names it and want lists allowed in the error.
+func reqOneOf(m map[string]any, key string, allowed map[string]bool, what, want string) (string, error) {
+	s, err := reqString(m, key)
+	if err != nil {
+		return "", err
+	}
+	if !allowed[s] {
+		return "", badShape("%s %q is not %s", what, s, want)
+	}
+	return s, nil
 }
 
 var approvalStatuses = map[string]bool{"approved": true, "rejected": true, "escalated": true, "clarification_needed": true}
 
 func approvalFrom(out outcome) ApprovalDecision {
-	d := ApprovalDecision{DecisionID: out.id, Revision: out.revision}
-	err := out.err
-	if err == nil {
-		err = decodeApproval(out.value, &d)
-	}
-	if err != nil {
-		rule, msg := failCause(out, err)
-		d = ApprovalDecision{
+	d := decodeOr(out, decodeApproval, func(rule, msg string) ApprovalDecision {
+		return ApprovalDecision{
 			Status:     "rejected",
 			Confidence: 0,
 			Feedback:   "rejected because the approval policy could not decide (fail closed): " + msg,
@@ -57,79 +81,74 @@ func approvalFrom(out outcome) ApprovalDecision {
 			}},
 			Suggestions: []string{"retry later; if this persists, the gateway's operators must fix the policy"},
 			Constraints: []string{},
-			DecisionID:  out.id,
-			Revision:    out.revision,
 			FailClosed:  true,
 			Error:       rule + ": " + msg,
 		}
-	}
+	})
+	d.DecisionID, d.Revision = out.id, out.revision
 	return d
 }
 
-func decodeApproval(v any, d *ApprovalDecision) error {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return badShape("approval decision is %s, want an object", kind(v))
+func decodeApproval(v any) (d ApprovalDecision, err error) {
+	m, err := object(v, "approval decision")
+	if err != nil {
+		return d, err
 	}
-	var err error
-	if d.Status, err = reqString(m, "status"); err != nil {
-		return err
-	}
-	if !approvalStatuses[d.Status] {
-		return badShape("approval decision status %q is not approved, rejected, escalated or clarification_needed", d.Status)
+	if d.Status, err = reqOneOf(m, "status", approvalStatuses, "approval decision status", "approved, rejected, escalated or clarification_needed"); err != nil {
+		return d, err
 	}
 	if d.Confidence, err = optNumber(m, "confidence"); err != nil {
-		return err
+		return d, err
 	}
 	if d.Confidence < 0 || d.Confidence > 1 {
-		return badShape("approval decision confidence %v is outside 0..1", d.Confidence)
+		return d, badShape("approval decision confidence %v is outside 0..1", d.Confidence)
 	}
 	if d.Feedback, err = optString(m, "feedback"); err != nil {
-		return err
+		return d, err
 	}
 	if d.ApprovedLocation, err = optString(m, "approved_location"); err != nil {
-		return err
+		return d, err
 	}
 	if d.EscalationReason, err = optString(m, "escalation_reason"); err != nil {
-		return err
+		return d, err
 	}
 	if d.Suggestions, err = optStrings(m, "suggestions"); err != nil {
-		return err
+		return d, err
 	}
 	if d.Constraints, err = optStrings(m, "constraints"); err != nil {
-		return err
+		return d, err
 	}
 	d.Violations = []Violation{}
 	if raw, ok := m["violations"]; ok && raw != nil {
 		list, ok := raw.([]any)
 		if !ok {
-			return badShape("approval decision violations is %s, want an array", kind(raw))
+			return d, badShape("approval decision violations is %s, want an array", kind(raw))
 		}
 		for i, x := range list {
 			vm, ok := x.(map[string]any)
 			if !ok {
-				return badShape("approval decision violations[%d] is %s, want an object", i, kind(x))
+				return d, badShape("approval decision violations[%d] is %s, want an object", i, kind(x))
 			}
 			var vi Violation
 			if vi.Rule, err = reqString(vm, "rule"); err != nil {
-				return err
+				return d, err
 			}
 			if vi.Description, err = optString(vm, "description"); err != nil {
-				return err
+				return d, err
 			}
 			if vi.Suggestion, err = optString(vm, "suggestion"); err != nil {
-				return err
+				return d, err
 			}
 			d.Violations = append(d.Violations, vi)
 		}
 	}
 	if d.Status == "approved" && len(d.Violations) > 0 {
-		return badShape("approval decision is approved with %d violation(s)", len(d.Violations))
+		return d, badShape("approval decision is approved with %d violation(s)", len(d.Violations))
 	}
 	if d.Status == "rejected" && len(d.Violations) == 0 {
-		return badShape("approval decision is rejected without a violation")
+		return d, badShape("approval decision is rejected without a violation")
 	}
-	return nil
+	return d, nil
 }
 
 func approvalSummary(d ApprovalDecision) summary {
@@ -146,26 +165,24 @@ func approvalSummary(d ApprovalDecision) summary {
 
 // chatFrom decodes a deny set; name is the policy ("chat", "messages").
 func chatFrom(out outcome, name string) ChatDecision {
-	d := ChatDecision{DecisionID: out.id, Revision: out.revision}
-	err := out.err
-	if err == nil {
-		d.Reasons, err = stringList(out.value, name+".deny")
-		sort.Strings(d.Reasons)
-		d.Deny = len(d.Reasons) > 0
-	}
-	if err != nil {
-		rule, msg := failCause(out, err)
-		d = ChatDecision{
+	d := decodeOr(out, func(v any) (ChatDecision, error) {
+		reasons, err := stringList(v, name+".deny")
+		sort.Strings(reasons)
+		return ChatDecision{Deny: len(reasons) > 0, Reasons: reasons}, err
+	}, func(rule, msg string) ChatDecision {
+		return ChatDecision{
 			Deny:       true,
 			Reasons:    []string{"the " + name + " policy could not decide (fail closed): " + msg},
-			DecisionID: out.id,
-			Revision:   out.revision,
 			FailClosed: true,
 			Error:      rule + ": " + msg,
 		}
-	}
+	})
+	d.DecisionID, d.Revision = out.id, out.revision
 	return d
 }
+
+// messagesFrom decodes the messages policy's deny set.
+func messagesFrom(out outcome) ChatDecision { return chatFrom(out, "messages") }
 
 func chatSummary(d ChatDecision) summary {
 	if !d.Deny {
@@ -178,47 +195,36 @@ var sacpStatuses = map[string]bool{"success": true, "failure": true, "clarificat
 	"retry_with_instruction": true, "WAITING_FOR_HUMAN": true}
 
 func guardrailsFrom(out outcome) GuardrailDecision {
-	d := GuardrailDecision{DecisionID: out.id, Revision: out.revision}
-	err := out.err
-	if err == nil {
-		err = decodeGuardrails(out.value, &d)
-	}
-	if err != nil {
-		rule, msg := failCause(out, err)
-		d = GuardrailDecision{
+	d := decodeOr(out, decodeGuardrails, func(rule, msg string) GuardrailDecision {
+		return GuardrailDecision{
 			Status:        "failure",
 			RedactMessage: true,
 			Reason:        "the guardrails policy could not decide (fail closed): " + msg,
-			DecisionID:    out.id,
-			Revision:      out.revision,
 			FailClosed:    true,
 			Error:         rule + ": " + msg,
 		}
-	}
+	})
+	d.DecisionID, d.Revision = out.id, out.revision
 	return d
 }
 
-func decodeGuardrails(v any, d *GuardrailDecision) error {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return badShape("guardrails response is %s, want an object", kind(v))
+func decodeGuardrails(v any) (d GuardrailDecision, err error) {
+	m, err := object(v, "guardrails response")
+	if err != nil {
+		return d, err
 	}
-	var err error
-	if d.Status, err = reqString(m, "status"); err != nil {
-		return err
-	}
-	if !sacpStatuses[d.Status] {
-		return badShape("guardrails response status %q is not success, failure, clarification_needed, completed, retry_with_instruction or WAITING_FOR_HUMAN", d.Status)
+	if d.Status, err = reqOneOf(m, "status", sacpStatuses, "guardrails response status", "success, failure, clarification_needed, completed, retry_with_instruction or WAITING_FOR_HUMAN"); err != nil {
+		return d, err
 	}
 	if raw, ok := m["redact_message"]; ok && raw != nil {
 		b, ok := raw.(bool)
 		if !ok {
-			return badShape("guardrails response redact_message is %s, want a boolean", kind(raw))
+			return d, badShape("guardrails response redact_message is %s, want a boolean", kind(raw))
 		}
 		d.RedactMessage = b
 	}
 	d.Reason, err = optString(m, "reason")
-	return err
+	return d, err
 }
 
 func guardrailsSummary(d GuardrailDecision) summary {
@@ -236,56 +242,41 @@ func guardrailsSummary(d GuardrailDecision) summary {
 var spawnStatuses = map[string]bool{"approved": true, "rejected": true, "escalated": true}
 
 func spawnFrom(out outcome) SpawnDecision {
-	d := SpawnDecision{DecisionID: out.id, Revision: out.revision}
-	err := out.err
-	if err == nil {
-		err = decodeSpawn(out.value, &d)
-	}
-	if err != nil {
-		rule, msg := failCause(out, err)
-		d = SpawnDecision{
+	d := decodeOr(out, decodeSpawn, func(rule, msg string) SpawnDecision {
+		return SpawnDecision{
 			Status:     "rejected",
 			Reasons:    []string{"the spawn policy could not decide (fail closed): " + msg},
-			DecisionID: out.id,
-			Revision:   out.revision,
 			FailClosed: true,
 			Error:      rule + ": " + msg,
 		}
-	}
+	})
+	d.DecisionID, d.Revision = out.id, out.revision
 	return d
 }
 
-func decodeSpawn(v any, d *SpawnDecision) error {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return badShape("spawn decision is %s, want an object", kind(v))
+func decodeSpawn(v any) (d SpawnDecision, err error) {
+	m, err := object(v, "spawn decision")
+	if err != nil {
+		return d, err
 	}
-	var err error
-	if d.Status, err = reqString(m, "status"); err != nil {
-		return err
-	}
-	if !spawnStatuses[d.Status] {
-		return badShape("spawn decision status %q is not approved, rejected or escalated", d.Status)
+	if d.Status, err = reqOneOf(m, "status", spawnStatuses, "spawn decision status", "approved, rejected or escalated"); err != nil {
+		return d, err
 	}
 	d.Reasons, err = optStrings(m, "reasons")
-	return err
+	return d, err
 }
 
 func workflowFrom(out outcome) WorkflowDecision {
-	d := WorkflowDecision{DecisionID: out.id, Revision: out.revision}
-	err := out.err
-	if err == nil {
-		allow, ok := out.value.(bool)
+	d := decodeOr(out, func(v any) (WorkflowDecision, error) {
+		allow, ok := v.(bool)
 		if !ok {
-			err = badShape("workflow decision is %s, want a boolean", kind(out.value))
+			return WorkflowDecision{}, badShape("workflow decision is %s, want a boolean", kind(v))
 		}
-		d.Allow = allow
-	}
-	if err != nil {
-		rule, msg := failCause(out, err)
-		d = WorkflowDecision{Reason: "the workflow policy could not decide (fail closed): " + msg,
-			DecisionID: out.id, Revision: out.revision, FailClosed: true, Error: rule + ": " + msg}
-	}
+		return WorkflowDecision{Allow: allow}, nil
+	}, func(rule, msg string) WorkflowDecision {
+		return WorkflowDecision{Reason: "the workflow policy could not decide (fail closed): " + msg, FailClosed: true, Error: rule + ": " + msg}
+	})
+	d.DecisionID, d.Revision = out.id, out.revision
 	return d
 }
 
@@ -312,7 +303,7 @@ func summarize(pt point, out outcome) summary {
 	case ptChat:
 		return chatSummary(chatFrom(out, "chat"))
 	case ptMessages:
-		return chatSummary(chatFrom(out, "messages"))
+		return chatSummary(messagesFrom(out))
 	case ptGuardrails:
 		return guardrailsSummary(guardrailsFrom(out))
 	case ptWorkflow, ptSignedURL, ptMCPClients:
