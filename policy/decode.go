@@ -44,26 +44,105 @@ func decodeOr[D any](out outcome, decode func(v any) (D, error), failed func(rul
 	return d
 }
 
-// object reads a decision value that must be an object; what names it.
-func object(v any, what string) (map[string]any, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, badShape("%s is %s, want an object", what, kind(v))
-	}
-	return m, nil
+// fields reads the members of a decision object. The first member of the
+// wrong shape is err, and every read after it is the zero value, so that
+// a decoder reads its members in order and checks err once.
+type fields struct {
+	m   map[string]any
+	err error
 }
 
-// reqOneOf reads the required string m[key], which must be one of
-// allowed; what names it and want lists allowed in the error.
-func reqOneOf(m map[string]any, key string, allowed map[string]bool, what, want string) (string, error) {
-	s, err := reqString(m, key)
-	if err != nil {
-		return "", err
+// object reads a decision value that must be an object; what names it.
+func object(v any, what string) fields {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fields{err: badShape("%s is %s, want an object", what, kind(v))}
 	}
-	if !allowed[s] {
-		return "", badShape("%s %q is not %s", what, s, want)
+	return fields{m: m}
+}
+
+// get is the member key; ok is false when it is absent or null, or an
+// earlier member was of the wrong shape.
+func (f *fields) get(key string) (raw any, ok bool) {
+	if f.err != nil {
+		return nil, false
 	}
-	return s, nil
+	raw = f.m[key]
+	return raw, raw != nil
+}
+
+// fail records the first member of the wrong shape.
+func (f *fields) fail(err error) {
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// req reads a required string.
+func (f *fields) req(key string) string {
+	if _, ok := f.get(key); !ok && f.err == nil {
+		f.fail(badShape("decision has no %q", key))
+	}
+	return f.str(key)
+}
+
+// oneOf reads a required string that must be one of allowed; what names
+// it and want lists allowed in the error.
+func (f *fields) oneOf(key string, allowed map[string]bool, what, want string) string {
+	s := f.req(key)
+	if f.err == nil && !allowed[s] {
+		f.fail(badShape("%s %q is not %s", what, s, want))
+	}
+	return s
+}
+
+// str reads an optional string; absent is "".
+func (f *fields) str(key string) string {
+	raw, ok := f.get(key)
+	if !ok {
+		return ""
+	}
+	s, ok := raw.(string)
+	if !ok {
+		f.fail(badShape("decision %q is %s, want a string", key, kind(raw)))
+	}
+	return s
+}
+
+// number reads an optional number; absent is 0.
+func (f *fields) number(key string) float64 {
+	raw, ok := f.get(key)
+	if !ok {
+		return 0
+	}
+	switch n := raw.(type) {
+	case json.Number:
+		x, err := n.Float64()
+		if err != nil {
+			f.fail(badShape("decision %q: %v", key, err))
+		}
+		return x
+	case float64:
+		return n
+	case int:
+		return float64(n)
+	}
+	f.fail(badShape("decision %q is %s, want a number", key, kind(raw)))
+	return 0
+}
+
+// strs reads an optional array (or set) of strings; absent is empty.
+func (f *fields) strs(key string) []string {
+	raw, ok := f.get(key)
+	if !ok {
+		if f.err != nil {
+			return nil
+		}
+		return []string{}
+	}
+	list, err := stringList(raw, key)
+	f.fail(err)
+	return list
 }
 
 var approvalStatuses = map[string]bool{"approved": true, "rejected": true, "escalated": true, "clarification_needed": true}
@@ -89,58 +168,27 @@ func approvalFrom(out outcome) ApprovalDecision {
 	return d
 }
 
-func decodeApproval(v any) (d ApprovalDecision, err error) {
-	m, err := object(v, "approval decision")
-	if err != nil {
-		return d, err
+func decodeApproval(v any) (ApprovalDecision, error) {
+	f := object(v, "approval decision")
+	d := ApprovalDecision{
+		Status:     f.oneOf("status", approvalStatuses, "approval decision status", "approved, rejected, escalated or clarification_needed"),
+		Confidence: f.number("confidence"),
 	}
-	if d.Status, err = reqOneOf(m, "status", approvalStatuses, "approval decision status", "approved, rejected, escalated or clarification_needed"); err != nil {
-		return d, err
-	}
-	if d.Confidence, err = optNumber(m, "confidence"); err != nil {
-		return d, err
-	}
-	if d.Confidence < 0 || d.Confidence > 1 {
+	if f.err == nil && (d.Confidence < 0 || d.Confidence > 1) {
 		return d, badShape("approval decision confidence %v is outside 0..1", d.Confidence)
 	}
-	if d.Feedback, err = optString(m, "feedback"); err != nil {
-		return d, err
+	d.Feedback = f.str("feedback")
+	d.ApprovedLocation = f.str("approved_location")
+	d.EscalationReason = f.str("escalation_reason")
+	d.Suggestions = f.strs("suggestions")
+	d.Constraints = f.strs("constraints")
+	raw, _ := f.get("violations")
+	if f.err != nil {
+		return d, f.err
 	}
-	if d.ApprovedLocation, err = optString(m, "approved_location"); err != nil {
+	var err error
+	if d.Violations, err = violations(raw); err != nil {
 		return d, err
-	}
-	if d.EscalationReason, err = optString(m, "escalation_reason"); err != nil {
-		return d, err
-	}
-	if d.Suggestions, err = optStrings(m, "suggestions"); err != nil {
-		return d, err
-	}
-	if d.Constraints, err = optStrings(m, "constraints"); err != nil {
-		return d, err
-	}
-	d.Violations = []Violation{}
-	if raw, ok := m["violations"]; ok && raw != nil {
-		list, ok := raw.([]any)
-		if !ok {
-			return d, badShape("approval decision violations is %s, want an array", kind(raw))
-		}
-		for i, x := range list {
-			vm, ok := x.(map[string]any)
-			if !ok {
-				return d, badShape("approval decision violations[%d] is %s, want an object", i, kind(x))
-			}
-			var vi Violation
-			if vi.Rule, err = reqString(vm, "rule"); err != nil {
-				return d, err
-			}
-			if vi.Description, err = optString(vm, "description"); err != nil {
-				return d, err
-			}
-			if vi.Suggestion, err = optString(vm, "suggestion"); err != nil {
-				return d, err
-			}
-			d.Violations = append(d.Violations, vi)
-		}
 	}
 	if d.Status == "approved" && len(d.Violations) > 0 {
 		return d, badShape("approval decision is approved with %d violation(s)", len(d.Violations))
@@ -149,6 +197,30 @@ func decodeApproval(v any) (d ApprovalDecision, err error) {
 		return d, badShape("approval decision is rejected without a violation")
 	}
 	return d, nil
+}
+
+// violations reads an approval decision's violations; absent is none.
+func violations(raw any) ([]Violation, error) {
+	out := []Violation{}
+	if raw == nil {
+		return out, nil
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, badShape("approval decision violations is %s, want an array", kind(raw))
+	}
+	for i, x := range list {
+		vm, ok := x.(map[string]any)
+		if !ok {
+			return nil, badShape("approval decision violations[%d] is %s, want an object", i, kind(x))
+		}
+		f := fields{m: vm}
+		out = append(out, Violation{Rule: f.req("rule"), Description: f.str("description"), Suggestion: f.str("suggestion")})
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+	return out, nil
 }
 
 func approvalSummary(d ApprovalDecision) summary {
@@ -208,23 +280,18 @@ func guardrailsFrom(out outcome) GuardrailDecision {
 	return d
 }
 
-func decodeGuardrails(v any) (d GuardrailDecision, err error) {
-	m, err := object(v, "guardrails response")
-	if err != nil {
-		return d, err
-	}
-	if d.Status, err = reqOneOf(m, "status", sacpStatuses, "guardrails response status", "success, failure, clarification_needed, completed, retry_with_instruction or WAITING_FOR_HUMAN"); err != nil {
-		return d, err
-	}
-	if raw, ok := m["redact_message"]; ok && raw != nil {
+func decodeGuardrails(v any) (GuardrailDecision, error) {
+	f := object(v, "guardrails response")
+	d := GuardrailDecision{Status: f.oneOf("status", sacpStatuses, "guardrails response status", "success, failure, clarification_needed, completed, retry_with_instruction or WAITING_FOR_HUMAN")}
+	if raw, ok := f.get("redact_message"); ok {
 		b, ok := raw.(bool)
 		if !ok {
 			return d, badShape("guardrails response redact_message is %s, want a boolean", kind(raw))
 		}
 		d.RedactMessage = b
 	}
-	d.Reason, err = optString(m, "reason")
-	return d, err
+	d.Reason = f.str("reason")
+	return d, f.err
 }
 
 func guardrailsSummary(d GuardrailDecision) summary {
@@ -254,16 +321,10 @@ func spawnFrom(out outcome) SpawnDecision {
 	return d
 }
 
-func decodeSpawn(v any) (d SpawnDecision, err error) {
-	m, err := object(v, "spawn decision")
-	if err != nil {
-		return d, err
-	}
-	if d.Status, err = reqOneOf(m, "status", spawnStatuses, "spawn decision status", "approved, rejected or escalated"); err != nil {
-		return d, err
-	}
-	d.Reasons, err = optStrings(m, "reasons")
-	return d, err
+func decodeSpawn(v any) (SpawnDecision, error) {
+	f := object(v, "spawn decision")
+	d := SpawnDecision{Status: f.oneOf("status", spawnStatuses, "spawn decision status", "approved, rejected or escalated"), Reasons: f.strs("reasons")}
+	return d, f.err
 }
 
 func workflowFrom(out outcome) WorkflowDecision {
@@ -313,59 +374,6 @@ func summarize(pt point, out outcome) summary {
 	default:
 		return spawnSummary(spawnFrom(out))
 	}
-}
-
-func reqString(m map[string]any, key string) (string, error) {
-	raw, ok := m[key]
-	if !ok || raw == nil {
-		return "", badShape("decision has no %q", key)
-	}
-	s, ok := raw.(string)
-	if !ok {
-		return "", badShape("decision %q is %s, want a string", key, kind(raw))
-	}
-	return s, nil
-}
-
-func optString(m map[string]any, key string) (string, error) {
-	raw, ok := m[key]
-	if !ok || raw == nil {
-		return "", nil
-	}
-	s, ok := raw.(string)
-	if !ok {
-		return "", badShape("decision %q is %s, want a string", key, kind(raw))
-	}
-	return s, nil
-}
-
-func optNumber(m map[string]any, key string) (float64, error) {
-	raw, ok := m[key]
-	if !ok || raw == nil {
-		return 0, nil
-	}
-	switch n := raw.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		if err != nil {
-			return 0, badShape("decision %q: %v", key, err)
-		}
-		return f, nil
-	case float64:
-		return n, nil
-	case int:
-		return float64(n), nil
-	}
-	return 0, badShape("decision %q is %s, want a number", key, kind(raw))
-}
-
-// optStrings reads an array (or set) of strings; absent is empty.
-func optStrings(m map[string]any, key string) ([]string, error) {
-	raw, ok := m[key]
-	if !ok || raw == nil {
-		return []string{}, nil
-	}
-	return stringList(raw, key)
 }
 
 // stringList reads an array (a Rego set arrives as an array, sorted) of strings.

@@ -46,16 +46,10 @@ func mcpFrom(out outcome) MCPDecision {
 	return d
 }
 
-func decodeMCP(v any) (d MCPDecision, err error) {
-	m, err := object(v, "mcp decision")
-	if err != nil {
-		return d, err
-	}
-	if d.Decision, err = reqOneOf(m, "decision", mcpDecisions, "mcp decision", "allow, deny or escalate"); err != nil {
-		return d, err
-	}
-	d.Reason, err = optString(m, "reason")
-	return d, err
+func decodeMCP(v any) (MCPDecision, error) {
+	f := object(v, "mcp decision")
+	d := MCPDecision{Decision: f.oneOf("decision", mcpDecisions, "mcp decision", "allow, deny or escalate"), Reason: f.str("reason")}
+	return d, f.err
 }
 
 func mcpSummary(d MCPDecision) summary {
