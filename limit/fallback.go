@@ -80,8 +80,6 @@ var (
 	_ Limiter = (*Fallback)(nil)
 	_ Budget  = (*Fallback)(nil)
 	_ Readier = (*Fallback)(nil)
-	_ Readier = (*Redis)(nil)
-	_ Readier = (*RedisBudget)(nil)
 )
 
 // Fallbacks counts the decisions taken locally because the primary failed

@@ -132,7 +132,10 @@ type Redis struct {
 	prefix string
 }
 
-var _ Limiter = (*Redis)(nil)
+var (
+	_ Limiter = (*Redis)(nil)
+	_ Readier = (*Redis)(nil)
+)
 
 // NewRedis returns a limiter on client. The client is the caller's: Redis
 // never closes it.
@@ -257,7 +260,10 @@ type RedisBudget struct {
 	prefix string
 }
 
-var _ Budget = (*RedisBudget)(nil)
+var (
+	_ Budget  = (*RedisBudget)(nil)
+	_ Readier = (*RedisBudget)(nil)
+)
 
 // NewRedisBudget returns a budget on client. The client is the caller's.
 func NewRedisBudget(client redis.UniversalClient, opts ...RedisOption) *RedisBudget {

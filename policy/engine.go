@@ -336,10 +336,7 @@ func (e *Engine) Stats() Stats {
 // timeout rather than a policy verdict; the decision is then still the
 // fail-closed rejection.
 func (e *Engine) Approval(ctx context.Context, input map[string]any) (ApprovalDecision, error) {
-	in, out, err := e.evaluate(ctx, ptApproval, input)
-	d := approvalFrom(out)
-	e.afterLive(ptApproval, in, out, approvalSummary(d))
-	return d, err
+	return decide(ctx, e, ptApproval, input, approvalFrom, approvalSummary)
 }
 
 // ChatDeny evaluates data.gateway.chat.deny for a chat request; input is
@@ -358,30 +355,21 @@ func (e *Engine) ChatDeny(ctx context.Context, input map[string]any) (ChatDecisi
 // authz}. Deny with Reasons means 403 policy_denied; failing closed denies,
 // and the error follows the rule of Approval.
 func (e *Engine) MessagesDeny(ctx context.Context, input map[string]any) (ChatDecision, error) {
-	in, out, err := e.evaluate(ctx, ptMessages, input)
-	d := chatFrom(out, "messages")
-	e.afterLive(ptMessages, in, out, chatSummary(d))
-	return d, err
+	return decide(ctx, e, ptMessages, input, messagesFrom, chatSummary)
 }
 
 // Guardrails evaluates data.gateway.guardrails.response for a validated
 // SACP answer; input is {agent, response}. Failing closed is status
 // "failure" with RedactMessage; the error follows the rule of Approval.
 func (e *Engine) Guardrails(ctx context.Context, input map[string]any) (GuardrailDecision, error) {
-	in, out, err := e.evaluate(ctx, ptGuardrails, input)
-	d := guardrailsFrom(out)
-	e.afterLive(ptGuardrails, in, out, guardrailsSummary(d))
-	return d, err
+	return decide(ctx, e, ptGuardrails, input, guardrailsFrom, guardrailsSummary)
 }
 
 // Spawn evaluates data.gateway.spawn.decision for a SPAWN_AGENT message;
 // input is {agent, message}. Failing closed is "rejected"; the error follows
 // the rule of Approval.
 func (e *Engine) Spawn(ctx context.Context, input map[string]any) (SpawnDecision, error) {
-	in, out, err := e.evaluate(ctx, ptSpawn, input)
-	d := spawnFrom(out)
-	e.afterLive(ptSpawn, in, out, spawnSummary(d))
-	return d, err
+	return decide(ctx, e, ptSpawn, input, spawnFrom, spawnSummary)
 }
 
 // Workflow evaluates data.gateway.workflow.allow for the start of a
@@ -389,10 +377,7 @@ func (e *Engine) Spawn(ctx context.Context, input map[string]any) (SpawnDecision
 // closed (an error, undefined, not a boolean) denies; the error follows the
 // rule of Approval.
 func (e *Engine) Workflow(ctx context.Context, input map[string]any) (WorkflowDecision, error) {
-	in, out, err := e.evaluate(ctx, ptWorkflow, input)
-	d := workflowFrom(out)
-	e.afterLive(ptWorkflow, in, out, workflowSummary(d))
-	return d, err
+	return decide(ctx, e, ptWorkflow, input, workflowFrom, workflowSummary)
 }
 
 // SignedURL evaluates data.gateway.workflow.signed_url_allowed for a signed
@@ -400,9 +385,16 @@ func (e *Engine) Workflow(ctx context.Context, input map[string]any) (WorkflowDe
 // {agent, workflow: {name, callers}, node, url: {raw, host, path}}. Only
 // true lets it pass; the error follows the rule of Approval.
 func (e *Engine) SignedURL(ctx context.Context, input map[string]any) (WorkflowDecision, error) {
-	in, out, err := e.evaluate(ctx, ptSignedURL, input)
-	d := workflowFrom(out)
-	e.afterLive(ptSignedURL, in, out, workflowSummary(d))
+	return decide(ctx, e, ptSignedURL, input, workflowFrom, workflowSummary)
+}
+
+// decide is every decision point's path: it evaluates pt for input,
+// decodes the outcome with from (which fails closed), and counts and
+// shadows the decision by its summary.
+func decide[D any](ctx context.Context, e *Engine, pt point, input map[string]any, from func(outcome) D, sum func(D) summary) (D, error) {
+	in, out, err := e.evaluate(ctx, pt, input)
+	d := from(out)
+	e.afterLive(pt, in, out, sum(d))
 	return d, err
 }
 

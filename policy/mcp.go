@@ -33,42 +33,23 @@ const (
 // for those methods). Failing closed (an error, undefined, a value of
 // another shape) denies; the error follows the rule of Approval.
 func (e *Engine) MCP(ctx context.Context, input map[string]any) (MCPDecision, error) {
-	in, out, err := e.evaluate(ctx, ptMCP, input)
-	d := mcpFrom(out)
-	e.afterLive(ptMCP, in, out, mcpSummary(d))
-	return d, err
+	return decide(ctx, e, ptMCP, input, mcpFrom, mcpSummary)
 }
 
 var mcpDecisions = map[string]bool{MCPAllow: true, MCPDeny: true, MCPEscalate: true}
 
 func mcpFrom(out outcome) MCPDecision {
-	d := MCPDecision{DecisionID: out.id, Revision: out.revision}
-	err := out.err
-	if err == nil {
-		err = decodeMCP(out.value, &d)
-	}
-	if err != nil {
-		rule, msg := failCause(out, err)
-		d = MCPDecision{Decision: MCPDeny, Reason: "the MCP policy could not decide (fail closed): " + msg,
-			DecisionID: out.id, Revision: out.revision, FailClosed: true, Error: rule + ": " + msg}
-	}
+	d := decodeOr(out, decodeMCP, func(rule, msg string) MCPDecision {
+		return MCPDecision{Decision: MCPDeny, Reason: "the MCP policy could not decide (fail closed): " + msg, FailClosed: true, Error: rule + ": " + msg}
+	})
+	d.DecisionID, d.Revision = out.id, out.revision
 	return d
 }
 
-func decodeMCP(v any, d *MCPDecision) error {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return badShape("mcp decision is %s, want an object", kind(v))
-	}
-	var err error
-	if d.Decision, err = reqString(m, "decision"); err != nil {
-		return err
-	}
-	if !mcpDecisions[d.Decision] {
-		return badShape("mcp decision %q is not allow, deny or escalate", d.Decision)
-	}
-	d.Reason, err = optString(m, "reason")
-	return err
+func decodeMCP(v any) (MCPDecision, error) {
+	f := object(v, "mcp decision")
+	d := MCPDecision{Decision: f.oneOf("decision", mcpDecisions, "mcp decision", "allow, deny or escalate"), Reason: f.str("reason")}
+	return d, f.err
 }
 
 func mcpSummary(d MCPDecision) summary {

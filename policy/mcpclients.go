@@ -13,8 +13,5 @@ const PointMCPClients = "mcp_clients.allow"
 // agent, server, client: {id, name, redirect_host}}. A boolean decision
 // like workflow.allow: only true allows, and failing closed refuses.
 func (e *Engine) MCPClient(ctx context.Context, input map[string]any) (WorkflowDecision, error) {
-	in, out, err := e.evaluate(ctx, ptMCPClients, input)
-	d := workflowFrom(out)
-	e.afterLive(ptMCPClients, in, out, workflowSummary(d))
-	return d, err
+	return decide(ctx, e, ptMCPClients, input, workflowFrom, workflowSummary)
 }

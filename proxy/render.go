@@ -25,14 +25,18 @@ type completionChoice struct {
 	FinishReason string            `json:"finish_reason"`
 }
 
-type completion struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *scope.Usage       `json:"usage,omitempty"`
+// completionOf is a chat completion (C: completionChoice) or a chunk of
+// its stream (C: the chunk's choice): the same object but for its choices.
+type completionOf[C any] struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []C          `json:"choices"`
+	Usage   *scope.Usage `json:"usage,omitempty"`
 }
+
+type completion = completionOf[completionChoice]
 
 func completionJSON(ans *answer, content, finish string, usage scope.Usage, withUsage bool) []byte {
 	c := completion{ID: ans.id, Object: "chat.completion", Created: ans.created, Model: ans.model,
@@ -60,14 +64,7 @@ func streamEvents(ans *answer, content, finish string, usage scope.Usage, withUs
 		Delta        delta   `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	}
-	type chunk struct {
-		ID      string       `json:"id"`
-		Object  string       `json:"object"`
-		Created int64        `json:"created"`
-		Model   string       `json:"model"`
-		Choices []choice     `json:"choices"`
-		Usage   *scope.Usage `json:"usage,omitempty"`
-	}
+	type chunk = completionOf[choice]
 	var out [][]byte
 	emit := func(c chunk) {
 		c.ID, c.Object, c.Created, c.Model = ans.id, "chat.completion.chunk", ans.created, ans.model

@@ -426,11 +426,11 @@ func assistant(path string, blocks []block) ([]neutral.ChatMessage, error) {
 		case "text":
 			texts = append(texts, *b.Text)
 		case "tool_use":
-			args, err := compactObject(b.Input)
+			args, err := neutral.Object(bpath+".input", b.Input)
 			if err != nil {
-				return nil, errorf(bpath+".input", "%v", err)
+				return nil, err
 			}
-			calls = append(calls, neutral.ChatToolCall{ID: *b.ID, Type: "function", Function: neutral.ChatFunction{Name: *b.Name, Arguments: args}})
+			calls = append(calls, neutral.ChatToolCall{ID: *b.ID, Type: "function", Function: neutral.ChatFunction{Name: *b.Name, Arguments: string(args)}})
 		case "thinking", "redacted_thinking":
 			// Dropped: see the package documentation.
 		default:
@@ -574,17 +574,14 @@ func (t *tool) translate(path string) (neutral.ChatTool, error) {
 	if neutral.IsNull(t.InputSchema) {
 		return neutral.ChatTool{}, errorf(path+".input_schema", "field required")
 	}
-	if t.InputSchema.Kind() != '{' {
-		return neutral.ChatTool{}, errorf(path+".input_schema", "must be an object")
+	schema, err := neutral.Object(path+".input_schema", t.InputSchema)
+	if err != nil {
+		return neutral.ChatTool{}, err
 	}
 	if t.CacheControl != nil {
 		if err := t.CacheControl.check(path + ".cache_control"); err != nil {
 			return neutral.ChatTool{}, err
 		}
-	}
-	schema, err := neutral.Compact(t.InputSchema)
-	if err != nil {
-		return neutral.ChatTool{}, errorf(path+".input_schema", "%v", err)
 	}
 	def := neutral.ChatToolDef{Name: t.Name, Parameters: schema}
 	if t.Description != nil {
@@ -622,17 +619,4 @@ func (c *toolChoice) translate() (jsontext.Value, *bool, error) {
 		parallel = &f
 	}
 	return choice, parallel, nil
-}
-
-// compactObject is a JSON object as the compact string OpenAI's arguments
-// carry.
-func compactObject(v jsontext.Value) (string, error) {
-	if v.Kind() != '{' {
-		return "", errors.New("must be an object")
-	}
-	c, err := neutral.Compact(v)
-	if err != nil {
-		return "", err
-	}
-	return string(c), nil
 }

@@ -200,17 +200,12 @@ func (s *Stream) choice(ch *choice) bool {
 
 // toolCall translates one tool call delta.
 func (s *Stream) toolCall(tc *toolCall) bool {
-	idx, more, interleaved := s.calls.Place(tc, s.open == blockTool)
+	idx, more, problem := s.calls.Place(tc, s.open == blockTool)
 	switch {
 	case more:
 		return s.arguments(tc.Function.Arguments)
-	case interleaved:
-		// Anthropic's blocks do not interleave: one closed is closed.
-		s.fail("api_error", "The upstream interleaved the deltas of its tool calls.")
-		return false
-	}
-	if tc.ID == "" || tc.Function.Name == "" {
-		s.fail("api_error", "The upstream started a tool call without an id or a name.")
+	case problem != "":
+		s.fail("api_error", problem)
 		return false
 	}
 	if !s.closeBlock() {

@@ -493,12 +493,9 @@ func (t *textConfig) translate() (jsontext.Value, string, error) {
 		if neutral.IsNull(f.Schema) {
 			return nil, "", errorf("text.format.schema", "field required")
 		}
-		if f.Schema.Kind() != '{' {
-			return nil, "", errorf("text.format.schema", "must be an object")
-		}
-		schema, err := neutral.Compact(f.Schema)
+		schema, err := neutral.Object("text.format.schema", f.Schema)
 		if err != nil {
-			return nil, "", errorf("text.format.schema", "%v", err)
+			return nil, "", err
 		}
 		type jsonSchema struct {
 			Name        string         `json:"name"`
@@ -735,12 +732,9 @@ func (t *tool) translate(path string) (neutral.ChatTool, error) {
 		def.Description = *t.Description
 	}
 	if !neutral.IsNull(t.Parameters) {
-		if t.Parameters.Kind() != '{' {
-			return neutral.ChatTool{}, errorf(path+".parameters", "must be an object")
-		}
-		schema, err := neutral.Compact(t.Parameters)
+		schema, err := neutral.Object(path+".parameters", t.Parameters)
 		if err != nil {
-			return neutral.ChatTool{}, errorf(path+".parameters", "%v", err)
+			return neutral.ChatTool{}, err
 		}
 		// The chat request omits an empty schema ({}), as it omits none.
 		if string(schema) != "{}" {

@@ -295,17 +295,12 @@ func (s *Stream) closePart() {
 
 // toolCall translates one tool call delta.
 func (s *Stream) toolCall(tc *toolCall) bool {
-	idx, more, interleaved := s.calls.Place(tc, s.open == itemCall)
+	idx, more, problem := s.calls.Place(tc, s.open == itemCall)
 	switch {
 	case more:
 		return s.arguments(tc.Function.Arguments)
-	case interleaved:
-		// Items are done one at a time: one done is done.
-		s.fail("server_error", "server_error", "The upstream interleaved the deltas of its tool calls.", nil)
-		return false
-	}
-	if tc.ID == "" || tc.Function.Name == "" {
-		s.fail("server_error", "server_error", "The upstream started a tool call without an id or a name.", nil)
+	case problem != "":
+		s.fail("server_error", "server_error", problem, nil)
 		return false
 	}
 	s.closeItem("completed")

@@ -133,6 +133,19 @@ func Compact(v jsontext.Value) (jsontext.Value, error) {
 	return c, nil
 }
 
+// Object is the JSON object at path as compact JSON (a copy), for the
+// schemas and arguments the neutral form carries; an error names path.
+func Object(path string, v jsontext.Value) (jsontext.Value, error) {
+	if v.Kind() != '{' {
+		return nil, Errorf(path, "must be an object")
+	}
+	c, err := Compact(v)
+	if err != nil {
+		return nil, Errorf(path, "%v", err)
+	}
+	return c, nil
+}
+
 // JSONString is s as a JSON string.
 func JSONString(s string) jsontext.Value {
 	return MustJSON(s)

@@ -140,9 +140,12 @@ type Calls struct {
 }
 
 // Place says where a tool call delta goes, open telling whether a call is
-// open: more of the open call (more), or a new call of OpenAI index idx;
-// interleaved, a call started before and since closed.
-func (c *Calls) Place(tc *ToolCall, open bool) (idx int, more, interleaved bool) {
+// open: more of the open call (more), or a new call of OpenAI index idx.
+// problem is the error message of a delta neither dialect can translate:
+// more of a call started before and since closed (a dialect's blocks or
+// items are written one at a time: one closed is closed), or a new call
+// without an id or a name.
+func (c *Calls) Place(tc *ToolCall, open bool) (idx int, more bool, problem string) {
 	switch {
 	case tc.Index != nil:
 		idx = *tc.Index
@@ -154,10 +157,15 @@ func (c *Calls) Place(tc *ToolCall, open bool) (idx int, more, interleaved bool)
 		// A new call without an index: one no upstream index can be.
 		idx = -1 - len(c.seen)
 	}
-	if open && idx == c.Index {
-		return idx, true, false
+	switch {
+	case open && idx == c.Index:
+		return idx, true, ""
+	case slices.Contains(c.seen, idx):
+		return idx, false, "The upstream interleaved the deltas of its tool calls."
+	case tc.ID == "" || tc.Function.Name == "":
+		return idx, false, "The upstream started a tool call without an id or a name."
 	}
-	return idx, false, slices.Contains(c.seen, idx)
+	return idx, false, ""
 }
 
 // Start opens the call of OpenAI index idx.
