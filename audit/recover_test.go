@@ -183,6 +183,16 @@ func TestOpenRefusesCorruption(t *testing.T) {
 			data := must(os.ReadFile(seg))
 			writeFile(t, seg, bytes.Replace(data, []byte(`"seq":2,`), []byte(`"seq":9,`), 1))
 		}, "damaged but line"},
+		// Zeros where entries were, as a block zeroed on disk (or a write
+		// into space reserved in advance that did not land) would leave:
+		// the entries after them are not a torn tail to move aside.
+		{"zeroed bytes followed by valid lines", func(t *testing.T, dir, seg string) {
+			data := must(os.ReadFile(seg))
+			start := bytes.IndexByte(data, '\n') + 1
+			end := start + bytes.IndexByte(data[start:], '\n')
+			clear(data[start:end])
+			writeFile(t, seg, data)
+		}, "damaged but line"},
 		{"line removed in the middle", func(t *testing.T, dir, seg string) {
 			lines := bytes.SplitAfter(must(os.ReadFile(seg)), []byte("\n"))
 			writeFile(t, seg, bytes.Join(append(lines[:1:1], lines[2:]...), nil))
