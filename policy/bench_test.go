@@ -345,3 +345,33 @@ func BenchmarkMCPCall(b *testing.B) { benchMCP(b, Options{Dir: defaultDir, NoWat
 func BenchmarkMCPCallFull(b *testing.B) {
 	benchMCP(b, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
 }
+
+// BenchmarkChatDenyContent is the shipped chat policy with the example rule
+// that reads every message (docs/examples/chat-content-policy.rego), the
+// request passed as the gateway's strict reader passes it: the rule cannot
+// be settled per agent, so every decision reads the request.
+func BenchmarkChatDenyContent(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(defaultDir)); err != nil {
+		b.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join("..", "docs", "examples", "chat-content-policy.rego"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	write(b, dir, "gateway/rules/chat/content.rego", string(example))
+	e := newEngine(b, Options{Dir: dir, NoWatch: true})
+	in := benchChatInput()
+	body, err := json.Marshal(in["request"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	in["agent"] = Preconvert(in["agent"])
+	in["request"] = ChatRequest{Body: body, Messages: 4}
+	eval := chatEval(e, in)
+	if err := eval(); err != nil {
+		b.Fatal(err)
+	}
+	e.live.Load().fast.pending.Wait()
+	latency(b, eval)
+}

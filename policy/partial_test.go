@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sacpgw/gateway/internal/roster"
 )
@@ -612,4 +613,31 @@ func readExample(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// A decision known before the request came (the shipped chat policy under
+// the reader's guarantees) evaluates nothing, so the engine's evaluation
+// timeout must not cost it a context and a timer: at 128 connections that
+// was a timer armed and stopped for every chat request.
+func TestReaderDecisionArmsNoTimer(t *testing.T) {
+	e := newEngine(t, Options{Dir: defaultDir, NoWatch: true, Timeout: time.Second})
+	in := benchChatInput()
+	body, err := json.Marshal(in["request"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	in["agent"] = Preconvert(in["agent"])
+	in["request"] = ChatRequest{Body: body, Messages: 4}
+	eval := chatEval(e, in)
+	if err := eval(); err != nil {
+		t.Fatal(err)
+	}
+	e.live.Load().fast.pending.Wait()
+	if err := eval(); err != nil { // the count's value is computed once
+		t.Fatal(err)
+	}
+	// Two allocations: the decision id and its reasons.
+	if n := testing.AllocsPerRun(200, func() { _ = eval() }); n > 2 {
+		t.Errorf("%v allocations per decided decision, want at most 2", n)
+	}
 }

@@ -88,14 +88,20 @@ func (p *prepared) readerPathFor(ctx context.Context, pt point, body ast.Body, s
 	return &readerPath{constant: true, value: out.value}
 }
 
+// known is the decision for a request of n messages when it needs no
+// evaluation: the path's constant, or the value computed for n before.
+func (rp *readerPath) known(n int) (any, bool) {
+	if rp.constant {
+		return rp.value, true
+	}
+	return rp.byCount.Load(n)
+}
+
 // decide is the decision for a request of n messages; ok is false when the
 // rewritten residual failed (the caller then evaluates as before, so that
 // the failure is reported with the policy's own rules).
 func (rp *readerPath) decide(ctx context.Context, p *prepared, n int) (any, bool) {
-	if rp.constant {
-		return rp.value, true
-	}
-	if v, ok := rp.byCount.Load(n); ok {
+	if v, ok := rp.known(n); ok {
 		return v, true
 	}
 	in := ast.NewObject([2]*ast.Term{ast.StringTerm("message_count"), ast.IntNumberTerm(n)})
