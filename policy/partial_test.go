@@ -645,18 +645,7 @@ func readExample(t *testing.T, name string) []byte {
 // was a timer armed and stopped for every chat request.
 func TestReaderDecisionArmsNoTimer(t *testing.T) {
 	e := newEngine(t, Options{Dir: defaultDir, NoWatch: true, Timeout: time.Second})
-	in := benchChatInput()
-	body, err := json.Marshal(in["request"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	in["agent"] = Preconvert(in["agent"])
-	in["request"] = ChatRequest{Body: body, Messages: 4}
-	eval := chatEval(e, in)
-	if err := eval(); err != nil {
-		t.Fatal(err)
-	}
-	e.live.Load().fast.pending.Wait()
+	eval := settledReaderEval(t, e)
 	if err := eval(); err != nil { // the count's value is computed once
 		t.Fatal(err)
 	}
