@@ -290,19 +290,28 @@ func benchChatFromJSON(b *testing.B, o Options) {
 // number of messages, computed once per number.
 func BenchmarkChatDenyAsRead(b *testing.B) {
 	e := newEngine(b, Options{Dir: defaultDir, NoWatch: true})
+	latency(b, settledReaderEval(b, e))
+}
+
+// settledReaderEval decides benchChatInput as the gateway's chat policy
+// stage passes it (a preconverted agent, the request as the strict reader
+// vouches for it), once the agent's partial evaluation has settled what
+// it can.
+func settledReaderEval(tb testing.TB, e *Engine) func() error {
+	tb.Helper()
 	in := benchChatInput()
 	body, err := json.Marshal(in["request"])
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	in["agent"] = Preconvert(in["agent"])
 	in["request"] = ChatRequest{Body: body, Messages: len(benchChatInput()["request"].(map[string]any)["messages"].([]any))}
 	eval := chatEval(e, in)
 	if err := eval(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	e.live.Load().fast.pending.Wait()
-	latency(b, eval)
+	return eval
 }
 
 // BenchmarkChatDenyInputFree is a chat policy that does not read the input
@@ -344,4 +353,22 @@ func BenchmarkMCPCall(b *testing.B) { benchMCP(b, Options{Dir: defaultDir, NoWat
 // BenchmarkMCPCallFull is the same with the whole policy on every call.
 func BenchmarkMCPCallFull(b *testing.B) {
 	benchMCP(b, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+}
+
+// BenchmarkChatDenyContent is the shipped chat policy with the example rule
+// that reads every message (docs/examples/chat-content-policy.rego), the
+// request passed as the gateway's strict reader passes it: the rule cannot
+// be settled per agent, so every decision reads the request.
+func BenchmarkChatDenyContent(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(defaultDir)); err != nil {
+		b.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join("..", "docs", "examples", "chat-content-policy.rego"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	write(b, dir, "gateway/rules/chat/content.rego", string(example))
+	e := newEngine(b, Options{Dir: dir, NoWatch: true})
+	latency(b, settledReaderEval(b, e))
 }

@@ -416,13 +416,6 @@ var noMetrics = metrics.NoOp()
 // otherwise.
 func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (ast.Value, outcome, error) {
 	p := e.live.Load()
-	if e.opts.Timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.opts.Timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.opts.Timeout)
-			defer cancel()
-		}
-	}
 	fp := fullPath
 	if p.constant[pt] == nil && !e.opts.noPartial {
 		fp = p.fastPathFor(pt, input)
@@ -432,7 +425,7 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		// nothing to convert, nothing to evaluate.
 		return nil, decided(p, pt, fp), nil
 	}
-	if out, ok := readerDecided(ctx, p, fp, input); ok {
+	if out, ok := readerDecided(ctx, e, p, fp, input); ok {
 		// Decided with the strict reader's guarantees; the shadow
 		// policies, if any, still get the whole input.
 		var in ast.Value
@@ -441,6 +434,11 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		}
 		return in, out, nil
 	}
+	// The bound comes only now: a decision known before the request came
+	// (above) evaluates nothing, and a deadline would cost it a context
+	// and a timer for nothing.
+	ctx, cancel := e.bounded(ctx)
+	defer cancel()
 	in, err := inputValue(input)
 	if err != nil {
 		return nil, outcome{id: newID(), revision: p.revision, rule: RulePolicyError, err: fmt.Errorf("input: %w", err)}, nil
@@ -468,7 +466,7 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 // readerDecided is the outcome of a chat decision whose request the strict
 // reader read (a ChatRequest), when the agent's residual under the
 // reader's guarantees decides it; ok false otherwise.
-func readerDecided(ctx context.Context, p *prepared, fp *fastPath, input map[string]any) (outcome, bool) {
+func readerDecided(ctx context.Context, e *Engine, p *prepared, fp *fastPath, input map[string]any) (outcome, bool) {
 	if fp.reader == nil {
 		return outcome{}, false
 	}
@@ -476,11 +474,29 @@ func readerDecided(ctx context.Context, p *prepared, fp *fastPath, input map[str
 	if !isReq || req.Messages < 1 {
 		return outcome{}, false
 	}
-	v, ok := fp.reader.decide(ctx, p, req.Messages)
+	v, ok := fp.reader.known(req.Messages)
+	if !ok {
+		// A number of messages not seen yet: the rewritten residual is
+		// evaluated, within the engine's bound.
+		ctx, cancel := e.bounded(ctx)
+		defer cancel()
+		v, ok = fp.reader.decide(ctx, p, req.Messages)
+	}
 	if !ok {
 		return outcome{}, false
 	}
 	return outcome{id: newID(), revision: p.revision, value: v}, true
+}
+
+// bounded is ctx with the engine's evaluation timeout, unless ctx ends
+// sooner already.
+func (e *Engine) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.opts.Timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.opts.Timeout {
+			return context.WithTimeout(ctx, e.opts.Timeout)
+		}
+	}
+	return ctx, func() {}
 }
 
 // decided is the outcome of a decision known before the request came:

@@ -120,6 +120,10 @@ func inputValue(input map[string]any) (ast.Value, error) {
 		case RawJSON:
 			val, err = JSONInput(r)
 		case ChatRequest:
+			if v, ok := r.Value.(ast.Value); ok {
+				val = v // built by the reader's own pass over Body
+				break
+			}
 			val, err = JSONInput(r.Body)
 		default:
 			val, err = ast.InterfaceToValue(v)
@@ -180,6 +184,92 @@ func (c *converter) release() {
 	converters.Put(c)
 }
 
+// InputBuilder builds a request's policy value from a strict reader's walk
+// over its body (it is the reader's strictjson.Sink), the value JSONInput
+// would give for the same bytes: a request whose decision reads it is
+// parsed once, by the reader. Get one with NewInputBuilder and hand it
+// back with Release once its Value is taken.
+type InputBuilder struct {
+	c *converter
+	// open are the containers being built, innermost last: the stack
+	// heights where each one's members begin.
+	open  []openContainer
+	value ast.Value
+	err   error
+}
+
+type openContainer struct {
+	obj          bool
+	kbase, vbase int
+}
+
+var builders = sync.Pool{New: func() any { return &InputBuilder{open: make([]openContainer, 0, 8)} }}
+
+// NewInputBuilder returns an empty builder.
+func NewInputBuilder() *InputBuilder {
+	b := builders.Get().(*InputBuilder)
+	b.c = converters.Get().(*converter)
+	return b
+}
+
+// Begin implements strictjson.Sink.
+func (b *InputBuilder) Begin(obj bool) {
+	b.open = append(b.open, openContainer{obj: obj, kbase: len(b.c.keys), vbase: len(b.c.vals)})
+}
+
+// Name implements strictjson.Sink.
+func (b *InputBuilder) Name(name string) { b.c.keys = append(b.c.keys, nameTermOf(name)) }
+
+// Scalar implements strictjson.Sink.
+func (b *InputBuilder) Scalar(raw jsontext.Value) {
+	v, err := scalarValue(raw)
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	b.done(v)
+}
+
+// End implements strictjson.Sink.
+func (b *InputBuilder) End() {
+	if len(b.open) == 0 {
+		b.err = errors.New("policy input: a container closed that was not open")
+		return
+	}
+	top := b.open[len(b.open)-1]
+	b.open = b.open[:len(b.open)-1]
+	if top.obj {
+		b.done(b.c.object(top.kbase, top.vbase))
+		return
+	}
+	b.done(b.c.array(top.vbase))
+}
+
+// done places a finished value: in its container, or as the document.
+func (b *InputBuilder) done(v ast.Value) {
+	if len(b.open) == 0 {
+		b.value = v
+		return
+	}
+	b.c.vals = append(b.c.vals, v)
+}
+
+// Value is the document built, for ChatRequest.Value; nil when the walk
+// did not hand over one whole value.
+func (b *InputBuilder) Value() any {
+	if b.err != nil || len(b.open) > 0 || b.value == nil {
+		return nil
+	}
+	return b.value
+}
+
+// Release hands the builder back; its Value stays valid.
+func (b *InputBuilder) Release() {
+	b.c.release()
+	b.c, b.value, b.err = nil, nil, nil
+	b.open = b.open[:0]
+	builders.Put(b)
+}
+
 // sharedTerms are the member names and values that recur in every chat
 // request, made once: terms are immutable to OPA (it shares its own
 // interned ones between evaluations the same way).
@@ -226,17 +316,7 @@ func (c *converter) value() (ast.Value, error) {
 		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
 		}
-		keys, vals := c.keys[kbase:], c.vals[vbase:]
-		terms := make([]ast.Term, len(vals)) // one allocation for the values' terms
-		kvs := make([][2]*ast.Term, len(vals))
-		for i, v := range vals {
-			terms[i].Value = v
-			kvs[i] = [2]*ast.Term{keys[i], &terms[i]}
-		}
-		clear(keys)
-		clear(vals)
-		c.keys, c.vals = c.keys[:kbase], c.vals[:vbase]
-		return ast.NewObject(kvs...), nil
+		return c.object(kbase, vbase), nil
 	case '[':
 		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
@@ -252,36 +332,62 @@ func (c *converter) value() (ast.Value, error) {
 		if _, err := c.dec.ReadToken(); err != nil {
 			return nil, err
 		}
-		vals := c.vals[base:]
-		terms := make([]ast.Term, len(vals))
-		elems := make([]*ast.Term, len(vals))
-		for i, v := range vals {
-			terms[i].Value = v
-			elems[i] = &terms[i]
-		}
-		clear(vals)
-		c.vals = c.vals[:base]
-		return ast.NewArray(elems...), nil
-	case '"':
-		raw, err := c.dec.ReadValue()
-		if err != nil {
-			return nil, err
-		}
-		return stringValue(raw)
+		return c.array(base), nil
 	}
-	tok, err := c.dec.ReadToken()
+	raw, err := c.dec.ReadValue()
 	if err != nil {
 		return nil, err
 	}
-	switch tok.Kind() {
+	return scalarValue(raw)
+}
+
+// object is the object whose members are the top of the stacks, from
+// kbase and vbase on; it takes them off.
+func (c *converter) object(kbase, vbase int) ast.Value {
+	keys, vals := c.keys[kbase:], c.vals[vbase:]
+	terms := make([]ast.Term, len(vals)) // one allocation for the values' terms
+	kvs := make([][2]*ast.Term, len(vals))
+	for i, v := range vals {
+		terms[i].Value = v
+		kvs[i] = [2]*ast.Term{keys[i], &terms[i]}
+	}
+	clear(keys)
+	clear(vals)
+	c.keys, c.vals = c.keys[:kbase], c.vals[:vbase]
+	return ast.NewObject(kvs...)
+}
+
+// array is the array whose elements are the top of the value stack, from
+// base on; it takes them off.
+func (c *converter) array(base int) ast.Value {
+	vals := c.vals[base:]
+	terms := make([]ast.Term, len(vals))
+	elems := make([]*ast.Term, len(vals))
+	for i, v := range vals {
+		terms[i].Value = v
+		elems[i] = &terms[i]
+	}
+	clear(vals)
+	c.vals = c.vals[:base]
+	return ast.NewArray(elems...)
+}
+
+// scalarValue is a string, number, true, false or null as written.
+// Numbers keep their literal text.
+func scalarValue(raw jsontext.Value) (ast.Value, error) {
+	switch raw.Kind() {
+	case '"':
+		return stringValue(raw)
 	case '0':
-		return ast.Number(tok.String()), nil
-	case 't', 'f':
-		return ast.Boolean(tok.Bool()), nil
+		return ast.Number(raw), nil
+	case 't':
+		return ast.Boolean(true), nil
+	case 'f':
+		return ast.Boolean(false), nil
 	case 'n':
 		return ast.Null{}, nil
 	}
-	return nil, fmt.Errorf("unexpected %v", tok.Kind())
+	return nil, fmt.Errorf("unexpected %v", raw.Kind())
 }
 
 // unquoted is the contents of a quoted JSON string the decoder returned
@@ -304,6 +410,14 @@ func nameTerm(raw jsontext.Value) (*ast.Term, error) {
 		return t, nil
 	}
 	return ast.StringTerm(string(s)), nil
+}
+
+// nameTermOf is nameTerm of a name already unquoted.
+func nameTermOf(name string) *ast.Term {
+	if t, ok := sharedTerms[name]; ok {
+		return t
+	}
+	return ast.StringTerm(name)
 }
 
 // stringValue is a string value, shared when it is a common one (a role).

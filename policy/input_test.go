@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	sj "github.com/sacpgw/gateway/internal/strictjson"
 )
 
 // JSONInput must give the policies the same document encoding/json and
@@ -100,5 +102,67 @@ func BenchmarkJSONInput(b *testing.B) {
 		if _, err := JSONInput(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// inputBuilderSeeds are documents of every shape the strict reader may
+// hand an InputBuilder: nesting, escapes, numbers as written, empty
+// containers, and chat requests with text and content parts.
+var inputBuilderSeeds = []string{
+	`{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0.2}`,
+	`{"a":{"b":[1,2.5,-3e4,null,true,false,"x\u00e9\n"]},"":{}}`,
+	`[]`, `"s"`, `12345678901234567890`, `{"z":1,"a":2}`, `1.0`, `{"k":[[],[{}]]}`, `null`, `true`,
+	`{"r\u006fle":"\u0075ser","messages":[{"role":"system"},{"role":"tool","tool_calls":[]}]}`,
+	`[{"a":[1,{"b":[2,{"c":3}]}],"d":4},[5,[6]]]`,
+	`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"-----BEGIN PRIVATE KEY-----"},{"type":"image_url","image_url":{"url":"https://x"}}]}]}`,
+}
+
+// The reader's pass builds exactly the value JSONInput converts from the
+// same bytes, for every document the strict reading accepts: a decision
+// made on the built value is the decision made on the body.
+func FuzzInputBuilder(f *testing.F) {
+	for _, s := range inputBuilderSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := NewInputBuilder()
+		defer b.Release()
+		if sj.CheckInto(data, nil, b) != nil {
+			return
+		}
+		want, err := JSONInput(data)
+		if err != nil {
+			t.Fatalf("the strict reading accepted %q, JSONInput refused it: %v", data, err)
+		}
+		got, ok := b.Value().(ast.Value)
+		if !ok {
+			t.Fatalf("%q: no value built", data)
+		}
+		if got.Compare(want) != 0 {
+			t.Fatalf("%q:\nbuilt     %v\nconverted %v", data, got, want)
+		}
+	})
+}
+
+// A walk that fails leaves no value, and the pooled builder keeps nothing
+// of it for the next document.
+func TestInputBuilderAfterAFailedWalk(t *testing.T) {
+	b := NewInputBuilder()
+	if err := sj.CheckInto([]byte(`{"messages":[{"role":"user","content":"a"},{"role":`), nil, b); err == nil {
+		t.Fatal("a truncated document passed")
+	}
+	if v := b.Value(); v != nil {
+		t.Errorf("a failed walk built %v", v)
+	}
+	b.Release()
+	b = NewInputBuilder()
+	defer b.Release()
+	body := []byte(`{"messages":[{"role":"user","content":"b"}]}`)
+	if err := sj.CheckInto(body, nil, b); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := JSONInput(body)
+	if got, _ := b.Value().(ast.Value); got == nil || got.Compare(want) != 0 {
+		t.Errorf("after a failed walk: built %v, want %v", got, want)
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sacpgw/gateway/internal/roster"
+	sj "github.com/sacpgw/gateway/internal/strictjson"
 )
 
 // The fast path (a decision settled per agent by partial evaluation, or its
@@ -100,6 +102,21 @@ func readerRequest(body RawJSON) (ChatRequest, bool) {
 	return ChatRequest{Body: body, Messages: len(req.Messages)}, true
 }
 
+// builtRequest is read with its Value built by the strict reader's pass.
+func builtRequest(t *testing.T, read ChatRequest) ChatRequest {
+	t.Helper()
+	b := NewInputBuilder()
+	defer b.Release()
+	if err := sj.CheckInto(read.Body, nil, b); err != nil {
+		t.Fatalf("%s: %v", read.Body, err)
+	}
+	read.Value = b.Value()
+	if read.Value == nil {
+		t.Fatalf("%s: no value built", read.Body)
+	}
+	return read
+}
+
 // chatDecisionsAgree runs the corpus through a fast and a reference engine
 // on dir and fails on the first decision they do not agree on: each input
 // as is, and, when the strict reader would accept its request, with the
@@ -132,6 +149,14 @@ func chatDecisionsAgree(t *testing.T, dir string) map[int]int {
 			if got, _ := fast.ChatDeny(ctx, asRead); !sameChat(got, want) ||
 				got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
 				t.Fatalf("%s: input %s as read:\nfast %+v\nfull %+v", dir, describe(in), got, want)
+			}
+			// And with the value the reader's pass built (what the
+			// gateway passes when ChatReadsRequest says the decision
+			// reads the request).
+			asRead["request"] = builtRequest(t, read)
+			if got, _ := fast.ChatDeny(ctx, asRead); !sameChat(got, want) ||
+				got.Revision != fast.Revision() || !idPattern.MatchString(got.DecisionID) {
+				t.Fatalf("%s: input %s as read, value built:\nfast %+v\nfull %+v", dir, describe(in), got, want)
 			}
 		}
 		fp := fast.live.Load().fastPathFor(ptChat, in)
@@ -612,4 +637,57 @@ func readExample(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// A decision known before the request came (the shipped chat policy under
+// the reader's guarantees) evaluates nothing, so the engine's evaluation
+// timeout must not cost it a context and a timer: at 128 connections that
+// was a timer armed and stopped for every chat request.
+func TestReaderDecisionArmsNoTimer(t *testing.T) {
+	allocs := func(o Options) float64 {
+		eval := settledReaderEval(t, newEngine(t, o))
+		if err := eval(); err != nil { // the count's value is computed once
+			t.Fatal(err)
+		}
+		return testing.AllocsPerRun(200, func() { _ = eval() })
+	}
+	without := allocs(Options{Dir: defaultDir, NoWatch: true})
+	with := allocs(Options{Dir: defaultDir, NoWatch: true, Timeout: time.Second})
+	if with > without {
+		t.Errorf("a decided decision allocates %v times with an evaluation timeout, %v without", with, without)
+	}
+}
+
+// The reader builds the request's value only for the agents whose chat
+// decision reads it: a rule that reads what the messages say, not the
+// shipped policy, which the number of messages decides.
+func TestChatReadsRequest(t *testing.T) {
+	shipped := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
+	dir := t.TempDir()
+	writeChatPolicy(t, dir, nil)
+	write(t, dir, "rules/content.rego", string(readExample(t, "chat-content-policy.rego")))
+	content := newEngine(t, Options{Dir: dir, NoWatch: true})
+	agent := Preconvert(AgentInput(testAgents()["claude-3"]))
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	in := map[string]any{"agent": agent, "model": "m", "dialect": "chat", "request": ChatRequest{Body: body, Messages: 1}}
+	for name, c := range map[string]struct {
+		e    *Engine
+		want bool
+	}{"shipped": {shipped, false}, "content": {content, true}} {
+		// Before the agent's partial evaluation the decision is made in
+		// full, and reads the request.
+		if !c.e.ChatReadsRequest(agent) {
+			t.Errorf("%s: an unsettled agent's decision does not read the request", name)
+		}
+		if _, err := c.e.ChatDeny(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		c.e.live.Load().fast.pending.Wait()
+		if got := c.e.ChatReadsRequest(agent); got != c.want {
+			t.Errorf("%s: ChatReadsRequest %v, want %v", name, got, c.want)
+		}
+	}
+	if !content.ChatReadsRequest(AgentInput(testAgents()["claude-3"])) {
+		t.Error("an agent not preconverted is evaluated in full, and reads the request")
+	}
 }

@@ -20,6 +20,11 @@ import (
 type ChatRequest struct {
 	Body     []byte
 	Messages int
+	// Value, when set, is Body as the engine would convert it, built by
+	// an InputBuilder during the reader's own pass over Body, so that a
+	// decision that reads the request does not parse it a second time.
+	// Nil: the engine converts Body when a decision reads it.
+	Value any
 }
 
 // What the reader guarantees, as the residual sees it: the input document
@@ -88,14 +93,20 @@ func (p *prepared) readerPathFor(ctx context.Context, pt point, body ast.Body, s
 	return &readerPath{constant: true, value: out.value}
 }
 
+// known is the decision for a request of n messages when it needs no
+// evaluation: the path's constant, or the value computed for n before.
+func (rp *readerPath) known(n int) (any, bool) {
+	if rp.constant {
+		return rp.value, true
+	}
+	return rp.byCount.Load(n)
+}
+
 // decide is the decision for a request of n messages; ok is false when the
 // rewritten residual failed (the caller then evaluates as before, so that
 // the failure is reported with the policy's own rules).
 func (rp *readerPath) decide(ctx context.Context, p *prepared, n int) (any, bool) {
-	if rp.constant {
-		return rp.value, true
-	}
-	if v, ok := rp.byCount.Load(n); ok {
+	if v, ok := rp.known(n); ok {
 		return v, true
 	}
 	in := ast.NewObject([2]*ast.Term{ast.StringTerm("message_count"), ast.IntNumberTerm(n)})
@@ -346,4 +357,34 @@ func readsReader(x any, known map[ast.Var]readerValue) bool {
 		return found
 	})
 	return found
+}
+
+// ChatReadsRequest reports whether a chat decision for agent (its input.agent
+// as the gateway passes it, preconverted) reads the request beyond what the
+// strict reader guarantees, so that the reader should build the request's
+// value in its own pass (ChatRequest.Value): a rule that reads what the
+// messages say, a decision evaluated in full, or shadow policies, which get
+// the whole input. False when the decision is settled without the request's
+// value (a constant, or decided by the number of messages). It is advice:
+// a decision without a Value converts Body as before.
+func (e *Engine) ChatReadsRequest(agent any) bool {
+	p := e.live.Load()
+	switch {
+	case e.shadowJobs != nil:
+		return true
+	case p.constant[ptChat] != nil:
+		return false
+	case e.opts.noPartial || !p.partialOK[ptChat]:
+		return true
+	}
+	a, ok := agent.(ast.Object)
+	if !ok {
+		return true
+	}
+	v, ok := p.fast.byAgent[ptChat].Load(a)
+	if !ok {
+		return true
+	}
+	fp := v.(*fastPath)
+	return fp.kind != pathConstant && fp.reader == nil
 }

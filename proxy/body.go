@@ -12,8 +12,10 @@ import (
 
 	"github.com/sacpgw/gateway/internal/apierror"
 	"github.com/sacpgw/gateway/internal/httpx"
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
+	"github.com/sacpgw/gateway/policy"
 )
 
 // Kind is the OpenAI operation a chain serves.
@@ -55,16 +57,25 @@ type Message struct {
 // max_request_size (never buffering more than that), checks that it is
 // valid UTF-8 JSON with the fields the operation needs, and records the
 // model, the stream flag and a prompt-size estimate on the Exchange.
-func ReadBody(kind Kind) Stage {
+func ReadBody(kind Kind) Stage { return readBody(kind, nil) }
+
+// readBody is ReadBody that, for an agent whose chat policy reads the
+// request (reads), builds the policy's value of the body in the strict
+// reading's own pass (ex.BodyValue): one parse for the reader and the
+// policy.
+func readBody(kind Kind, reads func(*roster.Agent) bool) Stage {
 	return StageFunc(func(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 		ex := scope.Get(r.Context())
 		body, err := httpx.ReadLimited(r, int64(ex.Agent.MaxRequestSize))
 		if err != nil {
 			return err
 		}
-		req, err := DecodeRequest(kind, body)
+		req, value, err := decodeRead(kind, body, reads != nil && reads(ex.Agent))
 		if err != nil {
 			return err
+		}
+		if value != nil {
+			ex.BodyValue = policy.ChatRequest{Body: body, Messages: len(req.Messages), Value: value}
 		}
 		ex.Body = body
 		ex.PayloadSHA256 = sha256Hex(body)
@@ -82,9 +93,31 @@ func ReadBody(kind Kind) Stage {
 	})
 }
 
+// decodeRead is DecodeRequest that, with build, also returns the policy's
+// value of the body, built in the strict reading's pass.
+func decodeRead(kind Kind, body []byte, build bool) (*Request, any, error) {
+	if !build {
+		req, err := decodeRequest(kind, body, nil)
+		return req, nil, err
+	}
+	b := policy.NewInputBuilder()
+	defer b.Release()
+	req, err := decodeRequest(kind, body, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return req, b.Value(), nil
+}
+
 // DecodeRequest parses and checks a request body. It is the parser of
 // untrusted input that FuzzDecodeRequest exercises.
 func DecodeRequest(kind Kind, body []byte) (*Request, error) {
+	return decodeRequest(kind, body, nil)
+}
+
+// decodeRequest is DecodeRequest that hands the body to sink (nil: none)
+// as the strict reading walks it.
+func decodeRequest(kind Kind, body []byte, sink sj.Sink) (*Request, error) {
 	if len(body) == 0 {
 		return nil, apierror.BadRequest("", "We could not parse the JSON body of your request: the body is empty.")
 	}
@@ -98,7 +131,7 @@ func DecodeRequest(kind Kind, body []byte) (*Request, error) {
 	// The typed fields below are then read case-sensitively (json v2's
 	// defaults, in one pass), as a provider reads them, so the original
 	// bytes can go upstream as they are.
-	if err := sj.Check(body, requestFields); err != nil {
+	if err := sj.CheckInto(body, requestFields, sink); err != nil {
 		var se *sj.Error
 		if errors.As(err, &se) {
 			return nil, apierror.BadRequest(se.Path, "Invalid request body: %s.", se.Error())
@@ -132,12 +165,22 @@ func DecodeRequest(kind Kind, body []byte) (*Request, error) {
 			return nil, apierror.BadRequest("input", "Missing required parameter: 'input'.")
 		}
 	}
-	for name, p := range map[string]*int{"max_tokens": req.MaxTokens, "max_completion_tokens": req.MaxCompletionTokens} {
-		if p != nil && *p < 0 {
-			return nil, apierror.BadRequest(name, "Invalid '%s': must not be negative.", name)
-		}
+	if err := notNegative("max_tokens", req.MaxTokens); err != nil {
+		return nil, err
+	}
+	if err := notNegative("max_completion_tokens", req.MaxCompletionTokens); err != nil {
+		return nil, err
 	}
 	return &req, nil
+}
+
+// notNegative refuses a negative count the request set. (A map of the two
+// ranged over cost every request a map's hashing.)
+func notNegative(name string, p *int) error {
+	if p != nil && *p < 0 {
+		return apierror.BadRequest(name, "Invalid '%s': must not be negative.", name)
+	}
+	return nil
 }
 
 func jsonReason(err error) string {

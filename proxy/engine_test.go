@@ -62,6 +62,7 @@ type engine struct {
 type engineOpts struct {
 	protocol string // appended under protocol:
 	timeout  string // timeouts.response
+	policies string // the policy directory; "": the repository's
 }
 
 func newEngine(t *testing.T, up http.HandlerFunc, o engineOpts) *engine {
@@ -108,7 +109,10 @@ audit: {dir: ` + filepath.Join(dir, "audit") + `, chain: t, fail_mode: closed}
 		t.Fatal(err)
 	}
 	t.Cleanup(ups.Close)
-	pol, err := policy.New(policy.Options{Dir: "../rego", Logger: log, NoWatch: true})
+	if o.policies == "" {
+		o.policies = "../rego"
+	}
+	pol, err := policy.New(policy.Options{Dir: o.policies, Logger: log, NoWatch: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,5 +559,58 @@ func TestEngineProtocolRefusesAmbiguousAnswers(t *testing.T) {
 				t.Errorf("content %s", doc.Choices[0].Message.Content)
 			}
 		})
+	}
+}
+
+// A chat policy that reads what the messages say gets the request as the
+// strict reader built it in its own pass (one parse for both), and decides
+// on it as on the body; the shipped policy, which the number of messages
+// decides, has nothing built for it.
+func TestEngineContentPolicyReadsTheReadersValue(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../rego")); err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../docs/examples/chat-content-policy.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gateway", "rules", "chat", "content.rego"), example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, jsonAnswer("hello"), engineOpts{policies: dir})
+	key := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"text","text":"-----BEGIN RSA PRIVATE KEY-----"}]}]}`
+	for range 3 { // the first decision is made in full, the later ones on the agent's residual
+		w, ex := e.do(e.gw.ChatCompletions(), "tok-plain", hello)
+		if w.Code != http.StatusOK {
+			t.Fatalf("a clean request: %d %s", w.Code, w.Body)
+		}
+		if read, ok := ex.BodyValue.(policy.ChatRequest); !ok || read.Value == nil || read.Messages != 1 {
+			t.Fatalf("the reader built nothing for a policy that reads the messages: %#v", ex.BodyValue)
+		}
+		w, ex = e.do(e.gw.ChatCompletions(), "tok-plain", key)
+		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "a message carries a private key") {
+			t.Fatalf("a private key in a content part: %d %s", w.Code, w.Body)
+		}
+		if v, _ := ex.Verdict(scope.CheckPolicy); v.Verdict != "deny" {
+			t.Fatalf("verdict %+v", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	shipped := newEngine(t, jsonAnswer("hello"), engineOpts{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, ex := shipped.do(shipped.gw.ChatCompletions(), "tok-plain", key)
+		if w.Code != http.StatusOK {
+			t.Fatalf("the shipped policy: %d %s", w.Code, w.Body)
+		}
+		if ex.BodyValue == nil {
+			break // settled for the agent: nothing to build
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shipped policy, settled by the number of messages, still has the reader build the request's value")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -125,7 +125,7 @@ func New(d Deps) (*Gateway, error) {
 	rd := newResponsesDialect(d.Responses, d.Config, d.Log)
 	st := stageSet{
 		stJournal: StageFunc(g.journalStage), stIdentify: ident,
-		stReadChat: ReadBody(KindChat), stReadEmbeddings: ReadBody(KindEmbeddings), stReadCount: readCount(),
+		stReadChat: readBody(KindChat, policyReads(d.Policies, agentInputs)), stReadEmbeddings: ReadBody(KindEmbeddings), stReadCount: readCount(),
 		stFromMessages: messagesDialect.readRequest(), stFromResponses: rd.readRequest(),
 		stAzureChat: azureRequest(KindChat, "/chat/completions"), stAzureEmbeddings: azureRequest(KindEmbeddings, "/embeddings"),
 		stModel: StageFunc(g.allowModel), stLimits: lim, stRate: StageFunc(lim.rateStage),

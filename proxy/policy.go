@@ -101,6 +101,10 @@ func ChatPolicy(p Policies, agents *AgentInputs) Stage {
 		var request any = policy.RawJSON(ex.Body)
 		if ex.Messages > 0 {
 			request = policy.ChatRequest{Body: ex.Body, Messages: ex.Messages}
+			if read, ok := ex.BodyValue.(policy.ChatRequest); ok && sameBytes(read.Body, ex.Body) {
+				// The value the reader built in its pass over this body.
+				request = read
+			}
 		}
 		in := map[string]any{"agent": agents.of(ex.Agent), "request": request, "model": ex.Model, "dialect": dialect}
 		d, _ := p.ChatDeny(r.Context(), in)
@@ -114,6 +118,28 @@ func ChatPolicy(p Policies, agents *AgentInputs) Stage {
 		next.ServeHTTP(w, r)
 		return nil
 	})
+}
+
+// sameBytes reports whether a and b are the same bytes in memory (not
+// merely equal ones): a value read from a body describes that body only.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// requestReader is the engine's advice on whether an agent's chat decision
+// reads the request past the reader's guarantees (policy.Engine).
+type requestReader interface {
+	ChatReadsRequest(agent any) bool
+}
+
+// policyReads is, for the chat reader, whether an agent's chat policy
+// reads the request; nil when the engine gives no such advice.
+func policyReads(p Policies, agents *AgentInputs) func(*roster.Agent) bool {
+	rr, ok := p.(requestReader)
+	if !ok {
+		return nil
+	}
+	return func(a *roster.Agent) bool { return rr.ChatReadsRequest(agents.of(a)) }
 }
 
 // guard applies data.gateway.guardrails.response to a validated answer

@@ -84,3 +84,19 @@ func TestReadLimited(t *testing.T) {
 		})
 	}
 }
+
+// A body of the declared length is read into one allocation of its size:
+// every chat request passes here.
+func TestReadLimitedAllocatesTheBodyOnce(t *testing.T) {
+	body := strings.Repeat("x", 300)
+	allocs := testing.AllocsPerRun(100, func() {
+		r := &http.Request{Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
+		if got, err := ReadLimited(r, 1<<20); err != nil || len(got) != len(body) {
+			t.Fatalf("got %d bytes, %v", len(got), err)
+		}
+	})
+	// The buffer, the limit reader, the request and its body reader.
+	if allocs > 4 {
+		t.Errorf("%v allocations per read", allocs)
+	}
+}

@@ -119,6 +119,11 @@ type Exchange struct {
 	// Messages is how many messages the strict reading of a chat request
 	// found (at least one); 0 for other operations.
 	Messages int
+	// BodyValue is what the strict reading of a chat request built for
+	// the chat policy in the same pass (a policy.ChatRequest holding the
+	// Body it was read from), when the agent's policy reads the request;
+	// nil otherwise. It describes that Body only.
+	BodyValue any
 	// TokenEstimate is the prompt size estimated before the call.
 	TokenEstimate int
 	// MaxTokens is the completion bound the request set (max_tokens or

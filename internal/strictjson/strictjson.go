@@ -179,6 +179,28 @@ func Check(data []byte, f *Fields) error {
 	return err
 }
 
+// Sink receives the document as the strict reading walks it, in document
+// order, for a caller that builds its own representation of it in the
+// same pass instead of parsing the bytes again (the chat policy's input).
+// What it was given is worth nothing when the reading fails.
+type Sink interface {
+	// Begin opens an object (obj) or an array.
+	Begin(obj bool)
+	// Name is the name of the object member whose value comes next.
+	Name(name string)
+	// Scalar is a string, number, true, false or null as written (a
+	// string quoted); raw is valid only during the call.
+	Scalar(raw jsontext.Value)
+	// End closes the innermost object or array.
+	End()
+}
+
+// CheckInto is Check that also hands the document to s as it reads it.
+func CheckInto(data []byte, f *Fields, s Sink) error {
+	_, err := walkInto(data, f, nil, nil, s)
+	return err
+}
+
 // Rewrite reads data strictly against f, calls v for every string value,
 // and, when v changed any, returns the checked bytes with those values
 // replaced (quoted anew); otherwise data itself and changed=false.
@@ -229,12 +251,17 @@ func splice(data []byte, repl []span) []byte {
 // buffers are pooled: a chunk of a stream is read without allocating
 // beyond the strings handed to v.
 func walk(data []byte, top *Fields, v, name Visit) ([]span, error) {
+	return walkInto(data, top, v, name, nil)
+}
+
+// walkInto is walk that also hands the document to sink (nil: none).
+func walkInto(data []byte, top *Fields, v, name Visit, sink Sink) ([]span, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Msg: "the body is empty"}
 	}
 	w := walkers.Get().(*walker)
 	defer w.release()
-	w.data = data
+	w.data, w.sink = data, sink
 	w.reader.Reset(data)
 	w.dec.Reset(&w.reader)
 	return w.run(top, v, name)
@@ -270,13 +297,15 @@ type walker struct {
 	renames []renamed
 	// data is the document, for reading an object's names again.
 	data []byte
+	// sink, if set, is handed the document as it is read.
+	sink Sink
 }
 
 var walkers = sync.Pool{New: func() any { return new(walker) }}
 
 func (w *walker) release() {
 	w.stack, w.path, w.scratch, w.renames = w.stack[:0], w.path[:0], w.scratch[:0], w.renames[:0]
-	w.name, w.hasName, w.data = "", false, nil
+	w.name, w.hasName, w.data, w.sink = "", false, nil, nil
 	w.reader.Reset(nil)
 	w.dec.Reset(&w.reader)
 	walkers.Put(w)
@@ -327,6 +356,9 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 		case '{', '[':
 			f := w.enter(top)
 			w.stack = append(w.stack, frame{f: f, obj: k == '{', start: dec.InputOffset() - 1})
+			if w.sink != nil {
+				w.sink.Begin(k == '{')
+			}
 			continue
 		case '}', ']':
 			if n := len(w.renames); n > 0 && w.renames[n-1].depth == len(w.stack) {
@@ -340,6 +372,9 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 			}
 			w.stack = w.stack[:len(w.stack)-1]
 			w.leave()
+			if w.sink != nil {
+				w.sink.End()
+			}
 		default:
 			raw, err := dec.ReadValue()
 			if err != nil {
@@ -356,11 +391,17 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 						return nil, err
 					}
 					w.name, w.hasName = f.intern(w.scratch), true
+					if w.sink != nil {
+						w.sink.Name(w.name)
+					}
 					if name != nil && !f.knows(w.name) {
 						sp, replaced = w.rename(name, int64(len(raw)), len(repl))
 					}
 				} else {
 					w.enter(top)
+					if w.sink != nil {
+						w.sink.Scalar(raw)
+					}
 					if v != nil {
 						s := string(w.scratch)
 						if r, ok := v(w.path, s); ok && r != s {
@@ -388,6 +429,9 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 				if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
 					return nil, &Error{Path: w.path.String(), Msg: "a number out of range"}
 				}
+			}
+			if w.sink != nil {
+				w.sink.Scalar(raw)
 			}
 			w.leave()
 		}
