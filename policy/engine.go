@@ -449,6 +449,14 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		}
 		return in, out, nil
 	}
+	key, memo := memoKey(fp, input)
+	if v, ok := fp.memoized(key, memo); ok {
+		var in ast.Value
+		if e.shadowJobs != nil {
+			in, _ = inputValue(input)
+		}
+		return in, outcome{id: newID(), revision: p.revision, value: v}, nil
+	}
 	in, err := inputValue(input)
 	if err != nil {
 		return nil, outcome{id: newID(), revision: p.revision, rule: RulePolicyError, err: fmt.Errorf("input: %w", err)}, nil
@@ -459,6 +467,9 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		out = decided(p, pt, fp)
 	case pathResidual:
 		out = evalQuery(ctx, fp.residual.compiler, p, &fp.residual.q, pt, in)
+		if out.err == nil && memo {
+			fp.memo.remember(key, out.value)
+		}
 		if out.err != nil && ctx.Err() == nil {
 			// A failing decision is evaluated again in full, so that the
 			// cause it reports names the policy's own rules and lines.
