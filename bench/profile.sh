@@ -147,8 +147,8 @@ CLK_TCK=$(getconf CLK_TCK)
 tag=$MODE-c$CONNS
 [ "$CONFIG" = plain ] || tag=$MODE-$CONFIG${STAGE_OFF:+-no-$STAGE_OFF}-c$CONNS
 for t in bare gateway; do
-	port=$BARE_PORT pid=${PIDS[1]}
-	[ "$t" = gateway ] && port=$GATEWAY_PORT pid=${PIDS[2]}
+	port=$BARE_PORT pid=${PIDS[2]}
+	[ "$t" = gateway ] && port=$GATEWAY_PORT pid=${PIDS[3]}
 	url=http://127.0.0.1:$port/v1/chat/completions
 	if [ "$MODE" = mcp ]; then
 		url=http://127.0.0.1:$port/mcp
