@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -54,5 +56,49 @@ _outcomes contains {"decision": "allow", "reason": ""} if {
 				t.Errorf("remembered: got %v, want %v (fast path %d)", fp.memo != nil, tc.memo, fp.kind)
 			}
 		})
+	}
+}
+
+// TestMemoConcurrent: decisions of one agent at once, some remembering and
+// some reading what was remembered, agree with full evaluation (go test
+// -race checks the memo's sharing).
+func TestMemoConcurrent(t *testing.T) {
+	fast := newEngine(t, Options{Dir: defaultDir, NoWatch: true})
+	full := newEngine(t, Options{Dir: defaultDir, NoWatch: true, noPartial: true})
+	agent := diffAgents()[0]
+	ctx := context.Background()
+	inputs := make([]map[string]any, 0, 8)
+	for i, name := range []string{"read_file", "rm", "read_file", "ls", "rm", "cat", "ls", "read_file"} {
+		destructive := mustJSONInput(`{"destructiveHint":` + map[bool]string{true: "true", false: "false"}[name == "rm"] + `}`)
+		inputs = append(inputs, map[string]any{"agent": agent, "server": "fs", "method": "tools/call",
+			"tool": map[string]any{"name": name, "annotations": destructive}, "authz": AuthzInput(Authz{Allowed: i%3 != 0}),
+			"arguments": RawJSON(`{"path":"a.txt"}`)})
+	}
+	if _, err := fast.MCP(ctx, inputs[0]); err != nil {
+		t.Fatal(err)
+	}
+	fast.live.Load().fast.pending.Wait()
+	want := make([]MCPDecision, len(inputs))
+	for i, in := range inputs {
+		want[i], _ = full.MCP(ctx, in)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 8 {
+		wg.Go(func() {
+			for j := range 50 {
+				i := (g + j) % len(inputs)
+				got, _ := fast.MCP(ctx, inputs[i])
+				if got.Decision != want[i].Decision || got.Reason != want[i].Reason {
+					errs <- fmt.Sprintf("input %d: fast %s %q, full %s %q", i, got.Decision, got.Reason, want[i].Decision, want[i].Reason)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
