@@ -449,7 +449,8 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		}
 		return in, out, nil
 	}
-	key, memo := memoKey(fp, input)
+	var buf [128]byte
+	key, memo := memoKey(buf[:0], fp, input)
 	if v, ok := fp.memoized(key, memo); ok {
 		var in ast.Value
 		if e.shadowJobs != nil {

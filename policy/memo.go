@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -24,8 +23,8 @@ type memoPath struct {
 	// paths are where the residual reads the input: each a member path
 	// below input, read as input.a.b or object.get(input, ["a", "b"], _).
 	paths [][]string
-	byKey sync.Map // string (memoKey) → any: the decision's value
-	n     atomic.Int64
+	mu    sync.RWMutex
+	byKey map[string]any // memoKey → the decision's value
 }
 
 // Bounds on what one agent's memo holds: past maxMemoKeys values, or for a
@@ -164,94 +163,98 @@ func memberPath(terms []*ast.Term) (p []string, ground bool) {
 	return p, true
 }
 
-// key is what the residual can see of input: the value at each path,
-// tagged with its type. ok is false when the residual could see more than
-// the key says (a value that is not a string, boolean or null, a path
-// through anything but an object), or the key is too long: the residual is
-// then evaluated.
-func (mp *memoPath) key(input map[string]any) (string, bool) {
-	var b strings.Builder
+// key appends to b what the residual can see of input: the value at each
+// path, tagged with its type. ok is false when the residual could see more
+// than the key says (a value that is not a string, boolean or null, a
+// path through anything but an object), or the key is too long: the
+// residual is then evaluated.
+func (mp *memoPath) key(b []byte, input map[string]any) ([]byte, bool) {
 	for _, p := range mp.paths {
-		if !appendMember(&b, input, p) || b.Len() > maxMemoKeyLen {
-			return "", false
+		var ok bool
+		if b, ok = appendMember(b, input, p); !ok || len(b) > maxMemoKeyLen {
+			return b, false
 		}
 	}
-	return b.String(), true
+	return b, true
 }
 
 // appendMember appends the value at path p below v to b: "a" when it is
 // absent, "z" for null, "t" or "f" for a boolean, "s" and the length and
 // the text for a string.
-func appendMember(b *strings.Builder, v any, p []string) bool {
+func appendMember(b []byte, v any, p []string) ([]byte, bool) {
 	for _, name := range p {
 		var found bool
 		switch o := v.(type) {
 		case map[string]any:
 			v, found = o[name]
 		case ast.Object:
-			var t *ast.Term
-			if t = o.Get(ast.InternedTerm(name)); t != nil {
+			if t := o.Get(ast.InternedTerm(name)); t != nil {
 				v, found = t.Value, true
 			}
 		default:
-			return false
+			return b, false
 		}
 		if !found {
-			b.WriteByte('a')
-			return true
+			return append(b, 'a'), true
 		}
 	}
 	switch s := v.(type) {
 	case nil, ast.Null:
-		b.WriteByte('z')
+		return append(b, 'z'), true
 	case bool:
-		b.WriteByte("ft"[btoi(s)])
+		return appendBool(b, s), true
 	case ast.Boolean:
-		b.WriteByte("ft"[btoi(bool(s))])
+		return appendBool(b, bool(s)), true
 	case string:
-		appendString(b, s)
+		return appendString(b, s), true
 	case ast.String:
-		appendString(b, string(s))
-	default:
-		return false
+		return appendString(b, string(s)), true
 	}
-	return true
+	return b, false
 }
 
-func appendString(b *strings.Builder, s string) {
-	b.WriteByte('s')
-	b.WriteString(strconv.Itoa(len(s)))
-	b.WriteByte(':')
-	b.WriteString(s)
-}
-
-func btoi(v bool) int {
+func appendBool(b []byte, v bool) []byte {
 	if v {
-		return 1
+		return append(b, 't')
 	}
-	return 0
+	return append(b, 'f')
+}
+
+func appendString(b []byte, s string) []byte {
+	b = append(b, 's')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
 }
 
 // remember keeps the residual's value for key, while there is room.
-func (mp *memoPath) remember(key string, v any) {
-	if mp.n.Add(1) <= maxMemoKeys {
-		mp.byKey.Store(key, v)
+func (mp *memoPath) remember(key []byte, v any) {
+	mp.mu.Lock()
+	defer mp.mu.Unlock()
+	if mp.byKey == nil {
+		mp.byKey = map[string]any{}
+	}
+	if len(mp.byKey) < maxMemoKeys {
+		mp.byKey[string(key)] = v
 	}
 }
 
-// memoKey is input's key in fp's memo; memo is false when fp has none or
-// input's key cannot stand for it.
-func memoKey(fp *fastPath, input map[string]any) (key string, memo bool) {
+// memoKey appends input's key in fp's memo to b; memo is false when fp has
+// none or input's key cannot stand for it.
+func memoKey(b []byte, fp *fastPath, input map[string]any) (key []byte, memo bool) {
 	if fp.memo == nil {
-		return "", false
+		return b, false
 	}
-	return fp.memo.key(input)
+	return fp.memo.key(b, input)
 }
 
 // memoized is the value fp's memo holds for key.
-func (fp *fastPath) memoized(key string, memo bool) (any, bool) {
+func (fp *fastPath) memoized(key []byte, memo bool) (any, bool) {
 	if !memo {
 		return nil, false
 	}
-	return fp.memo.byKey.Load(key)
+	fp.memo.mu.RLock()
+	defer fp.memo.mu.RUnlock()
+	v, ok := fp.memo.byKey[string(key)] // no copy of key for a lookup
+	return v, ok
 }

@@ -532,7 +532,7 @@ func mcpDecisionsAgree(t *testing.T, dir string) (paths map[int]int, decisions m
 				// the decisions the residual made on its own.
 				paths[residualDecided]++
 			}
-			if key, memo := memoKey(fp, in); memo {
+			if key, memo := memoKey(nil, fp, in); memo {
 				if _, ok := fp.memoized(key, memo); ok {
 					paths[memoDecided]++
 				}
