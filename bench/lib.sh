@@ -49,7 +49,8 @@ cpu_ticks() {
 # profile.sh profiles. The agent's token is $TOKEN, the upstream the mock on
 # $UPSTREAM_PORT. stage_off, for an ablation, turns one stage off: limits
 # (no rate or token limit), redaction (detectors: []), audit_open
-# (fail_mode: open), accesslog (log level warn).
+# (fail_mode: open), accesslog (log level warn), mcp_policy (the MCP policy
+# in policy_dir replaced by a constant allow: decided once at load).
 governed_config() {
 	local d=$1 level=info fail=closed rate='' redaction=''
 	case ${5:-} in
@@ -57,6 +58,7 @@ governed_config() {
 	redaction) redaction='  redaction:\n    detectors: []\n' ;;
 	audit_open) fail=open ;;
 	accesslog) level=warn ;;
+	mcp_policy) printf 'package gateway.mcp\n\ndecision := {"decision": "allow", "reason": ""}\n' >"$3/gateway/mcp/mcp.rego" ;;
 	*) die "governed_config: unknown stage_off ${5}" ;;
 	esac
 	[ "${5:-}" = limits ] || rate='    rate_limit: 100000000/second     # on, never reached

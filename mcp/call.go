@@ -297,8 +297,17 @@ func authzReason(allowed bool) string {
 
 // toolInput is input.tool: the tool as its server describes it. An
 // annotation OPA cannot read fails it (the caller denies): a decision must
-// never miss a destructiveHint.
+// never miss a destructiveHint. The map is shared by every decision on the
+// tool, and never written.
 func toolInput(ti toolInfo) (map[string]any, error) {
+	if ti.in != nil || ti.inErr != nil {
+		return ti.in, ti.inErr
+	}
+	return convertTool(ti)
+}
+
+// convertTool makes input.tool from the tool's definition.
+func convertTool(ti toolInfo) (map[string]any, error) {
 	var ann any = map[string]any{}
 	if ti.Annotations != nil {
 		v, err := policy.JSONInput(ti.Annotations)

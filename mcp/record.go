@@ -19,7 +19,10 @@ type record struct{ sum map[string]any }
 // newRecord starts the summary of a call of name (a tool, a prompt or a
 // resource's URI) by method.
 func (t *turn) newRecord(m *message, method, name string) *record {
-	sum := map[string]any{"server": t.srv.name, "method": method, "jsonrpc_id": string(compact(m.id)), "mcp_session_id": t.sess.ID}
+	// Room for what a call adds (its decision, hashes, redactions): the
+	// map is not grown and rehashed on every call.
+	sum := make(map[string]any, 16)
+	sum["server"], sum["method"], sum["jsonrpc_id"], sum["mcp_session_id"] = t.srv.name, method, string(compact(m.id)), t.sess.ID
 	if t.via != "" {
 		sum["via"] = t.via
 	}
@@ -116,30 +119,32 @@ func summaryObject(sum map[string]any) *audit.Object {
 // limits the tool, one call of the tool's limit. A refusal is a code,
 // a message and data; code 0 lets the call on.
 func (t *turn) spend(ctx context.Context, tool string) (code int64, msg string, data any) {
-	type lim struct {
-		key, what string
-		rule      limit.Rule
-	}
-	var lims []lim
 	if r := t.agent.RateLimit; !r.IsZero() {
-		lims = append(lims, lim{"req:" + t.agent.ID, fmt.Sprintf("agent %s: %s", t.agent.ID, r), limit.Rule{N: r.N, Period: r.Period}})
+		what := func() string { return fmt.Sprintf("agent %s: %s", t.agent.ID, r) }
+		if code, msg, data = t.take(ctx, "req:"+t.agent.ID, limit.Rule{N: r.N, Period: r.Period}, what); code != 0 {
+			return code, msg, data
+		}
 	}
 	if r, ok := t.srv.limits[tool]; ok {
-		lims = append(lims, lim{"mcp:" + t.srv.name + ":" + tool + ":" + t.agent.ID, fmt.Sprintf("tool %s of %s: %d per %s", tool, t.srv.name, r.N, r.Period), r})
+		what := func() string { return fmt.Sprintf("tool %s of %s: %d per %s", tool, t.srv.name, r.N, r.Period) }
+		return t.take(ctx, "mcp:"+t.srv.name+":"+tool+":"+t.agent.ID, r, what)
 	}
-	for _, l := range lims {
-		res, err := t.d.limiter.Allow(ctx, l.key, l.rule, 1)
-		if err != nil {
-			// Fail closed, as the chat front door does with on_failure: closed;
-			// the Fallback limiter answers locally when configured so.
-			t.d.log.Warn("mcp: rate limiter", "error", err.Error(), "unavailable", errors.Is(err, limit.ErrUnavailable))
-			return codeUnavailable, "The gateway's shared state is unavailable; retry shortly.", nil
-		}
-		if !res.Allowed {
-			secs := int(res.RetryAfter.Round(time.Second) / time.Second)
-			return codeRateLimited, fmt.Sprintf("Rate limit reached for %s. Retry after %ds.", l.what, max(1, secs)),
-				map[string]any{"retry_after_seconds": max(1, secs)}
-		}
+	return 0, "", nil
+}
+
+// take takes one of key's budget under rule; what names the limit in a
+// refusal (only then: spend runs on every call).
+func (t *turn) take(ctx context.Context, key string, rule limit.Rule, what func() string) (code int64, msg string, data any) {
+	res, err := t.d.limiter.Allow(ctx, key, rule, 1)
+	if err != nil {
+		// Fail closed, as the chat front door does with on_failure: closed;
+		// the Fallback limiter answers locally when configured so.
+		t.d.log.Warn("mcp: rate limiter", "error", err.Error(), "unavailable", errors.Is(err, limit.ErrUnavailable))
+		return codeUnavailable, "The gateway's shared state is unavailable; retry shortly.", nil
+	}
+	if !res.Allowed {
+		secs := max(1, int(res.RetryAfter.Round(time.Second)/time.Second))
+		return codeRateLimited, fmt.Sprintf("Rate limit reached for %s. Retry after %ds.", what(), secs), map[string]any{"retry_after_seconds": secs}
 	}
 	return 0, "", nil
 }

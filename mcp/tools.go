@@ -26,6 +26,11 @@ type toolInfo struct {
 	// annotations) in RFC 8785 form, sha its SHA-256.
 	def jsontext.Value
 	sha string
+	// in is input.tool of the policy's decisions on the tool (inErr when
+	// its annotations cannot be converted), made once when the list is
+	// read: a list stays in use for many calls.
+	in    map[string]any
+	inErr error
 }
 
 // How the gateway keeps a server's tool list. The annotations decide
@@ -250,6 +255,7 @@ func readTool(raw jsontext.Value) (toolInfo, error) {
 	if ti.def, ti.sha, err = definition(ti); err != nil {
 		return toolInfo{}, fmt.Errorf("tool %s: %w", quote(ti.Name), err)
 	}
+	ti.in, ti.inErr = convertTool(ti)
 	return ti, nil
 }
 

@@ -434,6 +434,15 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		}
 		return in, out, nil
 	}
+	var buf [128]byte
+	key, memo := memoKey(buf[:0], fp, input)
+	if v, ok := fp.memoized(key, memo); ok {
+		var in ast.Value
+		if e.shadowJobs != nil {
+			in, _ = inputValue(input)
+		}
+		return in, outcome{id: newID(), revision: p.revision, value: v}, nil
+	}
 	// The bound comes only now: a decision known before the request came
 	// (above) evaluates nothing, and a deadline would cost it a context
 	// and a timer for nothing.
@@ -449,6 +458,9 @@ func (e *Engine) evaluate(ctx context.Context, pt point, input map[string]any) (
 		out = decided(p, pt, fp)
 	case pathResidual:
 		out = evalQuery(ctx, fp.residual.compiler, p, &fp.residual.q, pt, in)
+		if out.err == nil && memo {
+			fp.memo.remember(key, out.value)
+		}
 		if out.err != nil && ctx.Err() == nil {
 			// A failing decision is evaluated again in full, so that the
 			// cause it reports names the policy's own rules and lines.

@@ -59,6 +59,9 @@ type fastPath struct {
 	// guarantees applied (input.request a ChatRequest); nil when they do
 	// not settle what the residual reads.
 	reader *readerPath
+	// memo, for a residual, remembers its values by what it reads of the
+	// input; nil when it reads more than a few scalars (memoPathFor).
+	memo *memoPath
 }
 
 var fullPath = &fastPath{kind: pathFull}
@@ -210,6 +213,7 @@ func (p *prepared) partial(pt point, agent ast.Object) *fastPath {
 		fp := &fastPath{kind: pathResidual, residual: r}
 		if !policies {
 			fp.reader = p.readerPathFor(ctx, pt, body, support, q.result)
+			fp.memo = memoPathFor(pt, body, support)
 		}
 		return fp
 	}

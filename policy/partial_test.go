@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
+
 	"github.com/sacpgw/gateway/internal/roster"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 )
@@ -486,6 +488,14 @@ func mcpCorpus() []map[string]any {
 		map[string]any{"name": 7},
 		"not a tool",
 		nil, // no tool member
+		// As the MCP door passes a tool: its annotations converted from
+		// the server's JSON. Names that differ only in where one string
+		// ends and the next begins must not share a remembered decision.
+		map[string]any{"name": "wipe", "description": "", "annotations": mustJSONInput(`{"destructiveHint":true}`)},
+		map[string]any{"name": "wipe", "description": "", "annotations": mustJSONInput(`{"destructiveHint":false,"title":"t"}`)},
+		map[string]any{"name": "s4:wipe", "annotations": mustJSONInput(`{"destructiveHint":null}`)},
+		map[string]any{"name": "wipe", "annotations": mustJSONInput(`{"destructiveHint":"true"}`)},
+		map[string]any{"name": "wipe", "annotations": mustJSONInput(`{"destructiveHint":{"x":1}}`)},
 	}
 	authz := []any{AuthzInput(Authz{Allowed: true}), AuthzInput(Authz{Allowed: false, Reason: "no"}),
 		map[string]any{"allowed": "true"}, nil}
@@ -524,9 +534,10 @@ func mcpDecisionsAgree(t *testing.T, dir string) (paths map[int]int, decisions m
 			in := maps.Clone(req)
 			in["agent"] = agent
 			// As in chatDecisionsAgree: the second decision uses what the
-			// first one's partial evaluation settled.
-			for i := range 2 {
-				got, want := bothDecide(t, fast, full, i == 1, func(e *Engine) (MCPDecision, error) { return e.MCP(ctx, in) })
+			// first one's partial evaluation settled, the third what the
+			// second one remembered.
+			for i := range 3 {
+				got, want := bothDecide(t, fast, full, i > 0, func(e *Engine) (MCPDecision, error) { return e.MCP(ctx, in) })
 				if got.Decision != want.Decision || got.Reason != want.Reason || got.FailClosed != want.FailClosed || got.Error != want.Error {
 					t.Fatalf("%s: mcp %v:\nfast %+v\nfull %+v", dir, in, got, want)
 				}
@@ -546,14 +557,31 @@ func mcpDecisionsAgree(t *testing.T, dir string) (paths map[int]int, decisions m
 				// the decisions the residual made on its own.
 				paths[residualDecided]++
 			}
+			if key, memo := memoKey(nil, fp, in); memo {
+				if _, ok := fp.memoized(key, memo); ok {
+					paths[memoDecided]++
+				}
+			}
 		}
 	}
 	return paths, decisions
 }
 
 // residualDecided counts, beside the fast path kinds, the residuals that
-// decided without falling back to full evaluation.
-const residualDecided = 20
+// decided without falling back to full evaluation; memoDecided the
+// decisions a residual's remembered value made.
+const (
+	residualDecided = 20
+	memoDecided     = 21
+)
+
+func mustJSONInput(s string) ast.Value {
+	v, err := JSONInput([]byte(s))
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
 
 func residualDecides(t *testing.T, p *prepared, fp *fastPath, in map[string]any) bool {
 	t.Helper()
@@ -571,6 +599,11 @@ func TestFastPathAgreesOnMCP(t *testing.T) {
 	paths, decisions := mcpDecisionsAgree(t, defaultDir)
 	if paths[pathFull] != 0 || paths[pathResidual] == 0 || paths[residualDecided] != paths[pathResidual] {
 		t.Errorf("the shipped MCP policy: want every call decided by the agent's residual, got paths %v", paths)
+	}
+	// The residual reads a few scalars: a call of the MCP door's shape is
+	// decided by the value remembered for them.
+	if paths[memoDecided] == 0 {
+		t.Errorf("the shipped MCP policy: want calls decided by remembered values, got paths %v", paths)
 	}
 	// The corpus must reach every outcome, or it shows less than it claims.
 	for _, d := range []string{MCPAllow, MCPDeny, MCPEscalate} {
