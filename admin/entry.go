@@ -107,12 +107,17 @@ func merge(cur json.RawMessage, patch map[string]json.RawMessage) (map[string]js
 	return out, nil
 }
 
-// yamlFields are the keys of a config entry type, in the struct's order.
+// yamlFields are the keys of a config entry type, in the struct's order;
+// an inlined struct's keys (yaml:",inline", as roster.Profile) are the
+// entry's own.
 func yamlFields(t reflect.Type) []string {
 	out := make([]string, 0, t.NumField())
 	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case f.Anonymous && opts == "inline":
+			out = append(out, yamlFields(f.Type)...)
+		case name != "" && name != "-":
 			out = append(out, name)
 		}
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/scope"
 	"github.com/sacpgw/gateway/registry"
@@ -62,4 +64,33 @@ func (e embedder) Embed(ctx context.Context, agentID string, texts []string) ([]
 		}
 	}
 	return out, nil
+}
+
+// embeddingsModel is the model of registry.embeddings ("" when unset: the
+// registry then ranks text lexically and never calls the embedder).
+func embeddingsModel(cfg *config.Config) *string {
+	m := ""
+	if e := cfg.Registry.Embeddings; e != nil {
+		m = e.Model
+	}
+	return &m
+}
+
+// embeddingsSelf is the identity the gateway embeds agents' profiles as:
+// allowed the embeddings model and nothing else, under
+// registry.embeddings' own limits. Nil without registry.embeddings.
+func embeddingsSelf(cfg *config.Config) *roster.Agent {
+	e := cfg.Registry.Embeddings
+	if e == nil {
+		return nil
+	}
+	rate, tokens := e.RateLimit, e.TokenLimit
+	if rate.N == 0 {
+		rate = config.Rate{N: 600, Period: time.Minute}
+	}
+	if tokens.N == 0 {
+		tokens = config.Rate{N: 2_000_000, Period: time.Hour}
+	}
+	return &roster.Agent{ID: registry.ProfileCaller, Type: "gateway", Models: []string{e.Model},
+		RateLimit: rate, TokenLimit: tokens, MaxRequestSize: 1 << 20}
 }

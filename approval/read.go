@@ -123,12 +123,7 @@ type Capabilities struct {
 	// Compact SACP's registry fields and the agent's message rules
 	// (docs/agent-messaging.md, Configuration); the endpoint is not shown,
 	// agents reach each other through the gateway.
-	SupportedVerbs   []string             `json:"supported_verbs"`
-	SupportedTools   []string             `json:"supported_tools"`
-	Inputs           []string             `json:"inputs"`
-	Outputs          []string             `json:"outputs"`
-	Description      string               `json:"description"`
-	Tags             []string             `json:"tags"`
+	roster.Profile
 	ReceivesMessages bool                 `json:"receives_messages"`
 	MayMessage       []roster.MessageRule `json:"may_message"`
 }
@@ -150,9 +145,7 @@ func (s *Service) capabilities(w http.ResponseWriter, r *http.Request) error {
 		RequestTypes:      requestTypes, Actions: actions, TargetTypes: targetTypes,
 		MaxContentSize: int64(lim.MaxContentSize), MaxReferences: lim.MaxReferences, MaxDeviations: lim.MaxDeviations,
 		KnownReferences: s.cur().cat.Len(),
-		SupportedVerbs:  nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
-		Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
-		ReceivesMessages: a.Endpoint != "", MayMessage: nonNil(a.Messages),
+		Profile:         a.Profile.Shown(), ReceivesMessages: a.Endpoint != "", MayMessage: nonNil(a.Messages),
 		ProcessingTimeMS: time.Since(start).Milliseconds(),
 	})
 }

@@ -10,40 +10,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/escalation"
 	sj "github.com/sacpgw/gateway/internal/strictjson"
 )
 
-// An MCP_TOOL_CALL escalation's Content is written by the MCP front door
-// (mcp/grants.go: the review struct, written by review.content and read
-// back by readReview). The approval package may not import that door
-// (internal/archtest: the doors share plumbing, not each other), so the
-// few member names are repeated here; a change there must be made here
-// too, or the page falls back to the raw content (and
-// TestMCPReviewPageInChromium, in app, fails).
-type mcpContent struct {
-	Method          string          `json:"method"`
-	Server          string          `json:"server"`
-	Tool            string          `json:"tool"`
-	Description     string          `json:"description"`
-	Annotations     json.RawMessage `json:"annotations"`
-	Arguments       json.RawMessage `json:"arguments"`
-	ArgumentsSHA256 string          `json:"arguments_sha256"`
-	// Meta is the call's _meta, which the server receives and the grant
-	// binds; absent when the call has none.
-	Meta json.RawMessage `json:"meta,omitempty"`
-	// Via is the virtual server the agent called through, if any.
-	Via string `json:"via,omitempty"`
-	// Held is there when the agent's call is held open for the decision.
-	Held *mcpHeldContent `json:"held,omitempty"`
-}
-
-// mcpHeldContent is who waits for a held call's decision and until when.
-type mcpHeldContent struct {
-	Until  string `json:"until"`
-	Behalf string `json:"behalf,omitempty"`
-}
-
-var mcpContentShape = sj.FromStruct(reflect.TypeOf(mcpContent{}))
+// mcpContentShape is an MCP_TOOL_CALL escalation's Content
+// (escalation.MCPCall), which the MCP front door writes.
+var mcpContentShape = sj.FromStruct(reflect.TypeFor[escalation.MCPCall]())
 
 // mcpReview is a tool call as the review page shows it, above the raw
 // content: what will run where, what the server says the tool does, and
@@ -114,7 +87,7 @@ func parseMCPContent(content string) (*mcpReview, error) {
 	if err := sj.Check([]byte(content), mcpContentShape); err != nil {
 		return nil, err
 	}
-	var c mcpContent
+	var c escalation.MCPCall
 	dec := json.NewDecoder(bytes.NewReader([]byte(content)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -133,13 +106,13 @@ func parseMCPContent(content string) (*mcpReview, error) {
 		return nil, errors.New("meta: not a JSON object")
 	}
 	var ann, args map[string]json.RawMessage
-	if err := jsonObject(c.Annotations, &ann); err != nil {
+	if err := jsonObject(json.RawMessage(c.Annotations), &ann); err != nil {
 		return nil, errors.New("annotations: " + err.Error())
 	}
-	if err := jsonObject(c.Arguments, &args); err != nil {
+	if err := jsonObject(json.RawMessage(c.Arguments), &args); err != nil {
 		return nil, errors.New("arguments: " + err.Error())
 	}
-	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256, Meta: indentJSON(c.Meta), Via: c.Via}
+	r := &mcpReview{Server: c.Server, Tool: c.Tool, Description: c.Description, ArgumentsSHA256: c.ArgumentsSHA256, Meta: indentJSON(json.RawMessage(c.Meta)), Via: c.Via}
 	if c.Held != nil {
 		until, err := time.Parse(time.RFC3339, c.Held.Until)
 		if err != nil {

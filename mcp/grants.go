@@ -90,36 +90,14 @@ func grantKey(agent, server, tool, argsSHA256, metaSHA256 string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// review is what a person judges: the call exactly as its server will
-// receive it (the arguments and _meta redacted, in RFC 8785 form) and the
-// SHA-256 of those arguments. Its RFC 8785 form is the escalation's
-// Content, whose SHA-256 binds the person's decision; the grant is made
-// from the values shown, never from a hash beside them.
-type review struct {
-	Method          string         `json:"method"`
-	Server          string         `json:"server"`
-	Tool            string         `json:"tool"`
-	Description     string         `json:"description"`
-	Annotations     jsontext.Value `json:"annotations"`
-	Arguments       jsontext.Value `json:"arguments"`
-	ArgumentsSHA256 string         `json:"arguments_sha256"`
-	// Meta is the call's _meta, when it has one.
-	Meta jsontext.Value `json:"meta,omitzero"`
-	// Via is the virtual server the agent called through, if any.
-	Via string `json:"via,omitzero"`
-	// Held says the agent waits for the decision (a held call): the
-	// person sees who waits and until when, and that approving runs the
-	// call at once.
-	Held *heldReview `json:"held,omitzero"`
-}
+// review is what a person judges (escalation.MCPCall, which the review
+// page reads too). Its RFC 8785 form is the escalation's Content, whose
+// SHA-256 binds the person's decision; the grant is made from the values
+// shown, never from a hash beside them.
+type review escalation.MCPCall
 
 // heldReview is who waits for a held call's decision and until when.
-type heldReview struct {
-	// Until is when the agent stops waiting (RFC 3339, UTC).
-	Until string `json:"until"`
-	// Behalf is the person the agent acts for, when it acts for one.
-	Behalf string `json:"behalf,omitzero"`
-}
+type heldReview = escalation.MCPHeld
 
 // content is r in RFC 8785 canonical form.
 func (r review) content() (string, error) {

@@ -28,7 +28,7 @@ import (
 // the gateway's stages pass them.
 func diffAgents() []any {
 	as := testAgents()
-	as["tagged"] = &roster.Agent{ID: "tagged", Type: "reviewer", Capabilities: []string{"read"}, Tags: []string{"eu", "batch"},
+	as["tagged"] = &roster.Agent{ID: "tagged", Type: "reviewer", Capabilities: []string{"read"}, Profile: roster.Profile{Tags: []string{"eu", "batch"}},
 		Models: []string{"gpt-4o-mini"}, MaxRequestSize: 4096}
 	as["bare"] = &roster.Agent{ID: "bare"}
 	out := make([]any, 0, len(as))

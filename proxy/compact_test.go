@@ -226,7 +226,7 @@ func TestProtocolAppliesAndTemplates(t *testing.T) {
 	std := sacp.NewTemplate("standard")
 	built := sacp.NewTemplate("built at startup")
 	p := &Protocol{Template: std, CompactTemplates: map[string]sacp.Template{"c1": built}}
-	c2 := &roster.Agent{ID: "c2", ResponseFormat: FormatCompact, SupportedVerbs: []string{"predict"}}
+	c2 := &roster.Agent{ID: "c2", ResponseFormat: FormatCompact, Profile: roster.Profile{SupportedVerbs: []string{"predict"}}}
 	cases := []struct {
 		agent   *roster.Agent
 		applies bool

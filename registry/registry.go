@@ -22,6 +22,7 @@ import (
 	"github.com/sacpgw/gateway/compact"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/names"
+	"github.com/sacpgw/gateway/internal/roster"
 )
 
 // ErrExists: a spawn names an agent (or defines a tool) that already exists.
@@ -29,14 +30,9 @@ var ErrExists = errors.New("registry: already registered")
 
 // Entry is one agent of the registry, with compact SACP's field names.
 type Entry struct {
-	AgentName      string   `json:"agent_name"`
-	Type           string   `json:"type,omitempty"`
-	SupportedVerbs []string `json:"supported_verbs"`
-	SupportedTools []string `json:"supported_tools"`
-	Inputs         []string `json:"inputs"`
-	Outputs        []string `json:"outputs"`
-	Description    string   `json:"description"`
-	Tags           []string `json:"tags"`
+	AgentName string `json:"agent_name"`
+	Type      string `json:"type,omitempty"`
+	roster.Profile
 	// The operator's optional facts about a configured agent, shown as
 	// given.
 	ConfidenceScore *float64 `json:"confidence_score,omitempty"`
@@ -230,8 +226,7 @@ func (r *Registry) Prepare(cfg *config.Config) (apply func(), err error) {
 		a := cfg.Agents[id]
 		byName[id] = len(static)
 		static = append(static, Entry{
-			AgentName: id, Type: a.Type, SupportedVerbs: nonNil(a.SupportedVerbs), SupportedTools: nonNil(a.SupportedTools),
-			Inputs: nonNil(a.Inputs), Outputs: nonNil(a.Outputs), Description: a.Description, Tags: nonNil(a.Tags),
+			AgentName: id, Type: a.Type, Profile: a.Profile.Shown(),
 			ConfidenceScore: clonePtr(a.ConfidenceScore), Version: a.Version, AgentLocation: a.AgentLocation,
 			Embedding: slices.Clone(a.Embedding), Endpoint: a.Endpoint, Roles: slices.Clone(a.Roles),
 		})
@@ -389,8 +384,8 @@ func spawnEntry(s *compact.Spawn, by string, at time.Time) Entry {
 		verbs = []string{s.Verb}
 	}
 	return Entry{
-		AgentName: s.AgentName, Type: "spawned", SupportedVerbs: nonNil(verbs), SupportedTools: nonNil(tools),
-		Inputs: nonNil(s.Inputs), Outputs: nonNil(s.Outputs), Description: s.Description, Tags: []string{},
+		AgentName: s.AgentName, Type: "spawned",
+		Profile:  roster.Profile{SupportedVerbs: verbs, SupportedTools: tools, Inputs: s.Inputs, Outputs: s.Outputs, Description: s.Description}.Shown(),
 		Endpoint: s.Endpoint, Spawned: true, SpawnedBy: by, SpawnedAt: at,
 		Tools: s.NewTools, Verbs: s.NewVerbs,
 	}

@@ -20,9 +20,9 @@ func testConfig() *config.Config {
 			Tools: []config.Tool{{ID: "PRC_EST", SupportedVerbs: []string{"predict"}}, {ID: "H_API", SupportedVerbs: []string{"search"}}, {ID: "RANK", SupportedVerbs: []string{"rank"}}},
 		},
 		Agents: map[string]*roster.Agent{
-			"price_predictor": {SupportedVerbs: []string{"predict"}, SupportedTools: []string{"PRC_EST"}, Inputs: []string{"ctx.history", "method", "window"}, Outputs: []string{"predictions"}, Endpoint: "http://pp"},
-			"trend":           {SupportedVerbs: []string{"predict"}, Inputs: []string{"history"}, Outputs: []string{"trends"}},
-			"hotel_search":    {SupportedVerbs: []string{"search", "rank"}, Inputs: []string{"c", "p_max"}},
+			"price_predictor": {Profile: roster.Profile{SupportedVerbs: []string{"predict"}, SupportedTools: []string{"PRC_EST"}, Inputs: []string{"ctx.history", "method", "window"}, Outputs: []string{"predictions"}}, Endpoint: "http://pp"},
+			"trend":           {Profile: roster.Profile{SupportedVerbs: []string{"predict"}, Inputs: []string{"history"}, Outputs: []string{"trends"}}},
+			"hotel_search":    {Profile: roster.Profile{SupportedVerbs: []string{"search", "rank"}, Inputs: []string{"c", "p_max"}}},
 			"plain":           {},
 		},
 	}

@@ -127,13 +127,13 @@ func searchConfig() *config.Config {
 			Embeddings: &config.RegistryEmbeddings{Upstream: "mock", Model: "mock-embed"},
 		},
 		Agents: map[string]*roster.Agent{
-			"hotel_search": {Description: "Finds hotels in a city within a nightly budget", Tags: []string{"travel", "eu"},
-				SupportedVerbs: []string{"search", "rank"}, SupportedTools: []string{"H_API"}, Inputs: []string{"c", "p_max"}, Outputs: []string{"list"},
+			"hotel_search": {Profile: roster.Profile{Description: "Finds hotels in a city within a nightly budget", Tags: []string{"travel", "eu"},
+				SupportedVerbs: []string{"search", "rank"}, SupportedTools: []string{"H_API"}, Inputs: []string{"c", "p_max"}, Outputs: []string{"list"}},
 				ConfidenceScore: conf(0.9), Version: "2.1.0", AgentLocation: "eu-west-1"},
-			"flight_booker":   {Description: "Books flights between airports", Tags: []string{"travel"}, SupportedVerbs: []string{"book"}, Inputs: []string{"from", "to"}},
-			"code_reviewer":   {Description: "Reviews code changes and pull requests for bugs", Tags: []string{"dev"}, SupportedVerbs: []string{"review"}},
-			"translator":      {Description: "Translates documents between languages", Tags: []string{"text"}, SupportedVerbs: []string{"translate"}},
-			"price_predictor": {Description: "Predicts prices from historical sales data", SupportedVerbs: []string{"predict"}, Inputs: []string{"history"}},
+			"flight_booker":   {Profile: roster.Profile{Description: "Books flights between airports", Tags: []string{"travel"}, SupportedVerbs: []string{"book"}, Inputs: []string{"from", "to"}}},
+			"code_reviewer":   {Profile: roster.Profile{Description: "Reviews code changes and pull requests for bugs", Tags: []string{"dev"}, SupportedVerbs: []string{"review"}}},
+			"translator":      {Profile: roster.Profile{Description: "Translates documents between languages", Tags: []string{"text"}, SupportedVerbs: []string{"translate"}}},
+			"price_predictor": {Profile: roster.Profile{Description: "Predicts prices from historical sales data", SupportedVerbs: []string{"predict"}, Inputs: []string{"history"}}},
 		},
 	}
 }
@@ -528,7 +528,7 @@ func TestSearchFiltersByTags(t *testing.T) {
 func TestSearchTopK(t *testing.T) {
 	cfg := &config.Config{Agents: map[string]*roster.Agent{}}
 	for i := range 60 {
-		cfg.Agents[fmt.Sprintf("a%02d", i)] = &roster.Agent{Tags: []string{"bulk"}, Description: "bulk worker"}
+		cfg.Agents[fmt.Sprintf("a%02d", i)] = &roster.Agent{Profile: roster.Profile{Tags: []string{"bulk"}, Description: "bulk worker"}}
 	}
 	r := newSearchRegistry(t, cfg)
 	for _, tc := range []struct{ topK, want int }{{0, DefaultTopK}, {-1, DefaultTopK}, {1, 1}, {7, 7}, {50, 50}, {51, MaxTopK}, {1000, MaxTopK}} {
@@ -632,14 +632,14 @@ func TestProfileText(t *testing.T) {
 	if got != want {
 		t.Errorf("profile\n%s\nwant\n%s", got, want)
 	}
-	if got := ProfileText(Entry{AgentName: "x", Description: strings.Repeat("é", 5000)}); len(got) > maxProfileBytes || !strings.HasSuffix(got, "é") {
+	if got := ProfileText(Entry{AgentName: "x", Profile: roster.Profile{Description: strings.Repeat("é", 5000)}}); len(got) > maxProfileBytes || !strings.HasSuffix(got, "é") {
 		t.Errorf("clipped profile: %d bytes, ends %q", len(got), got[len(got)-4:])
 	}
 }
 
 // BM25 by hand on a three-document collection.
 func TestBM25(t *testing.T) {
-	v := &view{entries: []Entry{{AgentName: "a", Description: "hotel hotel"}, {AgentName: "b", Description: "flight"}, {AgentName: "c"}}}
+	v := &view{entries: []Entry{{AgentName: "a", Profile: roster.Profile{Description: "hotel hotel"}}, {AgentName: "b", Profile: roster.Profile{Description: "flight"}}, {AgentName: "c"}}}
 	idx := v.textIndex()
 	// Profiles: "name: a\ndescription: hotel hotel" = name a description
 	// hotel hotel (5 tokens); b: 4; c: 2. avgdl 11/3.

@@ -78,8 +78,7 @@ func tokenAgents(spawned []Entry) []tokenAgent {
 // message rules (the wiring decides what SpawnedBy allows).
 func spawnedAgent(e Entry, h [sha256.Size]byte) *roster.Agent {
 	return &roster.Agent{
-		ID: e.AgentName, Type: e.Type, Description: e.Description, Tags: e.Tags,
-		SupportedVerbs: e.SupportedVerbs, SupportedTools: e.SupportedTools, Inputs: e.Inputs, Outputs: e.Outputs,
+		ID: e.AgentName, Type: e.Type, Profile: e.Profile,
 		Endpoint: e.Endpoint, SpawnedBy: spawnerID(e.SpawnedBy),
 		RateLimit: config.Rate{N: SpawnedRequestsPerMinute, Period: time.Minute}, MaxRequestSize: SpawnedMaxRequestSize,
 		TokenLimit:  config.Rate{N: SpawnedTokensPerHour, Period: time.Hour},

@@ -239,8 +239,8 @@ func TestSpawnIssuesTokenOnce(t *testing.T) {
 			if err != nil || !ok {
 				t.Fatalf("AgentByToken: %v %v", ok, err)
 			}
-			want := roster.Agent{ID: "VISA_AGENT", Type: "spawned", Description: "Visa rules", Tags: []string{},
-				SupportedVerbs: []string{"check"}, SupportedTools: []string{"VISA_AGENT_Q"}, Inputs: []string{"nationality"}, Outputs: []string{"visa_required"},
+			want := roster.Agent{ID: "VISA_AGENT", Type: "spawned", Profile: roster.Profile{Description: "Visa rules", Tags: []string{},
+				SupportedVerbs: []string{"check"}, SupportedTools: []string{"VISA_AGENT_Q"}, Inputs: []string{"nationality"}, Outputs: []string{"visa_required"}},
 				SpawnedBy: "orch", RateLimit: config.Rate{N: 60, Period: time.Minute}, TokenLimit: config.Rate{N: 100_000, Period: time.Hour}, MaxRequestSize: 64 << 10,
 				TokenSHA256: hexSum(tok), TokenHash: sumOf(tok)}
 			if mustJSON(t, a) != mustJSON(t, want) || a.TokenHash != want.TokenHash || a.SpawnedBy != want.SpawnedBy || a.ResponseFormat != "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sacpgw/gateway/internal/roster"
 	"github.com/sacpgw/gateway/internal/testredis"
 )
 
@@ -36,8 +37,8 @@ var (
 )
 
 func storeEntry(name, tokenHash string, at time.Time) Entry {
-	return Entry{AgentName: name, Type: "spawned", SupportedVerbs: []string{"check"}, SupportedTools: []string{"VISA_Q"},
-		Inputs: []string{"nationality"}, Outputs: []string{"visa_required"}, Description: "Visa rules", Tags: []string{},
+	return Entry{AgentName: name, Type: "spawned", Profile: roster.Profile{SupportedVerbs: []string{"check"}, SupportedTools: []string{"VISA_Q"},
+		Inputs: []string{"nationality"}, Outputs: []string{"visa_required"}, Description: "Visa rules", Tags: []string{}},
 		Endpoint: "https://visa.example/in", TokenSHA256: tokenHash, Spawned: true, SpawnedBy: "agent:orch", SpawnedAt: at}
 }
 

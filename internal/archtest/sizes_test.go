@@ -27,9 +27,7 @@ const (
 // ("dir/file.go:Func" or "dir/file.go:Recv.Method") allowed over the
 // limits, each with the reason it is kept. An exception that is no longer
 // over its limit fails the test, so the list only shrinks.
-var sizeExceptions = map[string]string{
-	"app/app.go": "the one wiring of every part; it shrinks as each front door builds itself behind the door contract",
-}
+var sizeExceptions = map[string]string{}
 
 // TestSizes parses every non-test Go file of the module and fails on a
 // file or a function over the limits that is not an exception, and on an

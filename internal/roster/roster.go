@@ -52,15 +52,9 @@ type Agent struct {
 	CompletionEstimate int    `yaml:"completion_estimate"`
 	SPIFFEID           string `yaml:"spiffe_id"`
 
-	// Compact SACP's registry fields (docs/agent-messaging.md, Configuration):
-	// what the agent can do, for POST /registry/query and the sacp_compact
-	// prompt.
-	Description    string   `yaml:"description"`
-	Tags           []string `yaml:"tags"`
-	SupportedVerbs []string `yaml:"supported_verbs"`
-	SupportedTools []string `yaml:"supported_tools"`
-	Inputs         []string `yaml:"inputs"`
-	Outputs        []string `yaml:"outputs"`
+	// Profile is what the agent can do, for POST /registry/query and the
+	// sacp_compact prompt; its keys are the entry's own.
+	Profile `yaml:",inline"`
 	// Endpoint is the http(s) URL where the agent receives messages
 	// (POST /relay/messages relays to it). Empty: the agent receives none.
 	Endpoint string `yaml:"endpoint"`
@@ -100,6 +94,33 @@ type Agent struct {
 	TokenHash [sha256.Size]byte `yaml:"-"`
 	// DataSchema is the content of DataSchemaFile; set by Check.
 	DataSchema []byte `yaml:"-"`
+}
+
+// Profile is compact SACP's registry fields of an agent
+// (docs/agent-messaging.md, Configuration): what it can do. agents.yaml,
+// the registry's entries and GET /agent/capabilities name them alike, so
+// one type serves all three.
+type Profile struct {
+	SupportedVerbs []string `yaml:"supported_verbs" json:"supported_verbs"`
+	SupportedTools []string `yaml:"supported_tools" json:"supported_tools"`
+	Inputs         []string `yaml:"inputs" json:"inputs"`
+	Outputs        []string `yaml:"outputs" json:"outputs"`
+	Description    string   `yaml:"description" json:"description"`
+	Tags           []string `yaml:"tags" json:"tags"`
+}
+
+// Shown is p as an answer shows it: a list left unset is empty ([]), not
+// null, so agents read one shape.
+func (p Profile) Shown() Profile {
+	return Profile{SupportedVerbs: nonNil(p.SupportedVerbs), SupportedTools: nonNil(p.SupportedTools),
+		Inputs: nonNil(p.Inputs), Outputs: nonNil(p.Outputs), Description: p.Description, Tags: nonNil(p.Tags)}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // MessageRule allows an agent to send the listed actions to the listed
