@@ -49,12 +49,20 @@ type Log struct {
 	spare  []*request    // the previous queue's array, reused
 	group  *group        // the group of the appends queued since the last take
 	space  chan struct{} // closed by the next take; nil unless a Submit waits for room
-	kick   chan struct{} // buffered (1): the queue has appends
+	kick   chan struct{} // buffered (1): the writer has work (see submit)
 	stop   chan struct{}
-	// ended wakes a lingering writer when an exchange ends: the one it
-	// waited for may have ended without another entry.
+	// ended wakes a lingering writer when an exchange ends and with it every
+	// exchange in progress has an entry waiting (see Begin).
 	ended chan struct{}
 	done  chan struct{}
+	// lingering is set while the writer holds a group commit open (linger):
+	// appends then queue without waking it, and only the append or the end
+	// of an exchange that completes the batch does, so the writer wakes
+	// once per batch rather than once per entry and per exchange.
+	lingering atomic.Bool
+	// pending counts the appends queued or held in a lingering batch: those
+	// of the next commit.
+	pending atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -285,11 +293,9 @@ func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error)
 		if len(l.queue) < queueLen {
 			req.g = l.group
 			l.queue = append(l.queue, req)
-			first := len(l.queue) == 1
+			wake := l.wakes(len(l.queue), l.pending.Add(1))
 			l.qmu.Unlock()
-			if first {
-				// The writer takes the whole queue when it wakes: only the
-				// append that made it non-empty needs to wake it.
+			if wake {
 				select {
 				case l.kick <- struct{}{}:
 				default:
@@ -313,6 +319,19 @@ func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error)
 			return nil, fmt.Errorf("audit append: %w", ctx.Err())
 		}
 	}
+}
+
+// wakes reports whether the append that made the queue queued long and
+// the appends pending pending must wake the writer. An idle writer takes
+// the whole queue when it wakes: only the append that made the queue
+// non-empty wakes it. A lingering writer waits for its batch to hold an
+// entry of every exchange in progress (or to fill): only the append that
+// completes it wakes it; the rest wait for its timer.
+func (l *Log) wakes(queued int, pending int64) bool {
+	if !l.lingering.Load() {
+		return queued == 1
+	}
+	return pending >= l.active.Load() || pending >= maxBatch || queued >= queueLen
 }
 
 // take hands the writer every queued append and starts a new group for
@@ -467,6 +486,7 @@ func (l *Log) run() {
 			if l.delay > 0 && l.active.Load() > int64(len(b)) {
 				b, groups = l.linger(b, groups)
 			}
+			l.pending.Add(-int64(len(b)))
 			l.commit(b)
 			wake(groups)
 			clear(b) // drop the finished requests' buffers
@@ -481,6 +501,7 @@ func (l *Log) run() {
 				if q == nil {
 					break
 				}
+				l.pending.Add(-int64(len(q)))
 				l.commit(q)
 				wake([]*group{g})
 			}
@@ -513,7 +534,11 @@ func wake(groups []*group) {
 func (l *Log) Begin() (end func()) {
 	l.active.Add(1)
 	return func() {
-		l.active.Add(-1)
+		// Only the end that leaves every exchange in progress with an
+		// entry in a lingering batch wakes the writer.
+		if n := l.active.Add(-1); !l.lingering.Load() || l.pending.Load() < n {
+			return
+		}
 		select {
 		case l.ended <- struct{}{}:
 		default: // a wake-up is pending already
@@ -525,7 +550,8 @@ func (l *Log) Begin() (end func()) {
 // waited the commit delay, or until the batch holds an entry of every
 // exchange in progress. Each fsync costs the gateway CPU (the page
 // writeback runs on the calling thread) whether it carries one entry or
-// fifty.
+// fifty. The appends queue meanwhile without waking the writer (wakes);
+// it takes them all once, at the end.
 func (l *Log) linger(b []*request, groups []*group) ([]*request, []*group) {
 	wait := l.delay - time.Since(b[0].at)
 	if wait <= 0 {
@@ -537,24 +563,43 @@ func (l *Log) linger(b []*request, groups []*group) ([]*request, []*group) {
 		l.lingerT.Reset(wait)
 	}
 	defer l.lingerT.Stop()
-	for len(b) < maxBatch && l.active.Load() > int64(len(b)) {
+	// Set before the test below reads pending and active, so that an
+	// append or an end either sees it (and wakes the writer) or is seen.
+	l.lingering.Store(true)
+	full := func() bool {
+		n := l.pending.Load()
+		return n >= maxBatch || l.active.Load() <= n
+	}
+wait:
+	for !full() {
 		select {
 		case <-l.kick:
-			if q, g := l.take(); q != nil {
-				b = append(b, q...)
-				groups = append(groups, g)
-				l.recycle(q)
-			}
+			// An append completed the batch, or filled the queue.
 		case <-l.ended:
 			// Fewer exchanges in progress: the loop's test decides again.
 		case <-l.lingerT.C:
-			return b, groups
+			break wait
 		case <-l.stop:
 			// Close: commit what is here; the run loop drains the rest.
-			return b, groups
+			break wait
 		}
 	}
+	q, g := l.takeLingered()
+	if q != nil {
+		b = append(b, q...)
+		groups = append(groups, g)
+		l.recycle(q)
+	}
 	return b, groups
+}
+
+// takeLingered is take at the end of a linger: the appends queued after
+// it wake the writer again as an idle writer's do.
+func (l *Log) takeLingered() ([]*request, *group) {
+	l.qmu.Lock()
+	l.lingering.Store(false)
+	l.qmu.Unlock()
+	return l.take()
 }
 
 // commit writes one batch and answers its requests.
