@@ -123,8 +123,9 @@ type request struct {
 	p    *prepared
 	body prepared // p of a submitted append
 	g    *group   // nil for entries the log writes on its own
-	res  result   // set by the writer before g.done closes
-	e    Entry
+	// res is set by the writer before g.done closes: the entry as
+	// written (write), then its error if the write failed (fail).
+	res  result
 	leaf []byte    // the Merkle leaf hash of the entry's line, set by write
 	at   time.Time // when the append was handed to the writer
 }
@@ -662,11 +663,11 @@ func (l *Log) write(batch []*request) error {
 		buf, hash = r.p.appendLine(buf, seq, prev, ts)
 		r.p.release() // the line is in buf; nothing is made from the body again
 		r.leaf = leafHash(buf[before : len(buf)-1])
-		r.e = r.p.entry(l.chain, seq, prev, hash, ts)
+		r.res = result{e: r.p.entry(l.chain, seq, prev, hash, ts)}
 		prev = hash
 		if size := l.segSize + int64(before); size > 0 && size+int64(len(buf)-before) > l.segMax {
 			if before > 0 {
-				if err := l.flush(buf[:before], batch[start].e.Seq); err != nil {
+				if err := l.flush(buf[:before], batch[start].res.e.Seq); err != nil {
 					l.fail(batch[start:], err)
 					return err
 				}
@@ -678,7 +679,7 @@ func (l *Log) write(batch []*request) error {
 		}
 	}
 	l.buf = buf[:0]
-	if err := l.flush(buf, batch[start].e.Seq); err != nil {
+	if err := l.flush(buf, batch[start].res.e.Seq); err != nil {
 		l.fail(batch[start:], err)
 		return err
 	}
@@ -751,13 +752,12 @@ func (l *Log) ack(reqs []*request) {
 	if len(reqs) == 0 {
 		return
 	}
-	last := reqs[len(reqs)-1].e
+	last := reqs[len(reqs)-1].res.e
 	l.seq, l.prev = last.Seq, last.Hash
 	l.durable.Store(last.Seq)
 	l.entries.Add(uint64(len(reqs)))
 	for _, r := range reqs {
 		l.tree.add(r.leaf)
-		r.res = result{e: r.e}
 	}
 }
 
