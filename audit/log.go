@@ -128,6 +128,7 @@ type request struct {
 	res  result
 	leaf []byte    // the Merkle leaf hash of the entry's line, set by write
 	at   time.Time // when the append was handed to the writer
+	pend Pending   // the caller's handle, in the same allocation
 }
 
 // group is the appends queued between two takes of the writer: they are
@@ -302,7 +303,8 @@ func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error)
 				default:
 				}
 			}
-			return &Pending{req: req}, nil
+			req.pend.req = req
+			return &req.pend, nil
 		}
 		if !wait {
 			l.qmu.Unlock()
