@@ -324,8 +324,8 @@ func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error)
 	}
 }
 
-// wakes reports whether the append that made the queue queued long and
-// the appends pending pending must wake the writer. An idle writer takes
+// wakes reports whether an append must wake the writer, given the queue's
+// length and the appends pending once it is queued. An idle writer takes
 // the whole queue when it wakes: only the append that made the queue
 // non-empty wakes it. A lingering writer waits for its batch to hold an
 // entry of every exchange in progress (or to fill): only the append that
