@@ -83,6 +83,7 @@ func (p *prepared) fill(chain []byte, r Record) error {
 			return fmt.Errorf("audit record: %w", err)
 		}
 	}
+	spent := r.Object
 	size := 160 + len(chain) + len(summary) + len(r.Kind) + len(r.AgentID) + len(r.SessionID) + len(r.RequestID) + len(r.PayloadSHA256)
 	if size+hashSuffixLen > MaxEntryBytes {
 		return fmt.Errorf("%w: about %d bytes, limit %d", ErrTooLarge, size, MaxEntryBytes)
@@ -112,6 +113,9 @@ func (p *prepared) fill(chain []byte, r Record) error {
 	b = append(b, summary...)
 	b = append(b, `,"ts":"`...)
 	r.Object = nil // the canonical bytes are kept; drop the caller's
+	if spent != nil {
+		spent.spend()
+	}
 	*box = b
 	*p = prepared{rec: r, summary: summary, buf: b, box: box, mid: mid, tail: tail}
 	return nil

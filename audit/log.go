@@ -49,12 +49,20 @@ type Log struct {
 	spare  []*request    // the previous queue's array, reused
 	group  *group        // the group of the appends queued since the last take
 	space  chan struct{} // closed by the next take; nil unless a Submit waits for room
-	kick   chan struct{} // buffered (1): the queue has appends
+	kick   chan struct{} // buffered (1): the writer has work (see submit)
 	stop   chan struct{}
-	// ended wakes a lingering writer when an exchange ends: the one it
-	// waited for may have ended without another entry.
+	// ended wakes a lingering writer when an exchange ends and with it every
+	// exchange in progress has an entry waiting (see Begin).
 	ended chan struct{}
 	done  chan struct{}
+	// lingering is set while the writer holds a group commit open (linger):
+	// appends then queue without waking it, and only the append or the end
+	// of an exchange that completes the batch does, so the writer wakes
+	// once per batch rather than once per entry and per exchange.
+	lingering atomic.Bool
+	// pending counts the appends queued or held in a lingering batch: those
+	// of the next commit.
+	pending atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,10 +123,12 @@ type request struct {
 	p    *prepared
 	body prepared // p of a submitted append
 	g    *group   // nil for entries the log writes on its own
-	res  result   // set by the writer before g.done closes
-	e    Entry
+	// res is set by the writer before g.done closes: the entry as
+	// written (write), then its error if the write failed (fail).
+	res  result
 	leaf []byte    // the Merkle leaf hash of the entry's line, set by write
 	at   time.Time // when the append was handed to the writer
+	pend Pending   // the caller's handle, in the same allocation
 }
 
 // group is the appends queued between two takes of the writer: they are
@@ -285,17 +295,16 @@ func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error)
 		if len(l.queue) < queueLen {
 			req.g = l.group
 			l.queue = append(l.queue, req)
-			first := len(l.queue) == 1
+			wake := l.wakes(len(l.queue), l.pending.Add(1))
 			l.qmu.Unlock()
-			if first {
-				// The writer takes the whole queue when it wakes: only the
-				// append that made it non-empty needs to wake it.
+			if wake {
 				select {
 				case l.kick <- struct{}{}:
 				default:
 				}
 			}
-			return &Pending{req: req}, nil
+			req.pend.req = req
+			return &req.pend, nil
 		}
 		if !wait {
 			l.qmu.Unlock()
@@ -313,6 +322,19 @@ func (l *Log) submit(ctx context.Context, r Record, wait bool) (*Pending, error)
 			return nil, fmt.Errorf("audit append: %w", ctx.Err())
 		}
 	}
+}
+
+// wakes reports whether an append must wake the writer, given the queue's
+// length and the appends pending once it is queued. An idle writer takes
+// the whole queue when it wakes: only the append that made the queue
+// non-empty wakes it. A lingering writer waits for its batch to hold an
+// entry of every exchange in progress (or to fill): only the append that
+// completes it wakes it; the rest wait for its timer.
+func (l *Log) wakes(queued int, pending int64) bool {
+	if !l.lingering.Load() {
+		return queued == 1
+	}
+	return pending >= l.active.Load() || pending >= maxBatch || queued >= queueLen
 }
 
 // take hands the writer every queued append and starts a new group for
@@ -467,6 +489,7 @@ func (l *Log) run() {
 			if l.delay > 0 && l.active.Load() > int64(len(b)) {
 				b, groups = l.linger(b, groups)
 			}
+			l.pending.Add(-int64(len(b)))
 			l.commit(b)
 			wake(groups)
 			clear(b) // drop the finished requests' buffers
@@ -481,6 +504,7 @@ func (l *Log) run() {
 				if q == nil {
 					break
 				}
+				l.pending.Add(-int64(len(q)))
 				l.commit(q)
 				wake([]*group{g})
 			}
@@ -513,7 +537,11 @@ func wake(groups []*group) {
 func (l *Log) Begin() (end func()) {
 	l.active.Add(1)
 	return func() {
-		l.active.Add(-1)
+		// Only the end that leaves every exchange in progress with an
+		// entry in a lingering batch wakes the writer.
+		if n := l.active.Add(-1); !l.lingering.Load() || l.pending.Load() < n {
+			return
+		}
 		select {
 		case l.ended <- struct{}{}:
 		default: // a wake-up is pending already
@@ -525,7 +553,8 @@ func (l *Log) Begin() (end func()) {
 // waited the commit delay, or until the batch holds an entry of every
 // exchange in progress. Each fsync costs the gateway CPU (the page
 // writeback runs on the calling thread) whether it carries one entry or
-// fifty.
+// fifty. The appends queue meanwhile without waking the writer (wakes);
+// it takes them all once, at the end.
 func (l *Log) linger(b []*request, groups []*group) ([]*request, []*group) {
 	wait := l.delay - time.Since(b[0].at)
 	if wait <= 0 {
@@ -537,24 +566,43 @@ func (l *Log) linger(b []*request, groups []*group) ([]*request, []*group) {
 		l.lingerT.Reset(wait)
 	}
 	defer l.lingerT.Stop()
-	for len(b) < maxBatch && l.active.Load() > int64(len(b)) {
+	// Set before the test below reads pending and active, so that an
+	// append or an end either sees it (and wakes the writer) or is seen.
+	l.lingering.Store(true)
+	full := func() bool {
+		n := l.pending.Load()
+		return n >= maxBatch || l.active.Load() <= n
+	}
+wait:
+	for !full() {
 		select {
 		case <-l.kick:
-			if q, g := l.take(); q != nil {
-				b = append(b, q...)
-				groups = append(groups, g)
-				l.recycle(q)
-			}
+			// An append completed the batch, or filled the queue.
 		case <-l.ended:
 			// Fewer exchanges in progress: the loop's test decides again.
 		case <-l.lingerT.C:
-			return b, groups
+			break wait
 		case <-l.stop:
 			// Close: commit what is here; the run loop drains the rest.
-			return b, groups
+			break wait
 		}
 	}
+	q, g := l.takeLingered()
+	if q != nil {
+		b = append(b, q...)
+		groups = append(groups, g)
+		l.recycle(q)
+	}
 	return b, groups
+}
+
+// takeLingered is take at the end of a linger: the appends queued after
+// it wake the writer again as an idle writer's do.
+func (l *Log) takeLingered() ([]*request, *group) {
+	l.qmu.Lock()
+	l.lingering.Store(false)
+	l.qmu.Unlock()
+	return l.take()
 }
 
 // commit writes one batch and answers its requests.
@@ -617,11 +665,11 @@ func (l *Log) write(batch []*request) error {
 		buf, hash = r.p.appendLine(buf, seq, prev, ts)
 		r.p.release() // the line is in buf; nothing is made from the body again
 		r.leaf = leafHash(buf[before : len(buf)-1])
-		r.e = r.p.entry(l.chain, seq, prev, hash, ts)
+		r.res = result{e: r.p.entry(l.chain, seq, prev, hash, ts)}
 		prev = hash
 		if size := l.segSize + int64(before); size > 0 && size+int64(len(buf)-before) > l.segMax {
 			if before > 0 {
-				if err := l.flush(buf[:before], batch[start].e.Seq); err != nil {
+				if err := l.flush(buf[:before], batch[start].res.e.Seq); err != nil {
 					l.fail(batch[start:], err)
 					return err
 				}
@@ -633,7 +681,7 @@ func (l *Log) write(batch []*request) error {
 		}
 	}
 	l.buf = buf[:0]
-	if err := l.flush(buf, batch[start].e.Seq); err != nil {
+	if err := l.flush(buf, batch[start].res.e.Seq); err != nil {
 		l.fail(batch[start:], err)
 		return err
 	}
@@ -706,13 +754,12 @@ func (l *Log) ack(reqs []*request) {
 	if len(reqs) == 0 {
 		return
 	}
-	last := reqs[len(reqs)-1].e
+	last := reqs[len(reqs)-1].res.e
 	l.seq, l.prev = last.Seq, last.Hash
 	l.durable.Store(last.Seq)
 	l.entries.Add(uint64(len(reqs)))
 	for _, r := range reqs {
 		l.tree.add(r.leaf)
-		r.res = result{e: r.e}
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/gowebpki/jcs"
 )
@@ -17,15 +19,41 @@ import (
 // summaries the trail was first written with have for the same members
 // (canonicalSummary); TestObjectMatchesMap and TestObjectAnyMatchesMap
 // hold the two to it, so old and new entries hash alike. Nested objects are opened with Begin and closed with End,
-// in the same buffers, so a whole entry costs a few allocations. A later
-// member of the same name replaces the earlier one. The zero value is an
-// empty object; an Object is for one goroutine.
+// in the same buffers. A later member of the same name replaces the
+// earlier one. The zero value is an empty object; an Object is for one
+// goroutine.
+//
+// An Object handed to a Log in a Record is spent once the Log has encoded
+// it: its storage goes back to a pool for the next summary (a summary of
+// fifty members would otherwise allocate some 4 KB per entry), and a spent
+// Object is empty and refuses to be written again (Bytes returns
+// errSpent) rather than write an empty summary.
 type Object struct {
-	buf  []byte // the members' values, one after another
-	mems []member
-	open []int // the members opened by Begin and not yet ended
-	err  error
+	buf   []byte // the members' values, one after another
+	mems  []member
+	open  []int // the members opened by Begin and not yet ended
+	err   error
+	store *objectStore // where buf, mems and open came from; nil before the first member
 }
+
+// objectStore is the storage of one Object, reused across summaries.
+type objectStore struct {
+	buf  []byte
+	mems []member
+	open []int
+}
+
+// objectStores holds the storage of spent Objects (spend).
+var objectStores = sync.Pool{New: func() any {
+	return &objectStore{buf: make([]byte, 0, 1024), mems: make([]member, 0, 64), open: make([]int, 0, 4)}
+}}
+
+// maxPooledObject bounds the storage kept: a rare large summary's is
+// dropped.
+const maxPooledObject = 16 << 10
+
+// errSpent is Bytes' error for an Object a Log has already written.
+var errSpent = errors.New("summary: already written to the trail (an Object is for one entry)")
 
 type member struct {
 	key        string
@@ -34,14 +62,27 @@ type member struct {
 	object     bool
 }
 
-// at returns where the next value starts, with room made for a whole
-// entry's members at the first.
+// at returns where the next value starts, with room for a whole entry's
+// members (a spent Object's storage) taken at the first.
 func (o *Object) at() int {
-	if o.mems == nil {
-		o.mems = make([]member, 0, 32)
-		o.buf = make([]byte, 0, 512)
+	if o.store == nil {
+		st := objectStores.Get().(*objectStore)
+		o.store, o.buf, o.mems, o.open = st, st.buf[:0], st.mems[:0], st.open[:0]
 	}
 	return len(o.buf)
+}
+
+// spend empties o once a Log has encoded it and gives its storage back
+// for the next summary. Using o again is an error (errSpent).
+func (o *Object) spend() {
+	st, buf, mems, open := o.store, o.buf, o.mems, o.open
+	*o = Object{err: errSpent}
+	if st == nil || cap(buf)+cap(mems)*int(unsafe.Sizeof(member{})) > maxPooledObject {
+		return
+	}
+	clear(mems) // drop the keys
+	st.buf, st.mems, st.open = buf[:0], mems[:0], open[:0]
+	objectStores.Put(st)
 }
 
 func (o *Object) add(key string, start int) {

@@ -250,19 +250,31 @@ func snapshot(t *testing.T, dir string) string {
 
 // TestCrashKill runs a writer in a subprocess, kills it with SIGKILL in
 // the middle of a burst, reopens the chain and checks that it verifies and
-// holds every entry the subprocess saw acknowledged.
+// holds every entry the subprocess saw acknowledged. In the lingering
+// mode every append is an exchange in progress (Begin), so the writer
+// holds batches open for the commit delay while appends queue without
+// waking it, and the kill lands in a held batch as often as in an fsync.
 func TestCrashKill(t *testing.T) {
 	if dir := os.Getenv("AUDIT_CRASH_DIR"); dir != "" {
-		crashWriter(dir)
+		crashWriter(dir, os.Getenv("AUDIT_CRASH_LINGER") != "")
 		return
 	}
 	if testing.Short() {
 		t.Skip("subprocess crash test")
 	}
+	for _, linger := range []bool{false, true} {
+		t.Run(fmt.Sprintf("linger=%v", linger), func(t *testing.T) { crashKill(t, linger) })
+	}
+}
+
+func crashKill(t *testing.T, linger bool) {
 	dir := t.TempDir()
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashKill$")
 		cmd.Env = append(os.Environ(), "AUDIT_CRASH_DIR="+dir)
+		if linger {
+			cmd.Env = append(cmd.Env, "AUDIT_CRASH_LINGER=1")
+		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -306,11 +318,25 @@ func TestCrashKill(t *testing.T) {
 	}
 }
 
-func crashWriter(dir string) {
-	l, err := Open(Config{Dir: dir, Chain: "crash", CheckpointEvery: 500, Logger: quietLogger()})
+func crashWriter(dir string, linger bool) {
+	l, err := Open(Config{Dir: dir, Chain: "crash", CheckpointEvery: 500, CommitDelay: 2 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
+	}
+	if linger {
+		// An exchange at its upstream, on and off: while it is open no
+		// batch holds an entry of every exchange, so batches are held
+		// until the delay; while it is closed, the append that completes
+		// a batch wakes the writer.
+		go func() {
+			for {
+				end := l.Begin()
+				time.Sleep(3 * time.Millisecond)
+				end()
+				time.Sleep(3 * time.Millisecond)
+			}
+		}()
 	}
 	var mu sync.Mutex
 	w := bufio.NewWriter(os.Stdout)
@@ -320,7 +346,12 @@ func crashWriter(dir string) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
+				end := func() {}
+				if linger {
+					end = l.Begin()
+				}
 				e, err := l.Append(context.Background(), rec(i))
+				end()
 				if err != nil {
 					os.Exit(4)
 				}
