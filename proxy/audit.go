@@ -32,13 +32,7 @@ func sha256Hex(b []byte) string {
 func requestSummary(ex *scope.Exchange, r *http.Request) *audit.Object {
 	s := &audit.Object{}
 	s.Str("route", r.URL.Path)
-	s.Str("model", ex.Model)
-	if ex.Dialect != "" {
-		s.Str("dialect", ex.Dialect)
-	}
-	s.Bool("stream", ex.Stream)
-	s.Str("upstream", ex.Upstream)
-	failoversSummary(s, ex.Failovers)
+	callSummary(s, ex)
 	s.Int("bytes", int64(len(ex.Body)))
 	s.Int("token_estimate", int64(ex.TokenEstimate))
 	door.ChecksSummary(s, ex.Checks)
@@ -48,10 +42,9 @@ func requestSummary(ex *scope.Exchange, r *http.Request) *audit.Object {
 	return s
 }
 
-// responseSummary is the llm.response entry: the outcome, with the SACP
-// thought and redacted message, and every check's verdict.
-func responseSummary(ex *scope.Exchange, status int) *audit.Object {
-	s := &audit.Object{}
+// callSummary writes the members both entries of an exchange share: the
+// model, the dialect it was asked in, whether it streams, and where it went.
+func callSummary(s *audit.Object, ex *scope.Exchange) {
 	s.Str("model", ex.Model)
 	if ex.Dialect != "" {
 		s.Str("dialect", ex.Dialect)
@@ -59,6 +52,13 @@ func responseSummary(ex *scope.Exchange, status int) *audit.Object {
 	s.Bool("stream", ex.Stream)
 	s.Str("upstream", ex.Upstream)
 	failoversSummary(s, ex.Failovers)
+}
+
+// responseSummary is the llm.response entry: the outcome, with the SACP
+// thought and redacted message, and every check's verdict.
+func responseSummary(ex *scope.Exchange, status int) *audit.Object {
+	s := &audit.Object{}
+	callSummary(s, ex)
 	s.Int("status", int64(status))
 	s.Num("latency_ms", float64(time.Since(ex.Start).Microseconds())/1000)
 	s.Int("attempts", int64(ex.Attempts))

@@ -121,14 +121,9 @@ func (f *Forwarder) CountTokens(w http.ResponseWriter, r *http.Request) error {
 		return c.answerCount(r.Context(), w, r, int64(ex.TokenEstimate), CountEstimated)
 	}
 	ex.Route, ex.Upstream, ex.Candidates = ups[0], ups[0].Name, ups
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := c.start(r)
 	defer cancel(nil)
-	if f.Timeout > 0 {
-		c.timer = time.AfterFunc(f.Timeout, func() { cancel(errTimeout) })
-		defer c.timer.Stop()
-	}
-	ex.Attempts++
-	c.j.begin(ctx, r)
+	defer c.stopTimer()
 	sent := time.Now()
 	resp, err := send(ctx, r.Header, ex, countPath, ex.Body)
 	if err != nil {

@@ -103,14 +103,9 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, kind Kind) e
 		// client that did not.
 		body, c.dropUsage = withStreamUsage(body)
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := c.start(r)
 	defer cancel(nil)
-	if f.Timeout > 0 {
-		c.timer = time.AfterFunc(f.Timeout, func() { cancel(errTimeout) })
-		defer c.timer.Stop()
-	}
-	ex.Attempts++
-	c.j.begin(ctx, r)
+	defer c.stopTimer()
 	op := tracing.OperationChat
 	if kind == KindEmbeddings {
 		op = tracing.OperationEmbeddings
@@ -365,6 +360,19 @@ func (c *call) redacts() bool {
 func (c *call) noteRedactions(res redact.Result) {
 	c.ex.Redacted(res.Counts)
 	c.ex.Check(scope.Verdict{Check: scope.CheckRedaction, Verdict: "applied", Count: res.Total(), Blocked: res.Blocked})
+}
+
+// start begins an attempt at the provider: a context the response timeout
+// cancels (errTimeout), the attempt counted, and the llm.request entry
+// begun under that context. The caller defers cancel(nil) and stopTimer.
+func (c *call) start(r *http.Request) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	if c.f.Timeout > 0 {
+		c.timer = time.AfterFunc(c.f.Timeout, func() { cancel(errTimeout) })
+	}
+	c.ex.Attempts++
+	c.j.begin(ctx, r)
+	return ctx, cancel
 }
 
 // stopTimer ends the response timeout; it reports errTimeout when the
