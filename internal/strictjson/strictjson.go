@@ -361,19 +361,8 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 			}
 			continue
 		case '}', ']':
-			if n := len(w.renames); n > 0 && w.renames[n-1].depth == len(w.stack) {
-				mine, err := w.uniqueNames(dec.InputOffset())
-				if err != nil {
-					return nil, err
-				}
-				for _, r := range mine {
-					repl[r.span].with = r.with
-				}
-			}
-			w.stack = w.stack[:len(w.stack)-1]
-			w.leave()
-			if w.sink != nil {
-				w.sink.End()
+			if err := w.closeValue(repl); err != nil {
+				return nil, err
 			}
 		default:
 			raw, err := dec.ReadValue()
@@ -421,19 +410,9 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 				}
 				break
 			}
-			w.enter(top)
-			if k == '0' {
-				// A number no reader can hold as a float64 (1e400) reads
-				// as infinity, an error or a rounded value depending on
-				// the reader: refused, like any value of unknown meaning.
-				if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
-					return nil, &Error{Path: w.path.String(), Msg: "a number out of range"}
-				}
+			if err := w.scalar(top, k == '0', raw); err != nil {
+				return nil, err
 			}
-			if w.sink != nil {
-				w.sink.Scalar(raw)
-			}
-			w.leave()
 		}
 		if len(w.stack) == 0 {
 			break
@@ -443,6 +422,46 @@ func (w *walker) run(top *Fields, v, name Visit) ([]span, error) {
 		return nil, &Error{Msg: "there is data after the JSON value"}
 	}
 	return repl, nil
+}
+
+// closeValue ends the object or array just closed: the member names it
+// held that a rename changed are checked unique (their spans in repl get
+// the final names), and the sink is told.
+func (w *walker) closeValue(repl []span) error {
+	if n := len(w.renames); n > 0 && w.renames[n-1].depth == len(w.stack) {
+		mine, err := w.uniqueNames(w.dec.InputOffset())
+		if err != nil {
+			return err
+		}
+		for _, r := range mine {
+			repl[r.span].with = r.with
+		}
+	}
+	w.stack = w.stack[:len(w.stack)-1]
+	w.leave()
+	if w.sink != nil {
+		w.sink.End()
+	}
+	return nil
+}
+
+// scalar reads a value that is neither a string nor a container (a number,
+// true, false, null) at the current path.
+func (w *walker) scalar(top *Fields, number bool, raw []byte) error {
+	w.enter(top)
+	if number {
+		// A number no reader can hold as a float64 (1e400) reads as
+		// infinity, an error or a rounded value depending on the reader:
+		// refused, like any value of unknown meaning.
+		if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
+			return &Error{Path: w.path.String(), Msg: "a number out of range"}
+		}
+	}
+	if w.sink != nil {
+		w.sink.Scalar(raw)
+	}
+	w.leave()
+	return nil
 }
 
 // rename hands the member name just read (n bytes as written) to name; a
