@@ -59,6 +59,7 @@ EOF
 	go build -o "$OUT/bareproxy" ./bench/bareproxy
 	go build -o "$OUT/mcpserver" ./bench/mcpserver
 	go build -o "$OUT/mcpload" ./bench/mcpload
+	go build -o "$OUT/stages" ./bench/stages
 )
 
 case $CONFIG in
@@ -184,6 +185,11 @@ for t in bare gateway; do
 		go tool pprof -top -cum -nodecount=45 "$prof" 2>/dev/null | sed -n '6,55p'
 		echo "--- allocated bytes, cumulative"
 		go tool pprof -top -cum -sample_index=alloc_space -nodecount=30 -base "$OUT/profile-$t-$tag.allocs-base.pprof" "$OUT/profile-$t-$tag.allocs.pprof" 2>/dev/null | sed -n '6,40p'
+		if [ "$t" = gateway ] && [ "$MODE" != mcp ]; then
+			# The same CPU split by governance stage, in µs per request.
+			echo "--- stages"
+			"$OUT/stages" -profile "$prof" -wrk "$OUT/profile-$t-$tag.wrk.txt" || true
+		fi
 	} | tee "$OUT/profile-$t-$tag.txt"
 done
 echo "profiles: $OUT/profile-*.pprof (go tool pprof -http=: FILE for a graph)"
