@@ -25,6 +25,7 @@ import (
 	"github.com/sacpgw/gateway/audit"
 	"github.com/sacpgw/gateway/internal/config"
 	"github.com/sacpgw/gateway/internal/roster"
+	"github.com/sacpgw/gateway/internal/testoidc"
 )
 
 // a2aAgent is an A2A agent made with the official Go SDK (a2asrv): its
@@ -146,6 +147,24 @@ audit:
   dir: ` + auditDir + `
   chain: ` + chain + `
 `
+}
+
+// peopleYAML is gateway.yaml's people block signing in at op (client
+// secret from $OIDC_SECRET), with the roles given as YAML lines
+// ("admins: [gw-admins]").
+func peopleYAML(op *testoidc.Provider, roles ...string) string {
+	s := `people:
+  oidc:
+    issuer: ` + op.Issuer + `
+    client_id: ` + op.ClientID + `
+    client_secret: ${OIDC_SECRET}
+    scopes: [openid, email, groups]
+    roles:
+`
+	for _, r := range roles {
+		s += "      " + r + "\n"
+	}
+	return s
 }
 
 // reviewedGatewayYAML is the head of a test gateway.yaml: the mock

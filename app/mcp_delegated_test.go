@@ -184,30 +184,12 @@ func TestMCPDelegatedTokens(t *testing.T) {
 	t.Setenv("MCP_TOKEN_KEY", testTokenKey)
 	dir := t.TempDir()
 	_, a, auditLog := buildFromFiles(t, dir, map[string]string{
-		config.GatewayFile: `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + filepath.Join(dir, "audit") + `
-  chain: people
-state:
+		config.GatewayFile: agentGatewayYAML(filepath.Join(dir, "audit"), "people") + `state:
   backend: redis
   redis_url: ` + rs.URL() + `
 messaging:
   allowed_networks: [127.0.0.0/8]
-people:
-  oidc:
-    issuer: ` + op.Issuer + `
-    client_id: ` + op.ClientID + `
-    client_secret: ${OIDC_SECRET}
-    scopes: [openid, email, groups]
-    roles:
-      reviewers: [staff]
-mcp:
+` + peopleYAML(op, "reviewers: [staff]") + `mcp:
   token_key: ${MCP_TOKEN_KEY}
   servers:
     - name: docs

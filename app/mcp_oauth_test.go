@@ -64,16 +64,7 @@ approval:
   base_url: ` + base + `
 messaging:
   allowed_networks: [127.0.0.0/8]
-people:
-  oidc:
-    issuer: ` + op.Issuer + `
-    client_id: ` + op.ClientID + `
-    client_secret: ${OIDC_SECRET}
-    scopes: [openid, email, groups]
-    roles:
-      admins: [gw-admins]
-      reviewers: [gw-reviewers]
-mcp_clients:
+` + peopleYAML(op, "admins: [gw-admins]", "reviewers: [gw-reviewers]") + `mcp_clients:
   access_token_ttl: 10m
 ` + state + `mcp:
   servers:

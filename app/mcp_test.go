@@ -141,17 +141,7 @@ func newMCPGatewayAudit(t testing.TB, ts *toolServer, failMode string) *a2a {
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: mcp
-  fail_mode: ` + failMode + `
+	gw := agentGatewayYAML(auditDir, "mcp") + `  fail_mode: ` + failMode + `
 mcp:
   servers:
     - name: files

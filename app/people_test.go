@@ -42,15 +42,7 @@ audit:
   chain: people
 messaging:
   allowed_networks: ` + tc.networks + `
-people:
-  oidc:
-    issuer: ` + op.Issuer + `
-    client_id: ` + op.ClientID + `
-    client_secret: ${OIDC_SECRET}
-    scopes: [openid, email, groups]
-    roles:
-      admins: [gw-admins]
-`,
+` + peopleYAML(op, "admins: [gw-admins]"),
 				config.AgentsFile:   "agents:\n  coder:\n    token_sha256: \"" + roster.HashTokenHex("tok-coder") + "\"\n",
 				config.ProtocolFile: "protocol: {}\n",
 			})

@@ -36,17 +36,7 @@ func newStateGateway(t *testing.T, target, onFailure, chain string, peer *testki
 	t.Helper()
 	dir := t.TempDir()
 	auditDir := filepath.Join(dir, "audit")
-	gw := `listen: "127.0.0.1:0"
-admin:
-  token_sha256: "` + roster.HashTokenHex("tok-admin") + `"
-upstreams:
-  - {name: mock, type: mock, models: ["*"]}
-policy:
-  dir: ` + policyDir(a2aOpts{}) + `
-audit:
-  dir: ` + auditDir + `
-  chain: ` + chain + `
-  fail_mode: closed
+	gw := agentGatewayYAML(auditDir, chain) + `  fail_mode: closed
 messaging:
   retry_backoff: 10ms
   timeout: 30s
