@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -137,19 +134,7 @@ func TestMCPHeldCallDecidedInChromium(t *testing.T) {
 	g := newHeldMCPGateway(t, upstream.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := chromedp.Call(b.Ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
-		t.Fatalf("turn JavaScript off: %v", err)
-	}
-	width := func(what string) {
-		t.Helper()
-		m, err := chromedp.Call(b.Ctx, page.GetLayoutMetrics, cdp.Empty{})
-		if err != nil {
-			t.Fatalf("layout of %s: %v", what, err)
-		}
-		if w := m.CSSContentSize.Width; w > 390 {
-			t.Errorf("%s is %vpx wide: it scrolls sideways on a 390px phone", what, w)
-		}
-	}
+	b.ScriptsOff(t)
 	signedIn := false
 	open := func(path string) {
 		t.Helper()
@@ -197,7 +182,7 @@ func TestMCPHeldCallDecidedInChromium(t *testing.T) {
 	if got := b.Text(t, "mcp-arguments"); !strings.Contains(got, "[REDACTED:email]") || strings.Contains(got, "bob@example.com") {
 		t.Errorf("arguments shown %q, want them redacted", got)
 	}
-	width("the held call's review page")
+	b.FitsPhone(t, "the held call's review page")
 	if n := len(ran()); n != 0 {
 		t.Fatalf("the server ran %d deletes before anyone decided", n)
 	}

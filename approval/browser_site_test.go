@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -296,9 +293,7 @@ func TestPagesOnAPhone(t *testing.T) {
 	sampleOps(h.ops, h.clock.Now())
 	id := escalateChange(t, h, ActionModify, "arch-001", "# Gateway architecture\n\nA new pipeline.", []string{"arch-001"})
 	b := startChromium(t, path)
-	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
-		t.Fatalf("turn JavaScript off: %v", err)
-	}
+	b.ScriptsOff(t)
 	if err := chromedp.Do(b.ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
 		chromedp.Navigate(h.srv.URL+"/review/queue"),
@@ -317,13 +312,7 @@ func TestPagesOnAPhone(t *testing.T) {
 		if err := chromedp.Do(b.ctx, chromedp.Navigate(h.srv.URL+p.path), chromedp.WaitVisible(chromedp.ID(p.waitFor))); err != nil {
 			t.Fatalf("open %s: %v", p.path, err)
 		}
-		m, err := chromedp.Call(b.ctx, page.GetLayoutMetrics, cdp.Empty{})
-		if err != nil {
-			t.Fatalf("layout of %s: %v", p.path, err)
-		}
-		if w := m.CSSContentSize.Width; w > 390 {
-			t.Errorf("%s is %vpx wide: it scrolls sideways on a 390px phone", p.path, w)
-		}
+		b.FitsPhone(t, p.path)
 	}
 	if p := b.problems(); len(p) > 0 {
 		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -76,9 +73,7 @@ func TestHomePageInABrowser(t *testing.T) {
 	path := skipWithoutChromium(t)
 	h := newHarness(t)
 	b := startChromium(t, path)
-	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
-		t.Fatalf("turn JavaScript off: %v", err)
-	}
+	b.ScriptsOff(t)
 	if err := chromedp.Do(b.ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
 		chromedp.Navigate(h.srv.URL+"/"),
@@ -92,13 +87,7 @@ func TestHomePageInABrowser(t *testing.T) {
 	if base := b.text(t, "home-base"); !strings.HasSuffix(base, "/v1") {
 		t.Errorf("base URL %q", base)
 	}
-	m, err := chromedp.Call(b.ctx, page.GetLayoutMetrics, cdp.Empty{})
-	if err != nil {
-		t.Fatalf("layout: %v", err)
-	}
-	if w := m.CSSContentSize.Width; w > 390 {
-		t.Errorf("the front page is %vpx wide: it scrolls sideways on a 390px phone", w)
-	}
+	b.FitsPhone(t, "the front page")
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

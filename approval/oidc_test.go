@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sacpgw/gateway/internal/egress"
@@ -428,19 +425,7 @@ func TestOIDCSignInInChromium(t *testing.T) {
 	escalate(t, e.harness, "Remove the legacy architecture document.")
 	e.op.SignInAs("") // the provider's own form
 	b := startChromium(t, path)
-	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
-		t.Fatalf("turn JavaScript off: %v", err)
-	}
-	width := func(what string) {
-		t.Helper()
-		m, err := chromedp.Call(b.ctx, page.GetLayoutMetrics, cdp.Empty{})
-		if err != nil {
-			t.Fatalf("layout of %s: %v", what, err)
-		}
-		if w := m.CSSContentSize.Width; w > 390 {
-			t.Errorf("%s is %vpx wide: it scrolls sideways on a 390px phone", what, w)
-		}
-	}
+	b.ScriptsOff(t)
 	if err := chromedp.Do(b.ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
 		chromedp.Navigate(e.srv.URL+"/review/queue"),
@@ -448,7 +433,7 @@ func TestOIDCSignInInChromium(t *testing.T) {
 	); err != nil {
 		t.Fatalf("open the queue signed out: %v", err)
 	}
-	width("the sign-in page")
+	b.FitsPhone(t, "the sign-in page")
 	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +457,7 @@ func TestOIDCSignInInChromium(t *testing.T) {
 	if who := b.text(t, "who"); who != "tom@example.org" {
 		t.Fatalf("signed in as %q", who)
 	}
-	width("the queue")
+	b.FitsPhone(t, "the queue")
 	if p := b.problems(); len(p) > 0 {
 		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
 	}

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -140,4 +143,26 @@ func (b *Browser) Text(t testing.TB, id string) string {
 		t.Fatalf("read #%s: %v", id, err)
 	}
 	return v
+}
+
+// ScriptsOff turns JavaScript off in the page: every page of the gateway
+// must work without it.
+func (b *Browser) ScriptsOff(t testing.TB) {
+	t.Helper()
+	if _, err := chromedp.Call(b.Ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("turn JavaScript off: %v", err)
+	}
+}
+
+// FitsPhone fails t when the page shown (what) is wider than a 390px
+// phone: it would scroll sideways there.
+func (b *Browser) FitsPhone(t testing.TB, what string) {
+	t.Helper()
+	m, err := chromedp.Call(b.Ctx, page.GetLayoutMetrics, cdp.Empty{})
+	if err != nil {
+		t.Fatalf("layout of %s: %v", what, err)
+	}
+	if w := m.CSSContentSize.Width; w > 390 {
+		t.Errorf("%s is %vpx wide: it scrolls sideways on a 390px phone", what, w)
+	}
 }
