@@ -256,6 +256,8 @@ func chatFrom(out outcome, name string) ChatDecision {
 // messagesFrom decodes the messages policy's deny set.
 func messagesFrom(out outcome) ChatDecision { return chatFrom(out, "messages") }
 
+func chatDenyFrom(out outcome) ChatDecision { return chatFrom(out, "chat") }
+
 func chatSummary(d ChatDecision) summary {
 	if !d.Deny {
 		return summary{key: "allow", text: "allow"}

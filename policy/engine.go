@@ -344,10 +344,7 @@ func (e *Engine) Approval(ctx context.Context, input map[string]any) (ApprovalDe
 // Failing closed denies with the cause as the reason; the error follows the
 // rule of Approval.
 func (e *Engine) ChatDeny(ctx context.Context, input map[string]any) (ChatDecision, error) {
-	in, out, err := e.evaluate(ctx, ptChat, input)
-	d := chatFrom(out, "chat")
-	e.afterLive(ptChat, in, out, chatSummary(d))
-	return d, err
+	return decide(ctx, e, ptChat, input, chatDenyFrom, chatSummary)
 }
 
 // MessagesDeny evaluates data.gateway.messages.deny for an agent-to-agent
