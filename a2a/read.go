@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -229,8 +231,16 @@ func readSend(params json.RawMessage) (*sdk.SendMessageRequest, error) {
 // checkPart: exactly one kind of content, of its type, and known members
 // of their types only.
 func checkPart(p map[string]json.RawMessage) error {
+	if _, ok := p["kind"]; ok {
+		// Named first, whatever else the part holds: it is what an A2A 0.3
+		// client sends, and the error should say so.
+		return fmt.Errorf("unknown member \"kind\" (an A2A 0.3 part; a part of A2A %s has text, raw, data or url)", Version)
+	}
 	kinds := 0
-	for k, v := range p {
+	// In name order, so that a part with several wrong members is always
+	// refused with the same message.
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		v := p[k]
 		switch k {
 		case "text", "raw", "url", "filename", "mediaType":
 			var s string
